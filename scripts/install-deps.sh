@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything code-exec-mcp needs on a Debian 12 (bookworm) machine: the sandbox (bubblewrap),
+# language runtimes (Python 3 + data stack from Debian, Node.js, TypeScript from npm, Go 1.23 from
+# bookworm-backports) and the common tools user code expects. Idempotent: a second run is quick.
+# Java 25 (Temurin) is required for the server itself and is looked up, not installed (Debian does not ship it).
+set -euo pipefail
+[ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root (it uses apt-get)" >&2; exit 1; }
+export DEBIAN_FRONTEND=noninteractive
+
+PKGS=(bubblewrap util-linux procps python3 python3-numpy python3-pandas python3-matplotlib python3-scipy
+      python3-requests python3-yaml python3-pil git curl make gcc g++ jq sqlite3 ca-certificates)
+command -v node >/dev/null || PKGS+=(nodejs)
+command -v npm >/dev/null || PKGS+=(npm)
+
+missing=()
+for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+if [ ! -x /usr/lib/go-1.23/bin/go ]; then
+  # Go 1.23 comes from bookworm-backports: reuse the machine's own mirror for it.
+  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    [ -n "$uri" ] || uri=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+    [ -n "$uri" ] || uri=http://deb.debian.org/debian
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$uri" > /etc/apt/sources.list.d/code-exec-backports.sources
+  fi
+  missing+=(golang-1.23-go)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# TypeScript compiler, used by the sandbox's TypeScript loader (transpile, then run on node).
+if [ ! -f /usr/local/lib/node_modules/typescript/package.json ]; then
+  echo "install-deps: installing typescript from npm" >&2
+  npm install -g --no-fund --no-audit typescript@5 >/dev/null
+fi
+
+JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
+if [ ! -x "$JAVA_HOME/bin/java" ] || ! "$JAVA_HOME/bin/java" -version 2>&1 | grep -qE 'version "(2[5-9]|[3-9][0-9])'; then
+  echo "install-deps: Java 25+ not found at $JAVA_HOME (set JAVA_HOME to a JDK 25)" >&2; exit 1
+fi
+echo "install-deps: ok" >&2

@@ -1,0 +1,150 @@
+package dev.codeexec.config;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * All configuration, read once from environment variables, validated, then immutable. Every key is in
+ * {@link #KEYS} with its default and description; the README table is tested against that list.
+ */
+public final class Config {
+
+    public static final ConfigKey<String> HOST = ConfigKey.string("HOST", "127.0.0.1",
+            "Address to bind. A non-loopback address needs API_KEY/API_KEYS_FILE or ALLOW_UNAUTHENTICATED=true.");
+    public static final ConfigKey<Integer> PORT = ConfigKey.integer("PORT", 8080, 0, 65535,
+            "HTTP port (0 = any free port, printed at start).");
+    public static final ConfigKey<String> TRANSPORT = ConfigKey.oneOf("TRANSPORT", "http",
+            "`http` (Streamable HTTP at /mcp plus /healthz) or `stdio` (MCP over stdin/stdout; logs go to stderr).",
+            "http", "stdio");
+    public static final ConfigKey<String> API_KEY = ConfigKey.string("API_KEY", "",
+            "When set, every request except /healthz needs `Authorization: Bearer <key>`.");
+    public static final ConfigKey<Boolean> ALLOW_UNAUTHENTICATED = ConfigKey.bool("ALLOW_UNAUTHENTICATED", false,
+            "Allow binding a non-loopback HOST without an API key.");
+    public static final ConfigKey<String> CORS_ORIGINS = ConfigKey.string("CORS_ORIGINS", "",
+            "Comma-separated browser origins allowed to call /mcp; `*` only when API_KEY is set.");
+    public static final ConfigKey<String> ALLOWED_HOSTS = ConfigKey.string("ALLOWED_HOSTS", "",
+            "Extra Host header names accepted (DNS-rebinding guard); localhost, loopback addresses and HOST always are.");
+    public static final ConfigKey<Integer> MAX_BODY_MB = ConfigKey.integer("MAX_BODY_MB", 4, 1, 1024,
+            "Largest request body on /mcp; larger gets 413.");
+    public static final ConfigKey<String> SANDBOX = ConfigKey.oneOf("SANDBOX", "bwrap",
+            "`bwrap` (bubblewrap), `gvisor` (runsc) or `none` (no isolation: development only, loudly logged).",
+            "bwrap", "gvisor", "none");
+    public static final ConfigKey<Integer> SANDBOX_UID = ConfigKey.integer("SANDBOX_UID", 65534, 1, Integer.MAX_VALUE,
+            "Real host uid that sandboxed code runs as (never 0).");
+    public static final ConfigKey<Integer> SANDBOX_GID = ConfigKey.integer("SANDBOX_GID", 65534, 1, Integer.MAX_VALUE,
+            "Real host gid that sandboxed code runs as (never 0).");
+    public static final ConfigKey<Integer> MAX_CONCURRENT = ConfigKey.integer("MAX_CONCURRENT", 4, 1, 1024,
+            "Runs executing at once.");
+    public static final ConfigKey<Integer> QUEUE_SIZE = ConfigKey.integer("QUEUE_SIZE", 64, 0, 100000,
+            "Runs that may wait for a slot; one more is refused at once with a clear error.");
+    public static final ConfigKey<Integer> QUEUE_TIMEOUT_MS = ConfigKey.integer("QUEUE_TIMEOUT_MS", 30000, 0, 3600000,
+            "How long a run may wait for a slot before it is refused.");
+    public static final ConfigKey<Integer> DEFAULT_TIMEOUT_MS = ConfigKey.integer("DEFAULT_TIMEOUT_MS", 30000, 100, 3600000,
+            "Wall-clock timeout of a run when the call gives none.");
+    public static final ConfigKey<Integer> MAX_TIMEOUT_MS = ConfigKey.integer("MAX_TIMEOUT_MS", 120000, 100, 3600000,
+            "Largest timeout_ms a call may ask for; more is an error.");
+    public static final ConfigKey<Integer> CPU_LIMIT_SECONDS = ConfigKey.integer("CPU_LIMIT_SECONDS", 30, 1, 86400,
+            "CPU time per process of a run (RLIMIT_CPU).");
+    public static final ConfigKey<Integer> MEMORY_LIMIT_MB = ConfigKey.integer("MEMORY_LIMIT_MB", 2048, 16, 1048576,
+            "Memory of a whole run (cgroup v2 or v1; RLIMIT_AS where no cgroup can be used).");
+    public static final ConfigKey<Integer> MAX_PROCESSES = ConfigKey.integer("MAX_PROCESSES", 128, 4, 100000,
+            "Processes and threads of a whole run (cgroup pids.max).");
+    public static final ConfigKey<Integer> MAX_OUTPUT_KB = ConfigKey.integer("MAX_OUTPUT_KB", 256, 1, 1048576,
+            "Cap for stdout and for stderr of a run, each; going over ends the run with truncated=true.");
+    public static final ConfigKey<Integer> MAX_DISK_MB = ConfigKey.integer("MAX_DISK_MB", 512, 1, 1048576,
+            "Size of a run's writable working directory and of its /tmp (each a size-capped tmpfs).");
+    public static final ConfigKey<String> DATA_DIR = ConfigKey.string("DATA_DIR", "/var/lib/code-exec-mcp",
+            "Server state: seccomp filter, shared Go build cache, staging files. Not visible to sandboxed code.");
+    public static final ConfigKey<Integer> SHUTDOWN_GRACE_SECONDS = ConfigKey.integer("SHUTDOWN_GRACE_SECONDS", 10, 0, 3600,
+            "On SIGTERM/SIGINT, how long running executions may finish before they are killed.");
+    public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
+            "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
+    public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
+            "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");
+
+    public static final List<ConfigKey<?>> KEYS = List.of(HOST, PORT, TRANSPORT, API_KEY, ALLOW_UNAUTHENTICATED,
+            CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, MAX_CONCURRENT, QUEUE_SIZE,
+            QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
+            MAX_OUTPUT_KB, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, LOG_FORMAT, LOG_LEVEL);
+
+    private final Map<ConfigKey<?>, Object> values;
+
+    private Config(Map<ConfigKey<?>, Object> values) {
+        this.values = values;
+    }
+
+    /** Reads every key from the given environment; the first bad value stops with a message naming the key. */
+    public static Config load(Map<String, String> env) {
+        Map<ConfigKey<?>, Object> values = new HashMap<>();
+        for (ConfigKey<?> key : KEYS) {
+            String raw = env.getOrDefault(key.name(), key.defaultValue());
+            if (raw == null || raw.isBlank()) raw = key.defaultValue();
+            try {
+                values.put(key, key.parser().apply(raw));
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException(key.name() + " " + e.getMessage());
+            }
+        }
+        Config c = new Config(values);
+        c.checkCombinations();
+        return c;
+    }
+
+    /** Defaults overridden by the given pairs (tests). */
+    public static Config of(String... pairs) {
+        Map<String, String> env = new HashMap<>();
+        for (int i = 0; i + 1 < pairs.length; i += 2) env.put(pairs[i], pairs[i + 1]);
+        return load(env);
+    }
+
+    private void checkCombinations() {
+        if (get(DEFAULT_TIMEOUT_MS) > get(MAX_TIMEOUT_MS))
+            throw new ConfigException("DEFAULT_TIMEOUT_MS must not exceed MAX_TIMEOUT_MS");
+        if (corsOrigins().contains("*") && apiKey().isEmpty())
+            throw new ConfigException("CORS_ORIGINS '*' is only allowed when API_KEY is set");
+        if (!isLoopback(get(HOST)) && apiKey().isEmpty() && !get(ALLOW_UNAUTHENTICATED))
+            throw new ConfigException("HOST " + get(HOST) + " is not a loopback address: set API_KEY, or ALLOW_UNAUTHENTICATED=true to expose the server without authentication");
+    }
+
+    public static boolean isLoopback(String host) {
+        String h = host.trim().toLowerCase();
+        return h.equals("localhost") || h.startsWith("127.") || h.equals("::1") || h.equals("[::1]");
+    }
+
+    @SuppressWarnings("unchecked")
+    public <T> T get(ConfigKey<T> key) {
+        return (T) values.get(key);
+    }
+
+    public String apiKey() {
+        return get(API_KEY);
+    }
+
+    public List<String> corsOrigins() {
+        return split(get(CORS_ORIGINS));
+    }
+
+    public List<String> allowedHosts() {
+        return split(get(ALLOWED_HOSTS));
+    }
+
+    public Path dataDir() {
+        return Path.of(get(DATA_DIR));
+    }
+
+    public Duration defaultTimeout() {
+        return Duration.ofMillis(get(DEFAULT_TIMEOUT_MS));
+    }
+
+    public Duration maxTimeout() {
+        return Duration.ofMillis(get(MAX_TIMEOUT_MS));
+    }
+
+    private static List<String> split(String s) {
+        return Arrays.stream(s.split(",")).map(String::trim).filter(x -> !x.isEmpty()).toList();
+    }
+}

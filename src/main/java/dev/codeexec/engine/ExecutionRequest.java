@@ -1,0 +1,36 @@
+package dev.codeexec.engine;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * One request to run code. Built and validated by a surface (see {@link RequestValidator}); the engine trusts it.
+ *
+ * @param language  a language id from the {@link Languages} table (aliases already resolved by the caller or not)
+ * @param code      the program text
+ * @param stdin     fed to the program's standard input, then closed (empty when absent)
+ * @param args      program arguments
+ * @param env       extra environment variables (names already validated)
+ * @param limits    resolved limits for this run
+ * @param audit     who asked (tenant, MCP session, request id), for logs and cancellation; never affects the run
+ */
+public record ExecutionRequest(String language, String code, String stdin, List<String> args,
+        Map<String, String> env, Limits limits, AuditInfo audit) {
+
+    public ExecutionRequest {
+        Objects.requireNonNull(language, "language");
+        Objects.requireNonNull(code, "code");
+        stdin = stdin == null ? "" : stdin;
+        args = args == null ? List.of() : List.copyOf(args);
+        env = env == null ? Map.of() : Map.copyOf(env);
+        Objects.requireNonNull(limits, "limits");
+        audit = audit == null ? AuditInfo.NONE : audit;
+    }
+
+    /** Who asked for a run: only for logs, metrics and cancellation. */
+    public record AuditInfo(Optional<String> tenant, Optional<String> session, Optional<String> requestId) {
+        public static final AuditInfo NONE = new AuditInfo(Optional.empty(), Optional.empty(), Optional.empty());
+    }
+}

@@ -1,0 +1,26 @@
+package dev.codeexec.engine;
+
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+
+/**
+ * What a run produced and how it ended.
+ *
+ * @param language       the language id that ran
+ * @param exitCode       the process exit code; 128+signal when killed by a signal; -1 when it never started
+ * @param stdout         captured standard output (valid UTF-8 text; invalid bytes replaced), at most the cap
+ * @param stderr         captured standard error, plus a "[terminated] ..." line when a limit ended the run
+ * @param durationMs     wall time from start to end of the run
+ * @param outcome        how it ended
+ * @param truncated      true when stdout or stderr went over the cap
+ * @param peakMemoryBytes peak memory of the run's cgroup, where known
+ * @param cpuTimeMs      CPU time (user+system) of the run, where known
+ * @param sandbox        the sandbox that ran it (bwrap, gvisor, none)
+ */
+public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+        Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox) {
+
+    public boolean timedOut() {
+        return outcome == Outcome.TIMEOUT;
+    }
+}

@@ -1,0 +1,34 @@
+package dev.codeexec.engine;
+
+import java.util.Map;
+
+/**
+ * The one seam between surfaces (MCP, HTTP, gRPC) and whatever runs code. Implementations: the local engine
+ * ({@link LocalExecutor}); later a remote one.
+ */
+public interface Executor extends AutoCloseable {
+
+    /**
+     * Starts a run and returns a handle at once; the run waits for a slot (bounded queue) and then runs.
+     *
+     * @throws ExecutionException.InvalidRequest   unknown language or arguments the engine cannot accept
+     * @throws ExecutionException.Unavailable      the sandbox cannot work, or the server is shutting down
+     */
+    RunHandle submit(ExecutionRequest request, OutputListener listener);
+
+    /** Versions and availability of languages and tools, the sandbox and the limits, as plain data for JSON. */
+    Map<String, Object> runtimeInfo();
+
+    /** Runs executing now. */
+    int running();
+
+    /** Runs waiting for a slot. */
+    int queued();
+
+    /** Maximum runs at once. */
+    int maxConcurrent();
+
+    /** Stops accepting, waits up to the grace for running runs, kills the rest, cleans up. */
+    @Override
+    void close();
+}
