@@ -126,7 +126,7 @@ final class BwrapSandbox implements Sandbox {
         argv.addAll(systemBinds);
         argv.addAll(List.of("--proc", "/proc", "--dev", "/dev"));
         String size = Long.toString(limits.diskBytes());
-        argv.addAll(List.of("--size", size, "--tmpfs", "/tmp"));
+        argv.addAll(List.of("--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp"));
         if (!workDir.equals(Path.of("/tmp"))) argv.addAll(List.of("--size", size, "--tmpfs", workDir.toString()));
 
         Map<Integer, Path> fds = new LinkedHashMap<>();
@@ -144,8 +144,9 @@ final class BwrapSandbox implements Sandbox {
             Path d = checkInside(dir.toString());
             argv.addAll(List.of("--ro-bind", d.toString(), d.toString()));
         }
-        // The root itself is bwrap's own tmpfs: read-only, so nothing can be written outside the capped areas.
-        argv.addAll(List.of("--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--",
+        // The root and /dev are bwrap's own tmpfs mounts: read-only, so nothing can be written outside the
+        // capped areas (workDir, /tmp, /dev/shm).
+        argv.addAll(List.of("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--",
                 "/bin/sh", "-c", INIT, "sh"));
         argv.addAll(spec.command());
 

@@ -27,6 +27,7 @@ import java.util.OptionalLong;
 final class Cgroups {
 
     static final String PARENT = "code-exec";
+    static final String INSTANCE_PREFIX = "jvm-";
 
     enum Mode { V2, V1, NONE }
 
@@ -72,13 +73,23 @@ final class Cgroups {
     }
 
     static Cgroups detect() {
+        return detect(Path.of("/proc/self/cgroup"), Path.of("/proc/self/mountinfo"),
+                INSTANCE_PREFIX + ProcessHandle.current().pid()).registerCleanup();
+    }
+
+    /**
+     * @param instance the directory under {@code code-exec/} owned by this server process: run cgroups go below
+     *                 it, and instance directories of server processes that no longer exist are cleaned up, so a
+     *                 crashed server leaves nothing behind past the next start
+     */
+    static Cgroups detect(Path procSelfCgroup, Path mountinfo, String instance) {
         String why;
         try {
-            List<String> self = Files.readAllLines(Path.of("/proc/self/cgroup"));
-            List<String> mounts = Files.readAllLines(Path.of("/proc/self/mountinfo"));
-            Optional<Cgroups> v2 = tryV2(self, mounts);
+            List<String> self = Files.readAllLines(procSelfCgroup);
+            List<String> mounts = Files.readAllLines(mountinfo);
+            Optional<Cgroups> v2 = tryV2(self, mounts, instance);
             if (v2.isPresent()) return v2.get();
-            Optional<Cgroups> v1 = tryV1(self, mounts);
+            Optional<Cgroups> v1 = tryV1(self, mounts, instance);
             if (v1.isPresent()) return v1.get();
             why = "no writable cgroup v2 with memory+pids controllers and no cgroup v1 memory hierarchy";
         } catch (IOException | RuntimeException e) {
@@ -88,7 +99,7 @@ final class Cgroups {
     }
 
     /** A cgroup with no controllers delegated to us is useless for limits; so is one we cannot write. */
-    private static Optional<Cgroups> tryV2(List<String> self, List<String> mounts) {
+    private static Optional<Cgroups> tryV2(List<String> self, List<String> mounts, String instance) {
         String own = null;
         for (String l : self) if (l.startsWith("0::")) own = l.substring(3);
         if (own == null) return Optional.empty();
@@ -99,8 +110,12 @@ final class Cgroups {
             try {
                 String controllers = read(ownDir.resolve("cgroup.controllers"));
                 if (!controllers.contains("memory") || !controllers.contains("pids")) continue;
-                Path parent = ownDir.resolve(PARENT);
+                Path base = ownDir.resolve(PARENT);
                 enableV2Controllers(ownDir, controllers);
+                Files.createDirectories(base);
+                write(base.resolve("cgroup.subtree_control"), subtree(controllers));
+                reapStale(base);
+                Path parent = base.resolve(instance);
                 Files.createDirectories(parent);
                 write(parent.resolve("cgroup.subtree_control"), subtree(controllers));
                 return Optional.of(new Cgroups(Mode.V2, Map.of("unified", parent), ""));
@@ -141,7 +156,7 @@ final class Cgroups {
         }
     }
 
-    private static Optional<Cgroups> tryV1(List<String> self, List<String> mounts) {
+    private static Optional<Cgroups> tryV1(List<String> self, List<String> mounts, String instance) {
         Map<String, String> ownPaths = new LinkedHashMap<>();
         for (String l : self) {
             String[] f = l.split(":", 3);
@@ -153,8 +168,11 @@ final class Cgroups {
                 MountLine ml = MountLine.parse(m);
                 if (ml == null || !ml.fsType.equals("cgroup") || !List.of(ml.superOptions.split(",")).contains(controller)) continue;
                 String own = ownPaths.getOrDefault(controller, "/");
-                Path parent = ml.mountPoint.resolve(relative(own)).resolve(PARENT);
+                Path base = ml.mountPoint.resolve(relative(own)).resolve(PARENT);
+                Path parent = base.resolve(instance);
                 try {
+                    Files.createDirectories(base);
+                    reapStale(base);
                     Files.createDirectories(parent);
                     parents.put(controller, parent);
                 } catch (IOException e) {
@@ -165,6 +183,48 @@ final class Cgroups {
         }
         if (!parents.containsKey("memory")) return Optional.empty();
         return Optional.of(new Cgroups(Mode.V1, Map.copyOf(parents), ""));
+    }
+
+    private Cgroups registerCleanup() {
+        if (mode != Mode.NONE) {
+            // An instance dir with no runs left is removed at exit; one still busy is reaped at the next start.
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                for (Path p : parents.values()) {
+                    try {
+                        Files.deleteIfExists(p);
+                    } catch (IOException e) {
+                        // still in use or already gone
+                    }
+                }
+            }, "cgroup-cleanup"));
+        }
+        return this;
+    }
+
+    /** Kills what is left in instance dirs of server processes that are gone, and removes the dirs. */
+    static void reapStale(Path base) {
+        try (var s = Files.list(base)) {
+            for (Path inst : s.filter(Files::isDirectory).toList()) {
+                String name = inst.getFileName().toString();
+                if (!name.startsWith(INSTANCE_PREFIX)) continue;
+                long pid;
+                try {
+                    pid = Long.parseLong(name.substring(INSTANCE_PREFIX.length()));
+                } catch (NumberFormatException e) {
+                    continue;
+                }
+                if (ProcessHandle.of(pid).isPresent()) continue;
+                try (var runs = Files.list(inst)) {
+                    for (Path run : runs.filter(Files::isDirectory).toList()) {
+                        killLoop(List.of(run.resolve("cgroup.procs")));
+                        rmdir(run);
+                    }
+                }
+                rmdir(inst);
+            }
+        } catch (IOException e) {
+            // nothing to reap, or not ours to reap
+        }
     }
 
     private static String relative(String cgroupPath) {

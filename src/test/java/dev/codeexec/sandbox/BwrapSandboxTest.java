@@ -58,8 +58,8 @@ class BwrapSandboxTest {
     @Test
     void runsAsTheUnprivilegedUidWithoutCapabilities() throws Exception {
         Result r = run(sandbox, spec("/bin/sh", "-c",
-                "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"));
-        assertThat(r.out().lines().toList()).containsExactly("65534", "65534", "65534",
+                "id -u; id -g; id -G; uname -n; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"));
+        assertThat(r.out().lines().toList()).containsExactly("65534", "65534", "65534", "sandbox",
                 "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "NoNewPrivs:\t1");
     }
 
@@ -125,10 +125,11 @@ class BwrapSandboxTest {
     @Test
     void writesOnlyToTheWorkDirAndTmp() throws Exception {
         Result r = run(sandbox, spec("/bin/sh", "-c",
-                "for f in /usr/x /etc/x /x /bin/x /work/ok /tmp/ok /dev/shm/ok; do"
+                "for f in /usr/x /etc/x /x /bin/x /dev/x /proc/x /work/ok /tmp/ok /dev/shm/ok /dev/null; do"
                         + " if (echo x > $f) 2>/dev/null; then echo \"wrote $f\"; else echo \"denied $f\"; fi; done"));
-        assertThat(r.out()).contains("denied /usr/x", "denied /etc/x", "denied /x", "denied /bin/x",
-                "wrote /work/ok", "wrote /tmp/ok", "wrote /dev/shm/ok");
+        assertThat(r.out().lines().toList()).containsExactly("denied /usr/x", "denied /etc/x", "denied /x",
+                "denied /bin/x", "denied /dev/x", "denied /proc/x", "wrote /work/ok", "wrote /tmp/ok",
+                "wrote /dev/shm/ok", "wrote /dev/null");
     }
 
     @Test
