@@ -19,13 +19,15 @@ import dev.codeexec.engine.Limits;
  * seen read-only (with a writable in-memory overlay) through a gofer that runs as the sandbox uid, so only
  * world-readable host files are visible. The ptrace platform because KVM hangs on the development machines.
  *
- * <p>Read-only files are staged in a per-run host directory (mode 0711, not listable) and copied into the
- * working directory inside the sandbox before the program starts. The run's cgroup holds gVisor's own processes;
+ * <p>Read-only files are staged in a per-run host directory with a random name and copied into the working
+ * directory inside the sandbox before the program starts. Caveat of {@code runsc do}: every world-readable host
+ * file is visible (read-only) inside, including the staging directories of concurrent gVisor runs. The run's cgroup holds gVisor's own processes;
  * RLIMIT_CPU applies to gVisor's sentry, i.e. to the whole run's CPU time.
  */
 final class GvisorSandbox implements Sandbox {
 
     static final String RUNSC = "/usr/bin/runsc";
+    static final int GVISOR_OWN_PIDS = 256;
 
     private final int uid;
     private final int gid;
@@ -74,7 +76,8 @@ final class GvisorSandbox implements Sandbox {
         String workDir = BwrapSandbox.checkWorkDir(spec.workDir()).toString();
         Path staging;
         try {
-            staging = HostDirs.create("code-exec-gvisor-", "rwx--x--x");
+            // gVisor's gofer (running as the sandbox uid) must be able to open every directory on the path
+            staging = HostDirs.create("code-exec-gvisor-", "rwxr-xr-x");
         } catch (IOException e) {
             throw new SandboxException("cannot create the staging directory: " + e.getMessage(), e);
         }
@@ -97,7 +100,7 @@ final class GvisorSandbox implements Sandbox {
                         .append("; chmod 0444 ").append(Launcher.quote(dest)).append('\n');
             }
             Files.setPosixFilePermissions(files, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
-            prologue.append("cd ").append(Launcher.quote(workDir)).append("\nexec \"$@\"");
+            prologue.append("cd ").append(Launcher.quote(workDir)).append("\nunset OLDPWD PWD\nexec \"$@\"");
 
             List<String> argv = new ArrayList<>(List.of(BwrapSandbox.SETPRIV, "--reuid=" + uid, "--regid=" + gid,
                     "--clear-groups", "--no-new-privs", "--", RUNSC, "--rootless", "--network=none",
@@ -105,8 +108,11 @@ final class GvisorSandbox implements Sandbox {
                     "/bin/sh", "-c", prologue.toString(), "sh"));
             argv.addAll(spec.command());
             Limits limits = spec.limits();
-            cg = cgroups.create(spec.runId(), limits);
-            List<String> cmd = Launcher.command(cg.procsFiles(), limits, false, false, Map.of(), argv);
+            // The sandboxed program's processes live inside gVisor's sentry; the host pids are gVisor's own
+            // (about 60 threads and processes on the ptrace platform), which a run's process limit must not starve.
+            cg = cgroups.create(spec.runId(), new Limits(limits.timeout(), limits.cpuSeconds(), limits.memoryBytes(),
+                    limits.maxProcesses() + GVISOR_OWN_PIDS, limits.outputBytes(), limits.diskBytes()));
+            List<String> cmd = Launcher.command(cg.procsFiles(), limits, false, false, false, Map.of(), argv);
             Map<String, String> env = new LinkedHashMap<>(spec.env());
             for (String k : env.keySet()) BwrapSandbox.checkEnv(k, env.get(k));
             Process p = Launcher.start(cmd, env, staging.toFile());

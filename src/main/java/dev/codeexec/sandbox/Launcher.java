@@ -58,6 +58,12 @@ final class Launcher {
      */
     static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
             Map<Integer, Path> fds, List<String> argv) {
+        return command(procsFiles, limits, rlimitMemory, rlimitNproc, true, fds, argv);
+    }
+
+    /** @param rlimitFsize set RLIMIT_FSIZE to the disk limit (gVisor cannot: its sentry's memory file is larger) */
+    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
+            boolean rlimitFsize, Map<Integer, Path> fds, List<String> argv) {
         StringBuilder s = new StringBuilder();
         for (Path p : procsFiles) s.append("echo $$ > ").append(quote(p.toString())).append(" || exit ").append(SETUP_FAILED).append('\n');
         List<String> ulimits = new ArrayList<>();
@@ -65,7 +71,7 @@ final class Launcher {
         // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
         ulimits.add("ulimit -H -t " + (limits.cpuSeconds() + 1));
         ulimits.add("ulimit -c 0");
-        ulimits.add("ulimit -f " + ceilDiv(limits.diskBytes(), 512)); // dash counts 512-byte blocks
+        if (rlimitFsize) ulimits.add("ulimit -f " + ceilDiv(limits.diskBytes(), 512)); // dash counts 512-byte blocks
         ulimits.add("ulimit -n " + NOFILE);
         if (rlimitMemory) ulimits.add("ulimit -v " + ceilDiv(limits.memoryBytes(), 1024));
         if (rlimitNproc) ulimits.add("ulimit -p " + limits.maxProcesses());

@@ -79,8 +79,23 @@ final class SandboxTesting {
         }, r -> Thread.ofVirtual().start(r));
     }
 
-    /** Host pids whose real uid is the sandbox uid (sandboxed code, or launcher steps that dropped to it). */
+    /**
+     * Host pids of the sandbox uid that belong to this JVM's runs: in one of its run cgroups. Other processes of
+     * that uid (other servers or test runs on the same machine) are not ours to judge.
+     */
     static List<Long> processesOfSandboxUid() {
+        String mine = "/" + Cgroups.PARENT + "/" + Cgroups.INSTANCE_PREFIX + ProcessHandle.current().pid() + "/";
+        return allProcessesOfSandboxUid().stream().filter(pid -> {
+            try {
+                return Files.readString(Path.of("/proc/" + pid + "/cgroup")).contains(mine);
+            } catch (IOException gone) {
+                return false;
+            }
+        }).toList();
+    }
+
+    /** Host pids whose real uid is the sandbox uid (sandboxed code, or launcher steps that dropped to it). */
+    static List<Long> allProcessesOfSandboxUid() {
         List<Long> out = new ArrayList<>();
         try (Stream<Path> s = Files.list(Path.of("/proc"))) {
             for (Path p : s.filter(x -> x.getFileName().toString().matches("\\d+")).toList()) {
@@ -97,6 +112,28 @@ final class SandboxTesting {
             throw new UncheckedIOException(e);
         }
         return out;
+    }
+
+    /**
+     * Like {@link #processesOfSandboxUid()} without zombies: for the sandbox without a pid namespace, killed
+     * orphans are reparented to host pid 1, and how fast that reaps them is up to the host's init.
+     */
+    static List<String> liveProcessesOfSandboxUid() {
+        return processesOfSandboxUid().stream().filter(pid -> {
+            if (pid == 0) return false;
+            try {
+                String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
+                return stat.charAt(stat.lastIndexOf(')') + 2) != 'Z';
+            } catch (IOException gone) {
+                return false;
+            }
+        }).map(pid -> {
+            try {
+                return pid + " " + Files.readString(Path.of("/proc/" + pid + "/cmdline")).replace('\0', ' ');
+            } catch (IOException gone) {
+                return pid + " (gone)";
+            }
+        }).toList();
     }
 
     /** Waits briefly for the kernel to finish reaping, then returns what is still there. */
