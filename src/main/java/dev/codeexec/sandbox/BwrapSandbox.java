@@ -12,7 +12,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
-import java.util.regex.Pattern;
 
 import dev.codeexec.engine.Limits;
 
@@ -25,22 +24,6 @@ final class BwrapSandbox implements Sandbox {
 
     static final String BWRAP = "/usr/bin/bwrap";
     static final String SETPRIV = "/usr/bin/setpriv";
-
-    /**
-     * /etc entries programs need to start and behave (dynamic linker, certificates, users for getpwuid, time zone,
-     * MIME and font config, the Python/Java config dirs). Everything else in /etc stays invisible; shadow, sudoers
-     * and friends in particular.
-     */
-    static final List<Pattern> ETC_WHITELIST = List.of(
-            "ld\\.so\\.cache", "ld\\.so\\.conf", "ld\\.so\\.conf\\.d", "alternatives", "ssl", "ca-certificates",
-            "ca-certificates\\.conf", "passwd", "group", "nsswitch\\.conf", "hosts", "host\\.conf", "gai\\.conf",
-            "localtime", "timezone", "mime\\.types", "fonts", "matplotlibrc", "python3.*", "java-.*", "os-release",
-            "debian_version", "protocols", "services", "networks", "terminfo", "magic", "magic\\.mime",
-            "locale\\.alias", "bash\\.bashrc", "inputrc")
-            .stream().map(Pattern::compile).toList();
-
-    /** Never bound, whatever a whitelist pattern matches. */
-    static final List<String> ETC_NEVER = List.of("shadow", "gshadow", "shadow-", "gshadow-", "sudoers", "sudoers.d");
 
     /**
      * Pid 1 inside the sandbox, instead of bwrap's own init: bwrap's outer process exits without reaping its
@@ -63,16 +46,19 @@ final class BwrapSandbox implements Sandbox {
         this.uid = uid;
         this.gid = gid;
         this.cgroups = Cgroups.detect();
-        this.systemBinds = systemBinds();
         this.version = bwrapVersion();
         Path filter = null;
+        List<String> binds = List.of();
         String why = null;
         try {
-            filter = SeccompFilter.writeTo(Sandboxes.prepareDataDir(dataDir));
+            Sandboxes.prepareDataDir(dataDir);
+            filter = SeccompFilter.writeTo(dataDir);
+            binds = systemBinds(EtcSnapshot.build(Path.of("/etc"), dataDir));
         } catch (IOException e) {
-            why = "cannot write the seccomp filter to " + dataDir + ": " + e.getMessage();
+            why = "cannot prepare " + dataDir + " (seccomp filter, /etc snapshot): " + e.getMessage();
         }
         this.seccomp = filter;
+        this.systemBinds = binds;
         this.unavailable = Optional.ofNullable(why != null ? why : selfTest());
     }
 
@@ -192,10 +178,10 @@ final class BwrapSandbox implements Sandbox {
     }
 
     /**
-     * /usr read-only; the merged-usr top-level links recreated as links (or bound, on a split-usr host); the
-     * /etc whitelist. Computed once: the host layout does not change while the server runs.
+     * /usr read-only; the merged-usr top-level links recreated as links (or bound, on a split-usr host); the /etc
+     * snapshot. Computed once: the host layout does not change while the server runs.
      */
-    static List<String> systemBinds() {
+    static List<String> systemBinds(Path etc) {
         List<String> a = new ArrayList<>(List.of("--ro-bind", "/usr", "/usr"));
         for (String top : List.of("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")) {
             Path p = Path.of(top);
@@ -206,14 +192,7 @@ final class BwrapSandbox implements Sandbox {
                 // unreadable: leave it out
             }
         }
-        try (var entries = Files.list(Path.of("/etc"))) {
-            entries.map(e -> e.getFileName().toString()).sorted()
-                    .filter(n -> !ETC_NEVER.contains(n))
-                    .filter(n -> ETC_WHITELIST.stream().anyMatch(pt -> pt.matcher(n).matches()))
-                    .forEach(n -> a.addAll(List.of("--ro-bind-try", "/etc/" + n, "/etc/" + n)));
-        } catch (IOException e) {
-            // no /etc listing: programs will miss their config but stay sandboxed
-        }
+        a.addAll(List.of("--ro-bind", etc.toString(), "/etc"));
         return List.copyOf(a);
     }
 

@@ -101,10 +101,11 @@ class BwrapSandboxTest {
     @Test
     void seesNoSecretsOrPrivateHostDirectories() throws Exception {
         Result r = run(sandbox, spec("/bin/sh", "-c",
-                "for p in /etc/shadow /etc/gshadow /etc/sudoers /root /home /var /srv " + dataDir
+                "for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssl/private /etc/machine-id /root /home /var /srv " + dataDir
                         + " /work/briefs; do if [ -e $p ]; then echo \"VISIBLE $p\"; fi; done;"
-                        + " ls -A /work | wc -l; test -r /etc/passwd && echo passwd-ok"));
-        assertThat(r.out()).doesNotContain("VISIBLE").contains("passwd-ok");
+                        + " ls -A /work | wc -l; test -r /etc/passwd && echo passwd-ok;"
+                        + " test -r /etc/ssl/certs/ca-certificates.crt && echo certs-ok; date +%Z"));
+        assertThat(r.out()).doesNotContain("VISIBLE").contains("passwd-ok", "certs-ok");
         assertThat(r.out().lines().findFirst()).hasValue("0");
     }
 

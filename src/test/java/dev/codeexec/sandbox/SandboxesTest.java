@@ -14,6 +14,7 @@ class SandboxesTest {
     @Test
     void createsTheConfiguredSandboxAndAPrivateDataDir() throws Exception {
         Path parent = Files.createTempDirectory("sandboxes-");
+        Files.setPosixFilePermissions(parent, PosixFilePermissions.fromString("rwx--x--x"));
         Path data = parent.resolve("data");
         try {
             Sandbox bwrap = Sandboxes.create(Config.of("DATA_DIR", data.toString()));
