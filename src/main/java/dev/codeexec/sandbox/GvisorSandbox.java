@@ -10,28 +10,30 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
 
 import dev.codeexec.engine.Limits;
 
 /**
- * gVisor: the program talks to gVisor's user-space kernel, not to the host's. Started as
- * {@code setpriv (sandbox uid) → runsc --rootless --network=none --platform=ptrace do}: the host filesystem is
- * seen read-only (with a writable in-memory overlay) through a gofer that runs as the sandbox uid, so only
- * world-readable host files are visible. The ptrace platform because KVM hangs on the development machines.
+ * gVisor: the program talks to gVisor's user-space kernel, not to the host's. The launcher enters a private
+ * mount namespace (as root) and builds the run's root filesystem there (tmpfs; /usr, the /etc snapshot and the
+ * read-only directories bound read-only; the run's files copied in), then starts
+ * {@code setpriv (sandbox uid) → runsc --rootless --network=none --platform=ptrace do --root <that tree>}.
+ * gVisor adds a writable in-memory overlay. The ptrace platform because KVM hangs on the development machines.
  *
- * <p>Read-only files are staged in a per-run host directory with a random name and copied into the working
- * directory inside the sandbox before the program starts. Caveat of {@code runsc do}: every world-readable host
- * file is visible (read-only) inside, including the staging directories of concurrent gVisor runs. The run's cgroup holds gVisor's own processes;
- * RLIMIT_CPU applies to gVisor's sentry, i.e. to the whole run's CPU time.
+ * <p>The run's cgroup holds gVisor's own processes (given {@link #GVISOR_OWN_PIDS} extra pids); RLIMIT_CPU
+ * applies to gVisor's sentry, i.e. to the whole run's CPU time; RLIMIT_FSIZE is not set, as it breaks the sentry.
  */
 final class GvisorSandbox implements Sandbox {
 
     static final String RUNSC = "/usr/bin/runsc";
     static final int GVISOR_OWN_PIDS = 256;
+    static final String UNSHARE = "/usr/bin/unshare";
 
     private final int uid;
     private final int gid;
     private final Cgroups cgroups;
+    private final Path etc;
     private final String version;
     private final Optional<String> unavailable;
 
@@ -40,7 +42,15 @@ final class GvisorSandbox implements Sandbox {
         this.gid = gid;
         this.cgroups = Cgroups.detect();
         this.version = runscVersion();
-        this.unavailable = Optional.ofNullable(selfTest());
+        Path etcDir = null;
+        String why = null;
+        try {
+            etcDir = EtcSnapshot.build(Path.of("/etc"), Sandboxes.prepareDataDir(dataDir));
+        } catch (IOException e) {
+            why = "cannot prepare " + dataDir + " (/etc snapshot): " + e.getMessage();
+        }
+        this.etc = etcDir;
+        this.unavailable = Optional.ofNullable(why != null ? why : selfTest());
     }
 
     @Override
@@ -83,29 +93,19 @@ final class GvisorSandbox implements Sandbox {
         }
         Cgroups.RunCgroup cg = Cgroups.RunCgroup.NONE;
         try {
-            Path files = staging.resolve("files");
-            Path state = staging.resolve("state");
-            Files.createDirectory(files);
-            Files.createDirectory(state);
+            Path root = Files.createDirectory(staging.resolve("root"));
+            Path state = Files.createDirectory(staging.resolve("state"));
             HostDirs.chown(state, uid, gid);
-            // The in-sandbox prologue: make the working directory, copy the staged files to their places.
-            StringBuilder prologue = new StringBuilder("set -e; mkdir -p ").append(Launcher.quote(workDir)).append('\n');
-            int i = 0;
-            for (Map.Entry<String, Path> f : spec.readOnlyFiles().entrySet()) {
-                String dest = BwrapSandbox.checkInside(f.getKey()).toString();
-                Path staged = files.resolve("f" + i++);
-                HostDirs.copyReadOnly(f.getValue(), staged);
-                prologue.append("mkdir -p \"$(dirname ").append(Launcher.quote(dest)).append(")\"; cp ")
-                        .append(Launcher.quote(staged.toString())).append(' ').append(Launcher.quote(dest))
-                        .append("; chmod 0444 ").append(Launcher.quote(dest)).append('\n');
+            List<String> argv = new ArrayList<>(List.of(UNSHARE, "--mount", "--propagation", "private", "--",
+                    "/bin/sh", "-c", rootfsScript(spec, root, workDir), "sh",
+                    BwrapSandbox.SETPRIV, "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--no-new-privs",
+                    "--", "/usr/bin/env", "-i"));
+            for (Map.Entry<String, String> e : new TreeMap<>(spec.env()).entrySet()) {
+                BwrapSandbox.checkEnv(e.getKey(), e.getValue());
+                argv.add(e.getKey() + "=" + e.getValue());
             }
-            Files.setPosixFilePermissions(files, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
-            prologue.append("cd ").append(Launcher.quote(workDir)).append("\nunset OLDPWD PWD\nexec \"$@\"");
-
-            List<String> argv = new ArrayList<>(List.of(BwrapSandbox.SETPRIV, "--reuid=" + uid, "--regid=" + gid,
-                    "--clear-groups", "--no-new-privs", "--", RUNSC, "--rootless", "--network=none",
-                    "--platform=ptrace", "--root=" + state, "do", "--quiet", "--cwd", "/",
-                    "/bin/sh", "-c", prologue.toString(), "sh"));
+            argv.addAll(List.of(RUNSC, "--rootless", "--network=none", "--platform=ptrace", "--root=" + state,
+                    "do", "--quiet", "--root", root.toString(), "--cwd", workDir));
             argv.addAll(spec.command());
             Limits limits = spec.limits();
             // The sandboxed program's processes live inside gVisor's sentry; the host pids are gVisor's own
@@ -113,9 +113,7 @@ final class GvisorSandbox implements Sandbox {
             cg = cgroups.create(spec.runId(), new Limits(limits.timeout(), limits.cpuSeconds(), limits.memoryBytes(),
                     limits.maxProcesses() + GVISOR_OWN_PIDS, limits.outputBytes(), limits.diskBytes()));
             List<String> cmd = Launcher.command(cg.procsFiles(), limits, false, false, false, Map.of(), argv);
-            Map<String, String> env = new LinkedHashMap<>(spec.env());
-            for (String k : env.keySet()) BwrapSandbox.checkEnv(k, env.get(k));
-            Process p = Launcher.start(cmd, env, staging.toFile());
+            Process p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), staging.toFile());
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), false, () -> HostDirs.deleteTree(staging));
         } catch (SandboxException | IOException | RuntimeException e) {
             cg.killAll();
@@ -124,6 +122,43 @@ final class GvisorSandbox implements Sandbox {
             if (e instanceof SandboxException se) throw se;
             throw new SandboxException("cannot start: " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Root-side, in the run's private mount namespace: a size-capped tmpfs as the sandbox's root filesystem with
+     * /usr, the /etc snapshot and the read-only directories bound read-only, and the run's files copied in. The
+     * namespace, and with it every mount, ends with the run's last process.
+     */
+    private String rootfsScript(SandboxSpec spec, Path root, String workDir) throws SandboxException {
+        String r = Launcher.quote(root.toString());
+        StringBuilder sc = new StringBuilder("set -e\n");
+        sc.append("mount -t tmpfs -o size=").append(spec.limits().diskBytes()).append(",mode=755 tmpfs ").append(r).append('\n');
+        sc.append("cd ").append(r).append(" && mkdir -p usr etc proc dev sys tmp && mkdir -p ")
+                .append(Launcher.quote("." + workDir)).append('\n');
+        for (String top : List.of("bin", "sbin", "lib", "lib64")) {
+            Path host = Path.of("/" + top);
+            if (Files.isSymbolicLink(host)) {
+                try {
+                    sc.append("ln -s ").append(Launcher.quote(Files.readSymbolicLink(host).toString())).append(' ').append(top).append('\n');
+                } catch (IOException e) {
+                    // leave it out
+                }
+            }
+        }
+        sc.append("mount --bind -o ro /usr usr\n");
+        sc.append("mount --bind -o ro ").append(Launcher.quote(etc.toString())).append(" etc\n");
+        for (Path d : spec.readOnlyDirs()) {
+            String in = Launcher.quote("." + BwrapSandbox.checkInside(d.toString()));
+            sc.append("mkdir -p ").append(in).append(" && mount --bind -o ro ").append(Launcher.quote(d.toString()))
+                    .append(' ').append(in).append('\n');
+        }
+        for (Map.Entry<String, Path> f : new TreeMap<>(spec.readOnlyFiles()).entrySet()) {
+            String in = Launcher.quote("." + BwrapSandbox.checkInside(f.getKey()));
+            sc.append("mkdir -p \"$(dirname ").append(in).append(")\" && cp ").append(Launcher.quote(f.getValue().toString()))
+                    .append(' ').append(in).append(" && chmod 0444 ").append(in).append('\n');
+        }
+        sc.append("cd / && exec \"$@\"");
+        return sc.toString();
     }
 
     private String selfTest() {

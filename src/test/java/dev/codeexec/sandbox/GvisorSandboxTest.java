@@ -51,12 +51,14 @@ class GvisorSandboxTest {
                         open("/etc/shadow").read(); print("SHADOW READ")
                     except OSError:
                         print("no shadow")
+                    print(sorted(os.listdir("/work")), [p for p in ["/root", "/home", "/var", "/srv", "/work/briefs"] if os.path.exists(p)])
+                    open("/work/out.txt", "w").write("x"); print("wrote")
                     """.formatted(server.getLocalPort()));
             Result r = run(sandbox, new SandboxSpec(runId(), List.of(PY, "/work/main.py"), "/work",
                     Map.of("/work/main.py", code), List.of(), ENV, limits()), "hi", java.time.Duration.ofSeconds(30));
             assertThat(r.exit()).as("out=" + r.out() + " err=" + r.err()).isZero();
             assertThat(r.out()).startsWith("hi /work ['HOME', 'LANG', 'PATH']").doesNotContain("CONNECTED")
-                    .contains("refused\nrefused\nno shadow");
+                    .contains("refused\nrefused\nno shadow\n['main.py'] []\nwrote");
         } finally {
             Files.delete(code);
         }
