@@ -72,11 +72,15 @@ final class LaunchedProcess implements SandboxProcess {
             // SIGKILL to the namespace's pid 1 makes the kernel kill every process in it at once, fork bombs
             // included. bwrap, still alive, then reaps it and exits: killing bwrap itself would orphan its child
             // as a zombie on the host.
-            process.children().forEach(ProcessHandle::destroyForcibly);
+            // Repeated because a kill right after start may come before bwrap has forked that init.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
             try {
-                if (process.waitFor(1, TimeUnit.SECONDS)) {
-                    cgroup.killAll();
-                    return;
+                while (System.nanoTime() < deadline) {
+                    process.children().forEach(ProcessHandle::destroyForcibly);
+                    if (process.waitFor(20, TimeUnit.MILLISECONDS)) {
+                        cgroup.killAll();
+                        return;
+                    }
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();

@@ -322,6 +322,17 @@ class BwrapSandboxTest {
     }
 
     @Test
+    void killRightAfterStartLeavesNothing() throws Exception {
+        for (int i = 0; i < 5; i++) {
+            SandboxProcess p = sandbox.start(spec("/bin/sleep", "1000"));
+            p.kill();
+            assertThat(p.waitFor(Duration.ofSeconds(5))).isTrue();
+            assertThat(p.exitCode()).isEqualTo(137);
+            p.close();
+        }
+    }
+
+    @Test
     void closeWithoutWaitingKillsARunningProgram() throws Exception {
         try (SandboxProcess p = sandbox.start(spec("/bin/sleep", "1000"))) {
             assertThat(p.waitFor(Duration.ofMillis(200))).isFalse();
