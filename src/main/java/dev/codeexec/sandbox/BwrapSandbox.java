@@ -43,9 +43,14 @@ final class BwrapSandbox implements Sandbox {
     private final Optional<String> unavailable;
 
     BwrapSandbox(int uid, int gid, Path dataDir) {
+        this(uid, gid, dataDir, Cgroups.detect());
+    }
+
+    /** With the given cgroup support (tests use {@link Cgroups#none} to exercise the rlimit fallback). */
+    BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups) {
         this.uid = uid;
         this.gid = gid;
-        this.cgroups = Cgroups.detect();
+        this.cgroups = cgroups;
         this.version = bwrapVersion();
         Path filter = null;
         List<String> binds = List.of();

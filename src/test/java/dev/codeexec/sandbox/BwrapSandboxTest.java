@@ -365,6 +365,18 @@ class BwrapSandboxTest {
     }
 
     @Test
+    void withoutCgroupsMemoryFallsBackToRlimitAs() throws Exception {
+        BwrapSandbox rlimits = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        assertThat(rlimits.unavailableReason()).isEmpty();
+        assertThat(rlimits.info()).containsEntry("cgroup", "none(rlimits)").containsEntry("cgroupNote", "test");
+        Limits l = new Limits(Duration.ofSeconds(20), 10, 128L << 20, 32, 1 << 20, 16L << 20);
+        Result r = run(rlimits, spec(l, "/bin/sh", "-c", "ulimit -v; " + PY + " -c 'b = bytearray(512 << 20)'"));
+        assertThat(r.out()).isEqualTo((128 << 10) + "\n");
+        assertThat(r.err()).contains("MemoryError");
+        assertThat(r.process().memoryLimitHit()).isFalse();
+    }
+
+    @Test
     void refusesUidZero() {
         assertThat(new BwrapSandbox(0, 0, dataDir).unavailableReason()).hasValueSatisfying(
                 r -> assertThat(r).contains("must not be 0"));
