@@ -354,6 +354,25 @@ class BwrapSandboxTest {
         assertThat(go.out()).startsWith("go version go1.23");
     }
 
+    /** A cold {@code go run} (empty build cache: compiles the runtime, many threads and processes). */
+    @Test
+    void goRunBuildsAndRunsUnderTheSeccompFilter() throws Exception {
+        Path code = Files.createTempFile("main-", ".go");
+        Files.writeString(code, "package main\nimport \"fmt\"\nfunc main() { fmt.Println(\"hello from go\") }\n");
+        try {
+            Limits l = new Limits(Duration.ofSeconds(120), 120, 2048L << 20, 256, 1 << 20, 512L << 20);
+            Map<String, String> env = Map.of("PATH", "/usr/lib/go-1.23/bin:/usr/bin:/bin", "HOME", "/tmp",
+                    "GOCACHE", "/tmp/gocache", "GOPATH", "/tmp/gopath", "GOTOOLCHAIN", "local", "GOTELEMETRY", "off",
+                    "CGO_ENABLED", "0");
+            Result r = run(sandbox, new SandboxSpec(runId(), List.of("/usr/lib/go-1.23/bin/go", "run", "/work/main.go"),
+                    "/work", Map.of("/work/main.go", code), List.of(), env, l), "", Duration.ofSeconds(120));
+            assertThat(r.exit()).as(r.err()).isZero();
+            assertThat(r.out()).isEqualTo("hello from go\n");
+        } finally {
+            Files.delete(code);
+        }
+    }
+
     @Test
     void rejectsBadSpecsWithoutLeavingAnything() {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
