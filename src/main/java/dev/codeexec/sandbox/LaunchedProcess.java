@@ -68,6 +68,16 @@ final class LaunchedProcess implements SandboxProcess {
     @Override
     public void kill() {
         killedByUs = true;
+        // Killing must finish even on an interrupted thread (a cancelled run): waits below would throw at once.
+        boolean interrupted = Thread.interrupted();
+        try {
+            killTree();
+        } finally {
+            if (interrupted) Thread.currentThread().interrupt();
+        }
+    }
+
+    private void killTree() {
         if (pidNamespace && process.isAlive()) {
             // SIGKILL to the namespace's pid 1 makes the kernel kill every process in it at once, fork bombs
             // included. bwrap, still alive, then reaps it and exits: killing bwrap itself would orphan its child
@@ -83,18 +93,13 @@ final class LaunchedProcess implements SandboxProcess {
                     }
                 }
             } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+                // interrupted again while killing: fall through to the unconditional kill below
             }
         }
         // Everything that is left, wherever it is: the cgroup loop returns only when the kernel emptied the run.
         cgroup.killAll();
         process.descendants().forEach(ProcessHandle::destroyForcibly);
         process.destroyForcibly();
-    }
-
-    /** True once {@link #kill()} was called: a SIGKILL seen afterwards is ours, not a limit's. */
-    boolean killedByUs() {
-        return killedByUs;
     }
 
     @Override
@@ -125,13 +130,18 @@ final class LaunchedProcess implements SandboxProcess {
     @Override
     public synchronized void close() {
         if (closed) return;
+        // Cleanup must complete on an interrupted thread too; the flag is restored at the end.
+        boolean interrupted = Thread.interrupted();
         try {
-            if (process.isAlive()) kill();
+            if (process.isAlive()) {
+                killedByUs = true;
+                killTree();
+            }
             else cgroup.killAll(); // stragglers after the main program ended are not "killed by us" for its exit
             try {
                 if (!process.waitFor(5, TimeUnit.SECONDS)) process.destroyForcibly();
             } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+                interrupted = true;
             }
             cgroup.killAll();
             oom = cgroup.oomKilled();
@@ -144,6 +154,7 @@ final class LaunchedProcess implements SandboxProcess {
             closeQuietly(process.getInputStream());
             closeQuietly(process.getErrorStream());
             cleanup.run();
+            if (interrupted) Thread.currentThread().interrupt();
         }
     }
 

@@ -333,6 +333,21 @@ class BwrapSandboxTest {
     }
 
     @Test
+    void killAndCloseCompleteOnAnInterruptedThread() throws Exception {
+        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & sleep 1000"));
+        Thread.sleep(200);
+        Thread.currentThread().interrupt();
+        try {
+            p.kill();
+            p.close();
+            assertThat(Thread.currentThread().isInterrupted()).as("interrupt status kept").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(p.exitCode()).isEqualTo(137);
+    }
+
+    @Test
     void closeWithoutWaitingKillsARunningProgram() throws Exception {
         try (SandboxProcess p = sandbox.start(spec("/bin/sleep", "1000"))) {
             assertThat(p.waitFor(Duration.ofMillis(200))).isFalse();
