@@ -48,7 +48,8 @@ final class SandboxTesting {
 
     /** Starts, feeds stdin, waits (killing after {@code wait}), closes; the process is returned closed. */
     static Result run(Sandbox sandbox, SandboxSpec spec, String stdin, Duration wait) throws Exception {
-        try (SandboxProcess p = sandbox.start(spec)) {
+        SandboxProcess p = sandbox.start(spec);
+        try {
             CompletableFuture<String> out = drain(p.stdout());
             CompletableFuture<String> err = drain(p.stderr());
             try (var in = p.stdin()) {
@@ -60,8 +61,10 @@ final class SandboxTesting {
             p.waitFor(Duration.ofSeconds(10));
             int code = p.exitCode();
             String o = out.get(), e = err.get();
-            p.close();
+            p.close(); // before returning: the result's limit flags are the figures read at close
             return new Result(code, o, e, p);
+        } finally {
+            p.close();
         }
     }
 
