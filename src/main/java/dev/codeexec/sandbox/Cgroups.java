@@ -111,13 +111,13 @@ final class Cgroups {
                 String controllers = read(ownDir.resolve("cgroup.controllers"));
                 if (!controllers.contains("memory") || !controllers.contains("pids")) continue;
                 Path base = ownDir.resolve(PARENT);
-                enableV2Controllers(ownDir, controllers);
+                enableV2Controllers(ownDir);
                 Files.createDirectories(base);
-                write(base.resolve("cgroup.subtree_control"), subtree(controllers));
+                enable(base.resolve("cgroup.subtree_control"));
                 reapStale(base);
                 Path parent = base.resolve(instance);
                 Files.createDirectories(parent);
-                write(parent.resolve("cgroup.subtree_control"), subtree(controllers));
+                enable(parent.resolve("cgroup.subtree_control"));
                 return Optional.of(new Cgroups(Mode.V2, Map.of("unified", parent), ""));
             } catch (IOException e) {
                 // not delegated to us or not writable: try the next mount / v1
@@ -126,21 +126,30 @@ final class Cgroups {
         return Optional.empty();
     }
 
-    private static String subtree(String controllers) {
-        StringBuilder sb = new StringBuilder("+memory +pids");
-        if (controllers.contains("cpu")) sb.append(" +cpu");
-        return sb.toString();
+    /**
+     * Enables memory and pids (required) and cpu (for usage figures; optional) for a cgroup's children, one
+     * controller per write: a controller the parent does not offer fails alone.
+     */
+    private static void enable(Path subtreeControl) throws IOException {
+        write(subtreeControl, "+memory");
+        write(subtreeControl, "+pids");
+        try {
+            write(subtreeControl, "+cpu");
+        } catch (IOException e) {
+            // no CPU figures then
+        }
     }
 
     /**
      * v2 forbids controllers in a cgroup's children while the cgroup itself holds processes ("no internal
      * processes"), so when the server sits in its cgroup directly it moves itself into a leaf {@code server/}.
      */
-    private static void enableV2Controllers(Path ownDir, String controllers) throws IOException {
+    private static void enableV2Controllers(Path ownDir) throws IOException {
         Path sc = ownDir.resolve("cgroup.subtree_control");
-        if (read(sc).contains("memory") && read(sc).contains("pids")) return;
+        String enabled = read(sc);
+        if (enabled.contains("memory") && enabled.contains("pids")) return;
         try {
-            write(sc, subtree(controllers));
+            enable(sc);
         } catch (IOException busy) {
             Path leaf = ownDir.resolve("server");
             Files.createDirectories(leaf);
@@ -152,7 +161,7 @@ final class Cgroups {
                     // process exited meanwhile
                 }
             }
-            write(sc, subtree(controllers));
+            enable(sc);
         }
     }
 
