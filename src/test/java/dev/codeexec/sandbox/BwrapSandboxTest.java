@@ -1,6 +1,7 @@
 package dev.codeexec.sandbox;
 
 import dev.codeexec.engine.Limits;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -30,6 +31,11 @@ class BwrapSandboxTest {
         dataDir = Files.createTempDirectory("code-exec-data-");
         sandbox = new BwrapSandbox(UID, UID, dataDir);
         assertThat(sandbox.unavailableReason()).isEmpty();
+    }
+
+    @AfterAll
+    static void removeDataDir() {
+        HostDirs.deleteTree(dataDir);
     }
 
     @AfterEach

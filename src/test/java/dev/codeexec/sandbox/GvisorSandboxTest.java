@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -17,10 +18,17 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class GvisorSandboxTest {
 
     static GvisorSandbox sandbox;
+    static Path dataDir;
 
     @BeforeAll
     static void setUp() throws Exception {
-        sandbox = new GvisorSandbox(UID, UID, Files.createTempDirectory("gvisor-data-"));
+        dataDir = Files.createTempDirectory("gvisor-data-");
+        sandbox = new GvisorSandbox(UID, UID, dataDir);
+    }
+
+    @AfterAll
+    static void tearDown() {
+        HostDirs.deleteTree(dataDir);
     }
 
     @Test

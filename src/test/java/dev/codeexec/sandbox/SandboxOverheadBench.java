@@ -23,7 +23,8 @@ class SandboxOverheadBench {
 
     @Test
     void measure() throws Exception {
-        BwrapSandbox bwrap = new BwrapSandbox(UID, UID, Files.createTempDirectory("bench-data-"));
+        java.nio.file.Path data = Files.createTempDirectory("bench-data-");
+        BwrapSandbox bwrap = new BwrapSandbox(UID, UID, data);
         NoSandbox none = new NoSandbox(UID, UID);
         for (List<String> cmd : List.of(List.of("/bin/true"), List.of(PY, "-c", "pass"))) {
             double bare = median(() -> {
@@ -37,6 +38,7 @@ class SandboxOverheadBench {
             System.out.printf("BENCH %-28s bare %6.1f ms | none(setpriv+cgroup) %6.1f ms | bwrap %6.1f ms | overhead %+.1f ms%n",
                     String.join(" ", cmd), bare, plain, sandboxed, sandboxed - bare);
         }
+        HostDirs.deleteTree(data);
     }
 
     static void runOnce(Sandbox sb, List<String> cmd) throws Exception {
