@@ -361,7 +361,7 @@ class BwrapSandboxTest {
     }
 
     @Test
-    void nodeAndGoRunUnderTheSeccompFilter() throws Exception {
+    void nodeGoAndJavaStartUnderTheSeccompFilter() throws Exception {
         String js = """
                 const { Worker } = require('worker_threads');
                 const w = new Worker('require("worker_threads").parentPort.postMessage(6*7)', { eval: true });
@@ -373,6 +373,10 @@ class BwrapSandboxTest {
         Result go = run(sandbox, spec("/usr/lib/go-1.23/bin/go", "version"));
         assertThat(go.exit()).isZero();
         assertThat(go.out()).startsWith("go version go1.23");
+        Result java = run(sandbox, spec("/usr/lib/jvm/temurin-25-jdk-amd64/bin/java", "-Xshare:auto", "-XX:+UseSerialGC",
+                "-Xmx64m", "-XshowSettings:properties", "-version"));
+        assertThat(java.exit()).as(java.err()).isZero();
+        assertThat(java.err()).contains("java.version = 25").contains("user.name = nobody");
     }
 
     /** A cold {@code go run} (empty build cache: compiles the runtime, many threads and processes). */
