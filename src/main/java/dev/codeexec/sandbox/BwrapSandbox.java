@@ -109,7 +109,7 @@ final class BwrapSandbox implements Sandbox {
         List<String> argv = new ArrayList<>(List.of(SETPRIV, "--reuid=" + uid, "--regid=" + gid, "--clear-groups",
                 "--no-new-privs", "--", BWRAP,
                 "--unshare-all", "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
-                "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
+                "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
         for (Map.Entry<String, String> e : new TreeMap<>(spec.env()).entrySet()) {
             checkEnv(e.getKey(), e.getValue());
             argv.addAll(List.of("--setenv", e.getKey(), e.getValue()));

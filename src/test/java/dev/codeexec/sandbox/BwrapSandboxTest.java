@@ -64,9 +64,9 @@ class BwrapSandboxTest {
     @Test
     void runsAsTheUnprivilegedUidWithoutCapabilities() throws Exception {
         Result r = run(sandbox, spec("/bin/sh", "-c",
-                "id -u; id -g; id -G; uname -n; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"));
+                "id -u; id -g; id -G; uname -n; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"));
         assertThat(r.out().lines().toList()).containsExactly("65534", "65534", "65534", "sandbox",
-                "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "NoNewPrivs:\t1");
+                "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1");
     }
 
     @Test
