@@ -216,15 +216,20 @@ public final class LocalExecutor implements Executor {
         }
     }
 
+    /** The slot is held from here until the run's result is known; counters change before the result is published. */
     private void startRunning(LocalRun run) {
         running.incrementAndGet();
+        run.markRunning();
         try {
             sandboxThreads.execute(() -> {
+                ExecutionResult r = null;
                 try {
-                    run.execute();
+                    r = run.execute();
                 } finally {
                     running.decrementAndGet();
                     slots.release();
+                    if (r != null) run.finish(r);
+                    else run.refuse(new ExecutionException.Unavailable("the run failed inside the server"));
                 }
             });
         } catch (RejectedExecutionException e) {

@@ -98,30 +98,37 @@ final class LocalRun implements RunHandle {
     }
 
     void finishCancelledInQueue() {
-        finish(new ExecutionResult(language.id(), -1, "", terminatedLine(Outcome.CANCELLED, -1), 0,
-                Outcome.CANCELLED, false, OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name()));
+        finish(cancelledInQueue());
     }
 
-    /** Runs on a long-lived platform thread holding a slot (see {@link LocalExecutor} on why). */
-    void execute() {
+    private ExecutionResult cancelledInQueue() {
+        return new ExecutionResult(language.id(), -1, "", terminatedLine(Outcome.CANCELLED, -1), 0,
+                Outcome.CANCELLED, false, OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
+    }
+
+    void markRunning() {
         state = State.RUNNING;
-        if (cancelled) {
-            finishCancelledInQueue();
-            return;
-        }
+    }
+
+    /**
+     * Runs on a long-lived platform thread holding a slot (see {@link LocalExecutor} on why) and returns the
+     * result after every cleanup step; the executor releases the slot and then publishes it with {@link #finish}.
+     */
+    ExecutionResult execute() {
+        if (cancelled) return cancelledInQueue();
         String name = "code_" + hex(4);
         String fileName = name + "." + language.fileExtension();
         Path staged = executor.stagingDir.resolve(id + "-" + fileName);
         try {
             Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
             Files.setPosixFilePermissions(staged, PosixFilePermissions.fromString("rw-r--r--"));
-            finish(runInSandbox(spec(name, fileName, staged)));
+            return runInSandbox(spec(name, fileName, staged));
         } catch (IOException e) {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
-            finish(failedToStart("the server could not prepare the run (staging the code file failed)"));
+            return failedToStart("the server could not prepare the run (staging the code file failed)");
         } catch (RuntimeException e) {
             log.error("run {}: unexpected error", id, e);
-            finish(failedToStart("the server could not run the program (internal error)"));
+            return failedToStart("the server could not run the program (internal error)");
         } finally {
             try {
                 Files.deleteIfExists(staged);
@@ -293,7 +300,7 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    private void finish(ExecutionResult r) {
+    void finish(ExecutionResult r) {
         state = State.FINISHED;
         audit.info("run id={} language={} outcome={} exitCode={} durationMs={} codeBytes={} truncated={}{} code=\"{}\"",
                 id, r.language(), r.outcome().wireName(), r.exitCode(), r.durationMs(), codeBytes(), r.truncated(),
