@@ -102,7 +102,7 @@ public final class LocalExecutor implements Executor {
         this.placeholders = Map.copyOf(ph);
 
         this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache,
-                Placeholders.fill(go.run().getFirst(), placeholders), environment(go, Map.of(), placeholders)));
+                Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders), environment(go, Map.of(), placeholders)));
         this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
                 .orElse(CompletableFuture.completedFuture(null));
         this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"));

@@ -29,8 +29,8 @@ class LanguagesTest {
     }
 
     @Test
-    void onlyCHasACompileStep() {
-        assertThat(table.all().stream().filter(Language::compiled).map(Language::id)).containsExactly("c");
+    void goAndCHaveACompileStep() {
+        assertThat(table.all().stream().filter(Language::compiled).map(Language::id)).containsExactly("go", "c");
     }
 
     @Test

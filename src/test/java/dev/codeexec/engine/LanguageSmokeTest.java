@@ -1,0 +1,169 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+
+import static dev.codeexec.engine.TestSupport.await;
+import static dev.codeexec.engine.TestSupport.request;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Every language of the table end to end through {@link LocalExecutor}: hello world, stdin, args, stderr and the
+ * exit code, in the real sandbox when it is available (else the fake). Prints the measured durations.
+ */
+class LanguageSmokeTest {
+
+    static Config config;
+    static Sandbox sandbox;
+    static LocalExecutor executor;
+
+    @BeforeAll
+    static void start() throws InterruptedException {
+        config = TestSupport.config("MAX_CONCURRENT", "2");
+        sandbox = TestSandboxes.realOrFake(config);
+        executor = new LocalExecutor(config, sandbox, Languages.load());
+        // The first Go run must not pay for the warm-up of the shared build cache.
+        executor.awaitGoCache(Duration.ofMinutes(5));
+        System.out.println("smoke: sandbox=" + sandbox.name() + " goCache=" + executor.goCacheState());
+    }
+
+    @AfterAll
+    static void stop() {
+        executor.close();
+    }
+
+    /** Each program prints "hello <stdin> <args>" on stdout, "warn" on stderr, and exits with 3. */
+    static Stream<Arguments> programs() {
+        return Stream.of(
+                Arguments.of("python", """
+                        import sys
+                        print("hello", sys.stdin.read().strip(), " ".join(sys.argv[1:]))
+                        print("warn", file=sys.stderr)
+                        sys.exit(3)
+                        """),
+                Arguments.of("nodejs", """
+                        const input = require('fs').readFileSync(0, 'utf8').trim();
+                        console.log('hello', input, process.argv.slice(2).join(' '));
+                        console.error('warn');
+                        process.exit(3);
+                        """),
+                Arguments.of("typescript", """
+                        import * as fs from 'fs';
+                        interface Greeting { word: string }
+                        const g: Greeting = { word: 'hello' };
+                        const input: string = fs.readFileSync(0, 'utf8').trim();
+                        console.log(g.word, input, process.argv.slice(2).join(' '));
+                        console.error('warn');
+                        process.exit(3);
+                        """),
+                Arguments.of("go", """
+                        package main
+
+                        import (
+                        	"fmt"
+                        	"io"
+                        	"os"
+                        	"strings"
+                        )
+
+                        func main() {
+                        	in, _ := io.ReadAll(os.Stdin)
+                        	fmt.Println("hello", strings.TrimSpace(string(in)), strings.Join(os.Args[1:], " "))
+                        	fmt.Fprintln(os.Stderr, "warn")
+                        	os.Exit(3)
+                        }
+                        """),
+                Arguments.of("java", """
+                        import java.io.*;
+
+                        public class Main {
+                            public static void main(String[] args) throws IOException {
+                                String in = new String(System.in.readAllBytes()).trim();
+                                System.out.println("hello " + in + " " + String.join(" ", args));
+                                System.err.println("warn");
+                                System.exit(3);
+                            }
+                        }
+                        """),
+                Arguments.of("shell", """
+                        read line
+                        echo "hello $line $*"
+                        echo warn >&2
+                        exit 3
+                        """),
+                Arguments.of("bash", """
+                        read -r line
+                        arr=("$@")
+                        echo "hello $line ${arr[*]}"
+                        echo warn >&2
+                        exit 3
+                        """),
+                Arguments.of("c", """
+                        #include <stdio.h>
+                        #include <string.h>
+                        int main(int argc, char **argv) {
+                            char line[256] = {0};
+                            if (fgets(line, sizeof line, stdin)) line[strcspn(line, "\\n")] = 0;
+                            printf("hello %s %s %s\\n", line, argv[1], argv[2]);
+                            fprintf(stderr, "warn\\n");
+                            return 3;
+                        }
+                        """));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("programs")
+    void helloStdinArgsStderrExitCode(String language, String code) throws Exception {
+        ExecutionRequest req = request(config, language, code, "world\n", List.of("a", "b c"), Map.of(), 60_000L);
+        long t0 = System.nanoTime();
+        ExecutionResult r = await(executor.submit(req, OutputListener.NONE));
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        System.out.printf("smoke: %-10s %5d ms end to end, %5d ms in sandbox (%s)%n", language, ms, r.durationMs(),
+                r.sandbox());
+        assertThat(r.stderr()).as("stderr").isEqualTo("warn\n");
+        assertThat(r.stdout()).isEqualTo("hello world a b c\n");
+        assertThat(r.exitCode()).isEqualTo(3);
+        assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+    }
+
+    @Test
+    void everyLanguageIsAvailableWithAVersion() {
+        @SuppressWarnings("unchecked")
+        var langs = (Map<String, Map<String, Object>>) executor.runtimeInfo().get("languages");
+        langs.forEach((id, m) -> {
+            assertThat(m.get("available")).as(id).isEqualTo(true);
+            assertThat((String) m.get("version")).as(id).isNotBlank().doesNotContain("unknown");
+        });
+    }
+
+    @Test
+    void goHelloWorldAfterWarmCache() throws Exception {
+        String code = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n";
+        for (int i = 0; i < 3; i++) {
+            long t0 = System.nanoTime();
+            ExecutionResult r = await(executor.submit(request(config, "go", code), OutputListener.NONE));
+            System.out.printf("smoke: go hello #%d %d ms end to end (goCache=%s)%n", i + 1,
+                    (System.nanoTime() - t0) / 1_000_000, executor.goCacheState());
+            assertThat(r.stdout()).isEqualTo("hello\n");
+            assertThat(r.exitCode()).isZero();
+        }
+    }
+
+    @Test
+    void typescriptSyntaxErrorIsReportedWithLocation() throws Exception {
+        ExecutionResult r = await(executor.submit(request(config, "ts", "let x: = 3;\n"), OutputListener.NONE));
+        assertThat(r.exitCode()).isEqualTo(1);
+        assertThat(r.stderr()).contains("(1,8)").contains("error TS");
+    }
+}
