@@ -17,24 +17,14 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Test double of a sandbox: runs the command directly with ProcessBuilder in a temp dir that stands for
  * spec.workDir (every occurrence of workDir in argv and env is rewritten to it), with readOnlyFiles copied in and
  * exactly spec.env as the environment. No isolation, no kernel limits: it tests the engine, not the sandbox.
- * It records the specs it saw and the highest number of programs alive at once.
  */
 final class FakeSandbox implements Sandbox {
-
-    final List<SandboxSpec> specs = new CopyOnWriteArrayList<>();
-    final AtomicInteger alive = new AtomicInteger();
-    final AtomicInteger maxAlive = new AtomicInteger();
-    final AtomicInteger closed = new AtomicInteger();
-    volatile Optional<String> unavailable = Optional.empty();
-    volatile String failStart;
 
     @Override
     public String name() {
@@ -43,7 +33,7 @@ final class FakeSandbox implements Sandbox {
 
     @Override
     public Optional<String> unavailableReason() {
-        return unavailable;
+        return Optional.empty();
     }
 
     @Override
@@ -53,8 +43,6 @@ final class FakeSandbox implements Sandbox {
 
     @Override
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
-        specs.add(spec);
-        if (failStart != null) throw new SandboxException(failStart);
         try {
             Path dir = Files.createTempDirectory("fake-sandbox");
             String wd = spec.workDir();
@@ -68,10 +56,7 @@ final class FakeSandbox implements Sandbox {
             ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
             pb.environment().clear();
             spec.env().forEach((k, v) -> pb.environment().put(k, v.replace(wd, dir.toString())));
-            Process p = pb.start();
-            int now = alive.incrementAndGet();
-            maxAlive.accumulateAndGet(now, Math::max);
-            return new FakeProcess(p, dir);
+            return new FakeProcess(pb.start(), dir);
         } catch (IOException e) {
             throw new SandboxException("fake sandbox could not start: " + e.getMessage(), e);
         }
@@ -148,8 +133,6 @@ final class FakeSandbox implements Sandbox {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
-            alive.decrementAndGet();
-            closed.incrementAndGet();
             GoCacheWarmer.deleteTree(dir);
         }
     }
