@@ -208,7 +208,9 @@ final class LocalRun implements RunHandle {
 
             Duration timeout = request.limits().timeout();
             boolean exited = p.waitFor(timeout);
-            boolean timedOut = !exited && !cancelled && !overCap.get();
+            // Snapshot: a cancel that arrives after the program ended by itself does not change how it ended.
+            boolean cancelledBeforeEnd = cancelled;
+            boolean timedOut = !exited && !cancelledBeforeEnd && !overCap.get();
             if (!exited) {
                 p.kill();
                 p.waitFor(Duration.ofSeconds(10));
@@ -217,7 +219,7 @@ final class LocalRun implements RunHandle {
             joinReaders(p, outReader, errReader);
 
             int exitCode = exitCode(p);
-            Outcome outcome = classify(timedOut, overCap.get(), p, exitCode);
+            Outcome outcome = classify(cancelledBeforeEnd, timedOut, overCap.get(), p, exitCode);
             String stderr = err.text();
             String line = terminatedLine(outcome, exitCode);
             if (!line.isEmpty()) {
@@ -264,7 +266,8 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    private Outcome classify(boolean timedOut, boolean overCap, SandboxProcess p, int exitCode) {
+    private static Outcome classify(boolean cancelled, boolean timedOut, boolean overCap, SandboxProcess p,
+            int exitCode) {
         if (cancelled) return Outcome.CANCELLED;
         if (timedOut) return Outcome.TIMEOUT;
         if (overCap) return Outcome.OUTPUT_LIMIT;
