@@ -7,12 +7,37 @@
   const fs = require('fs');
   const path = require('path');
   const Module = require('module');
-  let ts;
+  const vm = require('vm');
+  // typescript.js is 9 MB of JavaScript: compiling it is most of a run's time. A V8 code cache made at server
+  // start (CODE_EXEC_WRITE_TS_CACHE=1, outside the sandbox) next to this file cuts that by about 40%. V8 checks
+  // the cache against the source and its own version and rejects a stale one: then it is merely slower.
+  const cacheFile = path.join(__dirname, 'typescript.v8cache');
+  const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE === '1';
+  let tsPath;
   try {
-    ts = require('typescript');
+    tsPath = require.resolve('typescript');
   } catch (e) {
     process.stderr.write('typescript is not installed (npm install -g typescript)\n');
     process.exit(127);
+  }
+  let ts;
+  let script;
+  {
+    let cachedData;
+    if (!writeCache) {
+      try {
+        cachedData = fs.readFileSync(cacheFile);
+      } catch (e) {
+        cachedData = undefined;
+      }
+    }
+    script = new vm.Script(Module.wrap(fs.readFileSync(tsPath, 'utf8')), { filename: tsPath, cachedData });
+    const tsModule = new Module(tsPath, null);
+    tsModule.filename = tsPath;
+    tsModule.paths = Module._nodeModulePaths(path.dirname(tsPath));
+    script.runInThisContext().call(tsModule.exports, tsModule.exports, Module.createRequire(tsPath), tsModule,
+      tsPath, path.dirname(tsPath));
+    ts = tsModule.exports;
   }
   const file = path.resolve(process.argv[2]);
   const source = fs.readFileSync(file, 'utf8');
@@ -26,6 +51,15 @@
       inlineSourceMap: true,
     },
   });
+  if (writeCache) {
+    // After one transpile the lazily compiled functions are in the cache too.
+    try {
+      fs.writeFileSync(cacheFile + '.tmp', script.createCachedData());
+      fs.renameSync(cacheFile + '.tmp', cacheFile);
+    } catch (e) {
+      process.stderr.write('cannot write the TypeScript code cache: ' + e.message + '\n');
+    }
+  }
   const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
   if (errors.length > 0) {
     const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => '\n' };

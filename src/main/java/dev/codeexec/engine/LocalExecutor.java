@@ -42,9 +42,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * thread's carrier can retire mid-run, which would kill a healthy sandbox. Platform threads that live as long as
  * the executor make "parent died" mean "server died".
  *
- * <p>At start it prepares DATA_DIR (staging area, engine helper files, shared Go build cache), warms the Go
- * build cache in the background ({@link GoCacheWarmer}) and probes language and tool versions in the background
- * ({@link RuntimeProbe}); neither delays a request.
+ * <p>At start it prepares DATA_DIR (staging area, engine helper files, shared Go build cache) and, in the
+ * background, warms the Go build cache ({@link GoCacheWarmer}), makes the TypeScript code cache
+ * ({@link TypeScriptCache}) and probes language and tool versions ({@link RuntimeProbe}); none delays a request.
  */
 public final class LocalExecutor implements Executor {
 
@@ -105,6 +105,8 @@ public final class LocalExecutor implements Executor {
                 Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders), environment(go, Map.of(), placeholders)));
         this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
                 .orElse(CompletableFuture.completedFuture(null));
+        languages.find("typescript").ifPresent(ts -> virtualThreads.newThread(
+                () -> TypeScriptCache.build(ts, placeholders, runtimeDir)).start());
         this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"));
 
         sandbox.unavailableReason().ifPresentOrElse(
