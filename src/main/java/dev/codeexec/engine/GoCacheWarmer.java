@@ -23,7 +23,8 @@ import java.util.stream.Stream;
  * (the user's own package, trim.txt) are ignored silently, so nothing a run does can poison the cache for the
  * next one. The warm-up is our own fixed program, built outside the sandbox with the exact Go environment of the
  * languages table (same GOFLAGS, CGO_ENABLED, ...: the cache key depends on them). It runs in the background at
- * executor start; until it is done Go runs still work, only slower. A marker file makes later starts skip it.
+ * executor start; until it is done Go runs still work, only slower. A marker file holding the Go version, the
+ * environment and the package list makes later starts skip it, and makes a Go upgrade or a table change warm again.
  */
 final class GoCacheWarmer {
 
@@ -39,6 +40,7 @@ final class GoCacheWarmer {
             "os", "os/exec", "path/filepath", "reflect", "regexp", "slices", "maps", "sort", "strconv", "strings",
             "sync", "sync/atomic", "text/tabwriter", "time", "unicode", "unicode/utf8");
 
+    private final List<String> packages;
     private final Path cacheDir;
     private final String goBinary;
     private final Map<String, String> goEnv;
@@ -46,10 +48,15 @@ final class GoCacheWarmer {
     private volatile Process process;
 
     GoCacheWarmer(Path cacheDir, String goBinary, Map<String, String> goEnv) {
+        this(cacheDir, goBinary, goEnv, PACKAGES);
+    }
+
+    GoCacheWarmer(Path cacheDir, String goBinary, Map<String, String> goEnv, List<String> packages) {
+        this.packages = List.copyOf(packages);
         this.cacheDir = cacheDir;
         this.goBinary = goBinary;
         this.goEnv = Map.copyOf(goEnv);
-        this.state = Files.exists(cacheDir.resolve(MARKER)) ? State.WARM : State.COLD;
+        this.state = State.COLD;
     }
 
     State state() {
@@ -58,17 +65,22 @@ final class GoCacheWarmer {
 
     /** Builds the warm-up program into the cache unless the marker says it is done. Blocking; run it off-thread. */
     void warm() {
-        if (state == State.WARM) return;
         if (!Files.isExecutable(Path.of(goBinary))) {
             log.info("Go not found at {}: build cache stays cold", goBinary);
             return;
         }
-        state = State.WARMING;
         Path work = null;
         try {
+            String marker = markerText();
+            Path markerFile = cacheDir.resolve(MARKER);
+            if (Files.exists(markerFile) && Files.readString(markerFile).equals(marker)) {
+                state = State.WARM;
+                return;
+            }
+            state = State.WARMING;
             Files.createDirectories(cacheDir);
             work = Files.createTempDirectory("go-warm");
-            Files.writeString(work.resolve("warm.go"), program());
+            Files.writeString(work.resolve("warm.go"), program(packages));
             Map<String, String> env = new HashMap<>(goEnv);
             env.put("GOCACHE", cacheDir.toString());
             env.put("GOPATH", work.resolve("gopath").toString());
@@ -89,10 +101,11 @@ final class GoCacheWarmer {
                 return;
             }
             makeWorldReadable(cacheDir);
-            Files.writeString(cacheDir.resolve(MARKER), "warmed by code-exec-mcp\n");
+            Files.writeString(markerFile, marker);
+            Files.setPosixFilePermissions(markerFile, PosixFilePermissions.fromString("rw-r--r--"));
             state = State.WARM;
             log.info("Go build cache warm in {} ms ({} packages) at {}", (System.nanoTime() - t0) / 1_000_000,
-                    PACKAGES.size(), cacheDir);
+                    packages.size(), cacheDir);
         } catch (IOException e) {
             log.warn("Go build cache warm-up failed: {}", e.toString());
             state = State.COLD;
@@ -105,15 +118,26 @@ final class GoCacheWarmer {
         }
     }
 
+    /** What the cache was warmed for: when any of it changes, the cache is warmed again. */
+    private String markerText() throws IOException, InterruptedException {
+        ProcessBuilder pb = new ProcessBuilder(goBinary, "version").redirectErrorStream(true);
+        pb.environment().clear();
+        pb.environment().putAll(goEnv);
+        Process p = pb.start();
+        String version = new String(p.getInputStream().readAllBytes()).strip();
+        p.waitFor();
+        return version + "\n" + new java.util.TreeMap<>(goEnv) + "\n" + String.join(" ", packages) + "\n";
+    }
+
     /** Stops a warm-up in progress (server shutdown). */
     void stop() {
         Process p = process;
         if (p != null) p.destroyForcibly();
     }
 
-    static String program() {
+    static String program(List<String> packages) {
         StringBuilder s = new StringBuilder("package main\n\nimport (\n");
-        for (String p : PACKAGES) s.append("\t_ \"").append(p).append("\"\n");
+        for (String p : packages) s.append("\t_ \"").append(p).append("\"\n");
         return s.append(")\n\nfunc main() {}\n").toString();
     }
 
