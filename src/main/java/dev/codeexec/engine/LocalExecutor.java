@@ -107,7 +107,7 @@ public final class LocalExecutor implements Executor {
                 .orElse(CompletableFuture.completedFuture(null));
         languages.find("typescript").ifPresent(ts -> virtualThreads.newThread(
                 () -> TypeScriptCache.build(ts, placeholders, runtimeDir)).start());
-        this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"));
+        this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
 
         sandbox.unavailableReason().ifPresentOrElse(
                 r -> log.error("sandbox '{}' cannot run code: {}; every run will be refused", sandbox.name(), r),
@@ -327,10 +327,6 @@ public final class LocalExecutor implements Executor {
     @Override
     public int maxConcurrent() {
         return maxConcurrent;
-    }
-
-    boolean closing() {
-        return closing.get();
     }
 
     /**

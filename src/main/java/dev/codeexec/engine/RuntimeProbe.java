@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -34,8 +35,9 @@ final class RuntimeProbe {
     private final CompletableFuture<Map<String, Found>> languages;
     private final CompletableFuture<Map<String, Found>> tools;
 
-    RuntimeProbe(Languages table, Map<String, String> placeholders, Map<String, String> baseEnv) {
-        var pool = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("probe-", 0).factory());
+    RuntimeProbe(Languages table, Map<String, String> placeholders, Map<String, String> baseEnv,
+            ThreadFactory threads) {
+        var pool = Executors.newThreadPerTaskExecutor(threads);
         Map<String, CompletableFuture<Found>> langs = new LinkedHashMap<>();
         for (Language l : table.all()) {
             langs.put(l.id(), CompletableFuture.supplyAsync(() -> probeLanguage(l, placeholders, baseEnv), pool));
