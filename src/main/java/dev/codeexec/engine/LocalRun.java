@@ -261,8 +261,8 @@ final class LocalRun implements RunHandle {
     private static int exitCode(SandboxProcess p) {
         try {
             return p.exitCode();
-        } catch (IllegalStateException e) {
-            return -1;
+        } catch (RuntimeException e) {
+            return -1; // it did not end even after kill: the sandbox's close() deals with it
         }
     }
 
