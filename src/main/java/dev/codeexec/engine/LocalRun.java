@@ -39,6 +39,8 @@ final class LocalRun implements RunHandle {
     private static final SecureRandom RANDOM = new SecureRandom();
     /** How long readers may take to reach end of stream after the program ended before we kill the rest. */
     private static final Duration DRAIN_GRACE = Duration.ofSeconds(2);
+    /** How long the result may wait for a slow listener to receive the last output. */
+    private static final Duration LISTENER_GRACE = Duration.ofSeconds(2);
 
     private final LocalExecutor executor;
     private final ExecutionRequest request;
@@ -189,6 +191,7 @@ final class LocalRun implements RunHandle {
         } catch (SandboxException e) {
             return failedToStart(e.getMessage());
         }
+        ListenerDispatcher progress = new ListenerDispatcher(listener, executor.virtualThreads);
         try (SandboxProcess p = started) {
             long t0 = System.nanoTime(); // the wall timer starts when the program does, not when it was queued
             process = p;
@@ -198,8 +201,8 @@ final class LocalRun implements RunHandle {
                 if (overCap.compareAndSet(false, true)) p.kill();
             };
             long cap = request.limits().outputBytes();
-            OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, listener, onOverCap);
-            OutputCollector err = new OutputCollector(p.stderr(), cap, OutputListener.Stream.STDERR, listener, onOverCap);
+            OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, progress, onOverCap);
+            OutputCollector err = new OutputCollector(p.stderr(), cap, OutputListener.Stream.STDERR, progress, onOverCap);
             Thread outReader = executor.virtualThreads.newThread(out);
             Thread errReader = executor.virtualThreads.newThread(err);
             outReader.start();
@@ -225,8 +228,9 @@ final class LocalRun implements RunHandle {
             if (!line.isEmpty()) {
                 String sep = stderr.isEmpty() || stderr.endsWith("\n") ? "" : "\n";
                 stderr = stderr + sep + line;
-                safeNotify(OutputListener.Stream.STDERR, sep + line);
+                progress.onOutput(OutputListener.Stream.STDERR, sep + line);
             }
+            progress.finish(LISTENER_GRACE);
             return new ExecutionResult(language.id(), exitCode, out.text(), stderr, durationMs, outcome,
                     out.truncated() || err.truncated(), p.peakMemoryBytes(), p.cpuTimeMs(), executor.sandbox.name());
         } catch (InterruptedException e) {
@@ -234,6 +238,7 @@ final class LocalRun implements RunHandle {
             return failedToStart("the run was interrupted by the server");
         } finally {
             process = null;
+            progress.abandon();
         }
     }
 
@@ -293,14 +298,6 @@ final class LocalRun implements RunHandle {
     private ExecutionResult failedToStart(String message) {
         return new ExecutionResult(language.id(), -1, "", message, 0, Outcome.FAILED_TO_START, false,
                 OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
-    }
-
-    private void safeNotify(OutputListener.Stream stream, String text) {
-        try {
-            listener.onOutput(stream, text);
-        } catch (RuntimeException e) {
-            // A failing listener must not change the result.
-        }
     }
 
     void finish(ExecutionResult r) {

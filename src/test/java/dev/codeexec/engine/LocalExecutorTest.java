@@ -251,6 +251,26 @@ class LocalExecutorTest {
     }
 
     @Test
+    void aStuckListenerNeverStallsTheProgram() throws Exception {
+        LocalExecutor e = executor("MAX_OUTPUT_KB", "2048");
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        OutputListener stuck = (stream, text) -> {
+            try {
+                release.await();
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+            }
+        };
+        // 1 MB is far more than a pipe buffer: with the listener on the reading path this would hang to the timeout.
+        ExecutionResult r = await(e.submit(request(e.config, "python", "import sys\nsys.stdout.write('z' * 1000000)",
+                "", List.of(), Map.of(), 60_000L), stuck));
+        release.countDown();
+        assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(r.stdout()).hasSize(1_000_000);
+        assertThat(r.durationMs()).isLessThan(30_000);
+    }
+
+    @Test
     void cancelWhileRunningKillsIt() throws Exception {
         LocalExecutor e = executor();
         CompletableFuture<Void> started = new CompletableFuture<>();
