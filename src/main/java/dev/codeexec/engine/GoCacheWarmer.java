@@ -19,9 +19,12 @@ import java.util.stream.Stream;
  * Fills the shared Go build cache once, so that {@code go run hello.go} in a sandbox only compiles and links the
  * user's own package (about 0.2 s) instead of the standard library (about 8 s on this machine).
  *
- * <p>Sandboxed runs get the cache bound read-only. Go tolerates that: cache reads work and failed cache writes
- * (the user's own package, trim.txt) are ignored silently, so nothing a run does can poison the cache for the
- * next one. The warm-up is our own fixed program, built outside the sandbox with the exact Go environment of the
+ * <p>Sandboxed runs get the cache bound read-only. Go mostly tolerates that: cache reads work and failed cache
+ * writes (the user's own package, trim.txt) are ignored silently, so nothing a run does can poison the cache for
+ * the next one. One trap, measured with Go 1.23: Go keeps an index of each standard package's directory in the
+ * cache, and with a read-only cache a package whose index entry is missing fails with "package archive/zip is not
+ * in std". {@code GODEBUG=goindex=0} avoids it but costs about 100 ms per build; instead the warm-up also runs
+ * {@code go list std} (0.3 s), which writes the index entry of every standard package. The warm-up is our own fixed program, built outside the sandbox with the exact Go environment of the
  * languages table (same GOFLAGS, CGO_ENABLED, ...: the cache key depends on them). It runs in the background at
  * executor start; until it is done Go runs still work, only slower. A marker file holding the Go version, the
  * environment and the package list makes later starts skip it, and makes a Go upgrade or a table change warm again.
@@ -86,19 +89,16 @@ final class GoCacheWarmer {
             env.put("GOPATH", work.resolve("gopath").toString());
             env.put("GOTMPDIR", work.toString());
             env.put("HOME", work.toString());
-            ProcessBuilder pb = new ProcessBuilder(goBinary, "build", "-o", work.resolve("warm").toString(), "warm.go")
-                    .directory(work.toFile()).redirectErrorStream(true);
-            pb.environment().clear();
-            pb.environment().putAll(env);
             long t0 = System.nanoTime();
-            Process p = pb.start();
-            process = p;
-            String out = new String(p.getInputStream().readAllBytes());
-            if (!p.waitFor(10, TimeUnit.MINUTES)) p.destroyForcibly();
-            if (p.exitValue() != 0) {
-                log.warn("Go build cache warm-up failed (exit {}): {}", p.exitValue(), out.strip());
-                state = State.COLD;
-                return;
+            for (List<String> step : List.of(List.of(goBinary, "build", "-o", work.resolve("warm").toString(), "warm.go"),
+                    List.of(goBinary, "list", "std"))) {
+                String failure = run(step, work, env);
+                if (failure != null) {
+                    log.warn("Go build cache warm-up failed ({}): {}", String.join(" ", step.subList(1, step.size())),
+                            failure);
+                    state = State.COLD;
+                    return;
+                }
             }
             makeWorldReadable(cacheDir);
             Files.writeString(markerFile, marker);
@@ -118,6 +118,21 @@ final class GoCacheWarmer {
         }
     }
 
+    /** Runs one warm-up step; returns null on success, else what went wrong. */
+    private String run(List<String> argv, Path dir, Map<String, String> env) throws IOException, InterruptedException {
+        ProcessBuilder pb = new ProcessBuilder(argv).directory(dir.toFile()).redirectErrorStream(true);
+        pb.environment().clear();
+        pb.environment().putAll(env);
+        Process p = pb.start();
+        process = p;
+        byte[] out = p.getInputStream().readAllBytes();
+        if (!p.waitFor(10, TimeUnit.MINUTES)) {
+            p.destroyForcibly();
+            return "timed out";
+        }
+        return p.exitValue() == 0 ? null : "exit " + p.exitValue() + ": " + new String(out).strip();
+    }
+
     /** What the cache was warmed for: when any of it changes, the cache is warmed again. */
     private String markerText() throws IOException, InterruptedException {
         ProcessBuilder pb = new ProcessBuilder(goBinary, "version").redirectErrorStream(true);
@@ -126,7 +141,7 @@ final class GoCacheWarmer {
         Process p = pb.start();
         String version = new String(p.getInputStream().readAllBytes()).strip();
         p.waitFor();
-        return version + "\n" + new java.util.TreeMap<>(goEnv) + "\n" + String.join(" ", packages) + "\n";
+        return version + "\n" + new java.util.TreeMap<>(goEnv) + "\n" + String.join(" ", packages) + "\nlist std\n";
     }
 
     /** Stops a warm-up in progress (server shutdown). */

@@ -53,6 +53,37 @@ class GoCacheWarmerTest {
         assertThat(Files.readString(marker)).contains("errors unicode/utf8");
     }
 
+    /**
+     * The read-only trap: as another uid (the cache is read-only to it), a standard package that the warm-up did
+     * not compile must still build. Without the std index written by the warm-up Go says "not in std".
+     */
+    @Test
+    void aStandardPackageOutsideTheWarmListBuildsWithTheCacheReadOnly(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
+                "needs root and setpriv to act as another uid");
+        Path cache = dir.resolve("cache");
+        GoCacheWarmer w = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        w.warm();
+        assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
+        Path work = dir.resolve("work");
+        Files.createDirectories(work);
+        Files.writeString(work.resolve("z.go"), "package main\n\nimport (\n\t\"archive/zip\"\n\t\"os\"\n)\n\n"
+                + "func main() { _ = zip.NewWriter(os.Stdout) }\n");
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Files.setAttribute(work, "unix:uid", 65534);
+        ProcessBuilder pb = new ProcessBuilder("/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534",
+                "--clear-groups", GO, "build", "-o", "z", "z.go").directory(work.toFile()).redirectErrorStream(true);
+        pb.environment().clear();
+        pb.environment().putAll(goEnv());
+        pb.environment().putAll(Map.of("GOCACHE", cache.toString(), "HOME", work.toString(), "GOTMPDIR", work.toString(),
+                "GOPATH", work.resolve("gopath").toString()));
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes());
+        assertThat(p.waitFor()).as(out).isZero();
+        assertThat(work.resolve("z")).isExecutable();
+    }
+
     @Test
     void aProgramThatDoesNotBuildLeavesTheCacheCold(@TempDir Path dir) {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");

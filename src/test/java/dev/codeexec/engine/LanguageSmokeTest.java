@@ -160,6 +160,29 @@ class LanguageSmokeTest {
         }
     }
 
+    /** The read-only shared cache must not break standard packages the warm-up did not compile. */
+    @Test
+    void goStandardPackagesOutsideTheWarmListWork() throws Exception {
+        String code = """
+                package main
+
+                import (
+                	"archive/zip"
+                	"compress/gzip"
+                	"fmt"
+                	"os"
+                )
+
+                func main() {
+                	_ = zip.NewWriter(os.Stdout)
+                	fmt.Println(gzip.BestSpeed)
+                }
+                """;
+        ExecutionResult r = await(executor.submit(request(config, "go", code), OutputListener.NONE));
+        assertThat(r.stderr()).isEmpty();
+        assertThat(r.stdout()).isEqualTo("1\n");
+    }
+
     /** A program that does not compile is a normal result whose stderr says where. */
     @ParameterizedTest(name = "{0}")
     @MethodSource("brokenPrograms")
