@@ -8,11 +8,12 @@
   const path = require('path');
   const Module = require('module');
   const vm = require('vm');
-  // typescript.js is 9 MB of JavaScript: compiling it is most of a run's time. A V8 code cache made at server
-  // start (CODE_EXEC_WRITE_TS_CACHE=1, outside the sandbox) next to this file cuts that by about 40%. V8 checks
-  // the cache against the source and its own version and rejects a stale one: then it is merely slower.
+  // typescript.js is 9 MB of JavaScript: compiling it is most of a run's time. A V8 code cache next to this file,
+  // made by the language's warm-up at server start (outside the sandbox, CODE_EXEC_WRITE_TS_CACHE=<output file>),
+  // halves that. V8 checks the cache against the source and its own version and rejects a stale one: then a run
+  // is merely slower.
   const cacheFile = path.join(__dirname, 'typescript.v8cache');
-  const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE === '1';
+  const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE || '';
   let tsPath;
   try {
     tsPath = require.resolve('typescript');
@@ -54,8 +55,7 @@
   if (writeCache) {
     // After one transpile the lazily compiled functions are in the cache too.
     try {
-      fs.writeFileSync(cacheFile + '.tmp', script.createCachedData());
-      fs.renameSync(cacheFile + '.tmp', cacheFile);
+      fs.writeFileSync(writeCache, script.createCachedData());
     } catch (e) {
       process.stderr.write('cannot write the TypeScript code cache: ' + e.message + '\n');
     }

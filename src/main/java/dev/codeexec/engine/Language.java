@@ -17,9 +17,26 @@ import java.util.Optional;
  * @param version       argv whose first output line is the version shown in runtime_info
  * @param env           variables added to the base sandbox environment (before the request's own)
  * @param binds         host directories bound read-only at the same path inside the sandbox
+ * @param warmup        what to run once at server start to make later runs faster (see {@link LanguageWarmup})
  */
 public record Language(String id, List<String> aliases, String fileExtension, Optional<List<String>> compile,
-        List<String> run, List<String> version, Map<String, String> env, List<String> binds) {
+        List<String> run, List<String> version, Map<String, String> env, List<String> binds,
+        Optional<Warmup> warmup) {
+
+    /**
+     * A start-time step, outside the sandbox, on our own fixed program.
+     *
+     * @param program  the source it runs
+     * @param argv     the command; {@code {output}} is a temporary file it must write
+     * @param env      variables on top of the language's environment
+     * @param produces where the output is moved when the step succeeded
+     */
+    public record Warmup(String program, List<String> argv, Map<String, String> env, String produces) {
+        public Warmup {
+            argv = List.copyOf(argv);
+            env = Map.copyOf(env);
+        }
+    }
 
     public Language {
         Objects.requireNonNull(id, "id");
@@ -31,6 +48,7 @@ public record Language(String id, List<String> aliases, String fileExtension, Op
         version = List.copyOf(version);
         env = Map.copyOf(env);
         binds = List.copyOf(binds);
+        Objects.requireNonNull(warmup, "warmup");
     }
 
     public boolean compiled() {

@@ -61,7 +61,7 @@ public final class Languages {
             Language l = new Language(id, strings(row.path("aliases")), row.path("extension").asString(),
                     row.has("compile") ? Optional.of(strings(row.path("compile"))) : Optional.empty(),
                     strings(row.path("run")), strings(row.path("version")), stringMap(row.path("env")),
-                    strings(row.path("binds")));
+                    strings(row.path("binds")), warmup(row.path("warmup")));
             checkPlaceholders(l);
             langs.add(l);
         }
@@ -70,12 +70,23 @@ public final class Languages {
         return new Languages(langs, tools);
     }
 
+    private static Optional<Language.Warmup> warmup(JsonNode w) {
+        if (w.isMissingNode() || w.isNull()) return Optional.empty();
+        return Optional.of(new Language.Warmup(w.path("program").asString(), strings(w.path("argv")),
+                stringMap(w.path("env")), w.path("produces").asString()));
+    }
+
     private static void checkPlaceholders(Language l) {
         List<String> all = new ArrayList<>(l.run());
         l.compile().ifPresent(all::addAll);
         all.addAll(l.version());
         all.addAll(l.env().values());
         all.addAll(l.binds());
+        l.warmup().ifPresent(w -> {
+            all.addAll(w.argv());
+            all.addAll(w.env().values());
+            all.add(w.produces());
+        });
         all.forEach(t -> Placeholders.check("language " + l.id(), t));
     }
 

@@ -43,8 +43,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the executor make "parent died" mean "server died".
  *
  * <p>At start it prepares DATA_DIR (staging area, engine helper files, shared Go build cache) and, in the
- * background, warms the Go build cache ({@link GoCacheWarmer}), makes the TypeScript code cache
- * ({@link TypeScriptCache}) and probes language and tool versions ({@link RuntimeProbe}); none delays a request.
+ * background, warms the Go build cache ({@link GoCacheWarmer}), runs the languages' warm-ups
+ * ({@link LanguageWarmup}: TypeScript code cache, Java AOT cache) and probes language and tool versions ({@link RuntimeProbe}); none delays a request.
  */
 public final class LocalExecutor implements Executor {
 
@@ -71,6 +71,7 @@ public final class LocalExecutor implements Executor {
     private final ExecutorService sandboxThreads;
     private final Optional<GoCacheWarmer> goWarmer;
     private final CompletableFuture<Void> goWarmed;
+    private final List<CompletableFuture<Boolean>> warmups;
     private final RuntimeProbe probe;
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
@@ -105,8 +106,12 @@ public final class LocalExecutor implements Executor {
                 Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders), environment(go, Map.of(), placeholders)));
         this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
                 .orElse(CompletableFuture.completedFuture(null));
-        languages.find("typescript").ifPresent(ts -> virtualThreads.newThread(
-                () -> TypeScriptCache.build(ts, placeholders, runtimeDir)).start());
+        Map<String, String> warmupPlaceholders = new LinkedHashMap<>(placeholders);
+        warmupPlaceholders.put("heapMb", heapMb(config.get(Config.MEMORY_LIMIT_MB)));
+        this.warmups = languages.all().stream().filter(l -> l.warmup().isPresent())
+                .map(l -> CompletableFuture.supplyAsync(() -> LanguageWarmup.run(l, warmupPlaceholders),
+                        r -> virtualThreads.newThread(r).start()))
+                .toList();
         this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
 
         sandbox.unavailableReason().ifPresentOrElse(
@@ -292,6 +297,24 @@ public final class LocalExecutor implements Executor {
     /** "warm", "warming" or "cold" ("cold" too when Go is not in the table). */
     public String goCacheState() {
         return goWarmer.map(w -> w.state().name().toLowerCase()).orElse("cold");
+    }
+
+    /** The JVM heap cap of a run: the JVM would size its heap from host memory when it cannot see the cgroup limit. */
+    static String heapMb(long memoryMb) {
+        return Long.toString(Math.max(32, memoryMb / 2));
+    }
+
+    /** Blocks until the start-time warm-ups (languages, then the Go build cache) have ended (tests, benchmarks). */
+    void awaitWarmups(Duration max) throws InterruptedException {
+        long end = System.nanoTime() + max.toNanos();
+        for (CompletableFuture<Boolean> w : warmups) {
+            try {
+                w.get(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
+                // A warm-up that did not finish only makes runs slower.
+            }
+        }
+        awaitGoCache(Duration.ofNanos(Math.max(0, end - System.nanoTime())));
     }
 
     /** Blocks until the Go build cache warm-up has ended (tests, benchmarks). */

@@ -146,8 +146,7 @@ final class LocalRun implements RunHandle {
         ph.put("file", file);
         ph.put("dir", LocalExecutor.WORK_DIR);
         ph.put("name", name);
-        // The JVM would size its heap from host memory when it cannot see the cgroup limit.
-        ph.put("heapMb", Long.toString(Math.max(32, request.limits().memoryMb() / 2)));
+        ph.put("heapMb", LocalExecutor.heapMb(request.limits().memoryMb()));
         List<Path> binds = new ArrayList<>();
         for (String b : language.binds()) {
             Path p = Path.of(Placeholders.fill(b, ph));

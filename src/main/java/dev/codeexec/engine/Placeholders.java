@@ -11,7 +11,7 @@ import java.util.regex.Pattern;
  */
 final class Placeholders {
 
-    static final List<String> KNOWN = List.of("file", "dir", "name", "javaHome", "goCache", "runtimeDir", "heapMb");
+    static final List<String> KNOWN = List.of("file", "dir", "name", "javaHome", "goCache", "runtimeDir", "heapMb", "output");
     private static final Pattern PLACEHOLDER = Pattern.compile("\\{([A-Za-z]+)}");
 
     private Placeholders() {

@@ -33,8 +33,8 @@ class LanguageSmokeTest {
         config = TestSupport.config("MAX_CONCURRENT", "2");
         sandbox = TestSandboxes.realOrFake(config);
         executor = new LocalExecutor(config, sandbox, Languages.load());
-        // The first Go run must not pay for the warm-up of the shared build cache.
-        executor.awaitGoCache(Duration.ofMinutes(5));
+        // The first runs must not pay for the start-time warm-ups (Go build cache, TypeScript and Java caches).
+        executor.awaitWarmups(Duration.ofMinutes(5));
         System.out.println("smoke: sandbox=" + sandbox.name() + " goCache=" + executor.goCacheState());
     }
 
