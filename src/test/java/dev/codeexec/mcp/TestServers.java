@@ -17,7 +17,10 @@ public final class TestServers {
         List<String> pairs = new ArrayList<>(List.of(configPairs));
         pairs.add("PORT");
         pairs.add("0");
-        Config config = Config.of(pairs.toArray(String[]::new));
+        return setup(Config.of(pairs.toArray(String[]::new)), executor, extensions);
+    }
+
+    public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions) {
         return new ServerSetup(config, executor, new FakeConverter(), FakeConverter.LANGUAGES,
                 new SandboxStatus("fake", Optional.empty()), "test", extensions);
     }
