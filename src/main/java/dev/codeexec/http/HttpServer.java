@@ -32,16 +32,20 @@ import java.util.concurrent.Executors;
 public final class HttpServer implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(HttpServer.class);
+    /** After the runs have ended, how long their calls get to write their results. */
+    private static final long RESULT_DELIVERY_MILLIS = 5000;
 
     private final Server jetty;
     private final ServerConnector connector;
     private final McpSyncServer mcp;
     private final ServerSetup setup;
     private final RunRegistry registry;
+    private final McpEndpointFilter endpoint;
     private boolean closed;
 
     private HttpServer(Server jetty, ServerConnector connector, McpSyncServer mcp, ServerSetup setup,
-            RunRegistry registry) {
+            RunRegistry registry, McpEndpointFilter endpoint) {
+        this.endpoint = endpoint;
         this.jetty = jetty;
         this.connector = connector;
         this.mcp = mcp;
@@ -79,7 +83,8 @@ public final class HttpServer implements AutoCloseable {
         FilterHolder edge = new FilterHolder(new EdgeFilter(config));
         edge.setAsyncSupported(true);
         context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
-        FilterHolder endpoint = new FilterHolder(new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody));
+        McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody);
+        FilterHolder endpoint = new FilterHolder(endpointFilter);
         endpoint.setAsyncSupported(true);
         context.addFilter(endpoint, EdgeFilter.MCP_PATH, EnumSet.of(DispatcherType.REQUEST));
         ServletHolder mcpServlet = new ServletHolder(transport);
@@ -91,7 +96,7 @@ public final class HttpServer implements AutoCloseable {
         jetty.setErrorHandler(JsonErrorHandler.server());
         jetty.setStopTimeout(5000);
         jetty.start();
-        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry);
+        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter);
         LOG.info("listening on http://{}:{}/mcp (healthz at {})", config.get(Config.HOST), server.port(),
                 EdgeFilter.HEALTH_PATH);
         return server;
@@ -122,6 +127,11 @@ public final class HttpServer implements AutoCloseable {
             setup.executor().close();
         } catch (RuntimeException e) {
             LOG.warn("executor did not close cleanly: {}", e.toString());
+        }
+        try {
+            endpoint.awaitIdle(RESULT_DELIVERY_MILLIS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
         try {
             mcp.closeGracefully();

@@ -52,6 +52,9 @@ final class McpEndpointFilter extends HttpFilter {
     private final MessageInterceptor interceptor;
     private final RunRegistry registry;
     private final long maxBodyBytes;
+    /** POSTs being handled now; a tool call's POST lasts until its result is written. */
+    private final Object inFlightLock = new Object();
+    private int inFlight;
 
     McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes) {
         this.interceptor = interceptor;
@@ -61,6 +64,37 @@ final class McpEndpointFilter extends HttpFilter {
 
     @Override
     protected void doFilter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws IOException, ServletException {
+        if (!"POST".equals(request.getMethod())) {
+            handle(request, response, chain);
+            return;
+        }
+        synchronized (inFlightLock) {
+            inFlight++;
+        }
+        try {
+            handle(request, response, chain);
+        } finally {
+            synchronized (inFlightLock) {
+                inFlight--;
+                inFlightLock.notifyAll();
+            }
+        }
+    }
+
+    /**
+     * Waits until no POST is being handled, or the deadline passes: on shutdown, after the executor has finished or
+     * killed the runs, this lets their calls write their results before the sessions and connections close.
+     */
+    void awaitIdle(long millis) throws InterruptedException {
+        long until = System.nanoTime() + millis * 1_000_000;
+        synchronized (inFlightLock) {
+            long left;
+            while (inFlight > 0 && (left = until - System.nanoTime()) > 0) inFlightLock.wait(left / 1_000_000 + 1);
+        }
+    }
+
+    private void handle(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
         String session = request.getHeader("Mcp-Session-Id");
         HttpServletRequest forward = request;
