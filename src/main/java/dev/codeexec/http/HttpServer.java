@@ -76,6 +76,8 @@ public final class HttpServer implements AutoCloseable {
         ServerConnector connector = new ServerConnector(jetty, new HttpConnectionFactory(http));
         connector.setHost(config.get(Config.HOST));
         connector.setPort(config.get(Config.PORT));
+        // A run may print nothing for minutes while its call waits; the connection must outlive the longest call.
+        connector.setIdleTimeout(setup.requestTimeout().toMillis());
         jetty.addConnector(connector);
 
         ServletContextHandler context = new ServletContextHandler("/");

@@ -264,7 +264,7 @@ final class McpEndpointFilter extends HttpFilter {
             sent = true;
             HttpServletResponse real = (HttpServletResponse) getResponse();
             real.resetBuffer();
-            JsonErrors.write(real, errorStatus, codeFromSdk(), message());
+            JsonErrors.write(real, errorStatus, JsonErrors.codeFor(errorStatus), message());
         }
 
         private String message() {
@@ -278,12 +278,6 @@ final class McpEndpointFilter extends HttpFilter {
         private String sdkMessage() {
             JsonNode error = sdkError();
             return error == null ? null : error.path("message").asString(null);
-        }
-
-        private int codeFromSdk() {
-            JsonNode error = sdkError();
-            JsonNode code = error == null ? null : error.get("code");
-            return code != null && code.isIntegralNumber() ? code.asInt() : JsonErrors.codeFor(errorStatus);
         }
 
         /** The SDK serializes McpError (an exception) whole; its JSON-RPC part is under jsonRpcError. */

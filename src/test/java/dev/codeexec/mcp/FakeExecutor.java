@@ -26,6 +26,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <li>{@code exit:N} prints "boom" on stderr and exits N</li>
  *   <li>{@code stream:N} prints "line i" N times, one every 100 ms, on stdout (odd i on stderr), then exits 0</li>
  *   <li>{@code block} runs until cancelled (outcome cancelled)</li>
+ *   <li>{@code sleep:MS} prints nothing for MS milliseconds, then "done"</li>
  *   <li>{@code busy} / {@code unavailable}: submit throws Busy / Unavailable</li>
  * </ul>
  */
@@ -121,6 +122,12 @@ public final class FakeExecutor implements Executor {
                             exit = 137;
                             break;
                         }
+                    }
+                } else if (code.startsWith("sleep:")) {
+                    if (cancelled.await(Long.parseLong(code.substring(6)), java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                        outcome = Outcome.CANCELLED;
+                    } else {
+                        out.append("done");
                     }
                 } else if (code.equals("block")) {
                     blockStarted.countDown();

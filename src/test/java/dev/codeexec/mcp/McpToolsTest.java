@@ -163,4 +163,15 @@ class McpToolsTest {
         assertThat(executor.requests.getLast().audit().session()).isPresent();
         assertThat(executor.requests.getLast().audit().requestId()).isPresent();
     }
+
+    /** The SDK's 10 s default request timeout must not cut a long, silent run short. */
+    @Test
+    void aSilentRunLongerThanTheSdkDefaultTimeoutCompletes() {
+        client.initialize();
+        CallToolResult r = execute(Map.of("language", "python", "code", "sleep:11000", "timeout_ms", 20000));
+        assertThat(r.isError()).isFalse();
+        @SuppressWarnings("unchecked")
+        Map<String, Object> s = (Map<String, Object>) r.structuredContent();
+        assertThat(s).containsEntry("stdout", "done").containsEntry("outcome", "exited");
+    }
 }
