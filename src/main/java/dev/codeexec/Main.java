@@ -113,7 +113,14 @@ public final class Main {
         ctx.reset();
         Encoder<ILoggingEvent> encoder;
         if ("json".equals(config.get(Config.LOG_FORMAT))) {
+            // One self-contained line per event: the formatted message, not logback's pattern-plus-arguments pair.
             JsonEncoder json = new JsonEncoder();
+            json.setWithFormattedMessage(true);
+            json.setWithMessage(false);
+            json.setWithArguments(false);
+            json.setWithSequenceNumber(false);
+            json.setWithNanoseconds(false);
+            json.setWithContext(false);
             encoder = json;
         } else {
             PatternLayoutEncoder text = new PatternLayoutEncoder();

@@ -67,7 +67,7 @@ final class EdgeFilter extends HttpFilter {
     protected void doFilter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
         if (!hostAllowed(request.getHeader("Host"))) {
-            JsonErrors.write(response, 403, "Forbidden: Host header not allowed");
+            reject(response, 403, "Forbidden: Host header not allowed");
             return;
         }
         String path = request.getRequestURI();
@@ -77,7 +77,7 @@ final class EdgeFilter extends HttpFilter {
         if (origin != null) {
             if (!originAllowed(origin)) {
                 if (preflight || path.startsWith(MCP_PATH)) {
-                    JsonErrors.write(response, 403, "Forbidden: origin not allowed");
+                    reject(response, 403, "Forbidden: origin not allowed");
                     return;
                 }
             } else {
@@ -91,15 +91,24 @@ final class EdgeFilter extends HttpFilter {
             }
         }
         if (request.getContentLengthLong() > maxBodyBytes) {
-            JsonErrors.write(response, 413, -32600, "Request body exceeds MAX_BODY_MB");
+            reject(response, 413, "Request body exceeds MAX_BODY_MB");
             return;
         }
         if (apiKeyHash != null && !HEALTH_PATH.equals(path) && !authorized(request.getHeader("Authorization"))) {
             response.setHeader("WWW-Authenticate", "Bearer");
-            JsonErrors.write(response, 401, "Unauthorized: missing or wrong bearer token");
+            reject(response, 401, "Unauthorized: missing or wrong bearer token");
             return;
         }
         chain.doFilter(request, response);
+    }
+
+    /**
+     * Refuses before the body is read. The connection is closed afterwards: the unread body would otherwise be
+     * taken for the next request, and a client that reuses the connection must learn it cannot.
+     */
+    static void reject(HttpServletResponse response, int status, String message) throws IOException {
+        response.setHeader("Connection", "close");
+        JsonErrors.write(response, status, message);
     }
 
     private void answerPreflight(HttpServletRequest request, HttpServletResponse response) {

@@ -101,7 +101,7 @@ final class McpEndpointFilter extends HttpFilter {
         if ("POST".equals(request.getMethod())) {
             byte[] body = readBody(request.getInputStream());
             if (body == null) {
-                JsonErrors.write(response, 413, -32600, "Request body exceeds MAX_BODY_MB");
+                EdgeFilter.reject(response, 413, "Request body exceeds MAX_BODY_MB");
                 return;
             }
             String text = new String(body, StandardCharsets.UTF_8);

@@ -170,7 +170,7 @@ final class ExecuteCodeTool {
         if (!r.stdout().isEmpty()) b.append("\n--- stdout ---\n").append(r.stdout());
         if (!r.stderr().isEmpty()) {
             if (!r.stdout().isEmpty() && !r.stdout().endsWith("\n")) b.append('\n');
-            b.append("\n--- stderr ---\n").append(r.stderr());
+            b.append(r.stdout().isEmpty() ? "\n" : "").append("--- stderr ---\n").append(r.stderr());
         }
         if (r.stdout().isEmpty() && r.stderr().isEmpty()) b.append("\n(no output)");
         return b.toString();

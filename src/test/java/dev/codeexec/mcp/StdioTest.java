@@ -76,9 +76,10 @@ class StdioTest {
 
             String err = stderr.get(10, TimeUnit.SECONDS);
             assertThat(err).contains("a stray print that must not reach the protocol channel");
-            assertThat(err).contains("\"message\":\"serving MCP over stdio\"");
+            assertThat(err).contains("\"formattedMessage\":\"serving MCP over stdio\"");
             assertThat(err.lines().filter(l -> l.contains("audit line")).findFirst()).hasValueSatisfying(l -> {
                 assertThat(JSON.readTree(l).path("loggerName").asString()).isEqualTo("audit");
+                assertThat(JSON.readTree(l).path("formattedMessage").asString()).isEqualTo("audit line language=python exit=0");
             });
         } finally {
             p.destroyForcibly();

@@ -140,4 +140,20 @@ class UnitsTest {
         assertThat(in.read()).isEqualTo(-1);
         assertThat(eofs).hasValue(1);
     }
+
+    @Test
+    void summaryPutsEachSectionOnItsOwnLine() {
+        ExecutionResult r = new ExecutionResult("python", 1, "a\n", "b", 12, dev.codeexec.engine.Outcome.EXITED, true,
+                java.util.OptionalLong.empty(), java.util.OptionalDouble.empty(), "bwrap");
+        assertThat(ExecuteCodeTool.summary(r)).isEqualTo("""
+                outcome: exited, exit code 1, 12 ms (python, sandbox bwrap)
+                output was truncated at the output limit
+                --- stdout ---
+                a
+                --- stderr ---
+                b""");
+        ExecutionResult quiet = new ExecutionResult("go", 0, "", "", 3, dev.codeexec.engine.Outcome.TIMEOUT, false,
+                java.util.OptionalLong.empty(), java.util.OptionalDouble.empty(), "bwrap");
+        assertThat(ExecuteCodeTool.summary(quiet)).endsWith("(go, sandbox bwrap)\n(no output)");
+    }
 }
