@@ -2,6 +2,8 @@ package dev.codeexec.http;
 
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.mcp.RawClient;
+import dev.codeexec.mcp.SandboxStatus;
+import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.mcp.TestServers;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -12,6 +14,8 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.List;
+import java.util.Optional;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -48,6 +52,18 @@ class EdgeTest {
         assertThat(r.statusCode()).isEqualTo(200);
         assertThat(r.body()).contains("\"status\":\"ok\"").contains("\"version\":\"test\"").contains("\"uptime\":")
                 .contains("\"running\":0").contains("\"maxConc\":4").contains("\"queued\":0").contains("\"sandbox\":\"fake\"");
+    }
+
+    @Test
+    void healthzSaysDegradedWhenTheSandboxCannotRunCode() throws Exception {
+        ServerSetup ok = TestServers.setup(executor, List.of());
+        server = HttpServer.start(new ServerSetup(ok.config(), executor, ok.converter(), ok.languages(),
+                new SandboxStatus("bwrap", Optional.of("bubblewrap cannot create a user namespace")), "test", List.of()));
+        raw = new RawClient(server.port());
+        HttpResponse<String> r = raw.send(raw.request("/healthz").GET());
+        assertThat(r.statusCode()).isEqualTo(200);
+        assertThat(r.body()).contains("\"status\":\"degraded\"").contains("\"sandbox\":\"bwrap\"")
+                .doesNotContain("namespace");
     }
 
     @Test
