@@ -23,8 +23,9 @@ import java.util.stream.Collectors;
  *
  * <p><b>Host check.</b> A page on an attacker's domain that re-resolves to 127.0.0.1 sends its own name in Host;
  * refusing unknown names stops it. Accepted: localhost, loopback addresses, the configured HOST and ALLOWED_HOSTS,
- * with any port. When API_KEY is set, any Host is accepted: a rebinding page cannot know the key, so the check
- * would only break reverse proxies and clients that connect by a DNS name.
+ * with any port. A server bound to a non-loopback HOST with an API_KEY accepts any Host: a rebinding page cannot
+ * know the key, and such servers sit behind proxies and DNS names the operator may not list. A loopback server
+ * keeps the check even with a key (defence in depth, and what MCP clients and the conformance suite expect).
  *
  * <p><b>Origin.</b> Browsers send Origin on cross-origin requests. An Origin that is not in CORS_ORIGINS gets no
  * CORS headers and, on /mcp, a 403, even without API_KEY (so a page in the user's browser cannot drive a local
@@ -48,7 +49,7 @@ final class EdgeFilter extends HttpFilter {
         this.apiKeyHash = key.isEmpty() ? null : sha256(key);
         this.corsOrigins = config.corsOrigins().stream().map(EdgeFilter::normalizeOrigin).collect(Collectors.toSet());
         this.anyOrigin = corsOrigins.contains("*");
-        this.allowedHosts = apiKeyHash != null ? null : hostNames(config);
+        this.allowedHosts = apiKeyHash != null && !Config.isLoopback(config.get(Config.HOST)) ? null : hostNames(config);
         this.maxBodyBytes = maxBodyBytes(config);
     }
 

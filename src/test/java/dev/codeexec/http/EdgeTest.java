@@ -143,10 +143,17 @@ class EdgeTest {
     }
 
     @Test
-    void withAnApiKeyAnyHostIsAccepted() throws Exception {
-        start("API_KEY", KEY);
+    void anExposedServerWithAnApiKeyAcceptsAnyHost() throws Exception {
+        start("API_KEY", KEY, "HOST", "0.0.0.0");
         assertThat(rawStatusLine("POST", "/mcp", "code-exec.example.com", "Authorization: Bearer " + KEY + "\r\n",
                 RawClient.INIT)).contains(" 200 ");
+    }
+
+    @Test
+    void aLoopbackServerChecksHostEvenWithAnApiKey() throws Exception {
+        start("API_KEY", KEY);
+        assertThat(rawStatusLine("POST", "/mcp", "evil.example.com", "Authorization: Bearer " + KEY + "\r\n",
+                RawClient.INIT)).contains(" 403 ");
     }
 
     @Test
