@@ -6,6 +6,8 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpResponse;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
@@ -101,5 +103,26 @@ class CancellationTest {
         assertThat(result).isGreaterThan(firstProgress);
         assertThat(events.substring(result)).doesNotContain("notifications/progress");
         assertThat(events).contains("\"progressToken\":\"p5\"").contains("line 0");
+    }
+
+    /**
+     * Tool calls over HTTP run on their own request threads, not on the SDK's bounded pool (10 threads per core):
+     * more calls than that pool holds are all running at once, and ending the session ends them all.
+     */
+    @Test
+    void manyConcurrentCallsAllRunAndSessionEndCancelsThemAll() throws Exception {
+        int calls = Runtime.getRuntime().availableProcessors() * 10 + 4;
+        String session = raw.initialize();
+        List<CompletableFuture<String>> pending = new ArrayList<>();
+        for (int i = 0; i < calls; i++) pending.add(callInBackground(session, 100 + i));
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (executor.activeRuns() < calls && System.nanoTime() < deadline) Thread.sleep(20);
+        assertThat(executor.activeRuns()).isEqualTo(calls);
+        assertThat(server.registry().size()).isEqualTo(calls);
+
+        raw.send(raw.request("/mcp").header("Mcp-Session-Id", session).DELETE());
+        for (CompletableFuture<String> c : pending) c.get(10, TimeUnit.SECONDS);
+        assertThat(executor.cancels.get()).isEqualTo(calls);
+        assertThat(executor.activeRuns()).isZero();
     }
 }
