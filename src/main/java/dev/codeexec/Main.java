@@ -8,8 +8,10 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.ConsoleAppender;
 import ch.qos.logback.core.encoder.Encoder;
 import dev.codeexec.config.Config;
+import dev.codeexec.auth.KeysCommand;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.http.HttpServer;
+import dev.codeexec.http.WorkspaceExpiry;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.LocalExecutor;
@@ -19,10 +21,13 @@ import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 import dev.codeexec.mcp.StdioServer;
+import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.PrintStream;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -32,6 +37,7 @@ import java.util.stream.Stream;
 /**
  * Starts code-exec-mcp: configuration from the environment, logging, the engine, then the HTTP server or stdio.
  * Exit codes: 0 after a clean shutdown, 2 for bad configuration, 1 when the server could not start.
+ * With arguments it runs a command instead ({@code keys add TENANT [--admin]}, see {@link KeysCommand}).
  */
 public final class Main {
 
@@ -41,6 +47,7 @@ public final class Main {
     }
 
     public static void main(String[] args) {
+        if (args.length > 0) System.exit(KeysCommand.run(List.of(args), System.getenv(), System.out, System.err));
         System.exit(run(System.getenv(), Main::wire));
     }
 
@@ -64,7 +71,9 @@ public final class Main {
         try {
             ServerSetup setup = wiring.apply(config);
             logStart(setup);
-            return stdio ? serveStdio(setup, protocolOut) : serveHttp(setup);
+            try (WorkspaceExpiry expiry = WorkspaceExpiry.start(setup.workspaces(), WorkspaceExpiry.PERIOD)) {
+                return stdio ? serveStdio(setup, protocolOut) : serveHttp(setup);
+            }
         } catch (ConfigException e) {
             System.err.println("code-exec-mcp: configuration error: " + e.getMessage());
             return 2;
@@ -111,8 +120,9 @@ public final class Main {
         setup.sandbox().unavailableReason().ifPresent(reason -> LOG.error(
                 "sandbox {} cannot run code on this machine: {}. The server starts so that /healthz and runtime_info "
                         + "can report it, but execute_code will refuse every call.", setup.sandbox().name(), reason));
-        if (c.apiKey().isEmpty() && !Config.isLoopback(c.get(Config.HOST))) {
-            LOG.warn("WARNING: listening on {} without API_KEY (ALLOW_UNAUTHENTICATED=true)", c.get(Config.HOST));
+        if (!c.hasKeys() && !Config.isLoopback(c.get(Config.HOST))) {
+            LOG.warn("WARNING: listening on {} without API_KEY or API_KEYS_FILE (ALLOW_UNAUTHENTICATED=true)",
+                    c.get(Config.HOST));
         }
     }
 
@@ -161,8 +171,12 @@ public final class Main {
         RequestValidator validator = new RequestValidator(config, languages);
         List<String> names = languages.all().stream()
                 .flatMap(l -> Stream.concat(Stream.of(l.id()), l.aliases().stream())).toList();
+        Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
+                config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
+                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
+                config.get(Config.SANDBOX_GID));
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE), names,
                 new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), ServerSetup.versionOf(Main.class),
-                List.of());
+                List.of(), workspaces);
     }
 }

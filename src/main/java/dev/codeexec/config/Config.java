@@ -14,7 +14,7 @@ import java.util.Map;
 public final class Config {
 
     public static final ConfigKey<String> HOST = ConfigKey.string("HOST", "127.0.0.1",
-            "Address to bind. A non-loopback address needs API_KEY, or ALLOW_UNAUTHENTICATED=true.");
+            "Address to bind. A non-loopback address needs API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true.");
     public static final ConfigKey<Integer> PORT = ConfigKey.integer("PORT", 8080, 0, 65535,
             "HTTP port (0 = any free port, printed at start).");
     public static final ConfigKey<String> TRANSPORT = ConfigKey.oneOf("TRANSPORT", "http",
@@ -25,7 +25,7 @@ public final class Config {
     public static final ConfigKey<Boolean> ALLOW_UNAUTHENTICATED = ConfigKey.bool("ALLOW_UNAUTHENTICATED", false,
             "Allow binding a non-loopback HOST without an API key.");
     public static final ConfigKey<String> CORS_ORIGINS = ConfigKey.string("CORS_ORIGINS", "",
-            "Comma-separated browser origins allowed to call /mcp; `*` only when API_KEY is set.");
+            "Comma-separated browser origins allowed to call /mcp; `*` only when API_KEY or API_KEYS_FILE is set.");
     public static final ConfigKey<String> ALLOWED_HOSTS = ConfigKey.string("ALLOWED_HOSTS", "",
             "Extra Host header names accepted (DNS-rebinding guard); localhost, loopback addresses and HOST always are.");
     public static final ConfigKey<Integer> MAX_BODY_MB = ConfigKey.integer("MAX_BODY_MB", 4, 1, 1024,
@@ -117,10 +117,10 @@ public final class Config {
     private void checkCombinations() {
         if (get(DEFAULT_TIMEOUT_MS) > get(MAX_TIMEOUT_MS))
             throw new ConfigException("DEFAULT_TIMEOUT_MS must not exceed MAX_TIMEOUT_MS");
-        if (corsOrigins().contains("*") && apiKey().isEmpty())
-            throw new ConfigException("CORS_ORIGINS '*' is only allowed when API_KEY is set");
-        if (!isLoopback(get(HOST)) && apiKey().isEmpty() && !get(ALLOW_UNAUTHENTICATED))
-            throw new ConfigException("HOST " + get(HOST) + " is not a loopback address: set API_KEY, or ALLOW_UNAUTHENTICATED=true to expose the server without authentication");
+        if (corsOrigins().contains("*") && !hasKeys())
+            throw new ConfigException("CORS_ORIGINS '*' is only allowed when API_KEY or API_KEYS_FILE is set");
+        if (!isLoopback(get(HOST)) && !hasKeys() && !get(ALLOW_UNAUTHENTICATED))
+            throw new ConfigException("HOST " + get(HOST) + " is not a loopback address: set API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true to expose the server without authentication");
     }
 
     public static boolean isLoopback(String host) {
@@ -135,6 +135,11 @@ public final class Config {
 
     public String apiKey() {
         return get(API_KEY);
+    }
+
+    /** Whether requests must authenticate: API_KEY or API_KEYS_FILE (or both) is set. */
+    public boolean hasKeys() {
+        return !apiKey().isEmpty() || !get(API_KEYS_FILE).isEmpty();
     }
 
     public List<String> corsOrigins() {

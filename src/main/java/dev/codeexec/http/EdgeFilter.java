@@ -1,5 +1,7 @@
 package dev.codeexec.http;
 
+import dev.codeexec.auth.ApiKeys;
+import dev.codeexec.auth.Principal;
 import dev.codeexec.config.Config;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -8,18 +10,21 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
 
 /**
  * The checks every request passes before anything else sees it, in this order: Host (DNS rebinding), Origin and
- * CORS, body size by Content-Length, then the API key. /healthz needs no key.
+ * CORS, body size by Content-Length, then the API key. /healthz needs no key. An authenticated request carries its
+ * {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
+ * server, or ALLOW_UNAUTHENTICATED) every request is {@link Principal#DEFAULT}.
+ *
+ * <p><b>Body size.</b> /api file uploads may be up to MAX_UPLOAD_MB (the API counts while streaming too);
+ * everything else, /mcp above all, MAX_BODY_MB.
  *
  * <p><b>Host check.</b> A page on an attacker's domain that re-resolves to 127.0.0.1 sends its own name in Host;
  * refusing unknown names stops it. Accepted: localhost, loopback addresses, the configured HOST and ALLOWED_HOSTS,
@@ -36,25 +41,30 @@ final class EdgeFilter extends HttpFilter {
     static final String HEALTH_PATH = "/healthz";
     static final String MCP_PATH = "/mcp";
     private static final List<String> ALLOWED_REQUEST_HEADERS = List.of("Mcp-Session-Id", "Authorization",
-            "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept");
+            "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept", "Range", "If-None-Match", "If-Range");
 
-    private final byte[] apiKeyHash;
+    private final ApiKeys keys;
     private final Set<String> corsOrigins;
     private final boolean anyOrigin;
     private final Set<String> allowedHosts;
     private final long maxBodyBytes;
+    private final long maxUploadBytes;
 
-    EdgeFilter(Config config) {
-        String key = config.apiKey();
-        this.apiKeyHash = key.isEmpty() ? null : sha256(key);
+    EdgeFilter(Config config, ApiKeys keys) {
+        this.keys = keys;
         this.corsOrigins = config.corsOrigins().stream().map(EdgeFilter::normalizeOrigin).collect(Collectors.toSet());
         this.anyOrigin = corsOrigins.contains("*");
-        this.allowedHosts = apiKeyHash != null && !Config.isLoopback(config.get(Config.HOST)) ? null : hostNames(config);
+        this.allowedHosts = keys.required() && !Config.isLoopback(config.get(Config.HOST)) ? null : hostNames(config);
         this.maxBodyBytes = maxBodyBytes(config);
+        this.maxUploadBytes = maxUploadBytes(config);
     }
 
     static long maxBodyBytes(Config config) {
         return config.get(Config.MAX_BODY_MB) * 1024L * 1024L;
+    }
+
+    static long maxUploadBytes(Config config) {
+        return config.get(Config.MAX_UPLOAD_MB) * 1024L * 1024L;
     }
 
     private static Set<String> hostNames(Config config) {
@@ -67,40 +77,58 @@ final class EdgeFilter extends HttpFilter {
     @Override
     protected void doFilter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
+        String path = request.getRequestURI();
+        boolean api = JsonErrors.isApi(path);
         if (!hostAllowed(request.getHeader("Host"))) {
-            reject(response, 403, "Forbidden: Host header not allowed");
+            reject(response, api, 403, "Forbidden: Host header not allowed");
             return;
         }
-        String path = request.getRequestURI();
         String origin = request.getHeader("Origin");
         boolean preflight = "OPTIONS".equals(request.getMethod())
                 && request.getHeader("Access-Control-Request-Method") != null;
         if (origin != null) {
             if (!originAllowed(origin)) {
-                if (preflight || path.startsWith(MCP_PATH)) {
-                    reject(response, 403, "Forbidden: origin not allowed");
+                if (preflight || path.startsWith(MCP_PATH) || api) {
+                    reject(response, api, 403, "Forbidden: origin not allowed");
                     return;
                 }
             } else {
                 response.setHeader("Access-Control-Allow-Origin", origin);
                 response.addHeader("Vary", "Origin");
-                response.setHeader("Access-Control-Expose-Headers", "Mcp-Session-Id");
+                response.setHeader("Access-Control-Expose-Headers", api
+                        ? "Content-Disposition, Content-Range, ETag, Content-Length" : "Mcp-Session-Id");
                 if (preflight) {
                     answerPreflight(request, response);
                     return;
                 }
             }
         }
-        if (request.getContentLengthLong() > maxBodyBytes) {
-            reject(response, 413, "Request body exceeds MAX_BODY_MB");
+        if (request.getContentLengthLong() > (api ? maxUploadBytes : maxBodyBytes)) {
+            reject(response, api, 413, api ? "Request body exceeds MAX_UPLOAD_MB" : "Request body exceeds MAX_BODY_MB");
             return;
         }
-        if (apiKeyHash != null && !HEALTH_PATH.equals(path) && !authorized(request.getHeader("Authorization"))) {
-            response.setHeader("WWW-Authenticate", "Bearer");
-            reject(response, 401, "Unauthorized: missing or wrong bearer token");
-            return;
+        if (!keys.required()) {
+            request.setAttribute(Principal.ATTRIBUTE, Principal.DEFAULT);
+        } else if (!HEALTH_PATH.equals(path)) {
+            Optional<Principal> who = authenticate(request.getHeader("Authorization"));
+            if (who.isEmpty()) {
+                response.setHeader("WWW-Authenticate", "Bearer");
+                reject(response, api, 401, "Unauthorized: missing or wrong bearer token");
+                return;
+            }
+            request.setAttribute(Principal.ATTRIBUTE, who.get());
         }
         chain.doFilter(request, response);
+    }
+
+    private static void reject(HttpServletResponse response, boolean api, int status, String message)
+            throws IOException {
+        if (!api) {
+            reject(response, status, message);
+            return;
+        }
+        response.setHeader("Connection", "close");
+        JsonErrors.writeApi(response, status, JsonErrors.apiCodeFor(status), message);
     }
 
     /**
@@ -154,19 +182,11 @@ final class EdgeFilter extends HttpFilter {
         return o.endsWith("/") ? o.substring(0, o.length() - 1) : o;
     }
 
-    /** Constant-time: both sides are hashed to the same length first, so neither length nor prefix leaks. */
-    private boolean authorized(String header) {
-        if (header == null) return false;
+    /** The key is compared as a hash in constant time by {@link ApiKeys}. */
+    private Optional<Principal> authenticate(String header) {
+        if (header == null) return Optional.empty();
         String h = header.trim();
-        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return false;
-        return MessageDigest.isEqual(apiKeyHash, sha256(h.substring(7).trim()));
-    }
-
-    private static byte[] sha256(String s) {
-        try {
-            return MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
+        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return Optional.empty();
+        return keys.authenticate(h.substring(7).trim());
     }
 }

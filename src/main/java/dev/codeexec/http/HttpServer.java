@@ -1,5 +1,6 @@
 package dev.codeexec.http;
 
+import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.config.Config;
 import dev.codeexec.mcp.McpServers;
 import dev.codeexec.mcp.MessageInterceptor;
@@ -8,6 +9,7 @@ import dev.codeexec.mcp.ServerSetup;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import jakarta.servlet.DispatcherType;
+import jakarta.servlet.MultipartConfigElement;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
@@ -21,12 +23,13 @@ import org.eclipse.jetty.util.thread.QueuedThreadPool;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.nio.file.Path;
 import java.util.EnumSet;
 import java.util.concurrent.Executors;
 
 /**
  * The HTTP server: Jetty 12 with one servlet context holding the edge filter, the /mcp filter and the SDK's
- * Streamable HTTP servlet, and /healthz. Requests run on virtual threads, so a tool call that waits minutes for
+ * Streamable HTTP servlet, the REST file API under /api ({@link ApiServlet}), and /healthz. Requests run on virtual threads, so a tool call that waits minutes for
  * its run costs no platform thread. Start with {@link #start}; {@link #close()} shuts down in order.
  */
 public final class HttpServer implements AutoCloseable {
@@ -82,7 +85,7 @@ public final class HttpServer implements AutoCloseable {
 
         ServletContextHandler context = new ServletContextHandler("/");
         context.setErrorHandler(JsonErrorHandler.context());
-        FilterHolder edge = new FilterHolder(new EdgeFilter(config));
+        FilterHolder edge = new FilterHolder(new EdgeFilter(config, ApiKeys.load(config)));
         edge.setAsyncSupported(true);
         context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
         McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody);
@@ -92,6 +95,12 @@ public final class HttpServer implements AutoCloseable {
         ServletHolder mcpServlet = new ServletHolder(transport);
         mcpServlet.setAsyncSupported(true);
         context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
+        ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(), EdgeFilter.maxUploadBytes(config),
+                multipartDir(config)));
+        // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
+        api.getRegistration().setMultipartConfig(new MultipartConfigElement(multipartDir(config).toString(),
+                EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config), 64 * 1024));
+        context.addServlet(api, JsonErrors.API_PATH + "/*");
         context.addServlet(new ServletHolder(new HealthServlet(setup.executor(), setup.sandbox(), setup.version())),
                 EdgeFilter.HEALTH_PATH);
         jetty.setHandler(context);
@@ -102,6 +111,10 @@ public final class HttpServer implements AutoCloseable {
         LOG.info("listening on http://{}:{}/mcp (healthz at {})", config.get(Config.HOST), server.port(),
                 EdgeFilter.HEALTH_PATH);
         return server;
+    }
+
+    private static Path multipartDir(Config config) {
+        return config.dataDir().resolve("upload-tmp");
     }
 
     /** The bound port (the real one when PORT=0). */

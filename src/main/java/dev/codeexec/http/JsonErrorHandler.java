@@ -36,8 +36,11 @@ final class JsonErrorHandler {
         h.setDefaultResponseMimeType("application/json");
     }
 
-    private static void json(PrintWriter writer, int code) {
-        writer.write(JsonErrors.body(JsonErrors.codeFor(code), JsonErrors.messageFor(code)));
+    private static void json(Request request, PrintWriter writer, int code) {
+        String path = request.getHttpURI() == null ? null : request.getHttpURI().getPath();
+        writer.write(JsonErrors.isApi(path)
+                ? JsonErrors.apiBody(JsonErrors.apiCodeFor(code), JsonErrors.messageFor(code))
+                : JsonErrors.body(JsonErrors.codeFor(code), JsonErrors.messageFor(code)));
     }
 
     private static final class Core extends org.eclipse.jetty.server.handler.ErrorHandler {
@@ -55,7 +58,7 @@ final class JsonErrorHandler {
 
         @Override
         protected void writeErrorJson(Request request, PrintWriter writer, int code, String message, Throwable cause) {
-            json(writer, code);
+            json(request, writer, code);
         }
     }
 
@@ -74,7 +77,7 @@ final class JsonErrorHandler {
 
         @Override
         protected void writeErrorJson(Request request, PrintWriter writer, int code, String message, Throwable cause) {
-            json(writer, code);
+            json(request, writer, code);
         }
     }
 }

@@ -9,8 +9,9 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * The one shape of every HTTP error we send: a JSON-RPC error object with a short message and {@code id: null},
- * so MCP clients can parse it and no exception text or stack trace can ride along.
+ * The two shapes of every HTTP error we send, both with a short message and never exception text or a stack:
+ * on /mcp (and elsewhere) a JSON-RPC error object with {@code id: null}, so MCP clients can parse it; on /api the
+ * REST shape {@code {"error": "<code>", "message": "..."}}.
  */
 final class JsonErrors {
 
@@ -65,7 +66,49 @@ final class JsonErrors {
         response.getOutputStream().flush();
     }
 
+    /** The error shape for the request's path: REST under /api, JSON-RPC elsewhere. */
     static void write(HttpServletResponse response, int status, String message) throws IOException {
         write(response, status, codeFor(status), message);
+    }
+
+    static boolean isApi(String path) {
+        return path != null && (path.equals(API_PATH) || path.startsWith(API_PATH + "/"));
+    }
+
+    static final String API_PATH = "/api";
+
+    static String apiBody(String code, String message) {
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("error", code);
+        body.put("message", message);
+        return JSON.writeValueAsString(body);
+    }
+
+    /** The REST wire code for a status when nothing more precise is known, e.g. {@code unauthorized}. */
+    static String apiCodeFor(int status) {
+        return switch (status) {
+            case 400 -> "bad_request";
+            case 401 -> "unauthorized";
+            case 403 -> "forbidden";
+            case 404 -> "not_found";
+            case 405 -> "method_not_allowed";
+            case 409 -> "conflict";
+            case 413 -> "too_large";
+            case 416 -> "range_not_satisfiable";
+            case 415 -> "unsupported_media_type";
+            case 507 -> "quota_exceeded";
+            default -> status >= 500 ? "internal" : "request_failed";
+        };
+    }
+
+    static void writeApi(HttpServletResponse response, int status, String code, String message) throws IOException {
+        byte[] bytes = apiBody(code, message).getBytes(StandardCharsets.UTF_8);
+        response.setStatus(status);
+        response.setContentType("application/json");
+        response.setCharacterEncoding("UTF-8");
+        response.setHeader("Cache-Control", "no-store");
+        response.setContentLength(bytes.length);
+        response.getOutputStream().write(bytes);
+        response.getOutputStream().flush();
     }
 }

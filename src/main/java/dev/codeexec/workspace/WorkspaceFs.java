@@ -5,6 +5,8 @@ import dev.codeexec.workspace.WorkspaceException.Kind;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
 import java.nio.file.AccessDeniedException;
 import java.nio.file.DirectoryNotEmptyException;
 import java.nio.file.DirectoryStream;
@@ -181,7 +183,8 @@ public final class WorkspaceFs {
     public Entry stat(RelPath path) {
         if (path.isRoot()) {
             try (Dir d = openRoot()) {
-                return entry(d.proc(), "", path);
+                // "/proc/self/fd/N" itself is a magic link (NOFOLLOW would describe the link): "N/." is the directory.
+                return entry(d.proc().resolve("."), "", path);
             }
         }
         try (Dir parent = walk(path.parent(), false)) {
@@ -271,6 +274,24 @@ public final class WorkspaceFs {
      * through it — what is read is exactly the inode that was checked.
      */
     public InputStream openRead(RelPath path) {
+        return Channels.newInputStream(openFile(path).channel());
+    }
+
+    /**
+     * An open regular file with the attributes of exactly the inode that was opened, so an ETag or Content-Length
+     * describes the bytes served; the channel can seek (Range requests). Caller closes.
+     *
+     * @param fileKey identity of the inode (device and inode number): a replaced file has another
+     */
+    public record OpenFile(FileChannel channel, long size, FileTime modified, Object fileKey) implements AutoCloseable {
+        @Override
+        public void close() throws IOException {
+            channel.close();
+        }
+    }
+
+    /** Like {@link #openRead}: O_NOFOLLOW|O_NONBLOCK, checked to be a regular file through the descriptor. */
+    public OpenFile openFile(RelPath path) {
         try (Dir parent = walk(path.parent(), false)) {
             int fd;
             try {
@@ -283,7 +304,8 @@ public final class WorkspaceFs {
                 BasicFileAttributes a = Files.readAttributes(self, BasicFileAttributes.class);
                 if (a.isDirectory()) throw new WorkspaceException(Kind.BAD_PATH, "is a directory: " + path);
                 if (!a.isRegularFile()) throw new WorkspaceException(Kind.BAD_PATH, "not a regular file: " + path);
-                return Files.newInputStream(self, StandardOpenOption.READ);
+                FileChannel ch = FileChannel.open(self, StandardOpenOption.READ);
+                return new OpenFile(ch, a.size(), a.lastModifiedTime(), a.fileKey());
             } catch (IOException e) {
                 throw translate(e, path);
             } finally {

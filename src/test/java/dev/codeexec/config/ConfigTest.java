@@ -50,6 +50,9 @@ class ConfigTest {
         assertThatThrownBy(() -> Config.of("HOST", "0.0.0.0")).isInstanceOf(ConfigException.class)
                 .hasMessageContaining("HOST").hasMessageContaining("API_KEY");
         assertThat(Config.of("HOST", "0.0.0.0", "API_KEY", "k").get(Config.HOST)).isEqualTo("0.0.0.0");
+        assertThat(Config.of("HOST", "0.0.0.0", "API_KEYS_FILE", "/etc/keys").get(Config.HOST)).isEqualTo("0.0.0.0");
+        assertThat(Config.of("HOST", "0.0.0.0", "API_KEYS_FILE", "/etc/keys").hasKeys()).isTrue();
+        assertThat(Config.of("HOST", "0.0.0.0", "ALLOW_UNAUTHENTICATED", "true").hasKeys()).isFalse();
         assertThat(Config.of("HOST", "0.0.0.0", "ALLOW_UNAUTHENTICATED", "true").get(Config.HOST)).isEqualTo("0.0.0.0");
         assertThat(Config.of("HOST", "localhost").get(Config.HOST)).isEqualTo("localhost");
     }
@@ -58,6 +61,7 @@ class ConfigTest {
     void wildcardCorsNeedsAnApiKey() {
         assertThatThrownBy(() -> Config.of("CORS_ORIGINS", "*")).hasMessageContaining("CORS_ORIGINS");
         assertThat(Config.of("CORS_ORIGINS", "*", "API_KEY", "k").corsOrigins()).containsExactly("*");
+        assertThat(Config.of("CORS_ORIGINS", "*", "API_KEYS_FILE", "/etc/keys").corsOrigins()).containsExactly("*");
         assertThat(Config.of("CORS_ORIGINS", "https://a.example, https://b.example").corsOrigins())
                 .containsExactly("https://a.example", "https://b.example");
     }

@@ -2,6 +2,13 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.http.HttpServer;
+import dev.codeexec.workspace.Workspaces;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -22,7 +29,25 @@ public final class TestServers {
 
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions) {
         return new ServerSetup(config, executor, new FakeConverter(), FakeConverter.LANGUAGES,
-                new SandboxStatus("fake", Optional.empty()), "test", extensions);
+                new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces(config));
+    }
+
+    /**
+     * Workspaces at the configured WORKSPACE_ROOT, or in a fresh temporary directory when the test left the
+     * production default (tests never write to /var/lib).
+     */
+    public static Workspaces workspaces(Config config) {
+        Path root = Path.of(config.get(Config.WORKSPACE_ROOT));
+        if (config.get(Config.WORKSPACE_ROOT).equals(Config.WORKSPACE_ROOT.defaultValue())) {
+            try {
+                root = Files.createTempDirectory("ws-test");
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+        return new Workspaces(root, config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
+                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
+                config.get(Config.SANDBOX_GID));
     }
 
     public static HttpServer start(FakeExecutor executor, String... configPairs) throws Exception {

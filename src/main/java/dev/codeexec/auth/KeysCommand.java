@@ -1,0 +1,101 @@
+package dev.codeexec.auth;
+
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.Workspaces;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@code java -jar code-exec-mcp.jar keys add TENANT [--admin]}: makes a random key, appends its hash line to
+ * API_KEYS_FILE (created 0600 when missing) and prints the key once on stdout. The key itself is stored nowhere,
+ * so it cannot be shown again: a lost key is replaced by adding a new one and deleting the old line.
+ * Exit codes: 0 done, 2 usage or file error (message on stderr).
+ */
+public final class KeysCommand {
+
+    /** Marks a key as ours in logs, configs and secret scanners. */
+    static final String PREFIX = "cem_";
+    private static final SecureRandom RANDOM = new SecureRandom();
+    private static final String USAGE = "usage: code-exec-mcp keys add TENANT [--admin]   (needs API_KEYS_FILE)";
+
+    private KeysCommand() {
+    }
+
+    public static int run(List<String> args, Map<String, String> env, PrintStream out, PrintStream err) {
+        if (args.size() < 3 || args.size() > 4 || !args.get(0).equals("keys") || !args.get(1).equals("add")
+                || (args.size() == 4 && !args.get(3).equals("--admin"))) {
+            err.println(USAGE);
+            return 2;
+        }
+        String tenant = args.get(2);
+        boolean admin = args.size() == 4;
+        try {
+            Workspaces.checkName("tenant", tenant);
+        } catch (WorkspaceException e) {
+            err.println("code-exec-mcp: " + e.getMessage());
+            return 2;
+        }
+        String file = env.getOrDefault("API_KEYS_FILE", "");
+        if (file.isBlank()) {
+            err.println("code-exec-mcp: set API_KEYS_FILE to the key file to append to");
+            err.println(USAGE);
+            return 2;
+        }
+        String key = newKey();
+        String line = tenant + " " + ApiKeys.hashHex(key) + (admin ? " admin" : "") + "\n";
+        try {
+            append(Path.of(file), line);
+        } catch (IOException e) {
+            err.println("code-exec-mcp: cannot write API_KEYS_FILE " + file + ": " + e.getMessage());
+            return 2;
+        }
+        out.println(key);
+        out.flush();
+        err.println("added a key for tenant '" + tenant + "'" + (admin ? " (admin)" : "") + " to " + file
+                + "; the key above is shown only once");
+        return 0;
+    }
+
+    static String newKey() {
+        byte[] bytes = new byte[32];
+        RANDOM.nextBytes(bytes);
+        return PREFIX + Base64.getUrlEncoder().withoutPadding().encodeToString(bytes);
+    }
+
+    /** Appends under an exclusive lock, on a line of its own even when the file does not end with a newline. */
+    private static void append(Path file, String line) throws IOException {
+        try {
+            Files.createFile(file, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        } catch (FileAlreadyExistsException exists) {
+            // append to it
+        }
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+             FileLock lock = ch.lock()) {
+            long size = ch.size();
+            String text = line;
+            if (size > 0) {
+                ByteBuffer last = ByteBuffer.allocate(1);
+                ch.read(last, size - 1);
+                if (last.get(0) != '\n') text = "\n" + line;
+            }
+            ByteBuffer buf = ByteBuffer.wrap(text.getBytes(StandardCharsets.UTF_8));
+            long pos = size;
+            while (buf.hasRemaining()) pos += ch.write(buf, pos);
+            ch.force(true);
+        }
+    }
+}
