@@ -71,8 +71,11 @@ public final class Main {
         try {
             ServerSetup setup = wiring.apply(config);
             logStart(setup);
-            try (WorkspaceExpiry expiry = WorkspaceExpiry.start(setup.workspaces(), WorkspaceExpiry.PERIOD)) {
+            WorkspaceExpiry expiry = WorkspaceExpiry.start(setup.workspaces(), WorkspaceExpiry.PERIOD);
+            try {
                 return stdio ? serveStdio(setup, protocolOut) : serveHttp(setup);
+            } finally {
+                expiry.close();
             }
         } catch (ConfigException e) {
             System.err.println("code-exec-mcp: configuration error: " + e.getMessage());

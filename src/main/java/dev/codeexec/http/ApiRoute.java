@@ -4,7 +4,6 @@ import dev.codeexec.workspace.RelPath;
 import dev.codeexec.workspace.Workspaces;
 
 import java.io.ByteArrayOutputStream;
-import java.net.URLDecoder;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
@@ -62,17 +61,17 @@ record ApiRoute(String resource, String workspace, RelPath path, boolean directo
         return new ApiException(404, "not_found", "no such API route");
     }
 
-    /** Strict percent-decoding of a path: malformed escapes and invalid UTF-8 are refused, '+' stays '+'. */
+    /** Strict percent-decoding: malformed escapes and invalid UTF-8 (overlong forms included) are refused. */
     static String decode(String raw) {
         if (raw.indexOf('%') < 0) return raw;
         ByteArrayOutputStream bytes = new ByteArrayOutputStream(raw.length());
         for (int i = 0; i < raw.length(); i++) {
             char c = raw.charAt(i);
             if (c == '%') {
-                if (i + 2 >= raw.length()) throw ApiException.badRequest("bad percent-encoding in the path");
+                if (i + 2 >= raw.length()) throw ApiException.badRequest("bad percent-encoding in the URL");
                 int hi = Character.digit(raw.charAt(i + 1), 16);
                 int lo = Character.digit(raw.charAt(i + 2), 16);
-                if (hi < 0 || lo < 0) throw ApiException.badRequest("bad percent-encoding in the path");
+                if (hi < 0 || lo < 0) throw ApiException.badRequest("bad percent-encoding in the URL");
                 bytes.write(hi << 4 | lo);
                 i += 2;
             } else {
@@ -84,7 +83,7 @@ record ApiRoute(String resource, String workspace, RelPath path, boolean directo
             return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
                     .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(bytes.toByteArray())).toString();
         } catch (CharacterCodingException e) {
-            throw ApiException.badRequest("the path is not valid UTF-8");
+            throw ApiException.badRequest("the URL is not valid UTF-8 once decoded");
         }
     }
 
@@ -95,13 +94,9 @@ record ApiRoute(String resource, String workspace, RelPath path, boolean directo
         for (String pair : raw.split("&")) {
             if (pair.isEmpty()) continue;
             int eq = pair.indexOf('=');
-            try {
-                String k = URLDecoder.decode(eq < 0 ? pair : pair.substring(0, eq), StandardCharsets.UTF_8);
-                String v = eq < 0 ? "" : URLDecoder.decode(pair.substring(eq + 1), StandardCharsets.UTF_8);
-                out.putIfAbsent(k, v);
-            } catch (IllegalArgumentException e) {
-                throw ApiException.badRequest("bad percent-encoding in the query");
-            }
+            String k = decode((eq < 0 ? pair : pair.substring(0, eq)).replace('+', ' '));
+            String v = eq < 0 ? "" : decode(pair.substring(eq + 1).replace('+', ' '));
+            out.putIfAbsent(k, v);
         }
         return out;
     }

@@ -13,6 +13,7 @@ import jakarta.servlet.MultipartConfigElement;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.http.UriCompliance;
 import org.eclipse.jetty.server.Connector;
 import org.eclipse.jetty.server.HttpConfiguration;
 import org.eclipse.jetty.server.HttpConnectionFactory;
@@ -76,6 +77,8 @@ public final class HttpServer implements AutoCloseable {
         HttpConfiguration http = new HttpConfiguration();
         http.setSendServerVersion(false);
         http.setSendXPoweredBy(false);
+        // Checked by ApiUriGuard instead, which answers with a JSON body (Jetty's own refusal has none).
+        http.setUriCompliance(UriCompliance.UNSAFE);
         ServerConnector connector = new ServerConnector(jetty, new HttpConnectionFactory(http));
         connector.setHost(config.get(Config.HOST));
         connector.setPort(config.get(Config.PORT));
@@ -103,7 +106,9 @@ public final class HttpServer implements AutoCloseable {
         context.addServlet(api, JsonErrors.API_PATH + "/*");
         context.addServlet(new ServletHolder(new HealthServlet(setup.executor(), setup.sandbox(), setup.version())),
                 EdgeFilter.HEALTH_PATH);
-        jetty.setHandler(context);
+        ApiUriGuard guard = new ApiUriGuard();
+        guard.setHandler(context);
+        jetty.setHandler(guard);
         jetty.setErrorHandler(JsonErrorHandler.server());
         jetty.setStopTimeout(5000);
         jetty.start();

@@ -1,0 +1,41 @@
+package dev.codeexec.http;
+
+import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.time.Duration;
+import java.time.Instant;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The expiry schedule: one sweep right at start, then one per period. */
+class WorkspaceExpiryTest {
+
+    @Test
+    void sweepsAtStartAndThenPeriodically() throws Exception {
+        Path root = Files.createTempDirectory("expiry");
+        Workspaces ws = new Workspaces(root, 1 << 20, Duration.ofHours(1), 65534, 65534);
+        ws.open("t", "old", true);
+        ws.open("t", "fresh", true);
+        Path old = root.resolve("t/old");
+        Files.setLastModifiedTime(old, FileTime.from(Instant.now().minus(Duration.ofHours(2))));
+        try (WorkspaceExpiry expiry = WorkspaceExpiry.start(ws, Duration.ofMillis(200))) {
+            waitUntilGone(old);
+            assertThat(root.resolve("t/fresh")).exists();
+            // Made idle later: removed by a later sweep, without a restart.
+            Path fresh = root.resolve("t/fresh");
+            Files.setLastModifiedTime(fresh, FileTime.from(Instant.now().minus(Duration.ofHours(2))));
+            waitUntilGone(fresh);
+        }
+        Files.delete(root.resolve("t"));
+        Files.delete(root);
+    }
+
+    private static void waitUntilGone(Path p) throws InterruptedException {
+        for (int i = 0; i < 100 && Files.exists(p); i++) Thread.sleep(50);
+        assertThat(p).doesNotExist();
+    }
+}
