@@ -67,6 +67,12 @@ final class EdgeFilter extends HttpFilter {
         return config.get(Config.MAX_UPLOAD_MB) * 1024L * 1024L;
     }
 
+    /**
+     * Room for a multipart envelope (boundaries, part headers) around MAX_UPLOAD_MB of file content, so a file of
+     * exactly the limit can be sent from a browser form. File bytes themselves are capped at MAX_UPLOAD_MB exactly.
+     */
+    static final long ENVELOPE_BYTES = 64 * 1024;
+
     private static Set<String> hostNames(Config config) {
         List<String> names = new ArrayList<>(List.of("localhost", "127.0.0.1", "::1", "[::1]"));
         names.add(config.get(Config.HOST));
@@ -103,7 +109,7 @@ final class EdgeFilter extends HttpFilter {
                 }
             }
         }
-        if (request.getContentLengthLong() > (api ? maxUploadBytes : maxBodyBytes)) {
+        if (request.getContentLengthLong() > (api ? maxUploadBytes + ENVELOPE_BYTES : maxBodyBytes)) {
             reject(response, api, 413, api ? "Request body exceeds MAX_UPLOAD_MB" : "Request body exceeds MAX_BODY_MB");
             return;
         }

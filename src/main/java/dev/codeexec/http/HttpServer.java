@@ -102,7 +102,8 @@ public final class HttpServer implements AutoCloseable {
                 multipartDir(config)));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(multipartDir(config).toString(),
-                EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config), 64 * 1024));
+                EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
+                64 * 1024));
         context.addServlet(api, JsonErrors.API_PATH + "/*");
         context.addServlet(new ServletHolder(new HealthServlet(setup.executor(), setup.sandbox(), setup.version())),
                 EdgeFilter.HEALTH_PATH);

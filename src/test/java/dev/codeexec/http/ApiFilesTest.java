@@ -348,7 +348,9 @@ class ApiFilesTest {
     @Test
     void uploadsOverMaxUploadMbAre413() throws Exception {
         api = new ApiClient("MAX_UPLOAD_MB", "1", "MAX_BODY_MB", "1");
-        // Content-Length known up front: refused before the body is read.
+        // Content-Length known up front: refused before the body is read (beyond the multipart envelope's room).
+        assertError(api.upload("u", "big.bin", random(1024 * 1024 + 64 * 1024 + 1, 9)), 413, "too_large");
+        // Within that room: counted as it streams, refused all the same.
         assertError(api.upload("u", "big.bin", random(1024 * 1024 + 1, 9)), 413, "too_large");
         // Chunked (no Content-Length): counted while streaming.
         HttpResponse<String> chunked = api.send(api.req("/api/workspaces/u/files/big.bin")
@@ -359,8 +361,10 @@ class ApiFilesTest {
         parts.put("a.bin", random(700_000, 11));
         parts.put("b.bin", random(700_000, 12));
         assertError(api.multipart("u", "in/", parts), 413, "too_large");
-        // Exactly the limit is fine; and MAX_BODY_MB does not apply to /api.
+        // Exactly the limit is fine, raw or as a multipart part; and MAX_BODY_MB does not apply to /api.
         assertThat(api.upload("u", "ok.bin", random(1024 * 1024, 13)).statusCode()).isEqualTo(201);
+        assertThat(api.multipart("u", "in/", Map.of("ok.bin", random(1024 * 1024, 14))).statusCode()).isEqualTo(201);
+        assertError(api.multipart("u", "in/", Map.of("big.bin", random(1024 * 1024 + 1, 15))), 413, "too_large");
     }
 
     @Test

@@ -148,4 +148,33 @@ class ApiLargeFileTest {
                 heapBase / 1048576.0, vmHwmKb() / 1024);
         assertThat(growth).as("old-generation growth").isLessThan(50L * 1024 * 1024);
     }
+
+    @Test
+    void hundredMegabytesAsMultipartAreSpooledNotBuffered() throws Exception {
+        api = new ApiClient();
+        String boundary = "----cem-big-boundary";
+        byte[] head = ("--" + boundary + "\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\n"
+                + "Content-Type: application/octet-stream\r\n\r\n").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        byte[] tail = ("\r\n--" + boundary + "--\r\n").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        Generated gen = new Generated(SIZE);
+        System.gc();
+        long base = oldPools().stream().mapToLong(p -> p.getUsage().getUsed()).sum();
+        oldPools().forEach(MemoryPoolMXBean::resetPeakUsage);
+        HttpResponse<String> up = api.send(api.req("/api/workspaces/big/files/in/")
+                .header("Content-Type", "multipart/form-data; boundary=" + boundary)
+                .POST(HttpRequest.BodyPublishers.fromPublisher(HttpRequest.BodyPublishers.ofInputStream(() ->
+                        new java.io.SequenceInputStream(java.util.Collections.enumeration(List.of(
+                                new java.io.ByteArrayInputStream(head), gen, new java.io.ByteArrayInputStream(tail))))),
+                        head.length + SIZE + tail.length)));
+        assertThat(up.statusCode()).as(up.body()).isEqualTo(201);
+        String sent = HexFormat.of().formatHex(gen.sha.digest());
+        assertThat(ApiFilesTest.json(up).path("files").get(0).path("sha256").asString()).isEqualTo(sent);
+        assertThat(Files.size(api.dir("default", "big").resolve("in/big.bin"))).isEqualTo(SIZE);
+        long growth = oldPeak() - base;
+        System.out.printf("100 MB multipart upload: old-gen peak growth %.1f MB%n", growth / 1048576.0);
+        assertThat(growth).as("old-generation growth").isLessThan(50L * 1024 * 1024);
+        try (var s = Files.list(api.dataDir.resolve("upload-tmp"))) {
+            assertThat(s.toList()).as("spooled parts are removed").isEmpty();
+        }
+    }
 }
