@@ -8,6 +8,7 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.ConsoleAppender;
 import ch.qos.logback.core.encoder.Encoder;
 import dev.codeexec.config.Config;
+import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.auth.KeysCommand;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.http.HttpServer;
@@ -69,11 +70,13 @@ public final class Main {
         PrintStream protocolOut = System.out;
         if (stdio) System.setOut(System.err);
         try {
+            // Read before the engine starts: a bad API_KEYS_FILE line stops the start at once, naming file:line.
+            ApiKeys keys = stdio ? null : ApiKeys.load(config);
             ServerSetup setup = wiring.apply(config);
             logStart(setup);
             WorkspaceExpiry expiry = WorkspaceExpiry.start(setup.workspaces(), WorkspaceExpiry.PERIOD);
             try {
-                return stdio ? serveStdio(setup, protocolOut) : serveHttp(setup);
+                return stdio ? serveStdio(setup, protocolOut) : serveHttp(setup, keys);
             } finally {
                 expiry.close();
             }
@@ -86,8 +89,8 @@ public final class Main {
         }
     }
 
-    private static int serveHttp(ServerSetup setup) throws Exception {
-        HttpServer server = HttpServer.start(setup);
+    private static int serveHttp(ServerSetup setup, ApiKeys keys) throws Exception {
+        HttpServer server = HttpServer.start(setup, keys);
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             LOG.info("shutting down: no new requests; running executions get up to {} s",

@@ -59,6 +59,11 @@ public final class HttpServer implements AutoCloseable {
 
     /** Binds HOST:PORT (PORT=0 picks a free port, see {@link #port()}) and starts serving. */
     public static HttpServer start(ServerSetup setup) throws Exception {
+        return start(setup, ApiKeys.load(setup.config()));
+    }
+
+    /** With the keys already loaded (Main loads them before the engine, so a bad key file fails fast). */
+    public static HttpServer start(ServerSetup setup, ApiKeys keys) throws Exception {
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
         long maxBody = EdgeFilter.maxBodyBytes(config);
@@ -88,7 +93,7 @@ public final class HttpServer implements AutoCloseable {
 
         ServletContextHandler context = new ServletContextHandler("/");
         context.setErrorHandler(JsonErrorHandler.context());
-        FilterHolder edge = new FilterHolder(new EdgeFilter(config, ApiKeys.load(config)));
+        FilterHolder edge = new FilterHolder(new EdgeFilter(config, keys));
         edge.setAsyncSupported(true);
         context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
         McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody);

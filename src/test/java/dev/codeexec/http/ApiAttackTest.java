@@ -215,6 +215,84 @@ class ApiAttackTest {
         }
     }
 
+    /**
+     * A directory swapped for a link to /etc and back, as fast as the filesystem allows, while downloads, listings
+     * and archives run through it: never a byte of /etc comes back.
+     */
+    @Test
+    void directorySwappedForALinkDuringRequestsNeverLeaks() throws Exception {
+        api = new ApiClient();
+        api.upload("race", "d/passwd", "safe content");
+        Path ws = api.dir("default", "race");
+        Files.createSymbolicLink(ws.resolve("link"), Path.of("/etc"));
+        java.util.concurrent.atomic.AtomicBoolean run = new java.util.concurrent.atomic.AtomicBoolean(true);
+        java.util.concurrent.atomic.AtomicInteger swaps = new java.util.concurrent.atomic.AtomicInteger();
+        Thread swapper = Thread.ofPlatform().start(() -> {
+            while (run.get()) {
+                try {
+                    Files.move(ws.resolve("d"), ws.resolve("real"));
+                    Files.move(ws.resolve("link"), ws.resolve("d"));
+                    Files.move(ws.resolve("d"), ws.resolve("link"));
+                    Files.move(ws.resolve("real"), ws.resolve("d"));
+                    swaps.incrementAndGet();
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }
+        });
+        java.util.Set<Integer> statuses = java.util.concurrent.ConcurrentHashMap.newKeySet();
+        try (var pool = java.util.concurrent.Executors.newFixedThreadPool(3)) {
+            List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                done.add(pool.submit(() -> {
+                    for (int i = 0; i < 150; i++) {
+                        for (String route : List.of("/api/workspaces/race/files/d/passwd", "/api/workspaces/race/tree?path=d",
+                                "/api/workspaces/race/files/d/passwd?preview=1")) {
+                            HttpResponse<String> r = api.get(route);
+                            statuses.add(r.statusCode());
+                            assertThat(r.body()).as(route).doesNotContain("root:").doesNotContain("\"shadow\"")
+                                    .doesNotContain("\"hostname\"");
+                        }
+                        HttpResponse<byte[]> zip = api.bytes(api.req("/api/workspaces/race/archive").GET());
+                        if (zip.statusCode() == 200) {
+                            assertThat(ApiFilesTest.unzip(zip.body())).allSatisfy((name, content) ->
+                                    assertThat(content).doesNotContain("root:"));
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (var f : done) f.get();
+        } finally {
+            run.set(false);
+            swapper.join();
+        }
+        assertThat(swaps.get()).isGreaterThan(10);
+        assertThat(statuses).contains(200).isSubsetOf(200, 400, 404);
+        assertThat(Files.readString(Path.of("/etc/hostname"))).isNotBlank();
+    }
+
+    @Test
+    void tenantKeysWorkOnMcpToo() throws Exception {
+        Path keys = Files.createTempFile("keys", ".txt");
+        Files.writeString(keys, "alice " + ApiKeys.hashHex("mcp-key") + "\n");
+        try {
+            api = new ApiClient("API_KEYS_FILE", keys.toString());
+            HttpRequest.Builder init = api.req("/mcp").header("Content-Type", "application/json")
+                    .header("Accept", "application/json, text/event-stream")
+                    .POST(HttpRequest.BodyPublishers.ofString(dev.codeexec.mcp.RawClient.INIT));
+            assertThat(api.send(init).statusCode()).isEqualTo(401);
+            api.as("mcp-key");
+            HttpResponse<String> ok = api.send(api.req("/mcp").header("Content-Type", "application/json")
+                    .header("Accept", "application/json, text/event-stream")
+                    .POST(HttpRequest.BodyPublishers.ofString(dev.codeexec.mcp.RawClient.INIT)));
+            assertThat(ok.statusCode()).as(ok.body()).isEqualTo(200);
+            assertThat(api.as(null).get("/healthz").statusCode()).isEqualTo(200);
+        } finally {
+            Files.deleteIfExists(keys);
+        }
+    }
+
     /** Polls until the key gets the status (at most ~6 s); returns the tenant on 200. */
     private String waitFor(String key, int status) throws Exception {
         for (int i = 0; i < 60; i++) {
