@@ -45,17 +45,26 @@ final class GoCacheWarmer {
 
     private final List<String> packages;
     private final Path cacheDir;
+    private final Path scratchDir;
     private final String goBinary;
     private final Map<String, String> goEnv;
     private volatile State state;
-    private volatile Process process;
+    private final StartupProcesses processes;
 
-    GoCacheWarmer(Path cacheDir, String goBinary, Map<String, String> goEnv) {
-        this(cacheDir, goBinary, goEnv, PACKAGES);
+    GoCacheWarmer(Path cacheDir, Path scratchDir, String goBinary, Map<String, String> goEnv,
+            StartupProcesses processes) {
+        this(cacheDir, scratchDir, goBinary, goEnv, PACKAGES, processes);
     }
 
-    GoCacheWarmer(Path cacheDir, String goBinary, Map<String, String> goEnv, List<String> packages) {
+    /**
+     * @param scratchDir where the warm-up's temporary directory is made (and removed)
+     * @param processes  where its processes are registered, so that closing the executor stops them
+     */
+    GoCacheWarmer(Path cacheDir, Path scratchDir, String goBinary, Map<String, String> goEnv, List<String> packages,
+            StartupProcesses processes) {
+        this.processes = processes;
         this.packages = List.copyOf(packages);
+        this.scratchDir = scratchDir;
         this.cacheDir = cacheDir;
         this.goBinary = goBinary;
         this.goEnv = Map.copyOf(goEnv);
@@ -82,7 +91,8 @@ final class GoCacheWarmer {
             }
             state = State.WARMING;
             Files.createDirectories(cacheDir);
-            work = Files.createTempDirectory("go-warm");
+            Files.createDirectories(scratchDir);
+            work = Files.createTempDirectory(scratchDir, "go-warm");
             Files.writeString(work.resolve("warm.go"), program(packages));
             Map<String, String> env = new HashMap<>(goEnv);
             env.put("GOCACHE", cacheDir.toString());
@@ -113,7 +123,6 @@ final class GoCacheWarmer {
             Thread.currentThread().interrupt();
             state = State.COLD;
         } finally {
-            process = null;
             if (work != null) deleteTree(work);
         }
     }
@@ -124,13 +133,18 @@ final class GoCacheWarmer {
         pb.environment().clear();
         pb.environment().putAll(env);
         Process p = pb.start();
-        process = p;
-        byte[] out = p.getInputStream().readAllBytes();
-        if (!p.waitFor(10, TimeUnit.MINUTES)) {
-            p.destroyForcibly();
-            return "timed out";
+        if (!processes.add(p)) return "stopped: the executor is closing";
+        try {
+            byte[] out = p.getInputStream().readAllBytes();
+            if (!p.waitFor(10, TimeUnit.MINUTES)) {
+                p.destroyForcibly();
+                return "timed out";
+            }
+            if (processes.stopped()) return "stopped: the executor is closing";
+            return p.exitValue() == 0 ? null : "exit " + p.exitValue() + ": " + new String(out).strip();
+        } finally {
+            processes.remove(p);
         }
-        return p.exitValue() == 0 ? null : "exit " + p.exitValue() + ": " + new String(out).strip();
     }
 
     /** What the cache was warmed for: when any of it changes, the cache is warmed again. */
@@ -144,11 +158,7 @@ final class GoCacheWarmer {
         return version + "\n" + new java.util.TreeMap<>(goEnv) + "\n" + String.join(" ", packages) + "\nlist std\n";
     }
 
-    /** Stops a warm-up in progress (server shutdown). */
-    void stop() {
-        Process p = process;
-        if (p != null) p.destroyForcibly();
-    }
+
 
     static String program(List<String> packages) {
         StringBuilder s = new StringBuilder("package main\n\nimport (\n");

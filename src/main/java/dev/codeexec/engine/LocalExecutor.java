@@ -72,6 +72,7 @@ public final class LocalExecutor implements Executor {
     private final Optional<GoCacheWarmer> goWarmer;
     private final CompletableFuture<Void> goWarmed;
     private final List<CompletableFuture<Boolean>> warmups;
+    private final StartupProcesses startupProcesses = new StartupProcesses();
     private final RuntimeProbe probe;
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
@@ -94,7 +95,8 @@ public final class LocalExecutor implements Executor {
         Path runtimeDir = dataDir.resolve("runtime");
         Path goCache = dataDir.resolve("go-cache");
         this.stagingDir = dataDir.resolve("staging");
-        prepareDataDir(dataDir, runtimeDir, goCache, stagingDir);
+        Path scratchDir = dataDir.resolve("tmp");
+        prepareDataDir(dataDir, runtimeDir, goCache, stagingDir, scratchDir);
 
         Map<String, String> ph = new LinkedHashMap<>();
         ph.put("javaHome", Path.of(System.getProperty("java.home")).toAbsolutePath().toString());
@@ -102,14 +104,16 @@ public final class LocalExecutor implements Executor {
         ph.put("runtimeDir", runtimeDir.toString());
         this.placeholders = Map.copyOf(ph);
 
-        this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache,
-                Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders), environment(go, Map.of(), placeholders)));
+        this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache, scratchDir,
+                Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders),
+                environment(go, Map.of(), placeholders), startupProcesses));
         this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
                 .orElse(CompletableFuture.completedFuture(null));
         Map<String, String> warmupPlaceholders = new LinkedHashMap<>(placeholders);
         warmupPlaceholders.put("heapMb", heapMb(config.get(Config.MEMORY_LIMIT_MB)));
         this.warmups = languages.all().stream().filter(l -> l.warmup().isPresent())
-                .map(l -> CompletableFuture.supplyAsync(() -> LanguageWarmup.run(l, warmupPlaceholders),
+                .map(l -> CompletableFuture.supplyAsync(
+                        () -> LanguageWarmup.run(l, warmupPlaceholders, scratchDir, startupProcesses),
                         r -> virtualThreads.newThread(r).start()))
                 .toList();
         this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
@@ -121,10 +125,11 @@ public final class LocalExecutor implements Executor {
     }
 
     /**
-     * DATA_DIR must be traversable (not listable) by the sandbox uid: bwrap, started as that uid, opens the staged
-     * code file by its host path. Staging is 0711 so one run cannot list another's files.
+     * DATA_DIR must be traversable (not listable) by the sandbox uid, for the read-only binds of runtime/ and
+     * go-cache/. Staging is 0711 so no one else can list the staged code files. tmp/ (start-time work) is ours
+     * alone and emptied at start: a server that was killed may have left something there.
      */
-    private static void prepareDataDir(Path dataDir, Path runtimeDir, Path goCache, Path staging) {
+    private static void prepareDataDir(Path dataDir, Path runtimeDir, Path goCache, Path staging, Path scratch) {
         try {
             Files.createDirectories(dataDir);
             Set<PosixFilePermission> perms = Files.getPosixFilePermissions(dataDir);
@@ -139,6 +144,9 @@ public final class LocalExecutor implements Executor {
             }
             Files.createDirectories(staging);
             Files.setPosixFilePermissions(staging, PosixFilePermissions.fromString("rwx--x--x"));
+            GoCacheWarmer.deleteTree(scratch);
+            Files.createDirectories(scratch);
+            Files.setPosixFilePermissions(scratch, PosixFilePermissions.fromString("rwx------"));
             installResource("/engine/ts-loader.js", runtimeDir.resolve("ts-loader.js"));
         } catch (IOException e) {
             throw new UncheckedIOException("cannot prepare DATA_DIR " + dataDir + ": " + e.getMessage(), e);
@@ -359,7 +367,7 @@ public final class LocalExecutor implements Executor {
     @Override
     public void close() {
         if (!closing.compareAndSet(false, true)) return;
-        goWarmer.ifPresent(GoCacheWarmer::stop);
+        startupProcesses.stopAll();
         List<LocalRun> all = new ArrayList<>(runs);
         all.stream().filter(LocalRun::isQueued).forEach(LocalRun::cancel);
         long graceEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(config.get(Config.SHUTDOWN_GRACE_SECONDS));
@@ -382,6 +390,8 @@ public final class LocalExecutor implements Executor {
         try {
             if (!sandboxThreads.awaitTermination(30, TimeUnit.SECONDS))
                 log.warn("shutdown: runs did not clean up within 30 s");
+            // The stopped warm-ups delete their temporary directories on the way out.
+            awaitWarmups(Duration.ofSeconds(10));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

@@ -27,7 +27,8 @@ class GoCacheWarmerTest {
     void warmsOnceWorldReadableAndAgainWhenWhatItWasWarmedForChanges(@TempDir Path dir) throws Exception {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
         Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
@@ -42,12 +43,14 @@ class GoCacheWarmerTest {
 
         FileTime before = FileTime.fromMillis(1_000_000L);
         Files.setLastModifiedTime(marker, before);
-        GoCacheWarmer again = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        GoCacheWarmer again = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
         again.warm();
         assertThat(again.state()).isEqualTo(GoCacheWarmer.State.WARM);
         assertThat(Files.getLastModifiedTime(marker)).as("no second warm-up").isEqualTo(before);
 
-        GoCacheWarmer changed = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors", "unicode/utf8"));
+        GoCacheWarmer changed = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors", "unicode/utf8"), new StartupProcesses());
         changed.warm();
         assertThat(changed.state()).isEqualTo(GoCacheWarmer.State.WARM);
         assertThat(Files.readString(marker)).contains("errors unicode/utf8");
@@ -63,7 +66,8 @@ class GoCacheWarmerTest {
         assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
                 "needs root and setpriv to act as another uid");
         Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
         Path work = dir.resolve("work");
@@ -87,10 +91,30 @@ class GoCacheWarmerTest {
     @Test
     void aProgramThatDoesNotBuildLeavesTheCacheCold(@TempDir Path dir) {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), GO, goEnv(), List.of("no/such/package"));
+        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+                List.of("no/such/package"), new StartupProcesses());
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
         assertThat(dir.resolve("cache").resolve(GoCacheWarmer.MARKER)).doesNotExist();
+    }
+
+    @Test
+    void stoppingEndsTheWarmUpAndRemovesItsScratchDirectory(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        StartupProcesses processes = new StartupProcesses();
+        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+                GoCacheWarmer.PACKAGES, processes);
+        Thread t = Thread.ofVirtual().start(w::warm);
+        Thread.sleep(500); // into the build of the whole package list (tens of seconds on a cold cache)
+        processes.stopAll();
+        assertThat(t.join(java.time.Duration.ofSeconds(20))).isTrue();
+        assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
+        assertThat(dir.resolve("cache").resolve(GoCacheWarmer.MARKER)).doesNotExist();
+        try (Stream<Path> left = Files.list(dir.resolve("scratch"))) {
+            assertThat(left).isEmpty();
+        }
+        assertThat(ProcessHandle.current().descendants()
+                .filter(p -> p.info().command().orElse("").contains("go"))).isEmpty();
     }
 
     @Test

@@ -373,6 +373,15 @@ class LocalExecutorTest {
     }
 
     @Test
+    void closeRightAfterStartStopsTheWarmUpsAndLeavesNoScratch() throws Exception {
+        LocalExecutor e = executor();
+        e.close();
+        try (Stream<Path> left = Files.list(Path.of(TestSupport.DATA_DIR, "tmp"))) {
+            assertThat(left).isEmpty();
+        }
+    }
+
+    @Test
     void unusableSandboxRefusesEveryRunWithItsReason() {
         LocalExecutor e = executor();
         sandbox.unavailable = java.util.Optional.of("bwrap not installed");
