@@ -58,6 +58,7 @@ public final class LocalExecutor implements Executor {
     final Sandbox sandbox;
     final Languages languages;
     final Path stagingDir;
+    private final Path scratchDir;
     final Map<String, String> placeholders;
     private final Semaphore slots;
     private final int maxConcurrent;
@@ -95,7 +96,7 @@ public final class LocalExecutor implements Executor {
         Path runtimeDir = dataDir.resolve("runtime");
         Path goCache = dataDir.resolve("go-cache");
         this.stagingDir = dataDir.resolve("staging");
-        Path scratchDir = dataDir.resolve("tmp");
+        this.scratchDir = dataDir.resolve("tmp").resolve(Long.toString(ProcessHandle.current().pid()));
         prepareDataDir(dataDir, runtimeDir, goCache, stagingDir, scratchDir);
 
         Map<String, String> ph = new LinkedHashMap<>();
@@ -126,8 +127,8 @@ public final class LocalExecutor implements Executor {
 
     /**
      * DATA_DIR must be traversable (not listable) by the sandbox uid, for the read-only binds of runtime/ and
-     * go-cache/. Staging is 0711 so no one else can list the staged code files. tmp/ (start-time work) is ours
-     * alone and emptied at start: a server that was killed may have left something there.
+     * go-cache/. Staging is 0711 so no one else can list the staged code files. tmp/&lt;pid&gt; holds this server's
+     * start-time work; directories of servers that are no longer running (killed, say) are removed at start.
      */
     private static void prepareDataDir(Path dataDir, Path runtimeDir, Path goCache, Path staging, Path scratch) {
         try {
@@ -144,12 +145,24 @@ public final class LocalExecutor implements Executor {
             }
             Files.createDirectories(staging);
             Files.setPosixFilePermissions(staging, PosixFilePermissions.fromString("rwx--x--x"));
-            GoCacheWarmer.deleteTree(scratch);
+            Path scratchRoot = scratch.getParent();
+            Files.createDirectories(scratchRoot);
+            Files.setPosixFilePermissions(scratchRoot, PosixFilePermissions.fromString("rwx------"));
+            try (var others = Files.list(scratchRoot)) {
+                others.filter(d -> !isLiveServer(d.getFileName().toString())).forEach(GoCacheWarmer::deleteTree);
+            }
             Files.createDirectories(scratch);
-            Files.setPosixFilePermissions(scratch, PosixFilePermissions.fromString("rwx------"));
             installResource("/engine/ts-loader.js", runtimeDir.resolve("ts-loader.js"));
         } catch (IOException e) {
             throw new UncheckedIOException("cannot prepare DATA_DIR " + dataDir + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static boolean isLiveServer(String pidName) {
+        try {
+            return ProcessHandle.of(Long.parseLong(pidName)).map(ProcessHandle::isAlive).orElse(false);
+        } catch (NumberFormatException e) {
+            return false;
         }
     }
 
@@ -392,6 +405,7 @@ public final class LocalExecutor implements Executor {
                 log.warn("shutdown: runs did not clean up within 30 s");
             // The stopped warm-ups delete their temporary directories on the way out.
             awaitWarmups(Duration.ofSeconds(10));
+            GoCacheWarmer.deleteTree(scratchDir);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
