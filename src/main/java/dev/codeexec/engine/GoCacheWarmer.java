@@ -81,6 +81,8 @@ final class GoCacheWarmer {
             log.info("Go not found at {}: build cache stays cold", goBinary);
             return;
         }
+        stampTrim();
+        Thread.ofVirtual().name("go-trim-stamp").start(this::keepTrimStampFresh);
         Path work = null;
         try {
             String marker = markerText();
@@ -124,6 +126,36 @@ final class GoCacheWarmer {
             state = State.COLD;
         } finally {
             if (work != null) deleteTree(work);
+        }
+    }
+
+    /**
+     * Go trims its build cache once a day, and when it cannot record that in {@code trim.txt} — always, with the
+     * cache read-only in the sandbox — it fails the whole build with "failed to trim cache" (measured with Go 1.23:
+     * with a missing or day-old trim.txt every run exits 1). So the server records the trim for Go: before the
+     * warm-up (a cold cache must still build) and every hour after. The cache is read-only for runs and never
+     * grows, so it needs no trimming.
+     */
+    void stampTrim() {
+        try {
+            Files.createDirectories(cacheDir);
+            Path trim = cacheDir.resolve("trim.txt");
+            Files.writeString(trim, Long.toString(System.currentTimeMillis() / 1000));
+            Files.setPosixFilePermissions(trim, PosixFilePermissions.fromString("rw-r--r--"));
+            Files.setPosixFilePermissions(cacheDir, PosixFilePermissions.fromString("rwxr-xr-x"));
+        } catch (IOException e) {
+            log.warn("Go build cache trim stamp cannot be written: {}", e.toString());
+        }
+    }
+
+    private void keepTrimStampFresh() {
+        try {
+            while (true) {
+                Thread.sleep(java.time.Duration.ofHours(1));
+                stampTrim();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
