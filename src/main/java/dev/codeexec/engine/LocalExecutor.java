@@ -190,7 +190,9 @@ public final class LocalExecutor implements Executor {
 
     /** Base whitelist, then the language's extras, then the request's own variables (which win). */
     static Map<String, String> environment(Language lang, Map<String, String> requestEnv, Map<String, String> ph) {
-        Map<String, String> env = baseEnvironment(WORK_DIR);
+        // HOME is the run's /tmp, not the working directory: tools' caches (fontconfig, matplotlib, pip, npm) must
+        // not litter a persistent workspace or count against its quota.
+        Map<String, String> env = baseEnvironment("/tmp");
         lang.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
         env.putAll(requestEnv);
         return env;

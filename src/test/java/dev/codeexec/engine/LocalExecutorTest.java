@@ -91,7 +91,7 @@ class LocalExecutorTest {
                 Map.of("MY_VAR", "42"), null), OutputListener.NONE));
         var spec = sandbox.specs.getLast();
         assertThat(spec.env()).containsEntry("MY_VAR", "42").containsEntry("LANG", "C.UTF-8")
-                .containsEntry("HOME", LocalExecutor.WORK_DIR).containsEntry("TMPDIR", "/tmp")
+                .containsEntry("HOME", "/tmp").containsEntry("TMPDIR", "/tmp")
                 .containsEntry("PYTHONUNBUFFERED", "1").containsEntry("MPLBACKEND", "Agg");
         assertThat(spec.env().keySet()).isSubsetOf(Set.of("PATH", "HOME", "LANG", "TMPDIR", "PYTHONUNBUFFERED",
                 "MPLBACKEND", "MY_VAR"));

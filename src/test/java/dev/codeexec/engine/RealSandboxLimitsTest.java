@@ -83,7 +83,7 @@ class RealSandboxLimitsTest {
     void codeCannotSeeTheServersEnvironmentOrWriteTheGoCache() throws Exception {
         LocalExecutor e = executor();
         ExecutionResult env = await(e.submit(request(e.config, "shell", "env"), OutputListener.NONE));
-        assertThat(env.stdout()).doesNotContain("JAVA_HOME").doesNotContain("MAVEN").contains("HOME=/work");
+        assertThat(env.stdout()).doesNotContain("JAVA_HOME").doesNotContain("MAVEN").contains("HOME=/tmp");
         String goCache = e.placeholders.get("goCache");
         ExecutionResult w = await(e.submit(request(e.config, "shell", "touch " + goCache + "/x && echo wrote || echo refused"),
                 OutputListener.NONE));
