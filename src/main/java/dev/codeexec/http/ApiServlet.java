@@ -44,7 +44,7 @@ import java.util.zip.ZipOutputStream;
  * never from the URL or body. Every path goes through {@link RelPath} and {@link WorkspaceFs}. Errors are
  * {@code {"error", "message"}} with the status of their cause ({@link #fail}), never a stack trace.
  *
- * <p>Routes: {@code GET /api/auth/verify}; {@code GET /api/workspaces}; {@code DELETE /api/workspaces/{ws}};
+ * <p>Routes: {@code GET /api/auth/verify}; {@code GET /api/workspaces}; {@code GET|DELETE /api/workspaces/{ws}};
  * {@code GET|POST|DELETE /api/workspaces/{ws}/files/{path}}; {@code GET /api/workspaces/{ws}/tree?path=};
  * {@code GET /api/workspaces/{ws}/archive?path=}; {@code POST /api/workspaces/{ws}/rename}.
  */
@@ -134,6 +134,7 @@ final class ApiServlet extends HttpServlet {
         switch (r.resource() + " " + method) {
             case "auth/verify GET" -> json(resp, 200, Map.of("tenant", who.tenant(), "admin", who.admin()));
             case "workspaces GET" -> listWorkspaces(tenant, resp);
+            case "workspace GET" -> json(resp, 200, infoMap(workspaces.open(tenant, r.workspace(), false).info()));
             case "workspace DELETE" -> {
                 workspaces.delete(tenant, r.workspace());
                 resp.setStatus(204);
@@ -162,19 +163,11 @@ final class ApiServlet extends HttpServlet {
     /** Opens the caller's workspace and marks it in use (expiry skips it) for the length of the request. */
     private void withWorkspace(String tenant, ApiRoute r, boolean create, WorkspaceAction action) throws IOException {
         Workspace ws = workspaces.open(tenant, r.workspace(), create);
-        AutoCloseable hold = ws.hold();
+        Workspaces.Hold hold = ws.hold();
         try {
             action.run(ws);
         } finally {
-            release(hold);
-        }
-    }
-
-    private static void release(AutoCloseable hold) {
-        try {
             hold.close();
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
         }
     }
 
@@ -196,16 +189,20 @@ final class ApiServlet extends HttpServlet {
                 if (e.kind() == Kind.NOT_FOUND) continue; // deleted or expired while we listed
                 throw e;
             }
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("name", info.name());
-            m.put("size", info.sizeBytes());
-            m.put("quota", info.quotaBytes());
-            m.put("files", info.files());
-            m.put("directories", info.directories());
-            m.put("lastUsed", info.lastUsed().toInstant().toString());
-            out.add(m);
+            out.add(infoMap(info));
         }
         json(resp, 200, out);
+    }
+
+    private static Map<String, Object> infoMap(Workspace.Info info) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("name", info.name());
+        m.put("size", info.sizeBytes());
+        m.put("quota", info.quotaBytes());
+        m.put("files", info.files());
+        m.put("directories", info.directories());
+        m.put("lastUsed", info.lastUsed().toInstant().toString());
+        return m;
     }
 
     private static void tree(Workspace ws, RelPath dir, HttpServletResponse resp) throws IOException {
@@ -310,14 +307,14 @@ final class ApiServlet extends HttpServlet {
             throw ApiException.badRequest("a path ending in '/' names a directory: upload multipart/form-data there");
         boolean existed = workspaces.find(tenant, r.workspace()).isPresent();
         Workspace ws = workspaces.open(tenant, r.workspace(), true);
-        AutoCloseable hold = ws.hold();
+        Workspaces.Hold hold = ws.hold();
         boolean stored = false;
         try {
             Object result = multipart ? uploadParts(ws, r.path(), req) : uploadRaw(ws, r.path(), req);
             stored = true;
             json(resp, 201, result);
         } finally {
-            release(hold);
+            hold.close();
             if (!stored && !existed) removeIfEmpty(tenant, r.workspace());
         }
     }

@@ -244,6 +244,10 @@ class ApiFilesTest {
         assertThat(one.path("directories").asInt()).isEqualTo(1);
         assertThat(one.path("lastUsed").asString()).isNotBlank();
         assertThat(list.get(1).path("name").asString()).isEqualTo("two");
+        JsonNode single = json(api.get("/api/workspaces/one"));
+        assertThat(single.path("size").asLong()).isEqualTo(8);
+        assertThat(single.path("files").asInt()).isEqualTo(2);
+        assertError(api.get("/api/workspaces/three"), 404, "not_found");
     }
 
     @Test
