@@ -267,6 +267,7 @@ class ApiAttackTest {
             run.set(false);
             swapper.join();
         }
+        System.out.println("swap race: " + swaps.get() + " swaps, statuses " + statuses);
         assertThat(swaps.get()).isGreaterThan(10);
         assertThat(statuses).contains(200).isSubsetOf(200, 400, 404);
         assertThat(Files.readString(Path.of("/etc/hostname"))).isNotBlank();
