@@ -2,12 +2,18 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.http.HttpServer;
+import dev.codeexec.workspace.Workspaces;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 
-/** Starts the real HTTP stack on a free port around a {@link FakeExecutor}. */
+/** Starts the real HTTP stack on a free port around a {@link FakeExecutor}, with workspaces in a fresh temp dir. */
 public final class TestServers {
 
     private TestServers() {
@@ -21,8 +27,23 @@ public final class TestServers {
     }
 
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions) {
+        return setup(config, executor, extensions, workspaces((long) config.get(Config.WORKSPACE_QUOTA_MB) << 20));
+    }
+
+    public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions,
+            Workspaces workspaces) {
         return new ServerSetup(config, executor, new FakeConverter(), FakeConverter.LANGUAGES,
-                new SandboxStatus("fake", Optional.empty()), "test", extensions);
+                new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces);
+    }
+
+    /** Workspaces under a new temporary root; files are given to uid 65534 as in production (when run as root). */
+    public static Workspaces workspaces(long quotaBytes) {
+        try {
+            Path root = Files.createTempDirectory("codeexec-ws-");
+            return new Workspaces(root.resolve("workspaces"), quotaBytes, Duration.ZERO, 65534, 65534);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     public static HttpServer start(FakeExecutor executor, String... configPairs) throws Exception {
