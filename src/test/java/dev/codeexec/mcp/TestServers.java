@@ -36,13 +36,37 @@ public final class TestServers {
                 new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
-    /** Workspaces under a new temporary root; files are given to uid 65534 as in production (when run as root). */
+    private static final List<Path> ROOTS = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> ROOTS.forEach(TestServers::deleteTree)));
+    }
+
+    /**
+     * Workspaces under a new temporary root, removed when the test JVM exits; files are given to uid 65534 as in
+     * production (when run as root).
+     */
     public static Workspaces workspaces(long quotaBytes) {
         try {
             Path root = Files.createTempDirectory("codeexec-ws-");
+            ROOTS.add(root);
             return new Workspaces(root.resolve("workspaces"), quotaBytes, Duration.ZERO, 65534, 65534);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void deleteTree(Path root) {
+        try (var walk = Files.walk(root)) {
+            walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException ignored) {
+                    // best effort: a leftover temp dir is harmless
+                }
+            });
+        } catch (IOException | UncheckedIOException ignored) {
+            // already gone
         }
     }
 
