@@ -106,6 +106,8 @@ final class FileTools {
             truncated = !ws.fs().walkTree(dir, limit, all::add);
             entries = all;
         } else {
+            // One more than asked tells whether the limit cut the listing; which entries a cut listing holds is
+            // unspecified (the directory is read in its on-disk order, then sorted).
             List<WorkspaceFs.Entry> level = ws.fs().list(dir, limit + 1);
             truncated = level.size() > limit;
             entries = truncated ? level.subList(0, limit) : level;
@@ -183,7 +185,6 @@ final class FileTools {
         } else {
             bytes = content.getBytes(StandardCharsets.UTF_8);
         }
-        Workspaces.checkName("workspace", name);
         Workspace ws = workspaces.open(who.tenant(), name, true);
         refuseLink(ws, path);
         long written = ws.write(path, new ByteArrayInputStream(bytes), maxWriteBytes);

@@ -253,6 +253,15 @@ class FileToolsTest {
         assertThat(ws.resolve("passwd")).doesNotExist();
         assertThat(ws.resolve("other")).doesNotExist();
 
+        // A FIFO planted by user code must not hang the call.
+        Process mkfifo = new ProcessBuilder("mkfifo", ws.resolve("pipe").toString()).start();
+        assertThat(mkfifo.waitFor()).isZero();
+        CallToolResult fifo = call("read_file", "workspace", "links", "path", "pipe");
+        assertError(fifo, "bad_path");
+        assertThat(text(fifo)).contains("not a regular file");
+        assertThat(entries(call("list_files", "workspace", "links"))).filteredOn(e -> e.get("path").equals("pipe"))
+                .singleElement().satisfies(e -> assertThat(e).containsEntry("type", "other"));
+
         assertThat(Files.readString(Path.of("/etc/passwd"))).isEqualTo(passwd);
         assertThat(victim.resolve("secret.txt")).hasContent("tenant B's secret");
         assertThat(victim.resolve("new.txt")).doesNotExist();
