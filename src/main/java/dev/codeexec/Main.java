@@ -164,14 +164,12 @@ public final class Main {
         RequestValidator validator = new RequestValidator(config, languages);
         List<String> names = languages.all().stream()
                 .flatMap(l -> Stream.concat(Stream.of(l.id()), l.aliases().stream())).toList();
-        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE), names,
-                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), ServerSetup.versionOf(Main.class),
-                List.of(), workspaces(config));
-    }
-
-    static Workspaces workspaces(Config config) {
-        return new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)), (long) config.get(Config.WORKSPACE_QUOTA_MB) << 20,
+        Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
+                config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
                 Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
                 config.get(Config.SANDBOX_GID));
+        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE), names,
+                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), ServerSetup.versionOf(Main.class),
+                List.of(), workspaces);
     }
 }

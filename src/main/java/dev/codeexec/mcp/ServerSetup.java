@@ -18,7 +18,7 @@ import java.util.Objects;
  * @param sandbox    sandbox name and availability for /healthz and the start-up log
  * @param version    server version (from the jar manifest)
  * @param extensions extra MCP features; empty in production
- * @param workspaces the tenants' persistent workspaces (file tools, resources, prompts, REST file API)
+ * @param workspaces the tenants' workspaces: one instance shared by the MCP tools and the REST API
  */
 public record ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
         SandboxStatus sandbox, String version, List<McpExtension> extensions, Workspaces workspaces) {

@@ -9,12 +9,22 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
 
-/** Starts the real HTTP stack on a free port around a {@link FakeExecutor}, with workspaces in a fresh temp dir. */
+/** Starts the real HTTP stack on a free port around a {@link FakeExecutor}. */
 public final class TestServers {
+
+    /** Temporary workspace roots made here, removed when the test JVM exits. */
+    private static final List<Path> TEMP_ROOTS = new CopyOnWriteArrayList<>();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> TEMP_ROOTS.forEach(TestServers::deleteTree)));
+    }
 
     private TestServers() {
     }
@@ -27,7 +37,7 @@ public final class TestServers {
     }
 
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions) {
-        return setup(config, executor, extensions, workspaces((long) config.get(Config.WORKSPACE_QUOTA_MB) << 20));
+        return setup(config, executor, extensions, workspaces(config));
     }
 
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions,
@@ -36,21 +46,28 @@ public final class TestServers {
                 new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
-    private static final List<Path> ROOTS = new java.util.concurrent.CopyOnWriteArrayList<>();
-
-    static {
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> ROOTS.forEach(TestServers::deleteTree)));
+    /**
+     * Workspaces at the configured WORKSPACE_ROOT, or in a fresh temporary directory when the test left the
+     * production default (tests never write to /var/lib).
+     */
+    public static Workspaces workspaces(Config config) {
+        Path root = Path.of(config.get(Config.WORKSPACE_ROOT));
+        if (config.get(Config.WORKSPACE_ROOT).equals(Config.WORKSPACE_ROOT.defaultValue())) root = tempRoot();
+        return new Workspaces(root, config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
+                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
+                config.get(Config.SANDBOX_GID));
     }
 
-    /**
-     * Workspaces under a new temporary root, removed when the test JVM exits; files are given to uid 65534 as in
-     * production (when run as root).
-     */
+    /** Workspaces with a quota in bytes (smaller than WORKSPACE_QUOTA_MB allows) in a fresh temporary directory. */
     public static Workspaces workspaces(long quotaBytes) {
+        return new Workspaces(tempRoot(), quotaBytes, Duration.ZERO, 65534, 65534);
+    }
+
+    private static Path tempRoot() {
         try {
-            Path root = Files.createTempDirectory("codeexec-ws-");
-            ROOTS.add(root);
-            return new Workspaces(root.resolve("workspaces"), quotaBytes, Duration.ZERO, 65534, 65534);
+            Path root = Files.createTempDirectory("ws-test");
+            TEMP_ROOTS.add(root);
+            return root;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -58,11 +75,11 @@ public final class TestServers {
 
     private static void deleteTree(Path root) {
         try (var walk = Files.walk(root)) {
-            walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> {
+            walk.sorted(Comparator.reverseOrder()).forEach(p -> {
                 try {
                     Files.deleteIfExists(p);
                 } catch (IOException ignored) {
-                    // best effort: a leftover temp dir is harmless
+                    // best effort: a leftover temporary directory is harmless
                 }
             });
         } catch (IOException | UncheckedIOException ignored) {
