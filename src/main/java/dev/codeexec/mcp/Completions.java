@@ -46,6 +46,8 @@ final class Completions {
 
     CompleteResult complete(CompleteRequest request) {
         Principal who = MessageInterceptor.principalOf(request.meta());
+        if (request.argument() == null || request.argument().name() == null)
+            return new CompleteResult(new CompleteCompletion(List.of(), 0, false));
         String typed = request.argument().value() == null ? "" : request.argument().value();
         Map<String, String> context = request.context() == null || request.context().arguments() == null
                 ? Map.of() : request.context().arguments();

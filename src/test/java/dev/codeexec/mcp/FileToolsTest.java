@@ -9,6 +9,7 @@ import io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTranspor
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.TextContent;
+import io.modelcontextprotocol.spec.McpSchema.Tool;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -88,6 +89,26 @@ class FileToolsTest {
 
     static Path disk(String workspace) {
         return workspaces.root().resolve("default").resolve(workspace);
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void toolsDeclareInputAndOutputSchemas() {
+        Map<String, Tool> tools = new HashMap<>();
+        client.listTools().tools().forEach(t -> tools.put(t.name(), t));
+        Map<String, List<String>> required = Map.of("list_files", List.of("workspace"), "read_file", List.of("workspace", "path"),
+                "write_file", List.of("workspace", "path", "content"), "delete_file", List.of("workspace", "path"),
+                "workspace_info", List.of());
+        required.forEach((name, req) -> {
+            Tool t = tools.get(name);
+            assertThat(t).as(name).isNotNull();
+            assertThat((List<String>) t.inputSchema().getOrDefault("required", List.of())).as(name).containsExactlyElementsOf(req);
+            assertThat(t.inputSchema()).containsEntry("additionalProperties", false);
+            assertThat(t.outputSchema()).as(name).containsKey("properties");
+        });
+        assertThat(tools.get("read_file").annotations().readOnlyHint()).isTrue();
+        assertThat(tools.get("delete_file").annotations().destructiveHint()).isTrue();
+        assertThat((Map<String, Object>) tools.get("list_files").inputSchema().get("properties")).containsKeys("path", "recursive", "limit");
     }
 
     @Test
