@@ -123,11 +123,13 @@ final class CodePrompts {
         String name = path.name();
         String stem = name.contains(".") ? name.substring(0, name.lastIndexOf('.')) : name;
         String dir = path.parent().isRoot() ? "" : path.parent().toString();
-        Lang fromName = langOf(name);
-        Lang lang = requested.map(l -> BY_EXTENSION.get(EXECUTE_TO_EXTENSION.getOrDefault(l, "")))
-                .orElse(fromName);
-        if (lang == null) lang = fromName;
-        String executeLanguage = requested.orElse(lang.executeLanguage() == null ? "bash" : lang.executeLanguage());
+        // A language the table knows (by id or alias) decides the conventions; an unknown one is passed through
+        // to execute_code as given, with the conventions of the file's extension.
+        Optional<Lang> known = requested.map(l -> BY_EXTENSION.get(EXECUTE_TO_EXTENSION.getOrDefault(l, "")));
+        Lang lang = known.orElse(langOf(name));
+        String executeLanguage = known.map(Lang::executeLanguage)
+                .or(() -> requested)
+                .orElse(lang.executeLanguage() == null ? "bash" : lang.executeLanguage());
         String testFile = lang.testFile() == null ? "test_" + stem : lang.testFile().replace("{stem}", stem);
         String testPath = dir.isEmpty() ? testFile : dir + "/" + testFile;
         StringBuilder b = new StringBuilder();

@@ -174,6 +174,8 @@ class ResourcesPromptsTest {
                 .contains("cd src && /usr/bin/python3 -m unittest -v test_main").contains("\"language\": \"bash\"");
         String go = promptText(prompt("write-and-run-tests", "workspace", "proj", "path", "a/b/c.txt", "language", "java"));
         assertThat(go).contains("\"language\": \"java\"").contains("cTest.java").contains("nested");
+        String js = promptText(prompt("write-and-run-tests", "workspace", "proj", "path", "a/b/c.txt", "language", "JavaScript"));
+        assertThat(js).contains("node --test c.test.js").contains("cd a/b && ").doesNotContain("\"language\": \"javascript\"");
     }
 
     @Test
