@@ -19,10 +19,13 @@ import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 import dev.codeexec.mcp.StdioServer;
+import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.PrintStream;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -161,8 +164,12 @@ public final class Main {
         RequestValidator validator = new RequestValidator(config, languages);
         List<String> names = languages.all().stream()
                 .flatMap(l -> Stream.concat(Stream.of(l.id()), l.aliases().stream())).toList();
+        Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
+                config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
+                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
+                config.get(Config.SANDBOX_GID));
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE), names,
                 new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), ServerSetup.versionOf(Main.class),
-                List.of());
+                List.of(), workspaces);
     }
 }

@@ -2,6 +2,7 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.workspace.Workspaces;
 
 import java.time.Duration;
 import java.util.List;
@@ -17,9 +18,10 @@ import java.util.Objects;
  * @param sandbox    sandbox name and availability for /healthz and the start-up log
  * @param version    server version (from the jar manifest)
  * @param extensions extra MCP features; empty in production
+ * @param workspaces the tenants' workspaces: one instance shared by the MCP tools and the REST API
  */
 public record ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
-        SandboxStatus sandbox, String version, List<McpExtension> extensions) {
+        SandboxStatus sandbox, String version, List<McpExtension> extensions, Workspaces workspaces) {
 
     public ServerSetup {
         Objects.requireNonNull(config, "config");
@@ -29,6 +31,7 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
         Objects.requireNonNull(sandbox, "sandbox");
         Objects.requireNonNull(version, "version");
         extensions = List.copyOf(extensions);
+        Objects.requireNonNull(workspaces, "workspaces");
     }
 
     /**

@@ -58,7 +58,8 @@ class EdgeTest {
     void healthzSaysDegradedWhenTheSandboxCannotRunCode() throws Exception {
         ServerSetup ok = TestServers.setup(executor, List.of());
         server = HttpServer.start(new ServerSetup(ok.config(), executor, ok.converter(), ok.languages(),
-                new SandboxStatus("bwrap", Optional.of("bubblewrap cannot create a user namespace")), "test", List.of()));
+                new SandboxStatus("bwrap", Optional.of("bubblewrap cannot create a user namespace")), "test", List.of(),
+                ok.workspaces()));
         raw = new RawClient(server.port());
         HttpResponse<String> r = raw.send(raw.request("/healthz").GET());
         assertThat(r.statusCode()).isEqualTo(200);
