@@ -14,7 +14,7 @@ command -v npm >/dev/null || PKGS+=(npm)
 
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
-if [ ! -x /usr/lib/go-1.23/bin/go ]; then
+if [ ! -x /usr/lib/go-1.23/bin/go ] || ! dpkg-query -W -f='${Status}' runsc 2>/dev/null | grep -q "ok installed"; then
   # Go 1.23 comes from bookworm-backports: reuse the machine's own mirror for it.
   if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
     uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
@@ -29,6 +29,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}" >&2
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# gVisor for SANDBOX=gvisor (bwrap stays the default): the backports build (2024), tested here; bookworm's own
+# 2022 build is older than what the gVisor sandbox was written against.
+if ! dpkg-query -W -f='${Status}' runsc 2>/dev/null | grep -q "ok installed"; then
+  echo "install-deps: installing runsc from bookworm-backports" >&2
+  apt-get install -y -qq --no-install-recommends -t bookworm-backports runsc >/dev/null
 fi
 
 # TypeScript compiler, used by the sandbox's TypeScript loader (transpile, then run on node).

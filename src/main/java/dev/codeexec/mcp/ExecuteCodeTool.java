@@ -8,15 +8,22 @@ import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
+import dev.codeexec.auth.Principal;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.Workspaces;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
+import io.modelcontextprotocol.spec.McpSchema.Content;
+import io.modelcontextprotocol.spec.McpSchema.TextContent;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
 import io.modelcontextprotocol.spec.McpSchema.ToolAnnotations;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -33,21 +40,31 @@ final class ExecuteCodeTool {
     static final String NAME = "execute_code";
     private static final Logger LOG = LoggerFactory.getLogger(ExecuteCodeTool.class);
 
+    /** Content items (images, links) a result carries at most; the structured {@code files} list has them all. */
+    static final int MAX_FILE_CONTENTS = 50;
+
     private final Executor executor;
     private final RequestConverter converter;
     private final RunRegistry registry;
+    private final Workspaces workspaces;
+    private final Artifacts artifacts;
     private final Tool tool;
 
     ExecuteCodeTool(ServerSetup setup, RunRegistry registry) {
         this.executor = setup.executor();
         this.converter = setup.converter();
         this.registry = registry;
+        this.workspaces = setup.workspaces();
+        this.artifacts = Artifacts.of(setup.config());
         this.tool = Tool.builder()
                 .name(NAME)
                 .title("Execute code")
                 .description("Runs a program in a sandbox (no network, no access to the host) and returns its "
                         + "exit code, stdout and stderr. A non-zero exit code is a normal result. Output streams as "
-                        + "progress notifications when the call carries a progressToken.")
+                        + "progress notifications when the call carries a progressToken. With `workspace`, the "
+                        + "program runs in that persistent workspace (created if new): files it writes are kept "
+                        + "between calls, the files it created or changed are listed, and images it saved "
+                        + "(png, jpeg, gif, svg) come back as image content.")
                 .inputSchema(inputSchema(setup))
                 .outputSchema(outputSchema())
                 .annotations(new ToolAnnotations("Execute code", false, false, false, false, null))
@@ -72,6 +89,9 @@ final class ExecuteCodeTool {
                 "description", "Program arguments."));
         props.put("env", Map.of("type", "object", "additionalProperties", Map.of("type", "string"),
                 "description", "Extra environment variables (names like [A-Za-z_][A-Za-z0-9_]*)."));
+        props.put("workspace", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
+                "description", "Persistent workspace to run in (its files are the working directory); "
+                        + "created if it does not exist. Without it the run gets a fresh empty directory."));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
                 "additionalProperties", false);
     }
@@ -90,6 +110,12 @@ final class ExecuteCodeTool {
         props.put("peakMemoryBytes", Map.of("type", "integer"));
         props.put("cpuTimeMs", Map.of("type", "number"));
         props.put("sandbox", Map.of("type", "string"));
+        props.put("workspace", Map.of("type", "string"));
+        props.put("files", Map.of("type", "array", "description", "Files the run created or changed in its workspace.",
+                "items", Map.of("type", "object", "properties", Map.of("path", Map.of("type", "string"),
+                        "size", Map.of("type", "integer"), "mimeType", Map.of("type", "string"),
+                        "status", Map.of("type", "string", "enum", List.of("created", "modified"))))));
+        props.put("filesTruncated", Map.of("type", "boolean"));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "exitCode", "stdout",
                 "stderr", "durationMs", "timedOut", "truncated", "outcome", "sandbox"));
     }
@@ -102,9 +128,11 @@ final class ExecuteCodeTool {
                     .orElseGet(exchange::sessionId);
             Optional<String> requestId = Optional.ofNullable(meta.get(MessageInterceptor.REQUEST_ID_META))
                     .map(Object::toString);
-            ExecutionRequest request = new ExecutionRequest(parsed.language(), parsed.code(), parsed.stdin(),
-                    parsed.args(), parsed.env(), parsed.limits(),
-                    new AuditInfo(parsed.audit().tenant(), Optional.ofNullable(session), requestId));
+            Principal who = MessageInterceptor.principalOf(meta);
+            ExecutionRequest request = parsed.withAudit(
+                    new AuditInfo(Optional.of(who.tenant()), Optional.ofNullable(session), requestId));
+            Optional<Workspace> ws = workspace(call.arguments(), who);
+            if (ws.isPresent()) request = request.inWorkspace(ws.get());
             Object token = meta.get("progressToken");
             try (ProgressForwarder progress = token == null ? null
                     : new ProgressForwarder(token, exchange::progressNotification)) {
@@ -115,16 +143,26 @@ final class ExecuteCodeTool {
                     result = await(handle);
                 }
                 if (progress != null) progress.close();
-                return success(result);
+                return success(result, ws);
             }
         } catch (ExecutionException e) {
             return error(e);
+        } catch (WorkspaceException e) {
+            return error("Invalid request: " + e.getMessage());
         } catch (IllegalArgumentException e) {
             return error("Invalid arguments: " + e.getMessage());
         } catch (RuntimeException e) {
             LOG.error("execute_code failed unexpectedly", e);
             return error("Internal error: the call could not be completed (details are in the server log).");
         }
+    }
+
+    /** The caller's workspace named by the {@code workspace} argument, created if new; empty without one. */
+    private Optional<Workspace> workspace(Map<String, Object> arguments, Principal who) {
+        Object name = arguments == null ? null : arguments.get("workspace");
+        if (name == null) return Optional.empty();
+        if (!(name instanceof String n)) throw new IllegalArgumentException("'workspace' must be a string");
+        return Optional.of(workspaces.open(who.tenant(), Workspaces.checkName("workspace", n), true));
     }
 
     private static ExecutionResult await(RunHandle handle) {
@@ -141,6 +179,37 @@ final class ExecuteCodeTool {
         } catch (CancellationException e) {
             throw new ExecutionException.Unavailable("the run was cancelled before it started");
         }
+    }
+
+    CallToolResult success(ExecutionResult r, Optional<Workspace> ws) {
+        CallToolResult plain = success(r);
+        if (ws.isEmpty()) return plain;
+        Map<String, Object> s = new LinkedHashMap<>(plain.structuredContent() instanceof Map<?, ?> m
+                ? castMap(m) : Map.of());
+        s.put("workspace", ws.get().name());
+        List<Map<String, Object>> files = new ArrayList<>();
+        for (ExecutionResult.FileArtifact f : r.files()) {
+            files.add(Map.of("path", f.path(), "size", f.size(), "mimeType", f.mimeType(), "status", f.status()));
+        }
+        s.put("files", files);
+        s.put("filesTruncated", r.filesTruncated());
+        StringBuilder text = new StringBuilder(summary(r));
+        if (!r.files().isEmpty()) {
+            text.append("\n--- files created or changed in workspace ").append(ws.get().name()).append(" ---");
+            for (ExecutionResult.FileArtifact f : r.files())
+                text.append('\n').append(f.status()).append(' ').append(f.path()).append(" (").append(f.size()).append(" bytes)");
+        }
+        List<Content> content = new ArrayList<>();
+        content.add(new TextContent(text.toString()));
+        List<Artifacts.FileInfo> shown = r.files().stream().limit(MAX_FILE_CONTENTS)
+                .map(f -> new Artifacts.FileInfo(f.path(), f.size(), f.mimeType())).toList();
+        content.addAll(artifacts.contents(ws.get(), shown));
+        return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> castMap(Map<?, ?> m) {
+        return (Map<String, Object>) m;
     }
 
     static CallToolResult success(ExecutionResult r) {

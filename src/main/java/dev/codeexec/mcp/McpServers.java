@@ -7,8 +7,8 @@ import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
 import io.modelcontextprotocol.spec.McpSchema.ServerCapabilities;
 
 /**
- * Builds the MCP server for one transport: our two tools, the capabilities, the request timeout, then the
- * extensions (which may add features or replace the capabilities).
+ * Builds the MCP server for one transport: our tools, resources, prompts and completions, the capabilities, the
+ * request timeout, then the extensions (which may add features or replace the capabilities).
  */
 public final class McpServers {
 
@@ -39,7 +39,9 @@ public final class McpServers {
             RunRegistry registry, boolean immediate) {
         spec.serverInfo(SERVER_NAME, setup.version())
                 .instructions("Run code with execute_code (python, nodejs, typescript, go, java, shell/bash); "
-                        + "see runtime_info for versions, tools and limits.")
+                        + "see runtime_info for versions, tools and limits. Keep files between calls in named "
+                        + "workspaces: write_file, read_file, list_files, delete_file, workspace_info; files are "
+                        + "also resources ws://{workspace}/{+path}.")
                 .capabilities(ServerCapabilities.builder()
                         .tools(false)
                         .resources(false, false)
@@ -53,7 +55,15 @@ public final class McpServers {
                 // validate their own arguments.
                 .validateToolInputs(false)
                 .tools(new ExecuteCodeTool(setup, registry).specification(),
-                        new RuntimeInfoTool(setup.executor()).specification());
+                        new RuntimeInfoTool(setup.executor()).specification())
+                .tools(new FileTools(setup).specifications())
+                // The SDK's default matcher cannot match {+path} (values spanning several segments).
+                .uriTemplateManagerFactory(new UriTemplates());
+        WorkspaceResources resources = new WorkspaceResources(setup);
+        spec.resources(resources.info())
+                .resourceTemplates(resources.files())
+                .prompts(new CodePrompts(setup).specifications())
+                .completions(new Completions(setup).specifications());
         setup.extensions().forEach(e -> e.apply(spec));
         return spec.build();
     }

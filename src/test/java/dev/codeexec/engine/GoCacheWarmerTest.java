@@ -62,13 +62,8 @@ class GoCacheWarmerTest {
      */
     @Test
     void aStandardPackageOutsideTheWarmListBuildsWithTheCacheReadOnly(@TempDir Path dir) throws Exception {
-        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
-                "needs root and setpriv to act as another uid");
+        GoCacheWarmer w = warmedForAnotherUid(dir);
         Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
-                List.of("errors"), new StartupProcesses());
-        w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
         BuildResult r = buildAsSandboxUid(dir, cache, "archive/zip", "_ = zip.NewWriter(os.Stdout)");
         assertThat(r.exit()).as(r.output()).isZero();
@@ -81,13 +76,8 @@ class GoCacheWarmerTest {
      */
     @Test
     void aStaleTrimStampBreaksReadOnlyBuildsUntilTheWarmerStampsIt(@TempDir Path dir) throws Exception {
-        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
-                "needs root and setpriv to act as another uid");
+        GoCacheWarmer w = warmedForAnotherUid(dir);
         Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
-                List.of("errors"), new StartupProcesses());
-        w.warm();
         long dayAndAHourAgo = System.currentTimeMillis() / 1000 - 25 * 3600;
         Files.writeString(cache.resolve("trim.txt"), Long.toString(dayAndAHourAgo));
         BuildResult stale = buildAsSandboxUid(dir, cache, "errors", "_ = errors.New(\"x\")");
@@ -96,6 +86,17 @@ class GoCacheWarmerTest {
         w.stampTrim();
         BuildResult fresh = buildAsSandboxUid(dir, cache, "errors", "_ = errors.New(\"x\")");
         assertThat(fresh.exit()).as(fresh.output()).isZero();
+    }
+
+    /** A cache warmed with one package at dir/cache, for builds as uid 65534 (needs Go, root and setpriv). */
+    private static GoCacheWarmer warmedForAnotherUid(Path dir) {
+        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
+                "needs root and setpriv to act as another uid");
+        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
+        w.warm();
+        return w;
     }
 
     private record BuildResult(int exit, String output) {

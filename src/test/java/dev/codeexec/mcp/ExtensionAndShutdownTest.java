@@ -52,8 +52,10 @@ class ExtensionAndShutdownTest {
                 assertThat(client.listTools().tools()).extracting(Tool::name).contains("execute_code", "runtime_info", "echo");
                 CallToolResult echo = client.callTool(CallToolRequest.builder("echo").arguments(Map.of("m", "x")).build());
                 assertThat(((TextContent) echo.content().getFirst()).text()).isEqualTo("echo:x");
-                assertThat(client.listResources().resources()).extracting(Resource::uri).containsExactly("test://a");
-                assertThat(client.listPrompts().prompts()).extracting(Prompt::name).containsExactly("p");
+                assertThat(client.listResources().resources()).extracting(Resource::uri)
+                        .containsExactlyInAnyOrder("test://a", "code-exec://info");
+                assertThat(client.listPrompts().prompts()).extracting(Prompt::name)
+                        .containsExactlyInAnyOrder("p", "review-code", "write-and-run-tests");
             } finally {
                 client.closeGracefully();
             }

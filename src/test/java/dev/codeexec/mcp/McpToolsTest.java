@@ -64,7 +64,8 @@ class McpToolsTest {
     void toolsListShowsBothToolsWithInputAndOutputSchemas() {
         client.initialize();
         List<Tool> tools = client.listTools().tools();
-        assertThat(tools).extracting(Tool::name).containsExactlyInAnyOrder("execute_code", "runtime_info");
+        assertThat(tools).extracting(Tool::name).containsExactlyInAnyOrder("execute_code", "runtime_info",
+                "list_files", "read_file", "write_file", "delete_file", "workspace_info");
         Tool exec = tools.stream().filter(t -> t.name().equals("execute_code")).findFirst().orElseThrow();
         Map<String, Object> input = exec.inputSchema();
         assertThat((List<Object>) input.get("required")).containsExactlyInAnyOrder("language", "code");

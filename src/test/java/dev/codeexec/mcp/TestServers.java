@@ -11,11 +11,20 @@ import java.nio.file.Path;
 import java.time.Duration;
 
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 /** Starts the real HTTP stack on a free port around a {@link FakeExecutor}. */
 public final class TestServers {
+
+    /** Temporary workspace roots made here, removed when the test JVM exits. */
+    private static final List<Path> TEMP_ROOTS = new CopyOnWriteArrayList<>();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> TEMP_ROOTS.forEach(TestServers::deleteTree)));
+    }
 
     private TestServers() {
     }
@@ -28,8 +37,13 @@ public final class TestServers {
     }
 
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions) {
+        return setup(config, executor, extensions, workspaces(config));
+    }
+
+    public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions,
+            Workspaces workspaces) {
         return new ServerSetup(config, executor, new FakeConverter(), FakeConverter.LANGUAGES,
-                new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces(config));
+                new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
     /**
@@ -38,16 +52,39 @@ public final class TestServers {
      */
     public static Workspaces workspaces(Config config) {
         Path root = Path.of(config.get(Config.WORKSPACE_ROOT));
-        if (config.get(Config.WORKSPACE_ROOT).equals(Config.WORKSPACE_ROOT.defaultValue())) {
-            try {
-                root = Files.createTempDirectory("ws-test");
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        }
+        if (config.get(Config.WORKSPACE_ROOT).equals(Config.WORKSPACE_ROOT.defaultValue())) root = tempRoot();
         return new Workspaces(root, config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
                 Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
                 config.get(Config.SANDBOX_GID));
+    }
+
+    /** Workspaces with a quota in bytes (smaller than WORKSPACE_QUOTA_MB allows) in a fresh temporary directory. */
+    public static Workspaces workspaces(long quotaBytes) {
+        return new Workspaces(tempRoot(), quotaBytes, Duration.ZERO, 65534, 65534);
+    }
+
+    private static Path tempRoot() {
+        try {
+            Path root = Files.createTempDirectory("ws-test");
+            TEMP_ROOTS.add(root);
+            return root;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void deleteTree(Path root) {
+        try (var walk = Files.walk(root)) {
+            walk.sorted(Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException ignored) {
+                    // best effort: a leftover temporary directory is harmless
+                }
+            });
+        } catch (IOException | UncheckedIOException ignored) {
+            // already gone
+        }
     }
 
     public static HttpServer start(FakeExecutor executor, String... configPairs) throws Exception {
