@@ -143,20 +143,25 @@ test('progress notifications carry output before the result arrives', { timeout:
 
 const TICKER = 'import sys, time\ni = 0\nwhile True:\n    print("tick", i, flush=True)\n    i += 1\n    time.sleep(0.1)\n';
 
-test('cancelling through the SDK (notifications/cancelled) kills the run', { timeout: 30_000 }, async () => {
+test('cancelling through the SDK (notifications/cancelled) kills the run', { timeout: 30_000 }, async (t) => {
     const marker = randomSecret('cancel-marker-');
     const ac = new AbortController();
+    t.after(() => ac.abort());
     let ticks = 0;
+    // Settle into a value at once, so that a failed assertion below cannot leave an unhandled rejection.
     const call = exec(client, { language: 'python', code: TICKER, args: [marker], timeout_ms: 60_000 }, {
         signal: ac.signal,
         onprogress: () => { ticks++; },
-    });
+    }).then((r) => ({ result: r }), (e) => ({ error: e }));
     const started = Date.now();
     while (ticks < 3 && Date.now() - started < 10_000) await sleep(50);
     assert.ok(ticks >= 3, 'the run streamed output before the abort');
     assert.ok(hostProcessesWith(marker).length >= 1, 'the run is visible on the host as uid 65534');
+    // The server side too: a run is counted as running.
+    assert.ok((await server.healthz()).body.running >= 1, '/healthz counts the run');
     ac.abort('test cancels');
-    await assert.rejects(call);
+    const settled = await call;
+    assert.ok(settled.error, `the aborted call rejects on the client (got ${JSON.stringify(settled.result?.sc)})`);
     assert.equal(await server.waitIdle(5000), true, '/healthz running back to 0 after cancel');
     for (let i = 0; i < 30 && hostProcessesWith(marker).length; i++) await sleep(100);
     assert.deepEqual(hostProcessesWith(marker), [], 'no process of the cancelled run remains');

@@ -27,7 +27,8 @@ after(async () => {
 });
 
 function inspector(...args) {
-    const argv = [INSPECTOR, '--cli', server.url, '--transport', 'http', '--catalog', join(home, 'mcp.json'),
+    // HOME is a temp dir: the CLI keeps its catalog and state under HOME, and must not touch the real one.
+    const argv = [INSPECTOR, '--cli', server.url, '--transport', 'http',
         '--header', `Authorization: Bearer ${server.apiKey}`, ...args];
     return new Promise((res, rej) => {
         execFile(NODE22, argv, { timeout: 60_000, env: { ...process.env, HOME: home }, maxBuffer: 4 << 20 }, (err, stdout, stderr) => {
