@@ -141,6 +141,10 @@ async function main() {
     const server = await startServer({ LOG_LEVEL: 'warn' });
     const results = { cases: {}, throughput: {} };
     try {
+        // A fresh DATA_DIR means the server warms its shared Go build cache in the background first: measuring
+        // while that compiles would charge its CPU to whatever runs next.
+        process.stderr.write('bench: waiting for the server\'s start-up work (Go cache warm-up) to finish ...\n');
+        if (!(await server.waitQuiet())) process.stderr.write('bench: WARNING: server still has child processes; figures may be noisy\n');
         const session = new RawSession(server.url, server.apiKey);
         await session.open();
         for (const c of CASES) {

@@ -40,7 +40,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export async function startServer(env = {}) {
     if (!existsSync(JAR)) throw new Error(`server jar missing: ${JAR} (build it with ./mvnw -B -q package -DskipTests)`);
     const port = await freePort();
-    const dataDir = mkdtempSync(join(tmpdir(), 'code-exec-e2e-'));
+    // scripts/e2e.sh gives all files of one run the same fresh DATA_DIR, so that only the first server warms the
+    // shared Go build cache; alone, a file gets its own.
+    const sharedDataDir = process.env.E2E_DATA_DIR;
+    const dataDir = sharedDataDir || mkdtempSync(join(tmpdir(), 'code-exec-e2e-'));
     const apiKey = env.API_KEY ?? randomSecret('key-');
     const childEnv = {
         PATH: process.env.PATH,
@@ -105,6 +108,21 @@ export async function startServer(env = {}) {
                 await sleep(100);
             }
         },
+        /** Child processes of the server JVM right now (e.g. the background Go cache warm-up, or sandboxes). */
+        children() {
+            try {
+                return execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(child.pid)], { encoding: 'utf8' })
+                    .split('\n').filter((l) => l.trim());
+            } catch (e) {
+                return []; // ps exits 1 when there is none
+            }
+        },
+        /** Waits until the server has no child process (its start-up work, like warming the Go cache, is done). */
+        async waitQuiet(timeoutMs = 180_000) {
+            const end = Date.now() + timeoutMs;
+            while (server.children().length && Date.now() < end) await sleep(250);
+            return server.children().length === 0;
+        },
         /** An SDK client with a session (imported lazily: the benchmark uses this file without the SDK). */
         async connect(opts = {}) {
             const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -124,9 +142,11 @@ export async function startServer(env = {}) {
                 if (exited === null) child.kill('SIGKILL');
                 while (exited === null) await sleep(50);
             }
-            rmSync(dataDir, { recursive: true, force: true, maxRetries: 3 });
+            if (!sharedDataDir) rmSync(dataDir, { recursive: true, force: true, maxRetries: 3 });
         },
     };
+    // Start-up work in the background (the Go cache warm-up) would compete for the 2 cores with the tests.
+    if (!(await server.waitQuiet(180_000))) process.stderr.write('e2e: server still busy with start-up work after 180 s\n');
     return server;
 }
 

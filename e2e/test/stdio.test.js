@@ -16,7 +16,7 @@ let stderr = '';
 const transportErrors = [];
 
 before(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'code-exec-e2e-stdio-'));
+    dataDir = process.env.E2E_DATA_DIR || mkdtempSync(join(tmpdir(), 'code-exec-e2e-stdio-'));
     transport = new StdioClientTransport({
         command: JAVA,
         args: ['-jar', JAR],
@@ -31,7 +31,7 @@ before(async () => {
 
 after(async () => {
     await client?.close().catch(() => {});
-    rmSync(dataDir, { recursive: true, force: true });
+    if (!process.env.E2E_DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
 });
 
 test('initialize over stdio', () => {
