@@ -15,7 +15,6 @@ fi
 if [ $# -eq 0 ]; then set -- e2e/test/*.test.js; fi
 # One fresh DATA_DIR for the whole run: the servers of the files (one after the other) share the warmed Go cache.
 E2E_DATA_DIR=$(mktemp -d /tmp/code-exec-e2e-data.XXXXXX)
-chmod 755 "$E2E_DATA_DIR"
 export E2E_DATA_DIR
 trap 'rm -rf "$E2E_DATA_DIR"' EXIT
 # One file at a time: each file starts its own server and the machine has 2 cores.

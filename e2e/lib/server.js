@@ -2,7 +2,7 @@
 // to it: its URL, its API key, /healthz, and connected MCP SDK clients. One server per test file keeps the whole
 // run short on a 2-core machine; each file gets a fresh DATA_DIR so no state leaks between files.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync, chmodSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
@@ -44,7 +44,6 @@ export async function startServer(env = {}) {
     // shared Go build cache; alone, a file gets its own.
     const sharedDataDir = process.env.E2E_DATA_DIR;
     const dataDir = sharedDataDir || mkdtempSync(join(tmpdir(), 'code-exec-e2e-'));
-    chmodSync(dataDir, 0o755); // like /var/lib/code-exec-mcp; mkdtemp makes it 0700
     const apiKey = env.API_KEY ?? randomSecret('key-');
     const childEnv = {
         PATH: process.env.PATH,

@@ -22,12 +22,13 @@ after(async () => {
 });
 
 test(`${CALLS} concurrent calls with MAX_CONCURRENT=${MAX_CONCURRENT} QUEUE_SIZE=${QUEUE_SIZE}: some run, the rest are refused as busy, none hang`,
-    { timeout: 60_000 }, async () => {
+    { timeout: 60_000 }, async (t) => {
         const t0 = Date.now();
         const calls = Array.from({ length: CALLS }, (_, i) => exec(client, {
             language: 'shell', code: `sleep 2; echo done-${i}`, timeout_ms: 10_000,
         }).then((r) => ({ ...r, at: Date.now() - t0 })));
         const results = await Promise.all(calls);
+        t.diagnostic(`answers (ms after start): ${results.map((r) => `${r.isError ? 'busy' : 'ran'}@${r.at}`).join(' ')}`);
         const ran = results.filter((r) => !r.isError);
         const busy = results.filter((r) => r.isError);
         assert.ok(ran.length >= MAX_CONCURRENT, `${ran.length} ran`);
@@ -44,6 +45,7 @@ test(`${CALLS} concurrent calls with MAX_CONCURRENT=${MAX_CONCURRENT} QUEUE_SIZE
             assert.ok(r.at < 1900, `refusal took ${r.at} ms`);
         }
         const h = await server.healthz();
+        t.diagnostic(`healthz after the burst (+${Date.now() - t0} ms): ${JSON.stringify(h.body)}`);
         assert.equal(h.body.status, 'ok');
         assert.equal(await server.waitIdle(5000), true);
     });

@@ -2,7 +2,7 @@
 // client would. Anything the server wrote to stdout besides JSON-RPC would break the framing and fail these tests.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -17,7 +17,6 @@ const transportErrors = [];
 
 before(async () => {
     dataDir = process.env.E2E_DATA_DIR || mkdtempSync(join(tmpdir(), 'code-exec-e2e-stdio-'));
-    chmodSync(dataDir, 0o755);
     transport = new StdioClientTransport({
         command: JAVA,
         args: ['-jar', JAR],
