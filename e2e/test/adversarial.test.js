@@ -31,8 +31,13 @@ const bash = (code, extra = {}) => exec(client, { language: 'bash', code, ...ext
 /** A test whose body attacks; afterwards the server must be alive, healthy and able to run code. */
 function attack(name, body, timeout = 60_000) {
     test(name, { timeout }, async () => {
-        await body();
-        assert.ok(server.alive(), 'server process still alive');
+        try {
+            await body();
+        } catch (e) {
+            e.message += `\n--- server log (tail) ---\n${server.log().slice(-3000)}`;
+            throw e;
+        }
+        assert.ok(server.alive(), `server process still alive; log:\n${server.log().slice(-3000)}`);
         const h = await server.healthz();
         assert.equal(h.status, 200);
         assert.equal(h.body.status, 'ok', JSON.stringify(h.body));
