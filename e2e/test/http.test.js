@@ -169,6 +169,38 @@ test('cancelling through the SDK (notifications/cancelled) kills the run', { tim
     assert.equal(after.sc.stdout, 'still fine\n');
 });
 
+test('a raw notifications/cancelled kills the run while its response stream stays open', { timeout: 30_000 }, async (t) => {
+    // The SDK may also drop the HTTP stream on abort; here the stream stays open, so only the notification can
+    // be what stops the run.
+    const marker = randomSecret('raw-cancel-marker-');
+    const headers = { ...MCP_HEADERS, Authorization: `Bearer ${server.apiKey}` };
+    const init = await fetch(server.url, { method: 'POST', headers, body: JSON.stringify(INIT) });
+    await init.text();
+    headers['Mcp-Session-Id'] = init.headers.get('mcp-session-id');
+    headers['Mcp-Protocol-Version'] = '2025-06-18';
+    await (await fetch(server.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).text();
+    const reader = new AbortController();
+    t.after(() => reader.abort());
+    const call = fetch(server.url, {
+        method: 'POST', headers, signal: reader.signal,
+        body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'execute_code',
+            arguments: { language: 'python', code: TICKER, args: [marker], timeout_ms: 60_000 }, _meta: { progressToken: 'p5' } } }),
+    }).then(async (r) => ({ status: r.status, body: await r.text() }), (e) => ({ error: e }));
+    const started = Date.now();
+    while (hostProcessesWith(marker).length === 0 && Date.now() - started < 10_000) await sleep(50);
+    assert.ok(hostProcessesWith(marker).length >= 1, 'the run started');
+    const cancel = await fetch(server.url, { method: 'POST', headers,
+        body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, reason: 'e2e' } }) });
+    await cancel.text();
+    assert.equal(cancel.status, 202, 'the notification is accepted');
+    for (let i = 0; i < 50 && hostProcessesWith(marker).length; i++) await sleep(100);
+    assert.deepEqual(hostProcessesWith(marker), [], 'the run was killed');
+    assert.equal(await server.waitIdle(5000), true, '/healthz running back to 0');
+    reader.abort();
+    await call;
+    await fetch(server.url, { method: 'DELETE', headers });
+});
+
 test('ending the session (DELETE) kills its runs', { timeout: 30_000 }, async () => {
     const marker = randomSecret('session-marker-');
     const s = await server.connect();
