@@ -14,7 +14,7 @@ import java.util.Map;
 public final class Config {
 
     public static final ConfigKey<String> HOST = ConfigKey.string("HOST", "127.0.0.1",
-            "Address to bind. A non-loopback address needs API_KEY/API_KEYS_FILE or ALLOW_UNAUTHENTICATED=true.");
+            "Address to bind. A non-loopback address needs API_KEY, or ALLOW_UNAUTHENTICATED=true.");
     public static final ConfigKey<Integer> PORT = ConfigKey.integer("PORT", 8080, 0, 65535,
             "HTTP port (0 = any free port, printed at start).");
     public static final ConfigKey<String> TRANSPORT = ConfigKey.oneOf("TRANSPORT", "http",

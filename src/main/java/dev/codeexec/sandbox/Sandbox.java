@@ -18,7 +18,15 @@ public interface Sandbox {
      */
     Optional<String> unavailableReason();
 
-    /** Starts the program; stdin/stdout/stderr are pipes. */
+    /**
+     * Starts the program; stdin/stdout/stderr are pipes. Any thread may call this, virtual threads included:
+     * the fork happens on one long-lived platform thread inside the sandbox package, because bwrap's
+     * {@code --die-with-parent} follows the forking thread. The caller must drain stdout and stderr (or the
+     * program blocks on a full pipe), must call {@link SandboxProcess#close()} on every path, and should call
+     * {@link SandboxProcess#kill()} at its wall-clock timeout or on cancel. {@link SandboxProcess#exitCode()} is
+     * valid once {@code waitFor} returned true. Throws when the sandbox is unavailable or the spec is invalid
+     * (relative or system workDir, more than 6 read-only files); nothing is left behind then.
+     */
     SandboxProcess start(SandboxSpec spec) throws SandboxException;
 
     /** What runtime_info shows: kind, isolation features, cgroup version, uid. Plain data for JSON. */

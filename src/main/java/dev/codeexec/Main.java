@@ -1,0 +1,154 @@
+package dev.codeexec;
+
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.LoggerContext;
+import ch.qos.logback.classic.encoder.JsonEncoder;
+import ch.qos.logback.classic.encoder.PatternLayoutEncoder;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.ConsoleAppender;
+import ch.qos.logback.core.encoder.Encoder;
+import dev.codeexec.config.Config;
+import dev.codeexec.config.ConfigException;
+import dev.codeexec.http.HttpServer;
+import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.mcp.StdioServer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.PrintStream;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.function.Function;
+
+/**
+ * Starts code-exec-mcp: configuration from the environment, logging, the engine, then the HTTP server or stdio.
+ * Exit codes: 0 after a clean shutdown, 2 for bad configuration, 1 when the server could not start.
+ */
+public final class Main {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Main.class);
+
+    private Main() {
+    }
+
+    public static void main(String[] args) {
+        System.exit(run(System.getenv(), Main::wire));
+    }
+
+    /**
+     * The whole start-up with the engine wiring passed in, so tests can start the real entry point (stdio in a
+     * subprocess, say) around a fake executor.
+     */
+    public static int run(Map<String, String> env, Function<Config, ServerSetup> wiring) {
+        Config config;
+        try {
+            config = Config.load(env);
+        } catch (ConfigException e) {
+            System.err.println("code-exec-mcp: configuration error: " + e.getMessage());
+            return 2;
+        }
+        configureLogging(config);
+        boolean stdio = "stdio".equals(config.get(Config.TRANSPORT));
+        // In stdio mode stdout is the protocol channel: keep it for the transport, send every stray print to stderr.
+        PrintStream protocolOut = System.out;
+        if (stdio) System.setOut(System.err);
+        try {
+            ServerSetup setup = wiring.apply(config);
+            logStart(setup);
+            return stdio ? serveStdio(setup, protocolOut) : serveHttp(setup);
+        } catch (ConfigException e) {
+            System.err.println("code-exec-mcp: configuration error: " + e.getMessage());
+            return 2;
+        } catch (Exception e) {
+            LOG.error("server could not start: {}", e.toString(), e);
+            return 1;
+        }
+    }
+
+    private static int serveHttp(ServerSetup setup) throws Exception {
+        HttpServer server = HttpServer.start(setup);
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            LOG.info("shutting down: no new requests; running executions get up to {} s",
+                    setup.config().get(Config.SHUTDOWN_GRACE_SECONDS));
+            server.close();
+            stopped.countDown();
+        }, "shutdown"));
+        stopped.await();
+        return 0;
+    }
+
+    private static int serveStdio(ServerSetup setup, PrintStream protocolOut) throws InterruptedException {
+        StdioServer server = StdioServer.start(setup, System.in, protocolOut);
+        Runtime.getRuntime().addShutdownHook(new Thread(server::close, "shutdown"));
+        server.awaitEnd();
+        LOG.info("stdin closed: shutting down");
+        server.close();
+        return 0;
+    }
+
+    private static void logStart(ServerSetup setup) {
+        Config c = setup.config();
+        LOG.info("code-exec-mcp {} starting: transport {}, sandbox {}, max concurrent {}, queue {} (wait up to {} ms), "
+                        + "timeout default {} ms / max {} ms, memory {} MB, cpu {} s, processes {}, output {} KB, disk {} MB",
+                setup.version(), c.get(Config.TRANSPORT), setup.sandbox().name(), c.get(Config.MAX_CONCURRENT),
+                c.get(Config.QUEUE_SIZE), c.get(Config.QUEUE_TIMEOUT_MS), c.get(Config.DEFAULT_TIMEOUT_MS),
+                c.get(Config.MAX_TIMEOUT_MS), c.get(Config.MEMORY_LIMIT_MB), c.get(Config.CPU_LIMIT_SECONDS),
+                c.get(Config.MAX_PROCESSES), c.get(Config.MAX_OUTPUT_KB), c.get(Config.MAX_DISK_MB));
+        if ("none".equals(setup.sandbox().name())) {
+            LOG.warn("WARNING: SANDBOX=none: code runs WITHOUT ISOLATION, with the server's own rights. "
+                    + "Use only for development on a machine you do not care about.");
+        }
+        setup.sandbox().unavailableReason().ifPresent(reason -> LOG.error(
+                "sandbox {} cannot run code on this machine: {}. The server starts so that /healthz and runtime_info "
+                        + "can report it, but execute_code will refuse every call.", setup.sandbox().name(), reason));
+        if (c.apiKey().isEmpty() && !Config.isLoopback(c.get(Config.HOST))) {
+            LOG.warn("WARNING: listening on {} without API_KEY (ALLOW_UNAUTHENTICATED=true)", c.get(Config.HOST));
+        }
+    }
+
+    /** LOG_FORMAT and LOG_LEVEL, applied to every logger (the engine's "audit" logger included), always on stderr. */
+    static void configureLogging(Config config) {
+        if (!(LoggerFactory.getILoggerFactory() instanceof LoggerContext ctx)) return;
+        ctx.reset();
+        Encoder<ILoggingEvent> encoder;
+        if ("json".equals(config.get(Config.LOG_FORMAT))) {
+            // One self-contained line per event: the formatted message, not logback's pattern-plus-arguments pair.
+            JsonEncoder json = new JsonEncoder();
+            json.setWithFormattedMessage(true);
+            json.setWithMessage(false);
+            json.setWithArguments(false);
+            json.setWithSequenceNumber(false);
+            json.setWithNanoseconds(false);
+            json.setWithContext(false);
+            encoder = json;
+        } else {
+            PatternLayoutEncoder text = new PatternLayoutEncoder();
+            text.setPattern("%d{yyyy-MM-dd'T'HH:mm:ss.SSSXXX} %-5level [%thread] %logger{20} - %msg%n");
+            encoder = text;
+        }
+        encoder.setContext(ctx);
+        encoder.start();
+        ConsoleAppender<ILoggingEvent> appender = new ConsoleAppender<>();
+        appender.setContext(ctx);
+        appender.setName("stderr");
+        appender.setTarget("System.err");
+        appender.setEncoder(encoder);
+        appender.start();
+        ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+        Level level = Level.toLevel(config.get(Config.LOG_LEVEL), Level.INFO);
+        root.setLevel(level);
+        root.addAppender(appender);
+        if (level.isGreaterOrEqual(Level.INFO)) {
+            ctx.getLogger("org.eclipse.jetty").setLevel(Level.WARN);
+        }
+    }
+
+    /**
+     * Builds the engine for production. The coordinator fills this in once the engine and sandbox branches are
+     * merged: {@code Sandboxes.create(config)}, {@code new LocalExecutor(...)}, {@code new RequestValidator(config)}.
+     */
+    static ServerSetup wire(Config config) {
+        throw new IllegalStateException("the engine is not wired into Main yet");
+    }
+}

@@ -1,0 +1,57 @@
+package dev.codeexec.engine;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * One row of the languages table ({@code languages.json}). Argument vectors hold placeholders that are filled
+ * per run ({@link Placeholders}); a language with a compile step is "compiled" and both steps run in one sandbox.
+ *
+ * @param id            the canonical id clients send and see
+ * @param aliases       other accepted names
+ * @param fileExtension extension of the code file, without the dot
+ * @param compile       argv run before {@code run}; empty for interpreted languages
+ * @param run           argv that runs the program; request args are appended
+ * @param version       argv whose first output line is the version shown in runtime_info
+ * @param env           variables added to the base sandbox environment (before the request's own)
+ * @param binds         host directories bound read-only at the same path inside the sandbox
+ * @param warmup        what to run once at server start to make later runs faster (see {@link LanguageWarmup})
+ */
+public record Language(String id, List<String> aliases, String fileExtension, Optional<List<String>> compile,
+        List<String> run, List<String> version, Map<String, String> env, List<String> binds,
+        Optional<Warmup> warmup) {
+
+    /**
+     * A start-time step, outside the sandbox, on our own fixed program.
+     *
+     * @param program  the source it runs
+     * @param argv     the command; {@code {output}} is a temporary file it must write
+     * @param env      variables on top of the language's environment
+     * @param produces where the output is moved when the step succeeded
+     */
+    public record Warmup(String program, List<String> argv, Map<String, String> env, String produces) {
+        public Warmup {
+            argv = List.copyOf(argv);
+            env = Map.copyOf(env);
+        }
+    }
+
+    public Language {
+        Objects.requireNonNull(id, "id");
+        aliases = List.copyOf(aliases);
+        if (!fileExtension.matches("[a-z0-9]{1,8}")) throw new IllegalArgumentException(id + ": bad extension " + fileExtension);
+        compile = compile.map(List::copyOf);
+        if (run.isEmpty()) throw new IllegalArgumentException(id + ": empty run command");
+        run = List.copyOf(run);
+        version = List.copyOf(version);
+        env = Map.copyOf(env);
+        binds = List.copyOf(binds);
+        Objects.requireNonNull(warmup, "warmup");
+    }
+
+    public boolean compiled() {
+        return compile.isPresent();
+    }
+}

@@ -1,0 +1,343 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.sandbox.SandboxException;
+import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.sandbox.SandboxSpec;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * One run: QUEUED → RUNNING → FINISHED. {@link #execute()} reads top to bottom: stage the code file, build the
+ * sandbox spec, start, feed stdin, drain stdout/stderr, wait with the wall timer, classify how it ended, clean up.
+ * Cleanup is structural: the sandbox process is closed by try-with-resources and the staged file is deleted in
+ * {@code finally}; the result future is completed on every path.
+ */
+final class LocalRun implements RunHandle {
+
+    enum State { QUEUED, RUNNING, FINISHED }
+
+    private static final Logger audit = LoggerFactory.getLogger("audit");
+    private static final Logger log = LoggerFactory.getLogger(LocalRun.class);
+    private static final SecureRandom RANDOM = new SecureRandom();
+    /** How long readers may take to reach end of stream after the program ended before we kill the rest. */
+    private static final Duration DRAIN_GRACE = Duration.ofSeconds(2);
+    /** How long the result may wait for a slow listener to receive the last output. */
+    private static final Duration LISTENER_GRACE = Duration.ofSeconds(2);
+
+    private final LocalExecutor executor;
+    private final ExecutionRequest request;
+    private final Language language;
+    private final OutputListener listener;
+    private final String id;
+    private final CompletableFuture<ExecutionResult> result = new CompletableFuture<>();
+    private volatile State state = State.QUEUED;
+    volatile boolean cancelled;
+    /** The virtual thread waiting for a slot, so cancel() can wake it. */
+    volatile Thread waiter;
+    private volatile SandboxProcess process;
+
+    LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener) {
+        this.executor = executor;
+        this.request = request;
+        this.language = language;
+        this.listener = listener;
+        this.id = "run-" + hex(8);
+    }
+
+    private static String hex(int bytes) {
+        byte[] b = new byte[bytes];
+        RANDOM.nextBytes(b);
+        return HexFormat.of().formatHex(b);
+    }
+
+    @Override
+    public String id() {
+        return id;
+    }
+
+    @Override
+    public CompletableFuture<ExecutionResult> result() {
+        return result;
+    }
+
+    boolean isQueued() {
+        return state == State.QUEUED;
+    }
+
+    @Override
+    public void cancel() {
+        cancelled = true;
+        Thread w = waiter;
+        if (w != null) w.interrupt();
+        SandboxProcess p = process;
+        if (p != null) p.kill();
+    }
+
+    /** The run could not be attempted (queue full, queue timeout, shutting down). */
+    void refuse(ExecutionException e) {
+        state = State.FINISHED;
+        audit.info("run id={} language={} outcome=refused reason=\"{}\" codeBytes={}{}", id, language.id(),
+                e.getMessage(), codeBytes(), who());
+        result.completeExceptionally(e);
+    }
+
+    void finishCancelledInQueue() {
+        finish(cancelledInQueue());
+    }
+
+    private ExecutionResult cancelledInQueue() {
+        return new ExecutionResult(language.id(), -1, "", terminatedLine(Outcome.CANCELLED, -1), 0,
+                Outcome.CANCELLED, false, OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
+    }
+
+    void markRunning() {
+        state = State.RUNNING;
+    }
+
+    /**
+     * Runs on a long-lived platform thread holding a slot (see {@link LocalExecutor} on why) and returns the
+     * result after every cleanup step; the executor releases the slot and then publishes it with {@link #finish}.
+     */
+    ExecutionResult execute() {
+        if (cancelled) return cancelledInQueue();
+        String name = "code_" + hex(4);
+        String fileName = name + "." + language.fileExtension();
+        Path staged = executor.stagingDir.resolve(id + "-" + fileName);
+        try {
+            Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
+            Files.setPosixFilePermissions(staged, PosixFilePermissions.fromString("rw-r--r--"));
+            return runInSandbox(spec(name, fileName, staged));
+        } catch (IOException e) {
+            log.warn("run {}: cannot stage the code file: {}", id, e.toString());
+            return failedToStart("the server could not prepare the run (staging the code file failed)");
+        } catch (RuntimeException e) {
+            log.error("run {}: unexpected error", id, e);
+            return failedToStart("the server could not run the program (internal error)");
+        } finally {
+            try {
+                Files.deleteIfExists(staged);
+            } catch (IOException e) {
+                log.warn("run {}: cannot delete staged file {}: {}", id, staged, e.toString());
+            }
+        }
+    }
+
+    private SandboxSpec spec(String name, String fileName, Path staged) {
+        String file = LocalExecutor.WORK_DIR + "/" + fileName;
+        Map<String, String> ph = new LinkedHashMap<>(executor.placeholders);
+        ph.put("file", file);
+        ph.put("dir", LocalExecutor.WORK_DIR);
+        ph.put("name", name);
+        ph.put("heapMb", LocalExecutor.heapMb(request.limits().memoryMb()));
+        List<Path> binds = new ArrayList<>();
+        for (String b : language.binds()) {
+            Path p = Path.of(Placeholders.fill(b, ph));
+            if (Files.isDirectory(p)) binds.add(p);
+        }
+        return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, Map.of(file, staged), binds,
+                LocalExecutor.environment(language, request.env(), ph), request.limits());
+    }
+
+    /**
+     * Interpreted: the run argv plus the request's args. Compiled: one shell line "compile && exec run", so both
+     * steps share the sandbox, a failing compile ends the run with the compiler's output and exit code, and the
+     * program still receives the args unquoted via "$@".
+     */
+    private List<String> command(Map<String, String> ph) {
+        List<String> run = Placeholders.fill(language.run(), ph);
+        List<String> cmd = new ArrayList<>();
+        if (language.compile().isEmpty()) {
+            cmd.addAll(run);
+        } else {
+            String line = shellQuote(Placeholders.fill(language.compile().get(), ph)) + " && exec " + shellQuote(run) + " \"$@\"";
+            cmd.addAll(List.of("/bin/sh", "-c", line, "sh"));
+        }
+        cmd.addAll(request.args());
+        return cmd;
+    }
+
+    static String shellQuote(List<String> argv) {
+        StringBuilder s = new StringBuilder();
+        for (String a : argv) {
+            if (!s.isEmpty()) s.append(' ');
+            s.append('\'').append(a.replace("'", "'\\''")).append('\'');
+        }
+        return s.toString();
+    }
+
+    private ExecutionResult runInSandbox(SandboxSpec spec) {
+        SandboxProcess started;
+        try {
+            started = executor.sandbox.start(spec);
+        } catch (SandboxException e) {
+            return failedToStart(e.getMessage());
+        }
+        ListenerDispatcher progress = new ListenerDispatcher(listener, executor.virtualThreads);
+        try (SandboxProcess p = started) {
+            long t0 = System.nanoTime(); // the wall timer starts when the program does, not when it was queued
+            process = p;
+            if (cancelled) p.kill();
+            AtomicBoolean overCap = new AtomicBoolean();
+            Runnable onOverCap = () -> {
+                if (overCap.compareAndSet(false, true)) p.kill();
+            };
+            long cap = request.limits().outputBytes();
+            OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, progress, onOverCap);
+            OutputCollector err = new OutputCollector(p.stderr(), cap, OutputListener.Stream.STDERR, progress, onOverCap);
+            Thread outReader = executor.virtualThreads.newThread(out);
+            Thread errReader = executor.virtualThreads.newThread(err);
+            outReader.start();
+            errReader.start();
+            executor.virtualThreads.newThread(() -> feedStdin(p.stdin())).start();
+
+            Duration timeout = request.limits().timeout();
+            boolean exited = p.waitFor(timeout);
+            // Snapshot: a cancel that arrives after the program ended by itself does not change how it ended.
+            boolean cancelledBeforeEnd = cancelled;
+            boolean timedOut = !exited && !cancelledBeforeEnd && !overCap.get();
+            if (!exited) {
+                p.kill();
+                p.waitFor(Duration.ofSeconds(10));
+            }
+            long durationMs = (System.nanoTime() - t0) / 1_000_000;
+            joinReaders(p, outReader, errReader);
+
+            int exitCode = exitCode(p);
+            Outcome outcome = classify(cancelledBeforeEnd, timedOut, overCap.get(), p, exitCode);
+            String stderr = err.text();
+            String line = terminatedLine(outcome, exitCode);
+            if (!line.isEmpty()) {
+                String sep = stderr.isEmpty() || stderr.endsWith("\n") ? "" : "\n";
+                stderr = stderr + sep + line;
+                progress.onOutput(OutputListener.Stream.STDERR, sep + line);
+            }
+            progress.finish(LISTENER_GRACE);
+            return new ExecutionResult(language.id(), exitCode, out.text(), stderr, durationMs, outcome,
+                    out.truncated() || err.truncated(), p.peakMemoryBytes(), p.cpuTimeMs(), executor.sandbox.name());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return failedToStart("the run was interrupted by the server");
+        } finally {
+            process = null;
+            progress.abandon();
+        }
+    }
+
+    private void feedStdin(OutputStream stdin) {
+        try (stdin) {
+            stdin.write(request.stdin().getBytes(StandardCharsets.UTF_8));
+        } catch (IOException e) {
+            // The program exited or closed its stdin without reading it all: not an error.
+        }
+    }
+
+    /**
+     * After the program ended its pipes reach end of stream unless something it left behind still holds them;
+     * the sandbox kills the whole tree on kill(), after which the readers finish.
+     */
+    private static void joinReaders(SandboxProcess p, Thread... readers) throws InterruptedException {
+        for (Thread t : readers) {
+            if (!t.join(DRAIN_GRACE)) {
+                p.kill();
+                t.join(DRAIN_GRACE);
+            }
+        }
+    }
+
+    private static int exitCode(SandboxProcess p) {
+        try {
+            return p.exitCode();
+        } catch (RuntimeException e) {
+            return -1; // it did not end even after kill: the sandbox's close() deals with it
+        }
+    }
+
+    private static Outcome classify(boolean cancelled, boolean timedOut, boolean overCap, SandboxProcess p,
+            int exitCode) {
+        if (cancelled) return Outcome.CANCELLED;
+        if (timedOut) return Outcome.TIMEOUT;
+        if (overCap) return Outcome.OUTPUT_LIMIT;
+        if (p.memoryLimitHit()) return Outcome.MEMORY_LIMIT;
+        if (p.cpuLimitHit()) return Outcome.CPU_LIMIT;
+        if (exitCode > 128 && exitCode <= 128 + 64) return Outcome.KILLED_BY_SIGNAL;
+        return Outcome.EXITED;
+    }
+
+    private String terminatedLine(Outcome outcome, int exitCode) {
+        Limits l = request.limits();
+        return switch (outcome) {
+            case EXITED, FAILED_TO_START -> "";
+            case TIMEOUT -> "[terminated] timeout after " + l.timeout().toMillis() + " ms\n";
+            case CANCELLED -> "[terminated] cancelled\n";
+            case MEMORY_LIMIT -> "[terminated] memory limit " + l.memoryMb() + " MB exceeded\n";
+            case CPU_LIMIT -> "[terminated] CPU time limit " + l.cpuSeconds() + " s exceeded\n";
+            case OUTPUT_LIMIT -> "[terminated] output limit " + (l.outputBytes() / 1024) + " KB exceeded\n";
+            case KILLED_BY_SIGNAL -> "[terminated] killed by signal " + (exitCode - 128) + "\n";
+        };
+    }
+
+    private ExecutionResult failedToStart(String message) {
+        return new ExecutionResult(language.id(), -1, "", message, 0, Outcome.FAILED_TO_START, false,
+                OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
+    }
+
+    void finish(ExecutionResult r) {
+        state = State.FINISHED;
+        audit.info("run id={} language={} outcome={} exitCode={} durationMs={} codeBytes={} truncated={}{} code=\"{}\"",
+                id, r.language(), r.outcome().wireName(), r.exitCode(), r.durationMs(), codeBytes(), r.truncated(),
+                who(), codePreview(request.code()));
+        result.complete(r);
+    }
+
+    private int codeBytes() {
+        return request.code().getBytes(StandardCharsets.UTF_8).length;
+    }
+
+    private String who() {
+        ExecutionRequest.AuditInfo a = request.audit();
+        StringBuilder s = new StringBuilder();
+        a.tenant().ifPresent(t -> s.append(" tenant=").append(t));
+        a.session().ifPresent(t -> s.append(" session=").append(t));
+        a.requestId().ifPresent(t -> s.append(" requestId=").append(t));
+        return s.toString();
+    }
+
+    /** First 200 characters on one line: newlines, quotes and control characters escaped. */
+    static String codePreview(String code) {
+        String head = code.length() > 200 ? code.substring(0, 200) : code;
+        StringBuilder s = new StringBuilder(head.length() + 16);
+        for (char c : head.toCharArray()) {
+            switch (c) {
+                case '\n' -> s.append("\\n");
+                case '\r' -> s.append("\\r");
+                case '\t' -> s.append("\\t");
+                case '"' -> s.append("\\\"");
+                case '\\' -> s.append("\\\\");
+                default -> {
+                    if (c < 0x20) s.append(String.format("\\u%04x", (int) c));
+                    else s.append(c);
+                }
+            }
+        }
+        if (code.length() > 200) s.append("...");
+        return s.toString();
+    }
+}

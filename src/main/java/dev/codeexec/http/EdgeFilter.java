@@ -1,0 +1,172 @@
+package dev.codeexec.http;
+
+import dev.codeexec.config.Config;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpFilter;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+/**
+ * The checks every request passes before anything else sees it, in this order: Host (DNS rebinding), Origin and
+ * CORS, body size by Content-Length, then the API key. /healthz needs no key.
+ *
+ * <p><b>Host check.</b> A page on an attacker's domain that re-resolves to 127.0.0.1 sends its own name in Host;
+ * refusing unknown names stops it. Accepted: localhost, loopback addresses, the configured HOST and ALLOWED_HOSTS,
+ * with any port. A server bound to a non-loopback HOST with an API_KEY accepts any Host: a rebinding page cannot
+ * know the key, and such servers sit behind proxies and DNS names the operator may not list. A loopback server
+ * keeps the check even with a key (defence in depth, and what MCP clients and the conformance suite expect).
+ *
+ * <p><b>Origin.</b> Browsers send Origin on cross-origin requests. An Origin that is not in CORS_ORIGINS gets no
+ * CORS headers and, on /mcp, a 403, even without API_KEY (so a page in the user's browser cannot drive a local
+ * server). Requests without Origin (MCP clients, curl) are not browser requests and pass.
+ */
+final class EdgeFilter extends HttpFilter {
+
+    static final String HEALTH_PATH = "/healthz";
+    static final String MCP_PATH = "/mcp";
+    private static final List<String> ALLOWED_REQUEST_HEADERS = List.of("Mcp-Session-Id", "Authorization",
+            "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept");
+
+    private final byte[] apiKeyHash;
+    private final Set<String> corsOrigins;
+    private final boolean anyOrigin;
+    private final Set<String> allowedHosts;
+    private final long maxBodyBytes;
+
+    EdgeFilter(Config config) {
+        String key = config.apiKey();
+        this.apiKeyHash = key.isEmpty() ? null : sha256(key);
+        this.corsOrigins = config.corsOrigins().stream().map(EdgeFilter::normalizeOrigin).collect(Collectors.toSet());
+        this.anyOrigin = corsOrigins.contains("*");
+        this.allowedHosts = apiKeyHash != null && !Config.isLoopback(config.get(Config.HOST)) ? null : hostNames(config);
+        this.maxBodyBytes = maxBodyBytes(config);
+    }
+
+    static long maxBodyBytes(Config config) {
+        return config.get(Config.MAX_BODY_MB) * 1024L * 1024L;
+    }
+
+    private static Set<String> hostNames(Config config) {
+        List<String> names = new ArrayList<>(List.of("localhost", "127.0.0.1", "::1", "[::1]"));
+        names.add(config.get(Config.HOST));
+        names.addAll(config.allowedHosts());
+        return names.stream().map(h -> h.trim().toLowerCase(Locale.ROOT)).collect(Collectors.toSet());
+    }
+
+    @Override
+    protected void doFilter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws IOException, ServletException {
+        if (!hostAllowed(request.getHeader("Host"))) {
+            reject(response, 403, "Forbidden: Host header not allowed");
+            return;
+        }
+        String path = request.getRequestURI();
+        String origin = request.getHeader("Origin");
+        boolean preflight = "OPTIONS".equals(request.getMethod())
+                && request.getHeader("Access-Control-Request-Method") != null;
+        if (origin != null) {
+            if (!originAllowed(origin)) {
+                if (preflight || path.startsWith(MCP_PATH)) {
+                    reject(response, 403, "Forbidden: origin not allowed");
+                    return;
+                }
+            } else {
+                response.setHeader("Access-Control-Allow-Origin", origin);
+                response.addHeader("Vary", "Origin");
+                response.setHeader("Access-Control-Expose-Headers", "Mcp-Session-Id");
+                if (preflight) {
+                    answerPreflight(request, response);
+                    return;
+                }
+            }
+        }
+        if (request.getContentLengthLong() > maxBodyBytes) {
+            reject(response, 413, "Request body exceeds MAX_BODY_MB");
+            return;
+        }
+        if (apiKeyHash != null && !HEALTH_PATH.equals(path) && !authorized(request.getHeader("Authorization"))) {
+            response.setHeader("WWW-Authenticate", "Bearer");
+            reject(response, 401, "Unauthorized: missing or wrong bearer token");
+            return;
+        }
+        chain.doFilter(request, response);
+    }
+
+    /**
+     * Refuses before the body is read. The connection is closed afterwards: the unread body would otherwise be
+     * taken for the next request, and a client that reuses the connection must learn it cannot.
+     */
+    static void reject(HttpServletResponse response, int status, String message) throws IOException {
+        response.setHeader("Connection", "close");
+        JsonErrors.write(response, status, message);
+    }
+
+    private void answerPreflight(HttpServletRequest request, HttpServletResponse response) {
+        response.setHeader("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+        String requested = request.getHeader("Access-Control-Request-Headers");
+        if (requested != null) {
+            List<String> granted = new ArrayList<>();
+            for (String h : requested.split(",")) {
+                String name = h.trim();
+                ALLOWED_REQUEST_HEADERS.stream().filter(a -> a.equalsIgnoreCase(name)).findFirst()
+                        .ifPresent(granted::add);
+            }
+            if (!granted.isEmpty()) response.setHeader("Access-Control-Allow-Headers", String.join(", ", granted));
+        }
+        response.setHeader("Access-Control-Max-Age", "600");
+        response.setStatus(204);
+    }
+
+    boolean originAllowed(String origin) {
+        return anyOrigin || corsOrigins.contains(normalizeOrigin(origin));
+    }
+
+    boolean hostAllowed(String hostHeader) {
+        if (allowedHosts == null) return true;
+        if (hostHeader == null) return false;
+        return allowedHosts.contains(hostName(hostHeader));
+    }
+
+    /** "Example.com:8080" → "example.com"; "[::1]:8080" → "[::1]". */
+    static String hostName(String hostHeader) {
+        String h = hostHeader.trim().toLowerCase(Locale.ROOT);
+        if (h.startsWith("[")) {
+            int end = h.indexOf(']');
+            return end < 0 ? h : h.substring(0, end + 1);
+        }
+        int colon = h.indexOf(':');
+        return colon < 0 ? h : h.substring(0, colon);
+    }
+
+    private static String normalizeOrigin(String origin) {
+        String o = origin.trim().toLowerCase(Locale.ROOT);
+        return o.endsWith("/") ? o.substring(0, o.length() - 1) : o;
+    }
+
+    /** Constant-time: both sides are hashed to the same length first, so neither length nor prefix leaks. */
+    private boolean authorized(String header) {
+        if (header == null) return false;
+        String h = header.trim();
+        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return false;
+        return MessageDigest.isEqual(apiKeyHash, sha256(h.substring(7).trim()));
+    }
+
+    private static byte[] sha256(String s) {
+        try {
+            return MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}

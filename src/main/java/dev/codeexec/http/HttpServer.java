@@ -1,0 +1,149 @@
+package dev.codeexec.http;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.mcp.McpServers;
+import dev.codeexec.mcp.MessageInterceptor;
+import dev.codeexec.mcp.RunRegistry;
+import dev.codeexec.mcp.ServerSetup;
+import io.modelcontextprotocol.server.McpSyncServer;
+import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
+import jakarta.servlet.DispatcherType;
+import org.eclipse.jetty.ee10.servlet.FilterHolder;
+import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
+import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.server.Connector;
+import org.eclipse.jetty.server.HttpConfiguration;
+import org.eclipse.jetty.server.HttpConnectionFactory;
+import org.eclipse.jetty.server.NetworkConnector;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.util.thread.QueuedThreadPool;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.util.EnumSet;
+import java.util.concurrent.Executors;
+
+/**
+ * The HTTP server: Jetty 12 with one servlet context holding the edge filter, the /mcp filter and the SDK's
+ * Streamable HTTP servlet, and /healthz. Requests run on virtual threads, so a tool call that waits minutes for
+ * its run costs no platform thread. Start with {@link #start}; {@link #close()} shuts down in order.
+ */
+public final class HttpServer implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(HttpServer.class);
+    /** After the runs have ended, how long their calls get to write their results. */
+    private static final long RESULT_DELIVERY_MILLIS = 5000;
+
+    private final Server jetty;
+    private final ServerConnector connector;
+    private final McpSyncServer mcp;
+    private final ServerSetup setup;
+    private final RunRegistry registry;
+    private final McpEndpointFilter endpoint;
+    private boolean closed;
+
+    private HttpServer(Server jetty, ServerConnector connector, McpSyncServer mcp, ServerSetup setup,
+            RunRegistry registry, McpEndpointFilter endpoint) {
+        this.endpoint = endpoint;
+        this.jetty = jetty;
+        this.connector = connector;
+        this.mcp = mcp;
+        this.setup = setup;
+        this.registry = registry;
+    }
+
+    /** Binds HOST:PORT (PORT=0 picks a free port, see {@link #port()}) and starts serving. */
+    public static HttpServer start(ServerSetup setup) throws Exception {
+        Config config = setup.config();
+        RunRegistry registry = new RunRegistry();
+        long maxBody = EdgeFilter.maxBodyBytes(config);
+
+        HttpServletStreamableServerTransportProvider transport = HttpServletStreamableServerTransportProvider.builder()
+                .mcpEndpoint(EdgeFilter.MCP_PATH)
+                // The filter has already capped the body; the interceptor may add a few bytes of _meta to it.
+                .maxRequestSize((int) Math.min(Integer.MAX_VALUE, maxBody + 65536))
+                .build();
+        McpSyncServer mcp = McpServers.http(transport, setup, registry);
+
+        QueuedThreadPool threads = new QueuedThreadPool();
+        threads.setName("http");
+        threads.setVirtualThreadsExecutor(Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("http-v-", 0).factory()));
+        Server jetty = new Server(threads);
+        HttpConfiguration http = new HttpConfiguration();
+        http.setSendServerVersion(false);
+        http.setSendXPoweredBy(false);
+        ServerConnector connector = new ServerConnector(jetty, new HttpConnectionFactory(http));
+        connector.setHost(config.get(Config.HOST));
+        connector.setPort(config.get(Config.PORT));
+        // A run may print nothing for minutes while its call waits; the connection must outlive the longest call.
+        connector.setIdleTimeout(setup.requestTimeout().toMillis());
+        jetty.addConnector(connector);
+
+        ServletContextHandler context = new ServletContextHandler("/");
+        context.setErrorHandler(JsonErrorHandler.context());
+        FilterHolder edge = new FilterHolder(new EdgeFilter(config));
+        edge.setAsyncSupported(true);
+        context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
+        McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody);
+        FilterHolder endpoint = new FilterHolder(endpointFilter);
+        endpoint.setAsyncSupported(true);
+        context.addFilter(endpoint, EdgeFilter.MCP_PATH, EnumSet.of(DispatcherType.REQUEST));
+        ServletHolder mcpServlet = new ServletHolder(transport);
+        mcpServlet.setAsyncSupported(true);
+        context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
+        context.addServlet(new ServletHolder(new HealthServlet(setup.executor(), setup.sandbox(), setup.version())),
+                EdgeFilter.HEALTH_PATH);
+        jetty.setHandler(context);
+        jetty.setErrorHandler(JsonErrorHandler.server());
+        jetty.setStopTimeout(5000);
+        jetty.start();
+        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter);
+        LOG.info("listening on http://{}:{}/mcp (healthz at {})", config.get(Config.HOST), server.port(),
+                EdgeFilter.HEALTH_PATH);
+        return server;
+    }
+
+    /** The bound port (the real one when PORT=0). */
+    public int port() {
+        return connector.getLocalPort();
+    }
+
+    /** Runs registered for cancellation now (tests). */
+    public RunRegistry registry() {
+        return registry;
+    }
+
+    /**
+     * Stops accepting connections, lets the executor finish or kill its runs (it waits up to
+     * SHUTDOWN_GRACE_SECONDS), so that calls in flight still get their result, then closes MCP sessions and Jetty.
+     */
+    @Override
+    public synchronized void close() {
+        if (closed) return;
+        closed = true;
+        for (Connector c : jetty.getConnectors()) {
+            if (c instanceof NetworkConnector n) n.close();
+        }
+        try {
+            setup.executor().close();
+        } catch (RuntimeException e) {
+            LOG.warn("executor did not close cleanly: {}", e.toString());
+        }
+        try {
+            endpoint.awaitIdle(RESULT_DELIVERY_MILLIS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        try {
+            mcp.closeGracefully();
+        } catch (RuntimeException e) {
+            LOG.debug("MCP sessions did not close cleanly: {}", e.toString());
+        }
+        try {
+            jetty.stop();
+        } catch (Exception e) {
+            LOG.warn("HTTP server did not stop cleanly: {}", e.toString());
+        }
+    }
+}

@@ -1,0 +1,296 @@
+package dev.codeexec.http;
+
+import dev.codeexec.mcp.MessageInterceptor;
+import dev.codeexec.mcp.RunRegistry;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ReadListener;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletInputStream;
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.HttpFilter;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpServletResponseWrapper;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+
+/**
+ * Sits between the edge checks and the SDK's servlet on /mcp, for three gaps of the SDK 2.1.0:
+ * <ol>
+ *   <li>It buffers each POST body (at most MAX_BODY_MB, counted while reading, so chunked bodies are capped too),
+ *   answers non-JSON with a clean 400, and shows the message to {@link MessageInterceptor}: that is where
+ *   {@code notifications/cancelled} becomes a cancelled run. The SDK then reads the same bytes (or the interceptor's
+ *   rewrite) through a request wrapper.</li>
+ *   <li>DELETE of a session cancels every run of that session.</li>
+ *   <li>Every error response of the SDK ({@code sendError}, or a status of 400 or more with a body that is a
+ *   serialized Java exception) is replaced by our JSON-RPC error with a short message.</li>
+ * </ol>
+ */
+final class McpEndpointFilter extends HttpFilter {
+
+    private static final Logger LOG = LoggerFactory.getLogger(McpEndpointFilter.class);
+    /** SDK error texts that help a client and carry nothing internal; any other text becomes a generic one. */
+    private static final List<String> SAFE_SDK_MESSAGES = List.of("text/event-stream required in Accept header",
+            "application/json required in Accept header", "Session ID required in mcp-session-id header",
+            "Unsupported Media Type: Content-Type must be application/json", "Server is shutting down");
+
+    private final MessageInterceptor interceptor;
+    private final RunRegistry registry;
+    private final long maxBodyBytes;
+    /** POSTs being handled now; a tool call's POST lasts until its result is written. */
+    private final Object inFlightLock = new Object();
+    private int inFlight;
+
+    McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes) {
+        this.interceptor = interceptor;
+        this.registry = registry;
+        this.maxBodyBytes = maxBodyBytes;
+    }
+
+    @Override
+    protected void doFilter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws IOException, ServletException {
+        if (!"POST".equals(request.getMethod())) {
+            handle(request, response, chain);
+            return;
+        }
+        synchronized (inFlightLock) {
+            inFlight++;
+        }
+        try {
+            handle(request, response, chain);
+        } finally {
+            synchronized (inFlightLock) {
+                inFlight--;
+                inFlightLock.notifyAll();
+            }
+        }
+    }
+
+    /**
+     * Waits until no POST is being handled, or the deadline passes: on shutdown, after the executor has finished or
+     * killed the runs, this lets their calls write their results before the sessions and connections close.
+     */
+    void awaitIdle(long millis) throws InterruptedException {
+        long until = System.nanoTime() + millis * 1_000_000;
+        synchronized (inFlightLock) {
+            long left;
+            while (inFlight > 0 && (left = until - System.nanoTime()) > 0) inFlightLock.wait(left / 1_000_000 + 1);
+        }
+    }
+
+    private void handle(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws IOException, ServletException {
+        String session = request.getHeader("Mcp-Session-Id");
+        HttpServletRequest forward = request;
+        if ("POST".equals(request.getMethod())) {
+            byte[] body = readBody(request.getInputStream());
+            if (body == null) {
+                EdgeFilter.reject(response, 413, "Request body exceeds MAX_BODY_MB");
+                return;
+            }
+            String text = new String(body, StandardCharsets.UTF_8);
+            try {
+                String out = interceptor.intercept(session == null ? "" : session, text);
+                forward = new BufferedBodyRequest(request, out.equals(text) ? body : out.getBytes(StandardCharsets.UTF_8));
+            } catch (JacksonException e) {
+                JsonErrors.write(response, 400, -32700, "Parse error: the body is not valid JSON");
+                return;
+            }
+        }
+        CleanErrorResponse wrapped = new CleanErrorResponse(response);
+        try {
+            chain.doFilter(forward, wrapped);
+        } finally {
+            wrapped.finish();
+        }
+        if ("DELETE".equals(request.getMethod()) && session != null && response.getStatus() < 400) {
+            int cancelled = registry.cancelSession(session);
+            if (cancelled > 0) LOG.info("session ended: cancelled {} run(s)", cancelled);
+        }
+    }
+
+    /** The body, or null when it is larger than the limit. */
+    private byte[] readBody(InputStream in) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        byte[] buf = new byte[8192];
+        int n;
+        while ((n = in.read(buf)) != -1) {
+            if (out.size() + (long) n > maxBodyBytes) return null;
+            out.write(buf, 0, n);
+        }
+        return out.toByteArray();
+    }
+
+    private static final class BufferedBodyRequest extends HttpServletRequestWrapper {
+        private final byte[] body;
+
+        BufferedBodyRequest(HttpServletRequest request, byte[] body) {
+            super(request);
+            this.body = body;
+        }
+
+        @Override
+        public ServletInputStream getInputStream() {
+            ByteArrayInputStream in = new ByteArrayInputStream(body);
+            return new ServletInputStream() {
+                @Override
+                public boolean isFinished() {
+                    return in.available() == 0;
+                }
+
+                @Override
+                public boolean isReady() {
+                    return true;
+                }
+
+                @Override
+                public void setReadListener(ReadListener listener) {
+                    throw new IllegalStateException("the body is already buffered");
+                }
+
+                @Override
+                public int read() {
+                    return in.read();
+                }
+
+                @Override
+                public int read(byte[] b, int off, int len) {
+                    return in.read(b, off, len);
+                }
+            };
+        }
+
+        @Override
+        public BufferedReader getReader() {
+            return new BufferedReader(new InputStreamReader(getInputStream(), StandardCharsets.UTF_8));
+        }
+
+        @Override
+        public int getContentLength() {
+            return body.length;
+        }
+
+        @Override
+        public long getContentLengthLong() {
+            return body.length;
+        }
+    }
+
+    /**
+     * Lets successful responses (JSON, SSE) through untouched; from the moment the SDK sets an error status, its
+     * body goes into a buffer that is thrown away, and {@link #finish()} writes our JSON error instead.
+     */
+    private static final class CleanErrorResponse extends HttpServletResponseWrapper {
+        private final ByteArrayOutputStream swallowed = new ByteArrayOutputStream();
+        private int errorStatus;
+        private String errorText;
+        private boolean sent;
+
+        CleanErrorResponse(HttpServletResponse response) {
+            super(response);
+        }
+
+        @Override
+        public void sendError(int sc) {
+            sendError(sc, null);
+        }
+
+        @Override
+        public void sendError(int sc, String msg) {
+            errorStatus = sc;
+            errorText = msg;
+        }
+
+        @Override
+        public void setStatus(int sc) {
+            if (sc >= 400) errorStatus = sc;
+            else super.setStatus(sc);
+        }
+
+        @Override
+        public ServletOutputStream getOutputStream() throws IOException {
+            if (errorStatus == 0) return super.getOutputStream();
+            return new ServletOutputStream() {
+                @Override
+                public boolean isReady() {
+                    return true;
+                }
+
+                @Override
+                public void setWriteListener(WriteListener listener) {
+                }
+
+                @Override
+                public void write(int b) {
+                    swallowed.write(b);
+                }
+            };
+        }
+
+        @Override
+        public PrintWriter getWriter() throws IOException {
+            if (errorStatus == 0) return super.getWriter();
+            return new PrintWriter(new OutputStreamWriter(swallowed, StandardCharsets.UTF_8), true);
+        }
+
+        @Override
+        public void setContentLength(int len) {
+            if (errorStatus == 0) super.setContentLength(len);
+        }
+
+        @Override
+        public void setContentLengthLong(long len) {
+            if (errorStatus == 0) super.setContentLengthLong(len);
+        }
+
+        void finish() throws IOException {
+            if (errorStatus == 0 || sent || getResponse().isCommitted()) return;
+            sent = true;
+            HttpServletResponse real = (HttpServletResponse) getResponse();
+            real.resetBuffer();
+            JsonErrors.write(real, errorStatus, JsonErrors.codeFor(errorStatus), message());
+        }
+
+        private String message() {
+            String sdk = errorText != null ? errorText : sdkMessage();
+            if (errorStatus == 404) return "Session not found";
+            if (sdk == null) return JsonErrors.messageFor(errorStatus);
+            String safe = String.join("; ", SAFE_SDK_MESSAGES.stream().filter(sdk::contains).toList());
+            return safe.isEmpty() ? JsonErrors.messageFor(errorStatus) : safe;
+        }
+
+        private String sdkMessage() {
+            JsonNode error = sdkError();
+            return error == null ? null : error.path("message").asString(null);
+        }
+
+        /** The SDK serializes McpError (an exception) whole; its JSON-RPC part is under jsonRpcError. */
+        private JsonNode sdkError() {
+            if (swallowed.size() == 0) return null;
+            try {
+                JsonNode node = JsonErrors.JSON.readTree(swallowed.toByteArray());
+                JsonNode e = node.get("jsonRpcError");
+                if (e == null) e = node.get("error");
+                return e != null && e.isObject() ? e : null;
+            } catch (JacksonException e) {
+                return null;
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+package dev.codeexec.mcp;
+
+import io.modelcontextprotocol.server.McpServer;
+import io.modelcontextprotocol.server.McpSyncServer;
+import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
+import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
+import io.modelcontextprotocol.spec.McpSchema.ServerCapabilities;
+
+/**
+ * Builds the MCP server for one transport: our two tools, the capabilities, the request timeout, then the
+ * extensions (which may add features or replace the capabilities).
+ */
+public final class McpServers {
+
+    static final String SERVER_NAME = "code-exec-mcp";
+
+    private McpServers() {
+    }
+
+    /**
+     * Streamable HTTP. Tool handlers run on the request's own thread ({@code immediateExecution}): Jetty serves each
+     * request on a virtual thread, so a two-minute run blocks only its own cheap thread, and the SDK's bounded
+     * elastic pool (10 threads per core) never caps how many calls can wait for the executor's queue.
+     */
+    public static McpSyncServer http(HttpServletStreamableServerTransportProvider transport, ServerSetup setup,
+            RunRegistry registry) {
+        return configure(McpServer.sync(transport), setup, registry, true);
+    }
+
+    /**
+     * Stdio. The SDK reads stdin on one thread and runs handlers inline when asked to; a blocking tool would then
+     * stop it from reading the next line (a cancel, a second call). So tool handlers run on the SDK's worker pool.
+     */
+    public static McpSyncServer stdio(StdioServerTransportProvider transport, ServerSetup setup, RunRegistry registry) {
+        return configure(McpServer.sync(transport), setup, registry, false);
+    }
+
+    private static McpSyncServer configure(McpServer.SyncSpecification<?> spec, ServerSetup setup,
+            RunRegistry registry, boolean immediate) {
+        spec.serverInfo(SERVER_NAME, setup.version())
+                .instructions("Run code with execute_code (python, nodejs, typescript, go, java, shell/bash); "
+                        + "see runtime_info for versions, tools and limits.")
+                .capabilities(ServerCapabilities.builder()
+                        .tools(false)
+                        .resources(false, false)
+                        .prompts(false)
+                        .completions()
+                        .logging()
+                        .build())
+                .requestTimeout(setup.requestTimeout())
+                .immediateExecution(immediate)
+                // Our tools validate through the engine's converter, whose messages are the contract; extensions
+                // validate their own arguments.
+                .validateToolInputs(false)
+                .tools(new ExecuteCodeTool(setup, registry).specification(),
+                        new RuntimeInfoTool(setup.executor()).specification());
+        setup.extensions().forEach(e -> e.apply(spec));
+        return spec.build();
+    }
+}

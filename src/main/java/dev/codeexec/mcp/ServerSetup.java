@@ -1,0 +1,48 @@
+package dev.codeexec.mcp;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.engine.Executor;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Everything the surfaces (MCP over HTTP or stdio, the HTTP edge) need, built once in {@code Main} or in a test.
+ *
+ * @param config     validated configuration
+ * @param executor   runs code; the surfaces only submit, await and cancel
+ * @param converter  raw {@code execute_code} arguments to a validated request (the engine's validator)
+ * @param languages  language ids and aliases shown as the {@code language} enum of the input schema
+ * @param sandbox    sandbox name and availability for /healthz and the start-up log
+ * @param version    server version (from the jar manifest)
+ * @param extensions extra MCP features; empty in production
+ */
+public record ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
+        SandboxStatus sandbox, String version, List<McpExtension> extensions) {
+
+    public ServerSetup {
+        Objects.requireNonNull(config, "config");
+        Objects.requireNonNull(executor, "executor");
+        Objects.requireNonNull(converter, "converter");
+        languages = List.copyOf(languages);
+        Objects.requireNonNull(sandbox, "sandbox");
+        Objects.requireNonNull(version, "version");
+        extensions = List.copyOf(extensions);
+    }
+
+    /**
+     * How long the SDK may wait on one request: the longest run plus the longest wait for a slot, plus slack for
+     * compiling and reporting. The SDK's 10 s default would cut runs short.
+     */
+    public Duration requestTimeout() {
+        return Duration.ofMillis((long) config.get(Config.MAX_TIMEOUT_MS) + config.get(Config.QUEUE_TIMEOUT_MS))
+                .plusSeconds(60);
+    }
+
+    /** The version in the jar manifest, or "dev" when running from classes (tests, IDE). */
+    public static String versionOf(Class<?> type) {
+        String v = type.getPackage() == null ? null : type.getPackage().getImplementationVersion();
+        return v == null ? "dev" : v;
+    }
+}

@@ -1,0 +1,258 @@
+package dev.codeexec.sandbox;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
+
+import dev.codeexec.engine.Limits;
+
+/**
+ * bubblewrap, started as the real unprivileged uid: root-side launcher (cgroup, rlimits, fds) → {@code setpriv}
+ * (drop to uid/gid, no groups, no_new_privs) → {@code bwrap} (all namespaces, read-only system, tmpfs work area,
+ * seccomp) → the program. Never a root-started bwrap with {@code --uid}: that is host root inside a user namespace.
+ */
+final class BwrapSandbox implements Sandbox {
+
+    static final String BWRAP = "/usr/bin/bwrap";
+    static final String SETPRIV = "/usr/bin/setpriv";
+
+    /**
+     * Pid 1 inside the sandbox, instead of bwrap's own init: bwrap's outer process exits without reaping its
+     * init, which leaves one zombie per run on the host (reparented to host pid 1, or to the JVM when that is
+     * pid 1 in a container). With {@code --as-pid-1} bwrap reaps its direct child, and this dash reaps orphans
+     * inside while it waits ({@code wait} reaps any child). The program keeps the real stdin (a background job
+     * would get /dev/null) and its exit status, 128+N for signal N, becomes the run's.
+     */
+    static final String INIT = "exec 9<&0; \"$@\" <&9 9<&- & wait $!";
+
+    private final int uid;
+    private final int gid;
+    private final Path seccomp;
+    private final Cgroups cgroups;
+    private final List<String> systemBinds;
+    private final String version;
+    private final Optional<String> unavailable;
+
+    BwrapSandbox(int uid, int gid, Path dataDir) {
+        this(uid, gid, dataDir, Cgroups.detect());
+    }
+
+    /** With the given cgroup support (tests use {@link Cgroups#none} to exercise the rlimit fallback). */
+    BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups) {
+        this.uid = uid;
+        this.gid = gid;
+        this.cgroups = cgroups;
+        this.version = bwrapVersion();
+        Path filter = null;
+        List<String> binds = List.of();
+        String why = null;
+        try {
+            Sandboxes.prepareDataDir(dataDir);
+            filter = SeccompFilter.writeTo(dataDir);
+            binds = systemBinds(EtcSnapshot.build(Path.of("/etc"), dataDir));
+        } catch (IOException e) {
+            why = "cannot prepare " + dataDir + " (seccomp filter, /etc snapshot): " + e.getMessage();
+        }
+        this.seccomp = filter;
+        this.systemBinds = binds;
+        this.unavailable = Optional.ofNullable(why != null ? why : selfTest());
+    }
+
+    @Override
+    public String name() {
+        return "bwrap";
+    }
+
+    @Override
+    public Optional<String> unavailableReason() {
+        return unavailable;
+    }
+
+    @Override
+    public Map<String, Object> info() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("kind", "bwrap");
+        m.put("uid", uid);
+        m.put("gid", gid);
+        m.put("cgroup", cgroups.label());
+        if (!cgroups.note().isEmpty()) m.put("cgroupNote", cgroups.note());
+        m.put("seccomp", seccomp != null);
+        m.put("network", "none");
+        m.put("namespaces", List.of("user", "pid", "net", "ipc", "uts", "mount", "cgroup"));
+        m.put("bwrapVersion", version);
+        unavailable.ifPresent(r -> m.put("unavailable", r));
+        return m;
+    }
+
+    @Override
+    public SandboxProcess start(SandboxSpec spec) throws SandboxException {
+        if (unavailable.isPresent()) throw new SandboxException("sandbox unavailable: " + unavailable.get());
+        return launch(spec);
+    }
+
+    private SandboxProcess launch(SandboxSpec spec) throws SandboxException {
+        Path workDir = checkWorkDir(spec.workDir());
+        if (spec.readOnlyFiles().size() > Launcher.LAST_FD - Launcher.FIRST_FILE_FD + 1)
+            throw new SandboxException("at most " + (Launcher.LAST_FD - Launcher.FIRST_FILE_FD + 1)
+                    + " read-only files per run; put more into a read-only directory");
+        Limits limits = spec.limits();
+
+        List<String> argv = new ArrayList<>(List.of(SETPRIV, "--reuid=" + uid, "--regid=" + gid, "--clear-groups",
+                "--no-new-privs", "--", BWRAP,
+                "--unshare-all", "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
+                "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
+        for (Map.Entry<String, String> e : new TreeMap<>(spec.env()).entrySet()) {
+            checkEnv(e.getKey(), e.getValue());
+            argv.addAll(List.of("--setenv", e.getKey(), e.getValue()));
+        }
+        argv.addAll(systemBinds);
+        argv.addAll(List.of("--proc", "/proc", "--dev", "/dev"));
+        String size = Long.toString(limits.diskBytes());
+        argv.addAll(List.of("--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp"));
+        if (!workDir.equals(Path.of("/tmp"))) argv.addAll(List.of("--size", size, "--tmpfs", workDir.toString()));
+
+        Map<Integer, Path> fds = new LinkedHashMap<>();
+        fds.put(3, seccomp);
+        int fd = Launcher.FIRST_FILE_FD;
+        for (Map.Entry<String, Path> e : new TreeMap<>(spec.readOnlyFiles()).entrySet()) {
+            Path dest = checkInside(e.getKey());
+            fds.put(fd, e.getValue());
+            // a copy, made by bwrap from a file the root-side launcher opened: the host file's location and
+            // permissions never matter to the sandbox uid
+            argv.addAll(List.of("--perms", "0444", "--ro-bind-data", Integer.toString(fd), dest.toString()));
+            fd++;
+        }
+        for (Path dir : spec.readOnlyDirs()) {
+            Path d = checkInside(dir.toString());
+            argv.addAll(List.of("--ro-bind", d.toString(), d.toString()));
+        }
+        // The root and /dev are bwrap's own tmpfs mounts: read-only, so nothing can be written outside the
+        // capped areas (workDir, /tmp, /dev/shm).
+        argv.addAll(List.of("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--",
+                "/bin/sh", "-c", INIT, "sh"));
+        argv.addAll(spec.command());
+
+        Cgroups.RunCgroup cg = cgroups.create(spec.runId(), limits);
+        try {
+            List<String> cmd = Launcher.command(cg.procsFiles(), limits, !cgroups.limitsMemory(),
+                    !cgroups.limitsPids(), fds, argv);
+            Process p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null);
+            return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { });
+        } catch (SandboxException | RuntimeException e) {
+            cg.killAll();
+            cg.remove();
+            throw e;
+        }
+    }
+
+    /** Leftover run cgroups under this server's parent (tests, diagnostics). */
+    List<Path> leftoverCgroups() {
+        return cgroups.leftovers();
+    }
+
+    Cgroups cgroups() {
+        return cgroups;
+    }
+
+    static Path checkWorkDir(String workDir) throws SandboxException {
+        Path p = checkInside(workDir);
+        for (String sys : List.of("/usr", "/proc", "/dev", "/etc", "/bin", "/lib", "/lib64", "/sbin"))
+            if (p.startsWith(sys)) throw new SandboxException("workDir must not be a system directory: " + workDir);
+        return p;
+    }
+
+    static Path checkInside(String path) throws SandboxException {
+        Path p = Path.of(path);
+        if (!p.isAbsolute() || !p.normalize().equals(p) || p.getNameCount() == 0)
+            throw new SandboxException("sandbox path must be absolute and normalized: " + path);
+        return p;
+    }
+
+    static void checkEnv(String name, String value) throws SandboxException {
+        if (name.isEmpty() || name.contains("=") || name.indexOf('\0') >= 0 || value.indexOf('\0') >= 0)
+            throw new SandboxException("invalid environment variable name or value: " + name);
+    }
+
+    /**
+     * /usr read-only; the merged-usr top-level links recreated as links (or bound, on a split-usr host); the /etc
+     * snapshot. Computed once: the host layout does not change while the server runs.
+     */
+    static List<String> systemBinds(Path etc) {
+        List<String> a = new ArrayList<>(List.of("--ro-bind", "/usr", "/usr"));
+        for (String top : List.of("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")) {
+            Path p = Path.of(top);
+            try {
+                if (Files.isSymbolicLink(p)) a.addAll(List.of("--symlink", Files.readSymbolicLink(p).toString(), top));
+                else if (Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) a.addAll(List.of("--ro-bind", top, top));
+            } catch (IOException e) {
+                // unreadable: leave it out
+            }
+        }
+        a.addAll(List.of("--ro-bind", etc.toString(), "/etc"));
+        return List.copyOf(a);
+    }
+
+    private static String bwrapVersion() {
+        try {
+            Process p = new ProcessBuilder(BWRAP, "--version").redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+            p.waitFor();
+            return out.replaceFirst("^bubblewrap\\s*", "");
+        } catch (IOException e) {
+            return "unknown";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "unknown";
+        }
+    }
+
+    /**
+     * Runs {@code id -u} in a real sandbox: proves bwrap, setpriv, namespaces, seccomp and cgroups work together
+     * and that the program really runs as the configured uid. Returns the reason it does not, or null.
+     */
+    private String selfTest() {
+        if (uid == 0 || gid == 0) return "SANDBOX_UID/SANDBOX_GID must not be 0";
+        if (!Files.isExecutable(Path.of(BWRAP))) return "bubblewrap is not installed (" + BWRAP + " missing)";
+        if (!Files.isExecutable(Path.of(SETPRIV))) return "setpriv is not installed (" + SETPRIV + " missing; package util-linux)";
+        if (!isRoot()) return "the server must run as root to drop sandboxed code to uid " + uid;
+        Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 16, 1 << 16, 1 << 20);
+        SandboxSpec spec = new SandboxSpec("selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
+                List.of("/usr/bin/id", "-u"), "/work", Map.of(), List.of(), Map.of(), l);
+        try (SandboxProcess p = launch(spec)) {
+            p.stdin().close();
+            String out = new String(p.stdout().readAllBytes(), StandardCharsets.UTF_8).trim();
+            String err = new String(p.stderr().readAllBytes(), StandardCharsets.UTF_8).trim();
+            if (!p.waitFor(Duration.ofSeconds(10))) return "a trivial sandboxed program did not finish within 10 s";
+            if (p.exitCode() != 0)
+                return "a trivial sandboxed program failed (exit " + p.exitCode() + "): " + err;
+            if (!out.equals(Integer.toString(uid)))
+                return "sandboxed program runs as uid " + out + " instead of " + uid;
+            return null;
+        } catch (SandboxException | IOException | RuntimeException e) {
+            return "cannot start a sandboxed program: " + e.getMessage();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "interrupted during the sandbox self-test";
+        }
+    }
+
+    static boolean isRoot() {
+        try {
+            String status = Files.readString(Path.of("/proc/self/status"));
+            for (String line : status.split("\n"))
+                if (line.startsWith("Uid:")) return line.split("\\s+")[2].equals("0");
+        } catch (IOException e) {
+            return false;
+        }
+        return false;
+    }
+}

@@ -1,0 +1,108 @@
+package dev.codeexec.sandbox;
+
+import java.io.IOException;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+/**
+ * The sandbox's /etc: a copy of the whitelisted host /etc entries, made once when the server starts and bound
+ * read-only as one directory. One bind instead of ~35 saves about 5 ms per run (each bind mount costs ~0.15 ms
+ * in bwrap). Symlinks are copied as links (they point into /usr, which the sandbox sees), and only what the
+ * sandbox uid could read on the host anyway is copied: /etc/ssl/private and the like stay out.
+ *
+ * <p>Changes to host /etc reach sandboxes at the next server start.
+ */
+final class EtcSnapshot {
+
+    /**
+     * /etc entries programs need to start and behave (dynamic linker, certificates, users for getpwuid, time zone,
+     * MIME and font config, the Python/Java config dirs). Everything else stays invisible; shadow, sudoers and
+     * friends in particular.
+     */
+    static final List<Pattern> WHITELIST = List.of(
+            "ld\\.so\\.cache", "ld\\.so\\.conf", "ld\\.so\\.conf\\.d", "alternatives", "ssl", "ca-certificates",
+            "ca-certificates\\.conf", "passwd", "group", "nsswitch\\.conf", "hosts", "host\\.conf", "gai\\.conf",
+            "localtime", "timezone", "mime\\.types", "fonts", "matplotlibrc", "python3.*", "java-.*", "os-release",
+            "debian_version", "protocols", "services", "networks", "terminfo", "magic", "magic\\.mime",
+            "locale\\.alias", "bash\\.bashrc", "inputrc")
+            .stream().map(Pattern::compile).toList();
+
+    /** Never copied, whatever a whitelist pattern matches. */
+    static final Set<String> NEVER = Set.of("shadow", "gshadow", "shadow-", "gshadow-", "sudoers", "sudoers.d");
+
+    private EtcSnapshot() {
+    }
+
+    static boolean wanted(String name) {
+        return !NEVER.contains(name) && WHITELIST.stream().anyMatch(p -> p.matcher(name).matches());
+    }
+
+    /** Builds {@code <dataDir>/etc} from {@code hostEtc}, replacing an earlier snapshot. */
+    static Path build(Path hostEtc, Path dataDir) throws IOException {
+        Path target = dataDir.resolve("etc");
+        Path fresh = Files.createTempDirectory(dataDir, "etc.new-");
+        try {
+            try (var entries = Files.list(hostEtc)) {
+                for (Path e : entries.sorted().toList()) {
+                    if (wanted(e.getFileName().toString())) copyTree(e, fresh.resolve(e.getFileName().toString()));
+                }
+            }
+            Files.setPosixFilePermissions(fresh, PosixFilePermissions.fromString("rwxr-xr-x"));
+            if (Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
+                Path old = dataDir.resolve("etc.old-" + System.nanoTime());
+                Files.move(target, old, StandardCopyOption.ATOMIC_MOVE);
+                HostDirs.deleteTree(old);
+            }
+            Files.move(fresh, target, StandardCopyOption.ATOMIC_MOVE);
+            return target;
+        } finally {
+            HostDirs.deleteTree(Files.exists(fresh) ? fresh : null);
+        }
+    }
+
+    private static void copyTree(Path src, Path dst) throws IOException {
+        Files.walkFileTree(src, new SimpleFileVisitor<>() {
+            @Override
+            public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) throws IOException {
+                if (!worldAccessible(dir, PosixFilePermission.OTHERS_EXECUTE)) return FileVisitResult.SKIP_SUBTREE;
+                Files.createDirectory(dst.resolve(src.relativize(dir).toString()));
+                return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
+                if (!attrs.isSymbolicLink() && !(attrs.isRegularFile() && worldAccessible(file, PosixFilePermission.OTHERS_READ)))
+                    return FileVisitResult.CONTINUE;
+                Files.copy(file, dst.resolve(src.relativize(file).toString()), LinkOption.NOFOLLOW_LINKS,
+                        StandardCopyOption.COPY_ATTRIBUTES);
+                return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFileFailed(Path file, IOException exc) {
+                return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
+                Path d = dst.resolve(src.relativize(dir).toString());
+                Files.setPosixFilePermissions(d, Files.getPosixFilePermissions(dir, LinkOption.NOFOLLOW_LINKS));
+                return FileVisitResult.CONTINUE;
+            }
+        });
+    }
+
+    private static boolean worldAccessible(Path p, PosixFilePermission perm) throws IOException {
+        return Files.getPosixFilePermissions(p, LinkOption.NOFOLLOW_LINKS).contains(perm);
+    }
+}

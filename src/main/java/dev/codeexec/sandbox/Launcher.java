@@ -1,0 +1,122 @@
+package dev.codeexec.sandbox;
+
+import dev.codeexec.engine.Limits;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * The root-side first step of every sandboxed run: a tiny {@code /bin/sh} (dash) script that moves itself into
+ * the run's cgroup(s), sets rlimits, opens the files the sandbox gets as file descriptors (as root, so none of
+ * them has to be readable by the sandbox uid) and then execs the given command line (setpriv → bwrap, ...).
+ * Joining the cgroup before the exec means every later process of the run is accounted from its first instruction.
+ *
+ * <p>If a step fails the script exits with {@link #SETUP_FAILED} before running anything: the program never
+ * runs without its limits.
+ */
+final class Launcher {
+
+    /** Exit code when the launcher could not join the cgroup or set a limit (its reason is on stderr). */
+    static final int SETUP_FAILED = 125;
+
+    static final int NOFILE = 4096;
+
+    /** dash redirections take single-digit fds; 0-2 are stdio and 3 is reserved for the seccomp program. */
+    static final int FIRST_FILE_FD = 4;
+    static final int LAST_FD = 9;
+
+    /**
+     * Started processes must be forked from a thread that lives as long as the server: bwrap's
+     * {@code --die-with-parent} (PR_SET_PDEATHSIG) fires when the forking *thread* ends, not the process. A
+     * virtual thread is no help, as the fork happens on its carrier, which the pool may retire. One platform
+     * thread that never ends does every fork, so callers may start runs from any thread.
+     */
+    private static final ExecutorService SPAWNER = Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "sandbox-spawner");
+        t.setDaemon(true);
+        return t;
+    });
+
+    private Launcher() {
+    }
+
+    /**
+     * @param procsFiles   cgroup.procs files to join (may be empty)
+     * @param limits       the run's limits: RLIMIT_CPU, RLIMIT_FSIZE and core 0 always
+     * @param rlimitMemory also set RLIMIT_AS (where no memory cgroup is used)
+     * @param rlimitNproc  also set RLIMIT_NPROC (where no pids cgroup is used; counts per host uid)
+     * @param fds          fd number → host file opened read-only for the command
+     * @param argv         what to exec
+     */
+    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
+            Map<Integer, Path> fds, List<String> argv) {
+        return command(procsFiles, limits, rlimitMemory, rlimitNproc, true, fds, argv);
+    }
+
+    /** @param rlimitFsize set RLIMIT_FSIZE to the disk limit (gVisor cannot: its sentry's memory file is larger) */
+    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
+            boolean rlimitFsize, Map<Integer, Path> fds, List<String> argv) {
+        StringBuilder s = new StringBuilder();
+        for (Path p : procsFiles) s.append("echo $$ > ").append(quote(p.toString())).append(" || exit ").append(SETUP_FAILED).append('\n');
+        List<String> ulimits = new ArrayList<>();
+        ulimits.add("ulimit -S -t " + limits.cpuSeconds());
+        // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
+        ulimits.add("ulimit -H -t " + (limits.cpuSeconds() + 1));
+        ulimits.add("ulimit -c 0");
+        if (rlimitFsize) ulimits.add("ulimit -f " + ceilDiv(limits.diskBytes(), 512)); // dash counts 512-byte blocks
+        ulimits.add("ulimit -n " + NOFILE);
+        if (rlimitMemory) ulimits.add("ulimit -v " + ceilDiv(limits.memoryBytes(), 1024));
+        if (rlimitNproc) ulimits.add("ulimit -p " + limits.maxProcesses());
+        s.append(String.join(" && ", ulimits)).append(" || exit ").append(SETUP_FAILED).append('\n');
+        s.append("exec \"$@\"");
+        for (Map.Entry<Integer, Path> e : fds.entrySet()) {
+            int fd = e.getKey();
+            if (fd < 3 || fd > LAST_FD) throw new IllegalArgumentException("fd out of range: " + fd);
+            s.append(' ').append(fd).append("< ").append(quote(e.getValue().toString()));
+        }
+        List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", s.toString(), "sh"));
+        cmd.addAll(argv);
+        return cmd;
+    }
+
+    /** Starts the command on the spawner thread with exactly the given environment. */
+    static Process start(List<String> command, Map<String, String> env, File dir) throws SandboxException {
+        ProcessBuilder pb = new ProcessBuilder(command);
+        pb.environment().clear();
+        pb.environment().putAll(env);
+        if (dir != null) pb.directory(dir);
+        Future<Process> f = SPAWNER.submit(pb::start);
+        boolean interrupted = false;
+        try {
+            while (true) {
+                try {
+                    return f.get();
+                } catch (InterruptedException e) {
+                    // the fork may already be under way: wait for it so the process is not orphaned
+                    interrupted = true;
+                }
+            }
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            throw new SandboxException("cannot start the sandbox: " + (c instanceof IOException ? c.getMessage() : c), c);
+        } finally {
+            if (interrupted) Thread.currentThread().interrupt();
+        }
+    }
+
+    static String quote(String s) {
+        return "'" + s.replace("'", "'\\''") + "'";
+    }
+
+    private static long ceilDiv(long a, long b) {
+        return (a + b - 1) / b;
+    }
+}

@@ -1,0 +1,85 @@
+package dev.codeexec.config;
+
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class ConfigTest {
+
+    @Test
+    void defaultsMatchTheDocumentedContract() {
+        Config c = Config.load(Map.of());
+        assertThat(c.get(Config.HOST)).isEqualTo("127.0.0.1");
+        assertThat(c.get(Config.PORT)).isEqualTo(8080);
+        assertThat(c.get(Config.DEFAULT_TIMEOUT_MS)).isEqualTo(30000);
+        assertThat(c.get(Config.MAX_TIMEOUT_MS)).isEqualTo(120000);
+        assertThat(c.get(Config.MAX_OUTPUT_KB)).isEqualTo(256);
+        assertThat(c.get(Config.MEMORY_LIMIT_MB)).isEqualTo(2048);
+        assertThat(c.get(Config.CPU_LIMIT_SECONDS)).isEqualTo(30);
+        assertThat(c.get(Config.MAX_PROCESSES)).isEqualTo(128);
+        assertThat(c.get(Config.MAX_CONCURRENT)).isEqualTo(4);
+        assertThat(c.get(Config.MAX_BODY_MB)).isEqualTo(4);
+        assertThat(c.get(Config.SANDBOX)).isEqualTo("bwrap");
+        assertThat(c.get(Config.SANDBOX_UID)).isEqualTo(65534);
+    }
+
+    @Test
+    void badValueStopsWithTheKeyNamed() {
+        assertThatThrownBy(() -> Config.of("PORT", "eighty")).isInstanceOf(ConfigException.class)
+                .hasMessageContaining("PORT").hasMessageContaining("eighty");
+        assertThatThrownBy(() -> Config.of("MAX_CONCURRENT", "0")).hasMessageContaining("MAX_CONCURRENT")
+                .hasMessageContaining("between 1 and");
+        assertThatThrownBy(() -> Config.of("SANDBOX", "docker")).hasMessageContaining("SANDBOX")
+                .hasMessageContaining("bwrap, gvisor, none");
+        assertThatThrownBy(() -> Config.of("SANDBOX_UID", "0")).hasMessageContaining("SANDBOX_UID");
+        assertThatThrownBy(() -> Config.of("ALLOW_UNAUTHENTICATED", "maybe")).hasMessageContaining("true or false");
+    }
+
+    @Test
+    void nonLoopbackHostNeedsAKeyOrAnExplicitOptIn() {
+        assertThatThrownBy(() -> Config.of("HOST", "0.0.0.0")).isInstanceOf(ConfigException.class)
+                .hasMessageContaining("HOST").hasMessageContaining("API_KEY");
+        assertThat(Config.of("HOST", "0.0.0.0", "API_KEY", "k").get(Config.HOST)).isEqualTo("0.0.0.0");
+        assertThat(Config.of("HOST", "0.0.0.0", "ALLOW_UNAUTHENTICATED", "true").get(Config.HOST)).isEqualTo("0.0.0.0");
+        assertThat(Config.of("HOST", "localhost").get(Config.HOST)).isEqualTo("localhost");
+    }
+
+    @Test
+    void wildcardCorsNeedsAnApiKey() {
+        assertThatThrownBy(() -> Config.of("CORS_ORIGINS", "*")).hasMessageContaining("CORS_ORIGINS");
+        assertThat(Config.of("CORS_ORIGINS", "*", "API_KEY", "k").corsOrigins()).containsExactly("*");
+        assertThat(Config.of("CORS_ORIGINS", "https://a.example, https://b.example").corsOrigins())
+                .containsExactly("https://a.example", "https://b.example");
+    }
+
+    @Test
+    void defaultTimeoutCannotExceedTheMaximum() {
+        assertThatThrownBy(() -> Config.of("DEFAULT_TIMEOUT_MS", "5000", "MAX_TIMEOUT_MS", "1000"))
+                .hasMessageContaining("DEFAULT_TIMEOUT_MS");
+    }
+
+    /** The README's configuration table lists exactly the keys the server reads, with the same defaults. */
+    @Test
+    void readmeTableMatchesTheKeys() throws Exception {
+        String readme = Files.readString(Path.of("README.md"));
+        Matcher m = Pattern.compile("(?m)^\\| `([A-Z_]+)` \\| `?([^|`]*)`? \\|").matcher(readme);
+        Map<String, String> documented = new java.util.HashMap<>();
+        while (m.find()) documented.put(m.group(1), m.group(2).trim());
+        Set<String> keys = Config.KEYS.stream().map(ConfigKey::name).collect(Collectors.toCollection(TreeSet::new));
+        assertThat(new TreeSet<>(documented.keySet())).isEqualTo(keys);
+        for (ConfigKey<?> k : Config.KEYS) {
+            String def = k.defaultValue().isEmpty() ? "(unset)" : k.defaultValue();
+            assertThat(documented.get(k.name())).as("README default of " + k.name()).isEqualTo(def);
+        }
+    }
+}

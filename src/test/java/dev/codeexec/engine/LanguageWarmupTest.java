@@ -1,0 +1,89 @@
+package dev.codeexec.engine;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.File;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+class LanguageWarmupTest {
+
+    private final Languages table = Languages.load();
+
+    private static Map<String, String> placeholders(Path runtimeDir) throws Exception {
+        try (InputStream in = LanguageWarmupTest.class.getResourceAsStream("/engine/ts-loader.js")) {
+            Files.copy(in, runtimeDir.resolve("ts-loader.js"));
+        }
+        return Map.of("runtimeDir", runtimeDir.toString(), "javaHome", System.getProperty("java.home"),
+                "heapMb", "256", "goCache", "/unused");
+    }
+
+    /** Runs a language's run command directly (no sandbox): stdout and stderr kept apart. */
+    private String run(Language lang, Map<String, String> placeholders, Path work, String code) throws Exception {
+        Path file = work.resolve("code_1." + lang.fileExtension());
+        Files.writeString(file, code);
+        Map<String, String> ph = new java.util.HashMap<>(placeholders);
+        ph.put("file", file.toString());
+        ph.put("dir", work.toString());
+        ProcessBuilder pb = new ProcessBuilder(Placeholders.fill(lang.run(), ph)).directory(work.toFile())
+                .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
+        pb.environment().clear();
+        pb.environment().putAll(LocalExecutor.environment(lang, Map.of(), ph));
+        pb.environment().put("HOME", work.toString());
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes());
+        String err = new String(p.getErrorStream().readAllBytes());
+        return p.waitFor() + "|" + out + "|" + err;
+    }
+
+    @Test
+    void typescriptCodeCacheIsMadeUsedAndAGarbageOneOnlyCostsTime(@TempDir Path runtimeDir, @TempDir Path work)
+            throws Exception {
+        Language ts = table.find("typescript").orElseThrow();
+        Map<String, String> ph = placeholders(runtimeDir);
+        assertThat(LanguageWarmup.run(ts, ph)).isTrue();
+        Path cache = runtimeDir.resolve("typescript.v8cache");
+        assertThat(Files.size(cache)).isGreaterThan(100_000);
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(cache))).isEqualTo("rw-r--r--");
+        try (var files = Files.list(runtimeDir)) {
+            assertThat(files.map(p -> p.getFileName().toString())).containsExactlyInAnyOrder("ts-loader.js",
+                    "typescript.v8cache");
+        }
+        String code = "const n: number = 6 * 7; console.log(n)";
+        assertThat(run(ts, ph, work, code)).isEqualTo("0|42\n|");
+        Files.write(cache, new byte[] {1, 2, 3, 4});
+        assertThat(run(ts, ph, work, code)).isEqualTo("0|42\n|");
+    }
+
+    @Test
+    void javaAotCacheIsMadeAndAMissingOrGarbageOneNeverShowsInTheOutput(@TempDir Path runtimeDir, @TempDir Path work)
+            throws Exception {
+        Language java = table.find("java").orElseThrow();
+        Map<String, String> ph = placeholders(runtimeDir);
+        String code = "class Main { public static void main(String[] a) { System.out.println(\"hi\"); } }";
+        // before the warm-up: no cache file at all
+        assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
+        assertThat(LanguageWarmup.run(java, ph)).isTrue();
+        Path cache = runtimeDir.resolve("java-source.aot");
+        assertThat(Files.size(cache)).isGreaterThan(1_000_000);
+        assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
+        Files.write(cache, new byte[] {1, 2, 3, 4});
+        assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
+    }
+
+    @Test
+    void aFailingWarmupInstallsNothing(@TempDir Path runtimeDir) throws Exception {
+        Language broken = new Language("x", List.of(), "sh", java.util.Optional.empty(), List.of("/bin/sh", "{file}"),
+                List.of(), Map.of(), List.of(), java.util.Optional.of(new Language.Warmup("exit 3",
+                List.of("/bin/sh", "{file}"), Map.of(), "{runtimeDir}/x.cache")));
+        assertThat(LanguageWarmup.run(broken, placeholders(runtimeDir))).isFalse();
+        assertThat(runtimeDir.resolve("x.cache")).doesNotExist();
+    }
+}

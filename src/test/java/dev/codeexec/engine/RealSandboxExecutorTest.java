@@ -1,0 +1,25 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+
+import java.util.Optional;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Every {@link LocalExecutorTest} again, in the real default sandbox (bubblewrap as uid 65534 here): the
+ * engine's promises must hold with real pipes, pid namespaces and kill semantics, not only with the fake.
+ * Skipped when the sandbox implementation is absent or cannot run on this machine.
+ */
+class RealSandboxExecutorTest extends LocalExecutorTest {
+
+    @Override
+    Sandbox baseSandbox(Config config) {
+        Optional<Sandbox> real = TestSandboxes.real(config);
+        assumeTrue(real.isPresent(), "sandbox implementation not on the classpath");
+        assumeTrue(real.get().unavailableReason().isEmpty(),
+                () -> "sandbox unavailable: " + real.get().unavailableReason().orElse(""));
+        return real.get();
+    }
+}

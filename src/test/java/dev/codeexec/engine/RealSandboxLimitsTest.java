@@ -1,0 +1,93 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+import static dev.codeexec.engine.TestSupport.await;
+import static dev.codeexec.engine.TestSupport.request;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Outcomes only the real sandbox can produce (the kernel enforces memory and CPU limits) and process-tree
+ * behaviour only it guarantees. Skipped when the sandbox implementation is absent or cannot run here.
+ */
+class RealSandboxLimitsTest {
+
+    private final List<LocalExecutor> executors = new ArrayList<>();
+
+    private LocalExecutor executor(String... pairs) {
+        Config config = TestSupport.config(pairs);
+        Optional<Sandbox> real = TestSandboxes.real(config);
+        assumeTrue(real.isPresent(), "sandbox implementation not on the classpath");
+        assumeTrue(real.get().unavailableReason().isEmpty(), () -> "sandbox unavailable: " + real.get().unavailableReason().get());
+        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
+        executors.add(e);
+        return e;
+    }
+
+    @AfterEach
+    void close() {
+        executors.forEach(LocalExecutor::close);
+    }
+
+    @Test
+    void memoryHogEndsWithMemoryLimit() throws Exception {
+        LocalExecutor e = executor("MEMORY_LIMIT_MB", "64");
+        String code = "x = []\nwhile True: x.append(bytearray(16 * 1024 * 1024))";
+        ExecutionResult r = await(e.submit(request(e.config, "python", code), OutputListener.NONE));
+        assertThat(r.outcome()).isEqualTo(Outcome.MEMORY_LIMIT);
+        assertThat(r.stderr()).endsWith("[terminated] memory limit 64 MB exceeded\n");
+        assertThat(r.peakMemoryBytes()).isPresent();
+    }
+
+    @Test
+    void busyLoopEndsWithCpuLimit() throws Exception {
+        LocalExecutor e = executor("CPU_LIMIT_SECONDS", "1");
+        ExecutionResult r = await(e.submit(request(e.config, "python", "while True: pass", "", List.of(), Map.of(),
+                30_000L), OutputListener.NONE));
+        assertThat(r.outcome()).isEqualTo(Outcome.CPU_LIMIT);
+        assertThat(r.stderr()).endsWith("[terminated] CPU time limit 1 s exceeded\n");
+        assertThat(r.cpuTimeMs()).isPresent();
+        assertThat(r.cpuTimeMs().getAsDouble()).isGreaterThan(500);
+    }
+
+    @Test
+    void backgroundChildHoldingStdoutDoesNotHoldTheRun() throws Exception {
+        LocalExecutor e = executor();
+        long t0 = System.nanoTime();
+        ExecutionResult r = await(e.submit(request(e.config, "shell", "(sleep 30; echo late) &\necho early", "",
+                List.of(), Map.of(), 60_000L), OutputListener.NONE));
+        assertThat(r.stdout()).isEqualTo("early\n");
+        assertThat((System.nanoTime() - t0) / 1_000_000).isLessThan(20_000);
+    }
+
+    @Test
+    void timeoutKillsTheWholeTree() throws Exception {
+        LocalExecutor e = executor();
+        ExecutionResult r = await(e.submit(request(e.config, "bash", "sleep 61.5 & sleep 61.5 & wait", "", List.of(),
+                Map.of(), 500L), OutputListener.NONE));
+        assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
+        // Seen from the host: nothing of the run is left.
+        assertThat(ProcessHandle.allProcesses()
+                .filter(p -> p.info().commandLine().orElse("").contains("sleep 61.5"))).isEmpty();
+    }
+
+    @Test
+    void codeCannotSeeTheServersEnvironmentOrWriteTheGoCache() throws Exception {
+        LocalExecutor e = executor();
+        ExecutionResult env = await(e.submit(request(e.config, "shell", "env"), OutputListener.NONE));
+        assertThat(env.stdout()).doesNotContain("JAVA_HOME").doesNotContain("MAVEN").contains("HOME=/work");
+        String goCache = e.placeholders.get("goCache");
+        ExecutionResult w = await(e.submit(request(e.config, "shell", "touch " + goCache + "/x && echo wrote || echo refused"),
+                OutputListener.NONE));
+        assertThat(w.stdout()).isEqualTo("refused\n");
+    }
+}

@@ -1,0 +1,114 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class RequestValidatorTest {
+
+    private final Config config = Config.of("DEFAULT_TIMEOUT_MS", "5000", "MAX_TIMEOUT_MS", "60000",
+            "CPU_LIMIT_SECONDS", "7", "MEMORY_LIMIT_MB", "256", "MAX_PROCESSES", "32", "MAX_OUTPUT_KB", "100",
+            "MAX_DISK_MB", "64");
+    private final RequestValidator v = new RequestValidator(config, Languages.load());
+
+    private ExecutionRequest args(Map<String, Object> a) {
+        return v.fromArguments(a, null);
+    }
+
+    private static Map<String, Object> map(Object... kv) {
+        Map<String, Object> m = new HashMap<>();
+        for (int i = 0; i < kv.length; i += 2) m.put((String) kv[i], kv[i + 1]);
+        return m;
+    }
+
+    @Test
+    void resolvesAliasAndLimitsFromConfig() {
+        ExecutionRequest r = args(map("language", "py", "code", "print(1)"));
+        assertThat(r.language()).isEqualTo("python");
+        assertThat(r.limits()).isEqualTo(new Limits(Duration.ofMillis(5000), 7, 256L << 20, 32, 100 * 1024, 64L << 20));
+        assertThat(r.stdin()).isEmpty();
+        assertThat(r.args()).isEmpty();
+        assertThat(r.env()).isEmpty();
+    }
+
+    @Test
+    void takesTimeoutArgsEnvAndStdin() {
+        ExecutionRequest r = args(map("language", "bash", "code", "x", "stdin", "in", "timeout_ms", 60000,
+                "args", List.of("a", "b"), "env", Map.of("FOO_1", "bar")));
+        assertThat(r.limits().timeout()).isEqualTo(Duration.ofMinutes(1));
+        assertThat(r.args()).containsExactly("a", "b");
+        assertThat(r.env()).containsExactly(Map.entry("FOO_1", "bar"));
+        assertThat(r.stdin()).isEqualTo("in");
+        assertThat(args(map("language", "go", "code", "", "timeout_ms", 1.0)).limits().timeout()).isEqualTo(Duration.ofMillis(1));
+    }
+
+    @Test
+    void timeoutOutOfRangeNamesTheRange() {
+        assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", 60001)))
+                .isInstanceOf(ExecutionException.InvalidRequest.class)
+                .hasMessage("'timeout_ms' must be between 1 and 60000, got 60001");
+        assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", 0)))
+                .hasMessage("'timeout_ms' must be between 1 and 60000, got 0");
+        assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", 1.5)))
+                .hasMessage("'timeout_ms' must be a whole number of milliseconds");
+        assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", "100")))
+                .hasMessage("'timeout_ms' must be a whole number of milliseconds");
+    }
+
+    @Test
+    void unknownOrMissingLanguageListsTheSupportedOnes() {
+        assertThatThrownBy(() -> args(map("language", "cobol", "code", "")))
+                .isInstanceOf(ExecutionException.InvalidRequest.class)
+                .hasMessage("unknown language 'cobol'; supported: python, nodejs, typescript, go, java, shell, bash, c");
+        assertThatThrownBy(() -> args(map("code", "")))
+                .hasMessageStartingWith("'language' is required; supported: python");
+        assertThatThrownBy(() -> args(map("language", "python")))
+                .hasMessage("'code' is required");
+        assertThatThrownBy(() -> args(map("language", 3, "code", "")))
+                .hasMessage("'language' must be a string");
+    }
+
+    @Test
+    void envNamesAreChecked() {
+        for (String bad : List.of("1ABC", "A-B", "A B", "", "X".repeat(129), "É")) {
+            assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", Map.of(bad, "v"))))
+                    .as(bad).isInstanceOf(ExecutionException.InvalidRequest.class)
+                    .hasMessageContaining("is not valid: use letters, digits and '_'");
+        }
+        assertThat(args(map("language", "sh", "code", "", "env", Map.of("_x" + "Y".repeat(126), "v"))).env()).hasSize(1);
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", Map.of("A", 1))))
+                .hasMessage("'env.A' must be a string");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", Map.of("A", "a\0b"))))
+                .hasMessage("'env.A' contains a NUL character");
+        Map<String, String> many = new HashMap<>();
+        for (int i = 0; i < 65; i++) many.put("V" + i, "x");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", many)))
+                .hasMessage("'env' may have at most 64 variables, got 65");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", List.of())))
+                .hasMessage("'env' must be an object of string values");
+    }
+
+    @Test
+    void argsAndSizesAreBounded() {
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "args", List.of("a", 2))))
+                .hasMessage("'args[1]' must be a string");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "args", "a b")))
+                .hasMessage("'args' must be an array of strings");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "args", java.util.Collections.nCopies(257, "a"))))
+                .hasMessage("'args' may have at most 256 entries, got 257");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "args", List.of("x".repeat(4097)))))
+                .hasMessage("'args[0]' is longer than 4096 characters");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "€".repeat(400_000))))
+                .hasMessage("'code' is larger than 1024 KB");
+        assertThat(args(map("language", "sh", "code", "a".repeat(1024 * 1024))).code()).hasSize(1024 * 1024);
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "stdin", "s".repeat(1024 * 1024 + 1))))
+                .hasMessage("'stdin' is larger than 1024 KB");
+    }
+}

@@ -1,0 +1,46 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/** Shared helpers of the engine tests. */
+final class TestSupport {
+
+    /**
+     * A stable DATA_DIR for tests, so the Go build cache is warmed once per machine and not once per test class.
+     * World-traversable because the real sandbox opens staged files as its own uid.
+     */
+    static final String DATA_DIR = "/tmp/code-exec-engine-test";
+
+    private TestSupport() {
+    }
+
+    static Config config(String... pairs) {
+        List<String> all = new ArrayList<>(List.of("DATA_DIR", DATA_DIR));
+        all.addAll(List.of(pairs));
+        return Config.of(all.toArray(String[]::new));
+    }
+
+    static ExecutionRequest request(Config config, String language, String code) {
+        return request(config, language, code, "", List.of(), Map.of(), null);
+    }
+
+    static ExecutionRequest request(Config config, String language, String code, String stdin, List<String> args,
+            Map<String, String> env, Long timeoutMs) {
+        return new RequestValidator(config, Languages.load()).validate(language, code, stdin, timeoutMs, args, env,
+                null);
+    }
+
+    static ExecutionResult await(RunHandle h) throws Exception {
+        return h.result().get(120, TimeUnit.SECONDS);
+    }
+
+    static void sleep(Duration d) throws InterruptedException {
+        Thread.sleep(d);
+    }
+}

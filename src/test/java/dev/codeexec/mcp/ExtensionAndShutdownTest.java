@@ -1,0 +1,86 @@
+package dev.codeexec.mcp;
+
+import dev.codeexec.http.HttpServer;
+import io.modelcontextprotocol.client.McpClient;
+import io.modelcontextprotocol.client.McpSyncClient;
+import io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTransport;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncPromptSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
+import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
+import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
+import io.modelcontextprotocol.spec.McpSchema.GetPromptResult;
+import io.modelcontextprotocol.spec.McpSchema.Prompt;
+import io.modelcontextprotocol.spec.McpSchema.PromptMessage;
+import io.modelcontextprotocol.spec.McpSchema.ReadResourceResult;
+import io.modelcontextprotocol.spec.McpSchema.Resource;
+import io.modelcontextprotocol.spec.McpSchema.Role;
+import io.modelcontextprotocol.spec.McpSchema.TextContent;
+import io.modelcontextprotocol.spec.McpSchema.TextResourceContents;
+import io.modelcontextprotocol.spec.McpSchema.Tool;
+import org.junit.jupiter.api.Test;
+
+import java.net.ConnectException;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** The test-only extension hook, and shutdown delivering the results of runs it ends. */
+class ExtensionAndShutdownTest {
+
+    @Test
+    void extensionsAddToolsResourcesAndPromptsNextToOurs() throws Exception {
+        McpExtension fixtures = spec -> spec
+                .tools(new SyncToolSpecification(Tool.builder().name("echo").description("echo")
+                        .inputSchema(Map.of("type", "object")).build(),
+                        (ex, call) -> CallToolResult.builder().addTextContent("echo:" + call.arguments().get("m")).build()))
+                .resources(new SyncResourceSpecification(Resource.builder().uri("test://a").name("a").mimeType("text/plain").build(),
+                        (ex, req) -> new ReadResourceResult(List.of(new TextResourceContents("test://a", "text/plain", "A")))))
+                .prompts(new SyncPromptSpecification(new Prompt("p", "a prompt", List.of()),
+                        (ex, req) -> new GetPromptResult("d", List.of(new PromptMessage(Role.USER, new TextContent("hi"))))));
+        try (HttpServer server = HttpServer.start(TestServers.setup(new FakeExecutor(), List.of(fixtures)))) {
+            McpSyncClient client = McpClient.sync(HttpClientStreamableHttpTransport.builder("http://127.0.0.1:" + server.port()).build())
+                    .requestTimeout(Duration.ofSeconds(20)).build();
+            try {
+                client.initialize();
+                assertThat(client.listTools().tools()).extracting(Tool::name).contains("execute_code", "runtime_info", "echo");
+                CallToolResult echo = client.callTool(CallToolRequest.builder("echo").arguments(Map.of("m", "x")).build());
+                assertThat(((TextContent) echo.content().getFirst()).text()).isEqualTo("echo:x");
+                assertThat(client.listResources().resources()).extracting(Resource::uri).containsExactly("test://a");
+                assertThat(client.listPrompts().prompts()).extracting(Prompt::name).containsExactly("p");
+            } finally {
+                client.closeGracefully();
+            }
+        }
+    }
+
+    @Test
+    void shutdownEndsRunsAndStillDeliversTheirResults() throws Exception {
+        FakeExecutor executor = new FakeExecutor();
+        HttpServer server = HttpServer.start(TestServers.setup(executor, List.of()));
+        RawClient raw = new RawClient(server.port());
+        String session = raw.initialize();
+        CompletableFuture<HttpResponse<String>> call = CompletableFuture.supplyAsync(() -> {
+            try {
+                return raw.send(raw.mcpPost(session, RawClient.call(1, "block")));
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(executor.blockStarted.await(10, TimeUnit.SECONDS)).isTrue();
+
+        server.close();
+
+        assertThat(executor.closed).isTrue();
+        HttpResponse<String> r = call.get(10, TimeUnit.SECONDS);
+        assertThat(r.statusCode()).isEqualTo(200);
+        assertThat(r.body()).contains("\"outcome\":\"cancelled\"");
+        assertThatThrownBy(() -> raw.send(raw.request("/healthz").GET())).isInstanceOf(ConnectException.class);
+    }
+}

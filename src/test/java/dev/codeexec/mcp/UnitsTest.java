@@ -1,0 +1,159 @@
+package dev.codeexec.mcp;
+
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.OutputListener.Stream;
+import dev.codeexec.engine.RunHandle;
+import io.modelcontextprotocol.spec.McpSchema.ProgressNotification;
+import org.junit.jupiter.api.Test;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.io.ByteArrayInputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** RunRegistry, MessageInterceptor, ProgressForwarder and the stdio input stream on their own. */
+class UnitsTest {
+
+    static final JsonMapper JSON = JsonMapper.builder().build();
+
+    static final class CountingHandle implements RunHandle {
+        final AtomicInteger cancels = new AtomicInteger();
+
+        @Override
+        public String id() {
+            return "h";
+        }
+
+        @Override
+        public CompletableFuture<ExecutionResult> result() {
+            return new CompletableFuture<>();
+        }
+
+        @Override
+        public void cancel() {
+            cancels.incrementAndGet();
+        }
+    }
+
+    @Test
+    void registryCancelsByKeyAndBySession() {
+        RunRegistry reg = new RunRegistry();
+        CountingHandle a = new CountingHandle();
+        CountingHandle b = new CountingHandle();
+        CountingHandle c = new CountingHandle();
+        reg.register("s1", "1", a);
+        RunRegistry.Registration rb = reg.register("s1", "2", b);
+        reg.register("s2", "1", c);
+        assertThat(reg.cancel("s2", "1")).isTrue();
+        assertThat(c.cancels).hasValue(1);
+        assertThat(a.cancels).hasValue(0);
+        rb.close();
+        assertThat(reg.cancelSession("s1")).isEqualTo(1);
+        assertThat(a.cancels).hasValue(1);
+        assertThat(b.cancels).hasValue(0);
+    }
+
+    @Test
+    void aCancelThatOvertakesItsCallIsAppliedOnRegistration() {
+        RunRegistry reg = new RunRegistry();
+        assertThat(reg.cancel("s", "9")).isFalse();
+        CountingHandle h = new CountingHandle();
+        reg.register("s", "9", h).close();
+        assertThat(h.cancels).hasValue(1);
+        CountingHandle again = new CountingHandle();
+        reg.register("s", "9", again);
+        assertThat(again.cancels).hasValue(0);
+    }
+
+    @Test
+    void interceptorTagsToolCallsAndOverwritesClientMeta() {
+        MessageInterceptor i = new MessageInterceptor(new RunRegistry());
+        String out = i.intercept("sess", """
+                {"jsonrpc":"2.0","id":"x1","method":"tools/call","params":{"name":"execute_code","arguments":{},\
+                "_meta":{"progressToken":7,"dev.codeexec/requestId":"forged","dev.codeexec/session":"other"}}}""");
+        JsonNode meta = JSON.readTree(out).path("params").path("_meta");
+        assertThat(meta.path("dev.codeexec/requestId").asString()).isEqualTo("x1");
+        assertThat(meta.path("dev.codeexec/session").asString()).isEqualTo("sess");
+        assertThat(meta.path("progressToken").asInt()).isEqualTo(7);
+
+        String numeric = i.intercept("sess", "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
+        assertThat(JSON.readTree(numeric).path("params").path("_meta").path("dev.codeexec/requestId").asString()).isEqualTo("12");
+
+        String other = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
+        assertThat(i.intercept("sess", other)).isSameAs(other);
+        assertThatThrownBy(() -> i.intercept("sess", "{nope")).isInstanceOf(JacksonException.class);
+    }
+
+    @Test
+    void interceptorCancelsOnlyTheNamedRunOfThatSession() {
+        RunRegistry reg = new RunRegistry();
+        CountingHandle h = new CountingHandle();
+        reg.register("sess", "12", h);
+        MessageInterceptor i = new MessageInterceptor(reg);
+        i.intercept("other", RawClient.cancel(12));
+        i.intercept("sess", RawClient.cancel(13));
+        assertThat(h.cancels).hasValue(0);
+        i.intercept("sess", RawClient.cancel(12));
+        assertThat(h.cancels).hasValue(1);
+    }
+
+    @Test
+    void progressMergesChunksPrefixesStderrAndFlushesOnClose() {
+        List<ProgressNotification> sent = new CopyOnWriteArrayList<>();
+        ProgressForwarder f = new ProgressForwarder("t", sent::add);
+        f.onOutput(Stream.STDOUT, "a");
+        f.onOutput(Stream.STDOUT, "b");
+        f.onOutput(Stream.STDERR, "oops");
+        f.onOutput(Stream.STDOUT, "c");
+        f.close();
+        f.onOutput(Stream.STDOUT, "after close");
+        String all = String.join("|", sent.stream().map(ProgressNotification::message).toList());
+        assertThat(all.replace("|", "")).isEqualTo("ab[stderr] oopsc");
+        assertThat(sent).extracting(ProgressNotification::progress).isSorted().doesNotHaveDuplicates();
+        assertThat(sent).allSatisfy(n -> assertThat(n.progressToken()).isEqualTo("t"));
+    }
+
+    @Test
+    void stdioStreamPassesLinesThroughTheInterceptorAndReportsEof() throws Exception {
+        RunRegistry reg = new RunRegistry();
+        CountingHandle h = new CountingHandle();
+        reg.register(RunRegistry.STDIO_SESSION, "5", h);
+        AtomicInteger eofs = new AtomicInteger();
+        String input = "not json\n" + RawClient.cancel(5) + "\n" + RawClient.call(6, "print:x");
+        InterceptingInputStream in = new InterceptingInputStream(
+                new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), new MessageInterceptor(reg),
+                RunRegistry.STDIO_SESSION, eofs::incrementAndGet);
+        List<String> lines = new String(in.readAllBytes(), StandardCharsets.UTF_8).lines().toList();
+        assertThat(lines).hasSize(3);
+        assertThat(lines.get(0)).isEqualTo("not json");
+        assertThat(lines.get(1)).isEqualTo(RawClient.cancel(5));
+        assertThat(lines.get(2)).contains("\"dev.codeexec/requestId\":\"6\"");
+        assertThat(h.cancels).hasValue(1);
+        assertThat(in.read()).isEqualTo(-1);
+        assertThat(eofs).hasValue(1);
+    }
+
+    @Test
+    void summaryPutsEachSectionOnItsOwnLine() {
+        ExecutionResult r = new ExecutionResult("python", 1, "a\n", "b", 12, dev.codeexec.engine.Outcome.EXITED, true,
+                java.util.OptionalLong.empty(), java.util.OptionalDouble.empty(), "bwrap");
+        assertThat(ExecuteCodeTool.summary(r)).isEqualTo("""
+                outcome: exited, exit code 1, 12 ms (python, sandbox bwrap)
+                output was truncated at the output limit
+                --- stdout ---
+                a
+                --- stderr ---
+                b""");
+        ExecutionResult quiet = new ExecutionResult("go", 0, "", "", 3, dev.codeexec.engine.Outcome.TIMEOUT, false,
+                java.util.OptionalLong.empty(), java.util.OptionalDouble.empty(), "bwrap");
+        assertThat(ExecuteCodeTool.summary(quiet)).endsWith("(go, sandbox bwrap)\n(no output)");
+    }
+}

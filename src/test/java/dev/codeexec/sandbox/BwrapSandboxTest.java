@@ -1,0 +1,436 @@
+package dev.codeexec.sandbox;
+
+import dev.codeexec.engine.Limits;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+import static dev.codeexec.sandbox.SandboxTesting.*;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The bubblewrap sandbox against the real bwrap, cgroups and kernel of this machine: isolation promises,
+ * kernel-enforced limits, and that nothing is left behind. Each test would fail if its promise broke.
+ */
+class BwrapSandboxTest {
+
+    static BwrapSandbox sandbox;
+    static Path dataDir;
+
+    @BeforeAll
+    static void setUp() throws Exception {
+        dataDir = Files.createTempDirectory("code-exec-data-");
+        sandbox = new BwrapSandbox(UID, UID, dataDir);
+        assertThat(sandbox.unavailableReason()).isEmpty();
+    }
+
+    @AfterAll
+    static void removeDataDir() {
+        HostDirs.deleteTree(dataDir);
+    }
+
+    @AfterEach
+    void nothingLeftBehind() throws Exception {
+        assertThat(lingeringSandboxProcesses()).as("processes of uid 65534 after the run").isEmpty();
+        assertThat(sandbox.leftoverCgroups()).as("run cgroups after the run").isEmpty();
+    }
+
+    @Test
+    void runsAProgramWithStdinStdoutStderrAndExitCode() throws Exception {
+        Result r = run(sandbox, spec("/bin/sh", "-c", "read x; echo \"out:$x\"; echo err >&2; exit 3"), "hello\n",
+                Duration.ofSeconds(10));
+        assertThat(r.exit()).isEqualTo(3);
+        assertThat(r.out()).isEqualTo("out:hello\n");
+        assertThat(r.err()).isEqualTo("err\n");
+    }
+
+    @Test
+    void infoDescribesTheIsolation() {
+        Map<String, Object> info = sandbox.info();
+        assertThat(info).containsEntry("kind", "bwrap").containsEntry("uid", UID).containsEntry("seccomp", true)
+                .containsEntry("network", "none").containsKey("bwrapVersion");
+        assertThat(info.get("cgroup")).isIn("v1", "v2", "none(rlimits)");
+    }
+
+    @Test
+    void runsAsTheUnprivilegedUidWithoutCapabilities() throws Exception {
+        Result r = run(sandbox, spec("/bin/sh", "-c",
+                "id -u; id -g; id -G; uname -n; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"));
+        assertThat(r.out().lines().toList()).containsExactly("65534", "65534", "65534", "sandbox",
+                "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1");
+    }
+
+    @Test
+    void environmentIsExactlyWhatTheSpecGives() throws Exception {
+        Result r = run(sandbox, new SandboxSpec(runId(), List.of("/bin/sh", "-c",
+                "tr '\\0' '\\n' < /proc/self/environ; echo ---; tr '\\0' '\\n' < /proc/1/environ"),
+                "/work", Map.of(), List.of(), Map.of("PATH", "/usr/bin:/bin", "FOO", "bar"), limits()));
+        String[] parts = r.out().split("---\n");
+        // sh adds PWD to what it exports; nothing else may appear
+        assertThat(parts[0].lines().filter(l -> !l.startsWith("PWD=")).sorted().toList())
+                .containsExactly("FOO=bar", "PATH=/usr/bin:/bin");
+        for (Map.Entry<String, String> host : System.getenv().entrySet()) {
+            if (host.getKey().equals("PATH") || host.getValue().length() < 3) continue;
+            assertThat(r.out()).as("host variable %s", host.getKey()).doesNotContain(host.getKey() + "=" + host.getValue());
+        }
+        assertThat(r.out()).doesNotContain("HOME=/root").doesNotContain("API_KEY");
+    }
+
+    @Test
+    void hasNoNetworkNotEvenTheHostLoopback() throws Exception {
+        try (ServerSocket server = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            String py = """
+                    import socket, os
+                    for host, port in [("1.1.1.1", 53), ("127.0.0.1", %d)]:
+                        s = socket.socket(); s.settimeout(2)
+                        try:
+                            s.connect((host, port)); print(host, "CONNECTED")
+                        except OSError as e:
+                            print(host, "refused", e.errno)
+                    print(sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
+                    """.formatted(server.getLocalPort());
+            Result r = run(sandbox, spec(PY, "-c", py));
+            assertThat(r.out()).doesNotContain("CONNECTED").contains("1.1.1.1 refused").contains("127.0.0.1 refused")
+                    .contains("['lo']");
+        }
+    }
+
+    @Test
+    void seesNoSecretsOrPrivateHostDirectories() throws Exception {
+        Result r = run(sandbox, spec("/bin/sh", "-c",
+                "for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssl/private /etc/machine-id /root /home /var /srv " + dataDir
+                        + " /work/briefs; do if [ -e $p ]; then echo \"VISIBLE $p\"; fi; done;"
+                        + " ls -A /work | wc -l; test -r /etc/passwd && echo passwd-ok;"
+                        + " test -r /etc/ssl/certs/ca-certificates.crt && echo certs-ok; date +%Z"));
+        assertThat(r.out()).doesNotContain("VISIBLE").contains("passwd-ok", "certs-ok");
+        assertThat(r.out().lines().findFirst()).hasValue("0");
+    }
+
+    @Test
+    void seesNoHostProcesses() throws Exception {
+        String py = """
+                import os
+                pids = [p for p in os.listdir("/proc") if p.isdigit()]
+                cmds = [open(f"/proc/{p}/cmdline", "rb").read().replace(b"\\0", b" ").decode() for p in pids]
+                print(len(pids)); print(cmds)
+                """;
+        Result r = run(sandbox, spec(PY, "-c", py));
+        int count = Integer.parseInt(r.out().lines().findFirst().orElseThrow());
+        assertThat(count).isLessThanOrEqualTo(3); // bwrap's init, python (and maybe a transient child)
+        assertThat(r.out()).doesNotContain("java").doesNotContain("surefire");
+    }
+
+    @Test
+    void writesOnlyToTheWorkDirAndTmp() throws Exception {
+        Result r = run(sandbox, spec("/bin/sh", "-c",
+                "for f in /usr/x /etc/x /x /bin/x /dev/x /proc/x /work/ok /tmp/ok /dev/shm/ok /dev/null; do"
+                        + " if (echo x > $f) 2>/dev/null; then echo \"wrote $f\"; else echo \"denied $f\"; fi; done"));
+        assertThat(r.out().lines().toList()).containsExactly("denied /usr/x", "denied /etc/x", "denied /x",
+                "denied /bin/x", "denied /dev/x", "denied /proc/x", "wrote /work/ok", "wrote /tmp/ok",
+                "wrote /dev/shm/ok", "wrote /dev/null");
+    }
+
+    @Test
+    void killMinusOneInsideDoesNotReachHostProcessesOfTheSameUid() throws Exception {
+        Process victim = new ProcessBuilder("/usr/bin/setpriv", "--reuid=" + UID, "--regid=" + UID,
+                "--clear-groups", "--", "/bin/sleep", "60").start();
+        try {
+            Result r = run(sandbox, spec("/bin/sh", "-c", "kill -9 -1; echo done"));
+            assertThat(r.exit()).isIn(0, 137);
+            Thread.sleep(100);
+            assertThat(victim.isAlive()).as("host process of uid 65534 survives kill -9 -1 in the sandbox").isTrue();
+        } finally {
+            victim.destroyForcibly().waitFor();
+        }
+    }
+
+    @Test
+    void ptraceIsRefused() throws Exception {
+        String py = """
+                import ctypes, os
+                libc = ctypes.CDLL(None, use_errno=True)
+                print("traceme", libc.ptrace(0, 0, 0, 0), ctypes.get_errno())
+                pid = os.fork()
+                if pid == 0:
+                    import time; time.sleep(5); os._exit(0)
+                print("attach", libc.ptrace(16, pid, 0, 0), ctypes.get_errno())
+                os.kill(pid, 9)
+                """;
+        Result r = run(sandbox, spec(PY, "-c", py));
+        assertThat(r.out()).contains("traceme -1 1").contains("attach -1 1");
+    }
+
+    @Test
+    void nestedNamespacesAreRefused() throws Exception {
+        String py = """
+                import ctypes, subprocess
+                libc = ctypes.CDLL(None, use_errno=True)
+                CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+                print("clone_newuser", libc.syscall(56, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0), ctypes.get_errno())
+                print("unshare", libc.unshare(CLONE_NEWUSER), ctypes.get_errno())
+                print("setns", libc.setns(0, 0), ctypes.get_errno())
+                print("mount", libc.mount(b"none", b"/tmp", b"tmpfs", 0, None), ctypes.get_errno())
+                print("clone3", libc.syscall(435, 0, 0), ctypes.get_errno())
+                print("cli", subprocess.run(["/usr/bin/unshare", "-U", "true"], capture_output=True).returncode)
+                """;
+        Result r = run(sandbox, spec(PY, "-c", py));
+        assertThat(r.out()).contains("clone_newuser -1 1", "unshare -1 1", "setns -1 1", "mount -1 1",
+                "clone3 -1 38");
+        assertThat(r.out()).doesNotContain("cli 0");
+    }
+
+    @Test
+    void theSeccompAndFileDescriptorsAreNotInheritedByTheProgram() throws Exception {
+        Path code = Files.createTempFile("code-", ".sh");
+        Files.writeString(code, "sleep 2 & p=$!; sleep 0.3; ls /proc/$p/fd; kill $p\n");
+        try {
+            SandboxSpec s = new SandboxSpec(runId(), List.of("/bin/sh", "/work/main.sh"), "/work",
+                    Map.of("/work/main.sh", code), List.of(), ENV, limits());
+            Result r = run(sandbox, s);
+            assertThat(r.out().lines().toList()).containsExactly("0", "1", "2");
+        } finally {
+            Files.delete(code);
+        }
+    }
+
+    @Test
+    void readOnlyFilesAndDirectoriesAreReadableButNotWritable() throws Exception {
+        Path code = Files.createTempFile("code-", ".py");
+        Files.setPosixFilePermissions(code, PosixFilePermissions.fromString("rw-------")); // root-only on the host
+        Files.writeString(code, "# marker\nprint(open('/work/main.py').read().count('mark' + 'er'))\n");
+        Path dir = Files.createTempDirectory(Path.of("/tmp"), "ro-dir-");
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Files.writeString(dir.resolve("data.txt"), "shared\n");
+        Files.setPosixFilePermissions(dir.resolve("data.txt"), PosixFilePermissions.fromString("rw-r--r--"));
+        try {
+            SandboxSpec s = new SandboxSpec(runId(), List.of("/bin/sh", "-c",
+                    PY + " /work/main.py; cat " + dir + "/data.txt; (echo x >> /work/main.py) 2>/dev/null || echo ro-file;"
+                            + " (echo x > " + dir + "/new) 2>/dev/null || echo ro-dir"),
+                    "/work", Map.of("/work/main.py", code), List.of(dir), ENV, limits());
+            Result r = run(sandbox, s);
+            assertThat(r.out().lines().toList()).containsExactly("1", "shared", "ro-file", "ro-dir");
+        } finally {
+            Files.delete(code);
+            HostDirs.deleteTree(dir);
+        }
+    }
+
+    @Test
+    void forkBombIsStoppedByThePidsLimit() throws Exception {
+        Limits l = new Limits(Duration.ofSeconds(20), 10, 256L << 20, 32, 1 << 20, 16L << 20);
+        String py = """
+                import os, time
+                n = 0
+                try:
+                    while True:
+                        if os.fork() == 0:
+                            time.sleep(100); os._exit(0)
+                        n += 1
+                except OSError as e:
+                    print(n, e.errno)
+                """;
+        Result r = run(sandbox, spec(l, PY, "-c", py));
+        String[] f = r.out().trim().split(" ");
+        assertThat(Integer.parseInt(f[0])).isLessThan(32);
+        assertThat(f[1]).isEqualTo("11"); // EAGAIN
+
+        try (SandboxProcess p = sandbox.start(spec(l, "/bin/sh", "-c", "b() { b | b & }; b; sleep 100"))) {
+            assertThat(p.waitFor(Duration.ofMillis(1500))).as("the bomb keeps running, contained").isFalse();
+            assertThat(processesOfSandboxUid().size()).isLessThanOrEqualTo(32 + 2);
+        }
+    }
+
+    @Test
+    void memoryHogIsKilledAndReportedAsMemoryLimit() throws Exception {
+        Limits l = new Limits(Duration.ofSeconds(20), 10, 64L << 20, 32, 1 << 20, 16L << 20);
+        Result r = run(sandbox, spec(l, PY, "-c", "x = []\nwhile True: x.append(bytearray(1 << 20))"));
+        assertThat(r.exit()).isEqualTo(137);
+        assertThat(r.process().memoryLimitHit()).isTrue();
+        assertThat(r.process().cpuLimitHit()).isFalse();
+        assertThat(r.process().peakMemoryBytes()).isPresent();
+        assertThat(r.process().peakMemoryBytes().getAsLong()).isGreaterThan(32L << 20);
+    }
+
+    @Test
+    void hugeAllocationFailsCleanly() throws Exception {
+        Limits l = new Limits(Duration.ofSeconds(20), 10, 64L << 20, 32, 1 << 20, 16L << 20);
+        Result r = run(sandbox, spec(l, PY, "-c", "b = bytearray(8 << 30)\nprint('ALLOCATED')"));
+        assertThat(r.out()).doesNotContain("ALLOCATED");
+        assertThat(r.exit()).isNotZero();
+        assertThat(r.err().contains("MemoryError") || r.process().memoryLimitHit()).isTrue();
+        assertThat(run(sandbox, spec("/bin/echo", "still fine")).out()).isEqualTo("still fine\n");
+    }
+
+    @Test
+    void diskFillStopsAtTheTmpfsCap() throws Exception {
+        Limits l = new Limits(Duration.ofSeconds(20), 10, 256L << 20, 32, 1 << 20, 8L << 20);
+        String py = """
+                import os
+                for d in ["/work", "/tmp"]:
+                    written = 0
+                    try:
+                        for i in range(100):
+                            with open(f"{d}/f{i}", "wb") as f:
+                                f.write(b"x" * (1 << 20)); f.flush(); os.fsync(f.fileno())
+                            written += 1
+                    except OSError as e:
+                        print(d, written, e.errno)
+                """;
+        Result r = run(sandbox, spec(l, PY, "-c", py));
+        List<String> lines = r.out().lines().toList();
+        assertThat(lines).hasSize(2);
+        for (String line : lines) {
+            String[] f = line.split(" ");
+            assertThat(Integer.parseInt(f[1])).isLessThanOrEqualTo(8);
+            assertThat(f[2]).isEqualTo("28"); // ENOSPC
+        }
+    }
+
+    @Test
+    void busyLoopHitsTheCpuLimit() throws Exception {
+        Limits l = new Limits(Duration.ofSeconds(20), 1, 256L << 20, 32, 1 << 20, 16L << 20);
+        Result r = run(sandbox, spec(l, PY, "-c", "while True: pass"));
+        assertThat(r.exit()).isEqualTo(128 + 24);
+        assertThat(r.process().cpuLimitHit()).isTrue();
+        assertThat(r.process().memoryLimitHit()).isFalse();
+        assertThat(r.process().cpuTimeMs()).isPresent();
+        assertThat(r.process().cpuTimeMs().getAsDouble()).isGreaterThanOrEqualTo(900);
+    }
+
+    @Test
+    void backgroundProcessesDoNotOutliveTheRun() throws Exception {
+        Result r = run(sandbox, spec("/bin/sh", "-c",
+                "setsid nohup sleep 1000 >/dev/null 2>&1 & nohup sleep 1000 >/dev/null 2>&1 & echo started"));
+        assertThat(r.out()).isEqualTo("started\n");
+        // @AfterEach: no process of the sandbox uid remains
+    }
+
+    @Test
+    void killEndsTheWholeTreeAndCloseCleansUp() throws Exception {
+        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & sleep 1000 & wait"));
+        Thread.sleep(300);
+        assertThat(processesOfSandboxUid()).hasSizeGreaterThanOrEqualTo(3);
+        p.kill();
+        assertThat(p.waitFor(Duration.ofSeconds(5))).isTrue();
+        assertThat(p.exitCode()).isEqualTo(137);
+        assertThat(p.cpuLimitHit()).isFalse();
+        p.close();
+        p.close(); // idempotent
+    }
+
+    @Test
+    void killRightAfterStartLeavesNothing() throws Exception {
+        for (int i = 0; i < 5; i++) {
+            SandboxProcess p = sandbox.start(spec("/bin/sleep", "1000"));
+            p.kill();
+            assertThat(p.waitFor(Duration.ofSeconds(5))).isTrue();
+            assertThat(p.exitCode()).isEqualTo(137);
+            p.close();
+        }
+    }
+
+    @Test
+    void killAndCloseCompleteOnAnInterruptedThread() throws Exception {
+        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & sleep 1000"));
+        Thread.sleep(200);
+        Thread.currentThread().interrupt();
+        try {
+            p.kill();
+            p.close();
+            assertThat(Thread.currentThread().isInterrupted()).as("interrupt status kept").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(p.exitCode()).isEqualTo(137);
+    }
+
+    @Test
+    void closeWithoutWaitingKillsARunningProgram() throws Exception {
+        try (SandboxProcess p = sandbox.start(spec("/bin/sleep", "1000"))) {
+            assertThat(p.waitFor(Duration.ofMillis(200))).isFalse();
+        }
+    }
+
+    @Test
+    void nodeGoAndJavaStartUnderTheSeccompFilter() throws Exception {
+        String js = """
+                const { Worker } = require('worker_threads');
+                const w = new Worker('require("worker_threads").parentPort.postMessage(6*7)', { eval: true });
+                w.on('message', m => { console.log('node', m); w.terminate(); });
+                require('child_process').exec('echo child', (e, out) => console.log(out.trim()));
+                """;
+        Result node = run(sandbox, spec("/usr/bin/node", "-e", js));
+        assertThat(node.out()).contains("node 42").contains("child");
+        Result go = run(sandbox, spec("/usr/lib/go-1.23/bin/go", "version"));
+        assertThat(go.exit()).isZero();
+        assertThat(go.out()).startsWith("go version go1.23");
+        Result java = run(sandbox, spec("/usr/lib/jvm/temurin-25-jdk-amd64/bin/java", "-Xshare:auto", "-XX:+UseSerialGC",
+                "-Xmx64m", "-XshowSettings:properties", "-version"));
+        assertThat(java.exit()).as(java.err()).isZero();
+        assertThat(java.err()).contains("java.version = 25").contains("user.name = nobody");
+    }
+
+    /** A cold {@code go run} (empty build cache: compiles the runtime, many threads and processes). */
+    @Test
+    void goRunBuildsAndRunsUnderTheSeccompFilter() throws Exception {
+        Path code = Files.createTempFile("main-", ".go");
+        Files.writeString(code, "package main\nimport \"fmt\"\nfunc main() { fmt.Println(\"hello from go\") }\n");
+        try {
+            Limits l = new Limits(Duration.ofSeconds(120), 120, 2048L << 20, 256, 1 << 20, 512L << 20);
+            Map<String, String> env = Map.of("PATH", "/usr/lib/go-1.23/bin:/usr/bin:/bin", "HOME", "/tmp",
+                    "GOCACHE", "/tmp/gocache", "GOPATH", "/tmp/gopath", "GOTOOLCHAIN", "local", "GOTELEMETRY", "off",
+                    "CGO_ENABLED", "0");
+            Result r = run(sandbox, new SandboxSpec(runId(), List.of("/usr/lib/go-1.23/bin/go", "run", "/work/main.go"),
+                    "/work", Map.of("/work/main.go", code), List.of(), env, l), "", Duration.ofSeconds(120));
+            assertThat(r.exit()).as(r.err()).isZero();
+            assertThat(r.out()).isEqualTo("hello from go\n");
+        } finally {
+            Files.delete(code);
+        }
+    }
+
+    @Test
+    void rejectsBadSpecsWithoutLeavingAnything() {
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
+                        List.of("/bin/true"), "work/relative", Map.of(), List.of(), ENV, limits())))
+                .isInstanceOf(SandboxException.class).hasMessageContaining("absolute");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
+                        List.of("/bin/true"), "/usr/lib", Map.of(), List.of(), ENV, limits())))
+                .isInstanceOf(SandboxException.class).hasMessageContaining("system directory");
+        Map<String, Path> many = new java.util.HashMap<>();
+        for (int i = 0; i < 7; i++) many.put("/work/f" + i, Path.of("/etc/hostname"));
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
+                        List.of("/bin/true"), "/work", many, List.of(), ENV, limits())))
+                .isInstanceOf(SandboxException.class).hasMessageContaining("at most 6");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
+                        List.of("/bin/true"), "/work", Map.of(), List.of(), Map.of("A=B", "x"), limits())))
+                .isInstanceOf(SandboxException.class).hasMessageContaining("environment");
+    }
+
+    @Test
+    void withoutCgroupsMemoryFallsBackToRlimitAs() throws Exception {
+        BwrapSandbox rlimits = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        assertThat(rlimits.unavailableReason()).isEmpty();
+        assertThat(rlimits.info()).containsEntry("cgroup", "none(rlimits)").containsEntry("cgroupNote", "test");
+        Limits l = new Limits(Duration.ofSeconds(20), 10, 128L << 20, 32, 1 << 20, 16L << 20);
+        Result r = run(rlimits, spec(l, "/bin/sh", "-c", "ulimit -v; " + PY + " -c 'b = bytearray(512 << 20)'"));
+        assertThat(r.out()).isEqualTo((128 << 10) + "\n");
+        assertThat(r.err()).contains("MemoryError");
+        assertThat(r.process().memoryLimitHit()).isFalse();
+    }
+
+    @Test
+    void refusesUidZero() {
+        assertThat(new BwrapSandbox(0, 0, dataDir).unavailableReason()).hasValueSatisfying(
+                r -> assertThat(r).contains("must not be 0"));
+    }
+}

@@ -1,0 +1,51 @@
+package dev.codeexec.sandbox;
+
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+class EtcSnapshotTest {
+
+    @Test
+    void copiesOnlyWhitelistedWorldReadableEntriesAndKeepsLinks() throws Exception {
+        Path root = Files.createTempDirectory("etc-test-");
+        try {
+            Path etc = Files.createDirectories(root.resolve("hostetc"));
+            Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
+            Files.writeString(etc.resolve("shadow"), "root:secret\n");
+            Files.writeString(etc.resolve("gitconfig"), "[user]\n");
+            Path ssl = Files.createDirectories(etc.resolve("ssl/certs"));
+            Files.writeString(ssl.resolve("ca.crt"), "CERT");
+            Path priv = Files.createDirectories(etc.resolve("ssl/private"));
+            Files.writeString(priv.resolve("key.pem"), "KEY");
+            Files.setPosixFilePermissions(priv, PosixFilePermissions.fromString("rwx------"));
+            Files.writeString(etc.resolve("hosts"), "127.0.0.1 localhost\n");
+            Files.setPosixFilePermissions(etc.resolve("hosts"), PosixFilePermissions.fromString("rw-------"));
+            Files.createSymbolicLink(etc.resolve("localtime"), Path.of("/usr/share/zoneinfo/Etc/UTC"));
+            Path data = Files.createDirectories(root.resolve("data"));
+
+            Path snap = EtcSnapshot.build(etc, data);
+            assertThat(snap).isEqualTo(data.resolve("etc"));
+            try (var s = Files.list(snap)) {
+                assertThat(s.map(p -> p.getFileName().toString()).sorted().toList())
+                        .containsExactly("localtime", "passwd", "ssl");
+            }
+            assertThat(Files.readSymbolicLink(snap.resolve("localtime"))).isEqualTo(Path.of("/usr/share/zoneinfo/Etc/UTC"));
+            assertThat(snap.resolve("ssl/certs/ca.crt")).hasContent("CERT");
+            assertThat(snap.resolve("ssl/private")).doesNotExist();
+
+            Files.writeString(etc.resolve("passwd"), "changed\n");
+            EtcSnapshot.build(etc, data);
+            assertThat(snap.resolve("passwd")).hasContent("changed");
+            try (var s = Files.list(data)) {
+                assertThat(s.toList()).containsExactly(snap);
+            }
+        } finally {
+            HostDirs.deleteTree(root);
+        }
+    }
+}
