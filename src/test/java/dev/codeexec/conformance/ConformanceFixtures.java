@@ -15,7 +15,7 @@ import io.modelcontextprotocol.spec.McpSchema.CompleteResult;
 import io.modelcontextprotocol.spec.McpSchema.Content;
 import io.modelcontextprotocol.spec.McpSchema.CreateMessageRequest;
 import io.modelcontextprotocol.spec.McpSchema.CreateMessageResult;
-import io.modelcontextprotocol.spec.McpSchema.ElicitRequest;
+import io.modelcontextprotocol.spec.McpSchema.ElicitFormRequest;
 import io.modelcontextprotocol.spec.McpSchema.ElicitResult;
 import io.modelcontextprotocol.spec.McpSchema.EmbeddedResource;
 import io.modelcontextprotocol.spec.McpSchema.GetPromptResult;
@@ -158,7 +158,7 @@ public final class ConformanceFixtures {
 
     private static CallToolResult elicit(McpSyncServerExchange ex, String message, Map<String, Object> requested,
             String prefix) {
-        ElicitResult r = ex.createElicitation(ElicitRequest.builder(message, requested).build());
+        ElicitResult r = ex.createElicitation(ElicitFormRequest.builder(message, requested).build());
         return ok(text(prefix + "action=" + r.action() + ", content=" + r.content()));
     }
 

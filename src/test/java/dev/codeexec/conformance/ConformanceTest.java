@@ -90,9 +90,9 @@ class ConformanceTest {
                 String name = checks.getParent().getFileName().toString();
                 List<String> failures = new ArrayList<>();
                 for (JsonNode c : json.readTree(checks.toFile())) {
-                    String status = c.path("status").asText("");
+                    String status = c.path("status").asString("");
                     if (status.equals("FAILURE")) {
-                        failures.add(name + ": " + c.path("id").asText("") + " " + c.path("errorMessage").asText(""));
+                        failures.add(name + ": " + c.path("id").asString("") + " " + c.path("errorMessage").asString(""));
                     }
                 }
                 scenarios.add(new Scenario(name, failures));
