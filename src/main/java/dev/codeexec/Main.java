@@ -10,15 +10,24 @@ import ch.qos.logback.core.encoder.Encoder;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.http.HttpServer;
+import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.Languages;
+import dev.codeexec.engine.LocalExecutor;
+import dev.codeexec.engine.RequestValidator;
+import dev.codeexec.mcp.SandboxStatus;
 import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.sandbox.Sandboxes;
 import dev.codeexec.mcp.StdioServer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.PrintStream;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Function;
+import java.util.stream.Stream;
 
 /**
  * Starts code-exec-mcp: configuration from the environment, logging, the engine, then the HTTP server or stdio.
@@ -144,11 +153,16 @@ public final class Main {
         }
     }
 
-    /**
-     * Builds the engine for production. The coordinator fills this in once the engine and sandbox branches are
-     * merged: {@code Sandboxes.create(config)}, {@code new LocalExecutor(...)}, {@code new RequestValidator(config)}.
-     */
+    /** Builds the engine for production: the configured sandbox, the local executor and the request validator. */
     static ServerSetup wire(Config config) {
-        throw new IllegalStateException("the engine is not wired into Main yet");
+        Sandbox sandbox = Sandboxes.create(config);
+        Languages languages = Languages.load();
+        LocalExecutor executor = LocalExecutor.create(config, sandbox);
+        RequestValidator validator = new RequestValidator(config, languages);
+        List<String> names = languages.all().stream()
+                .flatMap(l -> Stream.concat(Stream.of(l.id()), l.aliases().stream())).toList();
+        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE), names,
+                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), ServerSetup.versionOf(Main.class),
+                List.of());
     }
 }
