@@ -11,9 +11,11 @@ import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 
 import java.util.List;
+import java.util.stream.Stream;
 
 /**
- * The production engine (configured sandbox, local executor, the languages table and its validator) with the
+ * The production engine, wired as {@code Main} wires it (configured sandbox, local executor, the languages table
+ * and its validator; Main's wiring is package-private), with the
  * conformance fixtures added through the extension hook: the suite talks to the same stack the jar serves, plus
  * the fixtures it calls by name.
  */
@@ -27,8 +29,10 @@ final class ConformanceServer {
         LocalExecutor executor = LocalExecutor.create(config, sandbox);
         Languages languages = Languages.load();
         RequestValidator validator = new RequestValidator(config, languages);
+        List<String> names = languages.all().stream()
+                .flatMap(l -> Stream.concat(Stream.of(l.id()), l.aliases().stream())).toList();
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, ExecutionRequest.AuditInfo.NONE),
-                languages.ids(), new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "conformance",
+                names, new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "conformance",
                 List.of(ConformanceFixtures::register));
     }
 }
