@@ -6,7 +6,7 @@
 // BENCH_CASES (comma list, default all), BENCH_JSON (write the figures there too).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, loadavg, cpus } from 'node:os';
 import { join } from 'node:path';
 import { startServer } from '../lib/server.js';
 
@@ -139,7 +139,7 @@ const fmt = (ms) => `${ms.toFixed(1)} ms`.padStart(10);
 
 async function main() {
     const server = await startServer({ LOG_LEVEL: 'warn' });
-    const results = { cases: {}, throughput: {} };
+    const results = { cases: {}, throughput: {}, loadBefore: loadavg()[0] };
     try {
         // A fresh DATA_DIR means the server warms its shared Go build cache in the background first: measuring
         // while that compiles would charge its CPU to whatever runs next.
@@ -162,7 +162,10 @@ async function main() {
     }
 
     const lines = [];
-    lines.push(`code-exec-mcp benchmark: execute_code over HTTP (MCP) vs bare spawn, same run (${new Date().toISOString()})`);
+    // Other work on the machine skews both sides, unevenly: the load average says how quiet the run was.
+    results.loadAfter = loadavg()[0];
+    lines.push(`code-exec-mcp benchmark: execute_code over HTTP (MCP) vs bare spawn, same run (${new Date().toISOString()}; `
+        + `${cpus().length} cpus, load avg ${results.loadBefore.toFixed(1)} before, ${results.loadAfter.toFixed(1)} after)`);
     lines.push(`${'case'.padEnd(14)}${'n'.padStart(4)}${'MCP p50'.padStart(10)}${'MCP p95'.padStart(10)}${'bare p50'.padStart(10)}${'bare p95'.padStart(10)}${'p50 ratio'.padStart(11)}${'p95 ratio'.padStart(11)}`);
     for (const [name, r] of Object.entries(results.cases)) {
         r.ratioP50 = r.mcp.p50 / r.bare.p50;
