@@ -263,8 +263,9 @@ attack('background processes do not outlive the run', async () => {
         `(setsid bash -c 'exec -a "${marker}-b" sleep 300' &)`,
         `nohup bash -c 'exec -a "${marker}-c" sleep 300' >/dev/null 2>&1 &`,
         'disown -a',
-        'sleep 0.3',
-        `ps -eo args | grep -c "^${marker}"`,
+        // Wait (up to 5 s on a loaded machine) until all three are up, then end the run with them still running.
+        `for i in $(seq 50); do n=$(ps -eo args | grep -c "^${marker}"); [ "$n" -ge 3 ] && break; sleep 0.1; done`,
+        'echo "$n"',
     ].join('\n'), { timeout_ms: 10_000 });
     assert.equal(r.sc.outcome, 'exited', r.sc.stderr);
     assert.equal(r.sc.stdout.trim(), '3', 'the three sleepers were running inside the run');
