@@ -268,3 +268,27 @@ test('an unknown session id gets 404 without a stack trace', async () => {
     assert.equal(r.status, 404);
     assert.ok(!looksLikeStackTrace(body), body);
 });
+
+test('malformed requests get a 4xx JSON-RPC error without a stack trace', async () => {
+    const auth = { Authorization: `Bearer ${server.apiKey}` };
+    const json = { ...MCP_HEADERS, ...auth };
+    const cases = [
+        ['POST', json, '{', 400],
+        ['POST', { ...json, 'Content-Type': 'text/plain' }, '{}', 415],
+        ['POST', { ...json, Accept: 'application/json' }, JSON.stringify(INIT), 400],
+        ['GET', { ...auth, Accept: 'text/event-stream' }, undefined, 400],
+        ['POST', json, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), 400],
+        ['POST', json, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: 'bad' }), 400],
+        ['PUT', json, '{}', 405],
+    ];
+    for (const [method, headers, body, status] of cases) {
+        const r = await fetch(server.url, { method, headers, body });
+        const text = await r.text();
+        assert.equal(r.status, status, `${method} ${body?.slice(0, 30)} -> ${r.status} ${text.slice(0, 200)}`);
+        assert.ok(!looksLikeStackTrace(text), text);
+        assert.equal(JSON.parse(text).jsonrpc, '2.0', 'a JSON-RPC error body');
+    }
+    const notFound = await fetch(`${server.base}/no-such-path`, { headers: auth });
+    assert.equal(notFound.status, 404);
+    assert.ok(!looksLikeStackTrace(await notFound.text()));
+});
