@@ -1,5 +1,5 @@
-// Operations: JSON logs with an audit line per run, and graceful shutdown on SIGTERM (running executions may
-// finish within the grace, the rest are killed, nothing is left behind).
+// Operations: JSON logs with an audit line per run, the CPU limit and signal outcomes, and graceful shutdown on
+// SIGTERM (running executions may finish within the grace, the rest are killed, nothing is left behind).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, exec, hostProcessesWith, randomSecret, sleep } from '../lib/server.js';
@@ -9,7 +9,7 @@ let server;
 let client;
 
 before(async () => {
-    server = await startServer({ LOG_FORMAT: 'json', SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS) });
+    server = await startServer({ LOG_FORMAT: 'json', SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS), CPU_LIMIT_SECONDS: '1' });
     ({ client } = await server.connect());
 });
 
@@ -30,6 +30,21 @@ test('LOG_FORMAT=json: every log line is a JSON object, and each run has an audi
     assert.equal(audit.length, 1, 'one audit line names this run (its code starts with the marker)');
     assert.match(audit[0], /python/);
     assert.match(audit[0], /exited/);
+});
+
+test('CPU_LIMIT_SECONDS=1: a busy loop ends with outcome cpu_limit long before its wall timeout', async () => {
+    const r = await exec(client, { language: 'python', code: 'while True:\n    pass\n', timeout_ms: 20_000 });
+    assert.equal(r.isError, false);
+    assert.equal(r.sc.outcome, 'cpu_limit');
+    assert.match(r.sc.stderr, /\[terminated\] CPU time limit 1 s exceeded/);
+    assert.ok(r.sc.durationMs < 15_000, `durationMs ${r.sc.durationMs}`);
+});
+
+test('a program killed by a signal it raised itself ends with outcome killed_by_signal and exit code 128+n', async () => {
+    const r = await exec(client, { language: 'python', code: 'import os, signal\nprint("before", flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)\n' });
+    assert.equal(r.sc.outcome, 'killed_by_signal');
+    assert.equal(r.sc.exitCode, 128 + 11);
+    assert.equal(r.sc.stdout, 'before\n');
 });
 
 test('SIGTERM: a short run finishes within the grace, a long one is killed, the server exits clean', { timeout: 60_000 }, async (t) => {
