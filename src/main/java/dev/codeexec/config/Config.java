@@ -61,6 +61,18 @@ public final class Config {
             "Server state: seccomp filter, shared Go build cache, staging files. Not visible to sandboxed code.");
     public static final ConfigKey<Integer> SHUTDOWN_GRACE_SECONDS = ConfigKey.integer("SHUTDOWN_GRACE_SECONDS", 10, 0, 3600,
             "On SIGTERM/SIGINT, how long running executions may finish before they are killed.");
+    public static final ConfigKey<String> API_KEYS_FILE = ConfigKey.string("API_KEYS_FILE", "",
+            "File of tenant keys, one `TENANT SHA256HEX_OF_KEY [admin]` per line (`#` comments); re-read on change.");
+    public static final ConfigKey<String> WORKSPACE_ROOT = ConfigKey.string("WORKSPACE_ROOT", "/var/lib/code-exec-mcp/workspaces",
+            "Where workspaces live, as WORKSPACE_ROOT/<tenant>/<workspace>/.");
+    public static final ConfigKey<Integer> WORKSPACE_QUOTA_MB = ConfigKey.integer("WORKSPACE_QUOTA_MB", 1024, 1, 10485760,
+            "Size limit of one workspace: API writes over it get 507; code writing past it gets EFBIG/ENOSPC.");
+    public static final ConfigKey<Integer> WORKSPACE_MAX_AGE_HOURS = ConfigKey.integer("WORKSPACE_MAX_AGE_HOURS", 24, 0, 876000,
+            "Workspaces idle longer than this are removed (at start and hourly); 0 keeps them.");
+    public static final ConfigKey<Integer> MAX_UPLOAD_MB = ConfigKey.integer("MAX_UPLOAD_MB", 100, 1, 1048576,
+            "Largest file upload through the REST API (separate from MAX_BODY_MB).");
+    public static final ConfigKey<Integer> MAX_IMAGE_KB = ConfigKey.integer("MAX_IMAGE_KB", 1024, 0, 1048576,
+            "Images a run creates up to this size come back inline as MCP image content; larger ones as resource links.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
@@ -69,7 +81,8 @@ public final class Config {
     public static final List<ConfigKey<?>> KEYS = List.of(HOST, PORT, TRANSPORT, API_KEY, ALLOW_UNAUTHENTICATED,
             CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, MAX_CONCURRENT, QUEUE_SIZE,
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
-            MAX_OUTPUT_KB, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, LOG_FORMAT, LOG_LEVEL);
+            MAX_OUTPUT_KB, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
+            WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, LOG_FORMAT, LOG_LEVEL);
 
     private final Map<ConfigKey<?>, Object> values;
 

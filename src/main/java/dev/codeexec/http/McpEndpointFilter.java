@@ -1,5 +1,6 @@
 package dev.codeexec.http;
 
+import dev.codeexec.auth.Principal;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
 import jakarta.servlet.FilterChain;
@@ -106,7 +107,7 @@ final class McpEndpointFilter extends HttpFilter {
             }
             String text = new String(body, StandardCharsets.UTF_8);
             try {
-                String out = interceptor.intercept(session == null ? "" : session, text);
+                String out = interceptor.intercept(session == null ? "" : session, principal(request), text);
                 forward = new BufferedBodyRequest(request, out.equals(text) ? body : out.getBytes(StandardCharsets.UTF_8));
             } catch (JacksonException e) {
                 JsonErrors.write(response, 400, -32700, "Parse error: the body is not valid JSON");
@@ -292,5 +293,10 @@ final class McpEndpointFilter extends HttpFilter {
                 return null;
             }
         }
+    }
+
+    /** The caller as authenticated by the edge filter (which runs first); the default tenant without keys. */
+    private static Principal principal(HttpServletRequest request) {
+        return request.getAttribute(Principal.ATTRIBUTE) instanceof Principal p ? p : Principal.DEFAULT;
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.auth.Principal;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import tools.jackson.core.JacksonException;
@@ -76,7 +77,7 @@ public final class InterceptingInputStream extends InputStream {
         String out = text;
         if (!text.isBlank()) {
             try {
-                out = interceptor.intercept(session, text);
+                out = interceptor.intercept(session, Principal.DEFAULT, text);
             } catch (JacksonException e) {
                 LOG.debug("stdin line is not JSON; passing it to the SDK as is");
             }

@@ -1,10 +1,12 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.auth.Principal;
 import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 import tools.jackson.databind.node.ObjectNode;
 
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -16,6 +18,9 @@ import java.util.Optional;
  *   <li>{@code notifications/cancelled}: cancels the run registered under (session, params.requestId).</li>
  *   <li>{@code tools/call}: writes the call's id and session into {@code params._meta} under keys of our own,
  *   always overwriting what a client may have put there, so the handler can register its run for cancellation.</li>
+ *   <li>every request with params (tools, resources, prompts, completions): writes the caller's tenant and admin
+ *   flag, as authenticated at the edge, into {@code params._meta}, again overwriting whatever the client sent.
+ *   Handlers read the tenant only from there ({@link #principalOf}).</li>
  * </ul>
  * Everything else passes through untouched.
  */
@@ -23,6 +28,8 @@ public final class MessageInterceptor {
 
     static final String REQUEST_ID_META = "dev.codeexec/requestId";
     static final String SESSION_META = "dev.codeexec/session";
+    static final String TENANT_META = "dev.codeexec/tenant";
+    static final String ADMIN_META = "dev.codeexec/admin";
 
     private static final JsonMapper JSON = JsonMapper.builder().build();
 
@@ -37,11 +44,16 @@ public final class MessageInterceptor {
      *
      * @throws JacksonException when the text is not JSON at all
      */
-    public String intercept(String session, String message) {
+    public String intercept(String session, Principal principal, String message) {
         JsonNode node = JSON.readTree(message);
         if (!(node instanceof ObjectNode msg)) return message;
         String method = msg.path("method").asString("");
         JsonNode params = msg.get("params");
+        boolean request = msg.has("id") && !method.isEmpty();
+        if (request && params instanceof ObjectNode p && !method.equals("tools/call")) {
+            withPrincipal(p, principal);
+            return JSON.writeValueAsString(msg);
+        }
         switch (method) {
             case "notifications/cancelled" -> {
                 requestId(params == null ? null : params.get("requestId")).ifPresent(id -> registry.cancel(session, id));
@@ -54,12 +66,29 @@ public final class MessageInterceptor {
                 ObjectNode m = meta instanceof ObjectNode o ? o : p.putObject("_meta");
                 m.put(REQUEST_ID_META, id.get());
                 m.put(SESSION_META, session);
+                withPrincipal(p, principal);
                 return JSON.writeValueAsString(msg);
             }
             default -> {
                 return message;
             }
         }
+    }
+
+    private static void withPrincipal(ObjectNode params, Principal principal) {
+        JsonNode meta = params.get("_meta");
+        ObjectNode m = meta instanceof ObjectNode o ? o : params.putObject("_meta");
+        m.put(TENANT_META, principal.tenant());
+        m.put(ADMIN_META, principal.admin());
+    }
+
+    /**
+     * The caller as the edge authenticated it, from a request's {@code _meta}; {@link Principal#DEFAULT} when
+     * absent, which only happens for messages that did not pass through {@link #intercept} (in-process tests).
+     */
+    public static Principal principalOf(Map<String, Object> meta) {
+        if (meta == null || !(meta.get(TENANT_META) instanceof String tenant)) return Principal.DEFAULT;
+        return new Principal(tenant, Boolean.TRUE.equals(meta.get(ADMIN_META)));
     }
 
     /** JSON-RPC ids are strings or numbers; both become the same text form on both sides. */

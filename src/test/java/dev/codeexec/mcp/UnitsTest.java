@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.OutputListener.Stream;
 import dev.codeexec.engine.RunHandle;
@@ -74,9 +75,24 @@ class UnitsTest {
     }
 
     @Test
+    void interceptorStampsTheAuthenticatedTenantOverAForgedOne() {
+        MessageInterceptor i = new MessageInterceptor(new RunRegistry());
+        Principal bob = new Principal("bob", false);
+        for (String method : new String[]{"tools/call", "resources/read", "prompts/get", "completion/complete"}) {
+            String out = i.intercept("sess", bob, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"" + method
+                    + "\",\"params\":{\"_meta\":{\"dev.codeexec/tenant\":\"alice\",\"dev.codeexec/admin\":true}}}");
+            @SuppressWarnings("unchecked")
+            java.util.Map<String, Object> meta = JSON.convertValue(JSON.readTree(out).path("params").path("_meta"),
+                    java.util.Map.class);
+            assertThat(MessageInterceptor.principalOf(meta)).as(method).isEqualTo(bob);
+        }
+        assertThat(MessageInterceptor.principalOf(null)).isEqualTo(Principal.DEFAULT);
+    }
+
+    @Test
     void interceptorTagsToolCallsAndOverwritesClientMeta() {
         MessageInterceptor i = new MessageInterceptor(new RunRegistry());
-        String out = i.intercept("sess", """
+        String out = i.intercept("sess", Principal.DEFAULT, """
                 {"jsonrpc":"2.0","id":"x1","method":"tools/call","params":{"name":"execute_code","arguments":{},\
                 "_meta":{"progressToken":7,"dev.codeexec/requestId":"forged","dev.codeexec/session":"other"}}}""");
         JsonNode meta = JSON.readTree(out).path("params").path("_meta");
@@ -84,12 +100,12 @@ class UnitsTest {
         assertThat(meta.path("dev.codeexec/session").asString()).isEqualTo("sess");
         assertThat(meta.path("progressToken").asInt()).isEqualTo(7);
 
-        String numeric = i.intercept("sess", "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
+        String numeric = i.intercept("sess", Principal.DEFAULT, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
         assertThat(JSON.readTree(numeric).path("params").path("_meta").path("dev.codeexec/requestId").asString()).isEqualTo("12");
 
         String other = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
-        assertThat(i.intercept("sess", other)).isSameAs(other);
-        assertThatThrownBy(() -> i.intercept("sess", "{nope")).isInstanceOf(JacksonException.class);
+        assertThat(i.intercept("sess", Principal.DEFAULT, other)).isSameAs(other);
+        assertThatThrownBy(() -> i.intercept("sess", Principal.DEFAULT, "{nope")).isInstanceOf(JacksonException.class);
     }
 
     @Test
@@ -98,10 +114,10 @@ class UnitsTest {
         CountingHandle h = new CountingHandle();
         reg.register("sess", "12", h);
         MessageInterceptor i = new MessageInterceptor(reg);
-        i.intercept("other", RawClient.cancel(12));
-        i.intercept("sess", RawClient.cancel(13));
+        i.intercept("other", Principal.DEFAULT, RawClient.cancel(12));
+        i.intercept("sess", Principal.DEFAULT, RawClient.cancel(13));
         assertThat(h.cancels).hasValue(0);
-        i.intercept("sess", RawClient.cancel(12));
+        i.intercept("sess", Principal.DEFAULT, RawClient.cancel(12));
         assertThat(h.cancels).hasValue(1);
     }
 

@@ -1,0 +1,177 @@
+package dev.codeexec.workspace;
+
+import dev.codeexec.workspace.WorkspaceException.Kind;
+
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Pattern;
+
+/**
+ * Persistent workspaces: {@code WORKSPACE_ROOT/<tenant>/<name>/}, one directory each, owned by the sandbox uid so
+ * runs can write in it. Tenants never see each other's directories because every lookup is keyed by the caller's
+ * tenant, which comes from its API key, never from the request. Every file access goes through the
+ * workspace's {@link WorkspaceFs}.
+ */
+public final class Workspaces {
+
+    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]{1,64}");
+    private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
+
+    private final Path root;
+    private final long quotaBytes;
+    private final Duration maxAge;
+    private final int uid;
+    private final int gid;
+    /** Workspaces with a run or a request in flight: expiry skips them. */
+    private final Map<Path, AtomicInteger> inUse = new ConcurrentHashMap<>();
+
+    /**
+     * @param maxAge idle time after which a workspace is removed; zero keeps workspaces forever
+     */
+    public Workspaces(Path root, long quotaBytes, Duration maxAge, int uid, int gid) {
+        this.root = root;
+        this.quotaBytes = quotaBytes;
+        this.maxAge = maxAge;
+        this.uid = uid;
+        this.gid = gid;
+        try {
+            Files.createDirectories(root);
+            // 0711: the sandbox uid may pass through to its own workspace (bwrap opens bind sources as that uid)
+            // but cannot list which tenants and workspaces exist.
+            Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx--x--x"));
+        } catch (IOException e) {
+            throw new IllegalStateException("WORKSPACE_ROOT " + root + " cannot be created: " + e.getMessage(), e);
+        }
+    }
+
+    public long quotaBytes() {
+        return quotaBytes;
+    }
+
+    public Path root() {
+        return root;
+    }
+
+    /** Checks a workspace or tenant name: {@code [A-Za-z0-9_-]{1,64}}. */
+    public static String checkName(String kind, String name) {
+        if (name == null || !NAME.matcher(name).matches())
+            throw new WorkspaceException(Kind.BAD_NAME, "bad " + kind + " name '" + (name == null ? "" :
+                    name.length() > 80 ? name.substring(0, 80) + "..." : name) + "': use 1-64 of A-Z a-z 0-9 _ -");
+        return name;
+    }
+
+    private Path dir(String tenant, String name) {
+        return root.resolve(checkName("tenant", tenant)).resolve(checkName("workspace", name));
+    }
+
+    /** The tenant's workspace, created when {@code create} (else NOT_FOUND when missing). */
+    public Workspace open(String tenant, String name, boolean create) {
+        Path dir = dir(tenant, name);
+        if (!Files.isDirectory(dir, NOFOLLOW)) {
+            if (!create) throw new WorkspaceException(Kind.NOT_FOUND, "workspace '" + name + "' not found");
+            try {
+                Path tenantDir = dir.getParent();
+                if (!Files.isDirectory(tenantDir, NOFOLLOW)) {
+                    Files.createDirectories(tenantDir);
+                    Files.setPosixFilePermissions(tenantDir, PosixFilePermissions.fromString("rwx--x--x"));
+                }
+                Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+                chown(dir);
+            } catch (java.nio.file.FileAlreadyExistsException raced) {
+                // created by a concurrent request: fine
+            } catch (IOException e) {
+                throw new WorkspaceException(Kind.IO, "workspace '" + name + "' cannot be created");
+            }
+        }
+        return new Workspace(tenant, name, new WorkspaceFs(dir, uid, gid), this);
+    }
+
+    /** The tenant's workspace if it exists. */
+    public Optional<Workspace> find(String tenant, String name) {
+        return Files.isDirectory(dir(tenant, name), NOFOLLOW) ? Optional.of(open(tenant, name, false)) : Optional.empty();
+    }
+
+    /** Names of the tenant's workspaces, sorted. */
+    public List<String> names(String tenant) {
+        Path t = root.resolve(checkName("tenant", tenant));
+        List<String> out = new ArrayList<>();
+        if (!Files.isDirectory(t, NOFOLLOW)) return out;
+        try (DirectoryStream<Path> ds = Files.newDirectoryStream(t)) {
+            for (Path p : ds) {
+                String n = p.getFileName().toString();
+                if (NAME.matcher(n).matches() && Files.isDirectory(p, NOFOLLOW)) out.add(n);
+            }
+        } catch (IOException e) {
+            throw new WorkspaceException(Kind.IO, "workspaces cannot be listed");
+        }
+        out.sort(null);
+        return out;
+    }
+
+    /** Deletes a whole workspace. */
+    public void delete(String tenant, String name) {
+        Workspace ws = open(tenant, name, false);
+        for (WorkspaceFs.Entry e : ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE)) ws.fs().delete(e.path(), true);
+        try {
+            Files.delete(ws.fs().root());
+        } catch (IOException e) {
+            throw new WorkspaceException(Kind.IO, "workspace '" + name + "' cannot be deleted");
+        }
+    }
+
+    /**
+     * Removes workspaces idle for longer than the maximum age (by their directory's modification time, which
+     * every use refreshes), skipping those in use. Returns how many were removed.
+     */
+    public int expire(Instant now) {
+        if (maxAge.isZero()) return 0;
+        int removed = 0;
+        try (DirectoryStream<Path> tenants = Files.newDirectoryStream(root)) {
+            for (Path t : tenants) {
+                if (!Files.isDirectory(t, NOFOLLOW)) continue;
+                for (String name : names(t.getFileName().toString())) {
+                    Path dir = t.resolve(name);
+                    if (inUse.containsKey(dir)) continue;
+                    FileTime mtime = Files.getLastModifiedTime(dir, NOFOLLOW);
+                    if (mtime.toInstant().plus(maxAge).isBefore(now)) {
+                        delete(t.getFileName().toString(), name);
+                        removed++;
+                    }
+                }
+            }
+        } catch (IOException | WorkspaceException e) {
+            // a workspace that vanished or cannot be read is left for the next sweep
+        }
+        return removed;
+    }
+
+    /** Marks a workspace busy until the returned handle is closed (expiry leaves it alone meanwhile). */
+    AutoCloseable hold(Path dir) {
+        inUse.computeIfAbsent(dir, d -> new AtomicInteger()).incrementAndGet();
+        return () -> inUse.computeIfPresent(dir, (d, n) -> n.decrementAndGet() <= 0 ? null : n);
+    }
+
+    private void chown(Path p) throws IOException {
+        try {
+            var lookup = p.getFileSystem().getUserPrincipalLookupService();
+            Files.setOwner(p, lookup.lookupPrincipalByName(Integer.toString(uid)));
+            Files.getFileAttributeView(p, java.nio.file.attribute.PosixFileAttributeView.class, NOFOLLOW)
+                    .setGroup(lookup.lookupPrincipalByGroupName(Integer.toString(gid)));
+        } catch (java.nio.file.FileSystemException e) {
+            // not root (tests): the directory stays ours
+        }
+    }
+}

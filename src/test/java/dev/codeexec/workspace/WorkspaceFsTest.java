@@ -1,0 +1,256 @@
+package dev.codeexec.workspace;
+
+import dev.codeexec.workspace.WorkspaceException.Kind;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class WorkspaceFsTest {
+
+    @TempDir
+    Path tmp;
+    Workspaces workspaces;
+    Workspace ws;
+    Path dir;
+    Path secret;
+
+    @BeforeEach
+    void setUp() throws IOException {
+        workspaces = new Workspaces(tmp.resolve("root"), 1 << 20, Duration.ofHours(24), 65534, 65534);
+        ws = workspaces.open("alice", "proj", true);
+        dir = ws.fs().root();
+        secret = tmp.resolve("secret.txt");
+        Files.writeString(secret, "TOP SECRET");
+    }
+
+    private static InputStream text(String s) {
+        return new ByteArrayInputStream(s.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private String read(String path) throws IOException {
+        try (InputStream in = ws.fs().openRead(RelPath.parse(path))) {
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+    }
+
+    @Test
+    void writeReadListNestedFiles() throws IOException {
+        ws.write(RelPath.parse("a/b/c.txt"), text("hello"), 1000);
+        assertThat(read("a/b/c.txt")).isEqualTo("hello");
+        assertThat(ws.fs().list(RelPath.parse("a"), 100)).extracting(WorkspaceFs.Entry::name).containsExactly("b");
+        assertThat(ws.fs().stat(RelPath.parse("a/b/c.txt")).size()).isEqualTo(5);
+        assertThat(Files.readString(dir.resolve("a/b/c.txt"))).isEqualTo("hello");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"../secret.txt", "a/../../secret.txt", "/etc/passwd", "a/./../..", "..", "a\\..\\b",
+            "a//b", "x\u0000y", "a/\n/b", "..%2f"})
+    void lexicalTraversalIsRefused(String raw) {
+        if (raw.equals("..%2f")) { // a literal name, not a traversal: allowed, and stays inside
+            assertThat(RelPath.parse(raw).parts()).containsExactly("..%2f");
+            return;
+        }
+        assertThatThrownBy(() -> RelPath.parse(raw)).isInstanceOf(WorkspaceException.class)
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.BAD_PATH);
+    }
+
+    @Test
+    void unicodeIsNormalisedToNfc() {
+        assertThat(RelPath.parse("cafe\u0301.txt")).isEqualTo(RelPath.parse("caf\u00e9.txt"));
+    }
+
+    @Test
+    void overlongPathsAreRefused() {
+        assertThatThrownBy(() -> RelPath.parse("a".repeat(300))).hasMessageContaining("longer than 255");
+        assertThatThrownBy(() -> RelPath.parse("a/".repeat(40))).hasMessageContaining("deeper than");
+    }
+
+    @Test
+    void symlinkAsLastComponentIsNeverFollowed() throws IOException {
+        Files.createSymbolicLink(dir.resolve("link"), secret);
+        assertThatThrownBy(() -> read("link")).isInstanceOf(WorkspaceException.class).hasMessageContaining("symbolic link");
+        // writing through it replaces the link itself, never the target
+        ws.write(RelPath.parse("link"), text("mine"), 1000);
+        assertThat(Files.readString(secret)).isEqualTo("TOP SECRET");
+        assertThat(Files.isSymbolicLink(dir.resolve("link"))).isFalse();
+    }
+
+    @Test
+    void symlinkAsMiddleComponentIsRefusedOnEveryOperation() throws IOException {
+        Path other = workspaces.open("bob", "proj", true).fs().root();
+        Files.writeString(other.resolve("bobs.txt"), "bob's data");
+        Files.createSymbolicLink(dir.resolve("mid"), other);
+        Files.createSymbolicLink(dir.resolve("etc"), Path.of("/etc"));
+        assertThatThrownBy(() -> read("mid/bobs.txt")).hasMessageContaining("symbolic link");
+        assertThatThrownBy(() -> read("etc/passwd")).hasMessageContaining("symbolic link");
+        assertThatThrownBy(() -> ws.fs().list(RelPath.parse("mid"), 10)).hasMessageContaining("symbolic link");
+        assertThatThrownBy(() -> ws.write(RelPath.parse("mid/new.txt"), text("x"), 10)).hasMessageContaining("symbolic link");
+        assertThatThrownBy(() -> ws.fs().delete(RelPath.parse("mid/bobs.txt"), false)).hasMessageContaining("symbolic link");
+        assertThatThrownBy(() -> ws.fs().rename(RelPath.parse("mid/bobs.txt"), RelPath.parse("stolen.txt")))
+                .hasMessageContaining("symbolic link");
+        assertThat(Files.readString(other.resolve("bobs.txt"))).isEqualTo("bob's data");
+        assertThat(Files.exists(other.resolve("new.txt"))).isFalse();
+        // deleting the link removes the link, not what it points to
+        ws.fs().delete(RelPath.parse("mid"), true);
+        assertThat(Files.readString(other.resolve("bobs.txt"))).isEqualTo("bob's data");
+    }
+
+    @Test
+    void recursiveWalksDoNotDescendIntoLinks() throws IOException {
+        Files.createSymbolicLink(dir.resolve("root-link"), Path.of("/"));
+        Files.writeString(dir.resolve("f.txt"), "12345");
+        List<String> seen = new ArrayList<>();
+        ws.fs().walkTree(RelPath.ROOT, 1000, e -> seen.add(e.path() + ":" + e.type()));
+        assertThat(seen).containsExactly("f.txt:file", "root-link:symlink");
+        assertThat(ws.usage()).isEqualTo(5);
+    }
+
+    @Test
+    void fifoPlantedByUserCodeDoesNotHangARead() throws Exception {
+        new ProcessBuilder("mkfifo", dir.resolve("pipe").toString()).start().waitFor();
+        assertThatThrownBy(() -> read("pipe")).hasMessageContaining("not a regular file");
+    }
+
+    @Test
+    void quotaRefusesAWriteAndKeepsTheOldFile() throws IOException {
+        ws.write(RelPath.parse("keep.bin"), new ByteArrayInputStream(new byte[600_000]), 10 << 20);
+        ws.write(RelPath.parse("big.txt"), text("old"), 10 << 20);
+        assertThatThrownBy(() -> ws.write(RelPath.parse("big.txt"), new ByteArrayInputStream(new byte[500_000]), 10 << 20))
+                .isInstanceOf(WorkspaceException.class)
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        assertThat(read("big.txt")).isEqualTo("old");
+        try (var s = Files.list(dir)) {
+            assertThat(s.map(p -> p.getFileName().toString())).containsExactlyInAnyOrder("keep.bin", "big.txt");
+        }
+        // replacing a file may reuse its own space
+        ws.write(RelPath.parse("keep.bin"), new ByteArrayInputStream(new byte[900_000]), 10 << 20);
+    }
+
+    @Test
+    void uploadLimitIsSeparateFromQuota() {
+        assertThatThrownBy(() -> ws.write(RelPath.parse("x.bin"), new ByteArrayInputStream(new byte[2000]), 1000))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.TOO_LARGE);
+    }
+
+    @Test
+    void renameCreatesParentsAndRefusesToOverwrite() throws IOException {
+        ws.write(RelPath.parse("a.txt"), text("A"), 100);
+        ws.write(RelPath.parse("b.txt"), text("B"), 100);
+        ws.fs().rename(RelPath.parse("a.txt"), RelPath.parse("x/y/a2.txt"));
+        assertThat(read("x/y/a2.txt")).isEqualTo("A");
+        assertThatThrownBy(() -> ws.fs().rename(RelPath.parse("b.txt"), RelPath.parse("x/y/a2.txt")))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.CONFLICT);
+        assertThat(read("x/y/a2.txt")).isEqualTo("A");
+        assertThatThrownBy(() -> ws.fs().rename(RelPath.parse("x"), RelPath.parse("x/y/z")))
+                .hasMessageContaining("into itself");
+    }
+
+    @Test
+    void deleteNeedsRecursiveForAFullDirectory() throws IOException {
+        ws.write(RelPath.parse("d/e/f.txt"), text("x"), 100);
+        assertThatThrownBy(() -> ws.fs().delete(RelPath.parse("d"), false))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.CONFLICT);
+        ws.fs().delete(RelPath.parse("d"), true);
+        assertThat(Files.exists(dir.resolve("d"))).isFalse();
+        assertThatThrownBy(() -> ws.fs().delete(RelPath.parse("d"), true))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.NOT_FOUND);
+    }
+
+    @Test
+    void tenantsAreSeparateAndNamesChecked() {
+        workspaces.open("bob", "proj", true);
+        assertThat(workspaces.names("alice")).containsExactly("proj");
+        assertThat(workspaces.find("carol", "proj")).isEmpty();
+        assertThatThrownBy(() -> workspaces.open("alice", "../bob", true))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.BAD_NAME);
+        assertThatThrownBy(() -> workspaces.open("alice", "a".repeat(65), true)).hasMessageContaining("1-64");
+    }
+
+    @Test
+    void expiryRemovesIdleWorkspacesButNotBusyOnes() throws Exception {
+        Workspace busy = workspaces.open("alice", "busy", true);
+        Workspace idle = workspaces.open("alice", "idle", true);
+        idle.write(RelPath.parse("f.txt"), text("x"), 10);
+        Instant later = Instant.now().plus(Duration.ofHours(25));
+        try (AutoCloseable h = busy.hold()) {
+            assertThat(workspaces.expire(later)).isEqualTo(2); // idle + proj
+        }
+        assertThat(workspaces.names("alice")).containsExactly("busy");
+        assertThat(new Workspaces(tmp.resolve("root"), 1, Duration.ZERO, 1, 1).expire(later)).isZero();
+    }
+
+    /**
+     * A second thread keeps swapping a directory for a symlink to a secret directory while reads go on: no read
+     * may ever return the secret.
+     */
+    @Test
+    void symlinkSwapRaceNeverLeaksTheTarget() throws Exception {
+        Path outside = tmp.resolve("outside");
+        Files.createDirectories(outside);
+        Files.writeString(outside.resolve("f.txt"), "SECRET");
+        Files.createDirectories(dir.resolve("d"));
+        Files.writeString(dir.resolve("d/f.txt"), "fine");
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger leaks = new AtomicInteger();
+        AtomicInteger okReads = new AtomicInteger();
+        ExecutorService pool = Executors.newFixedThreadPool(3);
+        Future<?> swapper = pool.submit(() -> {
+            Path real = dir.resolve("d");
+            Path aside = dir.resolve("d.real");
+            while (!stop.get()) {
+                try {
+                    Files.move(real, aside);
+                    Files.createSymbolicLink(real, outside);
+                    Files.delete(real);
+                    Files.move(aside, real);
+                } catch (IOException ignored) {
+                    // contention with ourselves is fine
+                }
+            }
+            return null;
+        });
+        List<Future<?>> readers = new ArrayList<>();
+        for (int r = 0; r < 2; r++) {
+            readers.add(pool.submit(() -> {
+                for (int i = 0; i < 3000; i++) {
+                    try {
+                        String s = read("d/f.txt");
+                        if (s.contains("SECRET")) leaks.incrementAndGet();
+                        else okReads.incrementAndGet();
+                    } catch (WorkspaceException expected) {
+                        // refused or not found mid-swap
+                    }
+                }
+                return null;
+            }));
+        }
+        for (Future<?> f : readers) f.get(60, TimeUnit.SECONDS);
+        stop.set(true);
+        swapper.get(10, TimeUnit.SECONDS);
+        pool.shutdown();
+        assertThat(leaks.get()).isZero();
+        assertThat(okReads.get()).isPositive();
+    }
+}
