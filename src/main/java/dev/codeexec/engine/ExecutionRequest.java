@@ -1,5 +1,7 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.workspace.Workspace;
+
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -15,9 +17,17 @@ import java.util.Optional;
  * @param env       extra environment variables (names already validated)
  * @param limits    resolved limits for this run
  * @param audit     who asked (tenant, MCP session, request id), for logs and cancellation; never affects the run
+ * @param workspace the persistent workspace to run in (its directory becomes the working directory, read-write),
+ *                  already resolved for the caller's tenant; empty for a stateless run in a fresh tmpfs
  */
 public record ExecutionRequest(String language, String code, String stdin, List<String> args,
-        Map<String, String> env, Limits limits, AuditInfo audit) {
+        Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace) {
+
+    /** A stateless run. */
+    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
+            Limits limits, AuditInfo audit) {
+        this(language, code, stdin, args, env, limits, audit, Optional.empty());
+    }
 
     public ExecutionRequest {
         Objects.requireNonNull(language, "language");
@@ -27,6 +37,17 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         env = env == null ? Map.of() : Map.copyOf(env);
         Objects.requireNonNull(limits, "limits");
         audit = audit == null ? AuditInfo.NONE : audit;
+        workspace = workspace == null ? Optional.empty() : workspace;
+    }
+
+    /** The same request, run in the given workspace. */
+    public ExecutionRequest inWorkspace(Workspace ws) {
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws));
+    }
+
+    /** The same request with other audit information. */
+    public ExecutionRequest withAudit(AuditInfo a) {
+        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace);
     }
 
     /** Who asked for a run: only for logs, metrics and cancellation. */

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import java.util.List;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 
@@ -16,9 +17,38 @@ import java.util.OptionalLong;
  * @param peakMemoryBytes peak memory of the run's cgroup, where known
  * @param cpuTimeMs      CPU time (user+system) of the run, where known
  * @param sandbox        the sandbox that ran it (bwrap, gvisor, none)
+ * @param files          files the run created or changed in its workspace (empty for stateless runs)
+ * @param filesTruncated true when the workspace had more entries than a run's file scan covers
  */
 public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-        Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox) {
+        Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
+        List<FileArtifact> files, boolean filesTruncated) {
+
+    public ExecutionResult {
+        files = files == null ? List.of() : List.copyOf(files);
+    }
+
+    /** A result without workspace files. */
+    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox) {
+        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
+                List.of(), false);
+    }
+
+    /** The same result with the files a workspace run created or changed. */
+    public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
+        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
+                cpuTimeMs, sandbox, changed, scanTruncated);
+    }
+
+    /**
+     * A file a run created or changed.
+     *
+     * @param path     relative to the workspace root
+     * @param status   {@code created} or {@code modified}
+     */
+    public record FileArtifact(String path, long size, String mimeType, String status) {
+    }
 
     public boolean timedOut() {
         return outcome == Outcome.TIMEOUT;

@@ -45,17 +45,26 @@ final class GoCacheWarmer {
 
     private final List<String> packages;
     private final Path cacheDir;
+    private final Path scratchDir;
     private final String goBinary;
     private final Map<String, String> goEnv;
     private volatile State state;
-    private volatile Process process;
+    private final StartupProcesses processes;
 
-    GoCacheWarmer(Path cacheDir, String goBinary, Map<String, String> goEnv) {
-        this(cacheDir, goBinary, goEnv, PACKAGES);
+    GoCacheWarmer(Path cacheDir, Path scratchDir, String goBinary, Map<String, String> goEnv,
+            StartupProcesses processes) {
+        this(cacheDir, scratchDir, goBinary, goEnv, PACKAGES, processes);
     }
 
-    GoCacheWarmer(Path cacheDir, String goBinary, Map<String, String> goEnv, List<String> packages) {
+    /**
+     * @param scratchDir where the warm-up's temporary directory is made (and removed)
+     * @param processes  where its processes are registered, so that closing the executor stops them
+     */
+    GoCacheWarmer(Path cacheDir, Path scratchDir, String goBinary, Map<String, String> goEnv, List<String> packages,
+            StartupProcesses processes) {
+        this.processes = processes;
         this.packages = List.copyOf(packages);
+        this.scratchDir = scratchDir;
         this.cacheDir = cacheDir;
         this.goBinary = goBinary;
         this.goEnv = Map.copyOf(goEnv);
@@ -72,6 +81,8 @@ final class GoCacheWarmer {
             log.info("Go not found at {}: build cache stays cold", goBinary);
             return;
         }
+        stampTrim();
+        Thread.ofVirtual().name("go-trim-stamp").start(this::keepTrimStampFresh);
         Path work = null;
         try {
             String marker = markerText();
@@ -82,7 +93,8 @@ final class GoCacheWarmer {
             }
             state = State.WARMING;
             Files.createDirectories(cacheDir);
-            work = Files.createTempDirectory("go-warm");
+            Files.createDirectories(scratchDir);
+            work = Files.createTempDirectory(scratchDir, "go-warm");
             Files.writeString(work.resolve("warm.go"), program(packages));
             Map<String, String> env = new HashMap<>(goEnv);
             env.put("GOCACHE", cacheDir.toString());
@@ -113,8 +125,37 @@ final class GoCacheWarmer {
             Thread.currentThread().interrupt();
             state = State.COLD;
         } finally {
-            process = null;
             if (work != null) deleteTree(work);
+        }
+    }
+
+    /**
+     * Go trims its build cache once a day, and when it cannot record that in {@code trim.txt} — always, with the
+     * cache read-only in the sandbox — it fails the whole build with "failed to trim cache" (measured with Go 1.23:
+     * with a missing or day-old trim.txt every run exits 1). So the server records the trim for Go: before the
+     * warm-up (a cold cache must still build) and every hour after. The cache is read-only for runs and never
+     * grows, so it needs no trimming.
+     */
+    void stampTrim() {
+        try {
+            Files.createDirectories(cacheDir);
+            Path trim = cacheDir.resolve("trim.txt");
+            Files.writeString(trim, Long.toString(System.currentTimeMillis() / 1000));
+            Files.setPosixFilePermissions(trim, PosixFilePermissions.fromString("rw-r--r--"));
+            Files.setPosixFilePermissions(cacheDir, PosixFilePermissions.fromString("rwxr-xr-x"));
+        } catch (IOException e) {
+            log.warn("Go build cache trim stamp cannot be written: {}", e.toString());
+        }
+    }
+
+    private void keepTrimStampFresh() {
+        try {
+            while (true) {
+                Thread.sleep(java.time.Duration.ofHours(1));
+                stampTrim();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -124,13 +165,18 @@ final class GoCacheWarmer {
         pb.environment().clear();
         pb.environment().putAll(env);
         Process p = pb.start();
-        process = p;
-        byte[] out = p.getInputStream().readAllBytes();
-        if (!p.waitFor(10, TimeUnit.MINUTES)) {
-            p.destroyForcibly();
-            return "timed out";
+        if (!processes.add(p)) return "stopped: the executor is closing";
+        try {
+            byte[] out = p.getInputStream().readAllBytes();
+            if (!p.waitFor(10, TimeUnit.MINUTES)) {
+                p.destroyForcibly();
+                return "timed out";
+            }
+            if (processes.stopped()) return "stopped: the executor is closing";
+            return p.exitValue() == 0 ? null : "exit " + p.exitValue() + ": " + new String(out).strip();
+        } finally {
+            processes.remove(p);
         }
-        return p.exitValue() == 0 ? null : "exit " + p.exitValue() + ": " + new String(out).strip();
     }
 
     /** What the cache was warmed for: when any of it changes, the cache is warmed again. */
@@ -144,11 +190,7 @@ final class GoCacheWarmer {
         return version + "\n" + new java.util.TreeMap<>(goEnv) + "\n" + String.join(" ", packages) + "\nlist std\n";
     }
 
-    /** Stops a warm-up in progress (server shutdown). */
-    void stop() {
-        Process p = process;
-        if (p != null) p.destroyForcibly();
-    }
+
 
     static String program(List<String> packages) {
         StringBuilder s = new StringBuilder("package main\n\nimport (\n");

@@ -30,13 +30,17 @@ final class LanguageWarmup {
     private LanguageWarmup() {
     }
 
-    /** Returns true when the warm-up's output is in place. */
-    static boolean run(Language lang, Map<String, String> placeholders) {
+    /**
+     * Returns true when the warm-up's output is in place. It works in a temporary directory under
+     * {@code scratchDir}; {@code live} holds its process while it runs, so that a server shutdown can stop it.
+     */
+    static boolean run(Language lang, Map<String, String> placeholders, Path scratchDir, StartupProcesses live) {
         Language.Warmup w = lang.warmup().orElseThrow();
         Path work = null;
         try {
             Path produces = Path.of(Placeholders.fill(w.produces(), placeholders));
-            work = Files.createTempDirectory("warmup-" + lang.id());
+            Files.createDirectories(scratchDir);
+            work = Files.createTempDirectory(scratchDir, "warmup-" + lang.id());
             Path program = work.resolve("Main." + lang.fileExtension());
             Files.writeString(program, w.program());
             Path output = produces.resolveSibling("." + produces.getFileName() + ".tmp");
@@ -56,8 +60,15 @@ final class LanguageWarmup {
             pb.environment().putAll(env);
             long t0 = System.nanoTime();
             Process p = pb.start();
-            String out = new String(p.getInputStream().readAllBytes());
-            if (!p.waitFor(2, TimeUnit.MINUTES)) p.destroyForcibly();
+            live.add(p);
+            String out;
+            try {
+                out = new String(p.getInputStream().readAllBytes());
+                if (!p.waitFor(2, TimeUnit.MINUTES)) p.destroyForcibly();
+                p.waitFor();
+            } finally {
+                live.remove(p);
+            }
             if (p.exitValue() != 0 || !Files.isRegularFile(output)) {
                 log.info("{} warm-up made nothing (exit {}): {}", lang.id(), p.exitValue(), out.strip());
                 Files.deleteIfExists(output);

@@ -114,6 +114,13 @@ public final class Languages {
         return all.stream().map(Language::id).toList();
     }
 
+    /** Every accepted name: the ids in table order, then each language's aliases (for an input schema's enum). */
+    public List<String> names() {
+        List<String> names = new ArrayList<>(ids());
+        all.forEach(l -> names.addAll(l.aliases()));
+        return List.copyOf(names);
+    }
+
     /** Tool name → version argv, for runtime_info. */
     public Map<String, List<String>> tools() {
         return tools;

@@ -29,6 +29,10 @@ public record Limits(Duration timeout, int cpuSeconds, long memoryBytes, int max
         return new Limits(t, cpuSeconds, memoryBytes, maxProcesses, outputBytes, diskBytes);
     }
 
+    public Limits withDiskBytes(long bytes) {
+        return new Limits(timeout, cpuSeconds, memoryBytes, maxProcesses, outputBytes, bytes);
+    }
+
     public long memoryMb() {
         return memoryBytes / (1024 * 1024);
     }

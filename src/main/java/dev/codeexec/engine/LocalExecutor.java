@@ -58,6 +58,7 @@ public final class LocalExecutor implements Executor {
     final Sandbox sandbox;
     final Languages languages;
     final Path stagingDir;
+    private final Path scratchDir;
     final Map<String, String> placeholders;
     private final Semaphore slots;
     private final int maxConcurrent;
@@ -72,6 +73,7 @@ public final class LocalExecutor implements Executor {
     private final Optional<GoCacheWarmer> goWarmer;
     private final CompletableFuture<Void> goWarmed;
     private final List<CompletableFuture<Boolean>> warmups;
+    private final StartupProcesses startupProcesses = new StartupProcesses();
     private final RuntimeProbe probe;
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
@@ -94,7 +96,8 @@ public final class LocalExecutor implements Executor {
         Path runtimeDir = dataDir.resolve("runtime");
         Path goCache = dataDir.resolve("go-cache");
         this.stagingDir = dataDir.resolve("staging");
-        prepareDataDir(dataDir, runtimeDir, goCache, stagingDir);
+        this.scratchDir = dataDir.resolve("tmp").resolve(Long.toString(ProcessHandle.current().pid()));
+        prepareDataDir(dataDir, runtimeDir, goCache, stagingDir, scratchDir);
 
         Map<String, String> ph = new LinkedHashMap<>();
         ph.put("javaHome", Path.of(System.getProperty("java.home")).toAbsolutePath().toString());
@@ -102,14 +105,16 @@ public final class LocalExecutor implements Executor {
         ph.put("runtimeDir", runtimeDir.toString());
         this.placeholders = Map.copyOf(ph);
 
-        this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache,
-                Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders), environment(go, Map.of(), placeholders)));
+        this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache, scratchDir,
+                Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders),
+                environment(go, Map.of(), placeholders), startupProcesses));
         this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
                 .orElse(CompletableFuture.completedFuture(null));
         Map<String, String> warmupPlaceholders = new LinkedHashMap<>(placeholders);
         warmupPlaceholders.put("heapMb", heapMb(config.get(Config.MEMORY_LIMIT_MB)));
         this.warmups = languages.all().stream().filter(l -> l.warmup().isPresent())
-                .map(l -> CompletableFuture.supplyAsync(() -> LanguageWarmup.run(l, warmupPlaceholders),
+                .map(l -> CompletableFuture.supplyAsync(
+                        () -> LanguageWarmup.run(l, warmupPlaceholders, scratchDir, startupProcesses),
                         r -> virtualThreads.newThread(r).start()))
                 .toList();
         this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
@@ -121,10 +126,11 @@ public final class LocalExecutor implements Executor {
     }
 
     /**
-     * DATA_DIR must be traversable (not listable) by the sandbox uid: bwrap, started as that uid, opens the staged
-     * code file by its host path. Staging is 0711 so one run cannot list another's files.
+     * DATA_DIR must be traversable (not listable) by the sandbox uid, for the read-only binds of runtime/ and
+     * go-cache/. Staging is 0711 so no one else can list the staged code files. tmp/&lt;pid&gt; holds this server's
+     * start-time work; directories of servers that are no longer running (killed, say) are removed at start.
      */
-    private static void prepareDataDir(Path dataDir, Path runtimeDir, Path goCache, Path staging) {
+    private static void prepareDataDir(Path dataDir, Path runtimeDir, Path goCache, Path staging, Path scratch) {
         try {
             Files.createDirectories(dataDir);
             Set<PosixFilePermission> perms = Files.getPosixFilePermissions(dataDir);
@@ -139,9 +145,24 @@ public final class LocalExecutor implements Executor {
             }
             Files.createDirectories(staging);
             Files.setPosixFilePermissions(staging, PosixFilePermissions.fromString("rwx--x--x"));
+            Path scratchRoot = scratch.getParent();
+            Files.createDirectories(scratchRoot);
+            Files.setPosixFilePermissions(scratchRoot, PosixFilePermissions.fromString("rwx------"));
+            try (var others = Files.list(scratchRoot)) {
+                others.filter(d -> !isLiveServer(d.getFileName().toString())).forEach(GoCacheWarmer::deleteTree);
+            }
+            Files.createDirectories(scratch);
             installResource("/engine/ts-loader.js", runtimeDir.resolve("ts-loader.js"));
         } catch (IOException e) {
             throw new UncheckedIOException("cannot prepare DATA_DIR " + dataDir + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static boolean isLiveServer(String pidName) {
+        try {
+            return ProcessHandle.of(Long.parseLong(pidName)).map(ProcessHandle::isAlive).orElse(false);
+        } catch (NumberFormatException e) {
+            return false;
         }
     }
 
@@ -169,7 +190,9 @@ public final class LocalExecutor implements Executor {
 
     /** Base whitelist, then the language's extras, then the request's own variables (which win). */
     static Map<String, String> environment(Language lang, Map<String, String> requestEnv, Map<String, String> ph) {
-        Map<String, String> env = baseEnvironment(WORK_DIR);
+        // HOME is the run's /tmp, not the working directory: tools' caches (fontconfig, matplotlib, pip, npm) must
+        // not litter a persistent workspace or count against its quota.
+        Map<String, String> env = baseEnvironment("/tmp");
         lang.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
         env.putAll(requestEnv);
         return env;
@@ -359,7 +382,7 @@ public final class LocalExecutor implements Executor {
     @Override
     public void close() {
         if (!closing.compareAndSet(false, true)) return;
-        goWarmer.ifPresent(GoCacheWarmer::stop);
+        startupProcesses.stopAll();
         List<LocalRun> all = new ArrayList<>(runs);
         all.stream().filter(LocalRun::isQueued).forEach(LocalRun::cancel);
         long graceEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(config.get(Config.SHUTDOWN_GRACE_SECONDS));
@@ -382,6 +405,9 @@ public final class LocalExecutor implements Executor {
         try {
             if (!sandboxThreads.awaitTermination(30, TimeUnit.SECONDS))
                 log.warn("shutdown: runs did not clean up within 30 s");
+            // The stopped warm-ups delete their temporary directories on the way out.
+            awaitWarmups(Duration.ofSeconds(10));
+            GoCacheWarmer.deleteTree(scratchDir);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

@@ -3,6 +3,12 @@ package dev.codeexec.engine;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
 import dev.codeexec.sandbox.SandboxSpec;
+import dev.codeexec.workspace.MimeTypes;
+import dev.codeexec.workspace.RelPath;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.WorkspaceFs;
+import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -21,6 +27,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
+import java.util.Optional;
+import java.util.HashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -118,16 +126,20 @@ final class LocalRun implements RunHandle {
      */
     ExecutionResult execute() {
         if (cancelled) return cancelledInQueue();
-        String name = "code_" + hex(4);
+        Optional<Workspace> ws = request.workspace();
+        String name = ws.map(LocalRun::unusedName).orElseGet(() -> "code_" + hex(4));
         String fileName = name + "." + language.fileExtension();
         Path staged = executor.stagingDir.resolve(id + "-" + fileName);
         try {
             Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
             Files.setPosixFilePermissions(staged, PosixFilePermissions.fromString("rw-r--r--"));
-            return runInSandbox(spec(name, fileName, staged));
+            if (ws.isEmpty()) return runInSandbox(spec(name, fileName, staged, request.limits(), Optional.empty()));
+            return runInWorkspace(ws.get(), name, fileName, staged);
         } catch (IOException e) {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
             return failedToStart("the server could not prepare the run (staging the code file failed)");
+        } catch (WorkspaceException e) {
+            return failedToStart("the workspace cannot be used: " + e.getMessage());
         } catch (RuntimeException e) {
             log.error("run {}: unexpected error", id, e);
             return failedToStart("the server could not run the program (internal error)");
@@ -140,20 +152,90 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    private SandboxSpec spec(String name, String fileName, Path staged) {
+    /** Most entries a run's before/after scan of its workspace looks at. */
+    static final int SCAN_LIMIT = 10_000;
+    /** A workspace at its quota still lets a run start; its files may then grow by this much at most. */
+    static final long MIN_WORKSPACE_DISK = 64 * 1024;
+
+    /**
+     * A run in a persistent workspace: the directory is bound read-write as the working directory; each file the
+     * program writes is capped (RLIMIT_FSIZE) at the space left under the quota; the code file gets a name no user
+     * file has and is removed afterwards; what the run created or changed is listed.
+     */
+    private ExecutionResult runInWorkspace(Workspace ws, String name, String fileName, Path staged) {
+        try (Workspaces.Hold hold = ws.hold()) {
+            Map<String, WorkspaceFs.Entry> before = new HashMap<>();
+            boolean truncatedBefore = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> before.put(e.path().toString(), e));
+            long left = Math.max(MIN_WORKSPACE_DISK, ws.quotaBytes() - sizeOf(before.values()));
+            Limits limits = request.limits().withDiskBytes(Math.min(request.limits().diskBytes(), left));
+            ExecutionResult r;
+            try {
+                r = runInSandbox(spec(name, fileName, staged, limits, Optional.of(ws.fs().root())));
+            } finally {
+                removeQuietly(ws, fileName);
+            }
+            Map<String, WorkspaceFs.Entry> after = new HashMap<>();
+            boolean truncatedAfter = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> after.put(e.path().toString(), e));
+            ws.fs().touch();
+            return r.withFiles(changedFiles(before, after), truncatedBefore || truncatedAfter);
+        }
+    }
+
+    private static long sizeOf(java.util.Collection<WorkspaceFs.Entry> entries) {
+        long sum = 0;
+        for (WorkspaceFs.Entry e : entries) sum += e.size();
+        return sum;
+    }
+
+    /** Regular files that are new, or whose size or modification time changed, sorted by path. */
+    static List<ExecutionResult.FileArtifact> changedFiles(Map<String, WorkspaceFs.Entry> before,
+            Map<String, WorkspaceFs.Entry> after) {
+        List<ExecutionResult.FileArtifact> out = new ArrayList<>();
+        for (WorkspaceFs.Entry e : after.values()) {
+            if (!e.type().equals("file")) continue;
+            WorkspaceFs.Entry old = before.get(e.path().toString());
+            String status = old == null || !old.type().equals("file") ? "created"
+                    : old.size() != e.size() || !old.modified().equals(e.modified()) ? "modified" : null;
+            if (status != null) out.add(new ExecutionResult.FileArtifact(e.path().toString(), e.size(),
+                    MimeTypes.of(e.name()), status));
+        }
+        out.sort(java.util.Comparator.comparing(ExecutionResult.FileArtifact::path));
+        return out;
+    }
+
+    /** A code file name that no entry of the workspace has (neither the source nor a compiled binary). */
+    private static String unusedName(Workspace ws) {
+        while (true) {
+            String candidate = "code_" + hex(4);
+            boolean taken = ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE).stream()
+                    .anyMatch(e -> e.name().startsWith(candidate));
+            if (!taken) return candidate;
+        }
+    }
+
+    private void removeQuietly(Workspace ws, String fileName) {
+        try {
+            ws.fs().delete(RelPath.parse(fileName), false);
+        } catch (WorkspaceException e) {
+            if (e.kind() != WorkspaceException.Kind.NOT_FOUND)
+                log.warn("run {}: cannot remove {} from workspace {}: {}", id, fileName, ws.name(), e.getMessage());
+        }
+    }
+
+    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Path> workDirSource) {
         String file = LocalExecutor.WORK_DIR + "/" + fileName;
         Map<String, String> ph = new LinkedHashMap<>(executor.placeholders);
         ph.put("file", file);
         ph.put("dir", LocalExecutor.WORK_DIR);
         ph.put("name", name);
-        ph.put("heapMb", LocalExecutor.heapMb(request.limits().memoryMb()));
+        ph.put("heapMb", LocalExecutor.heapMb(limits.memoryMb()));
         List<Path> binds = new ArrayList<>();
         for (String b : language.binds()) {
             Path p = Path.of(Placeholders.fill(b, ph));
             if (Files.isDirectory(p)) binds.add(p);
         }
         return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, Map.of(file, staged), binds,
-                LocalExecutor.environment(language, request.env(), ph), request.limits());
+                LocalExecutor.environment(language, request.env(), ph), limits, workDirSource);
     }
 
     /**

@@ -118,7 +118,12 @@ final class BwrapSandbox implements Sandbox {
         argv.addAll(List.of("--proc", "/proc", "--dev", "/dev"));
         String size = Long.toString(limits.diskBytes());
         argv.addAll(List.of("--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp"));
-        if (!workDir.equals(Path.of("/tmp"))) argv.addAll(List.of("--size", size, "--tmpfs", workDir.toString()));
+        if (spec.workDirSource().isPresent()) {
+            // a persistent workspace: bwrap opens the source as the sandbox uid, which owns it
+            argv.addAll(List.of("--bind", spec.workDirSource().get().toString(), workDir.toString()));
+        } else if (!workDir.equals(Path.of("/tmp"))) {
+            argv.addAll(List.of("--size", size, "--tmpfs", workDir.toString()));
+        }
 
         Map<Integer, Path> fds = new LinkedHashMap<>();
         fds.put(3, seccomp);

@@ -145,6 +145,10 @@ final class GvisorSandbox implements Sandbox {
                 }
             }
         }
+        if (spec.workDirSource().isPresent()) {
+            sc.append("mount --bind ").append(Launcher.quote(spec.workDirSource().get().toString())).append(' ')
+                    .append(Launcher.quote("." + workDir)).append('\n');
+        }
         sc.append("mount --bind -o ro /usr usr\n");
         sc.append("mount --bind -o ro ").append(Launcher.quote(etc.toString())).append(" etc\n");
         for (Path d : spec.readOnlyDirs()) {

@@ -58,9 +58,14 @@ final class NoSandbox implements Sandbox {
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
         String workDir = BwrapSandbox.checkInside(spec.workDir()).toString();
         Path dir;
+        boolean ownDir = spec.workDirSource().isEmpty(); // a workspace is never ours to delete
         try {
-            dir = HostDirs.create("code-exec-none-", "rwx------");
-            if (root) HostDirs.chown(dir, uid, gid);
+            if (ownDir) {
+                dir = HostDirs.create("code-exec-none-", "rwx------");
+                if (root) HostDirs.chown(dir, uid, gid);
+            } else {
+                dir = spec.workDirSource().get();
+            }
         } catch (IOException e) {
             throw new SandboxException("cannot create the working directory: " + e.getMessage(), e);
         }
@@ -82,11 +87,13 @@ final class NoSandbox implements Sandbox {
             List<String> cmd = Launcher.command(cg.procsFiles(), spec.limits(), !cgroups.limitsMemory(),
                     !cgroups.limitsPids(), Map.of(), argv);
             Process p = Launcher.start(cmd, env, dir.toFile());
-            return new LaunchedProcess(p, cg, spec.limits().cpuSeconds(), false, () -> HostDirs.deleteTree(dir));
+            return new LaunchedProcess(p, cg, spec.limits().cpuSeconds(), false, () -> {
+                if (ownDir) HostDirs.deleteTree(dir);
+            });
         } catch (SandboxException | IOException | RuntimeException e) {
             cg.killAll();
             cg.remove();
-            HostDirs.deleteTree(dir);
+            if (ownDir) HostDirs.deleteTree(dir);
             if (e instanceof SandboxException se) throw se;
             throw new SandboxException("cannot start: " + e.getMessage(), e);
         }

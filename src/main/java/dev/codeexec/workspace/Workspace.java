@@ -50,7 +50,7 @@ public final class Workspace {
     }
 
     /** Marks the workspace busy (expiry skips it) until the handle is closed. */
-    public AutoCloseable hold() {
+    public Workspaces.Hold hold() {
         return owner.hold(fs.root());
     }
 

@@ -55,6 +55,15 @@ public final class Workspaces {
         } catch (IOException e) {
             throw new IllegalStateException("WORKSPACE_ROOT " + root + " cannot be created: " + e.getMessage(), e);
         }
+        for (Path p = root.toAbsolutePath().getParent(); p != null; p = p.getParent()) {
+            try {
+                if (!Files.getPosixFilePermissions(p).contains(java.nio.file.attribute.PosixFilePermission.OTHERS_EXECUTE))
+                    throw new IllegalStateException("WORKSPACE_ROOT " + root + " is unreachable for the sandbox uid: "
+                            + p + " is not searchable by others (chmod o+x " + p + ", or choose another WORKSPACE_ROOT)");
+            } catch (IOException e) {
+                throw new IllegalStateException("WORKSPACE_ROOT " + root + ": cannot check " + p + ": " + e.getMessage(), e);
+            }
+        }
     }
 
     public long quotaBytes() {
@@ -159,9 +168,16 @@ public final class Workspaces {
     }
 
     /** Marks a workspace busy until the returned handle is closed (expiry leaves it alone meanwhile). */
-    AutoCloseable hold(Path dir) {
+    Hold hold(Path dir) {
         inUse.computeIfAbsent(dir, d -> new AtomicInteger()).incrementAndGet();
         return () -> inUse.computeIfPresent(dir, (d, n) -> n.decrementAndGet() <= 0 ? null : n);
+    }
+
+    /** A mark that a workspace is in use; closing it ends the mark. */
+    @FunctionalInterface
+    public interface Hold extends AutoCloseable {
+        @Override
+        void close();
     }
 
     private void chown(Path p) throws IOException {

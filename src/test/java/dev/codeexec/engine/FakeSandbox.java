@@ -99,8 +99,11 @@ final class FakeSandbox implements Sandbox {
 
         @Override
         public void kill() {
-            p.descendants().forEach(ProcessHandle::destroyForcibly);
+            // Parent first, so that a shell cannot run its next command when its child dies; the children were
+            // listed before, while they were still reachable as descendants.
+            var children = p.descendants().toList();
             p.destroyForcibly();
+            children.forEach(ProcessHandle::destroyForcibly);
         }
 
         @Override

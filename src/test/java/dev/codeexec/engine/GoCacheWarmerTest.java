@@ -27,7 +27,8 @@ class GoCacheWarmerTest {
     void warmsOnceWorldReadableAndAgainWhenWhatItWasWarmedForChanges(@TempDir Path dir) throws Exception {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
         Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
@@ -42,12 +43,14 @@ class GoCacheWarmerTest {
 
         FileTime before = FileTime.fromMillis(1_000_000L);
         Files.setLastModifiedTime(marker, before);
-        GoCacheWarmer again = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        GoCacheWarmer again = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
         again.warm();
         assertThat(again.state()).isEqualTo(GoCacheWarmer.State.WARM);
         assertThat(Files.getLastModifiedTime(marker)).as("no second warm-up").isEqualTo(before);
 
-        GoCacheWarmer changed = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors", "unicode/utf8"));
+        GoCacheWarmer changed = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors", "unicode/utf8"), new StartupProcesses());
         changed.warm();
         assertThat(changed.state()).isEqualTo(GoCacheWarmer.State.WARM);
         assertThat(Files.readString(marker)).contains("errors unicode/utf8");
@@ -63,14 +66,48 @@ class GoCacheWarmerTest {
         assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
                 "needs root and setpriv to act as another uid");
         Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, GO, goEnv(), List.of("errors"));
+        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
-        Path work = dir.resolve("work");
-        Files.createDirectories(work);
-        Files.writeString(work.resolve("z.go"), "package main\n\nimport (\n\t\"archive/zip\"\n\t\"os\"\n)\n\n"
-                + "func main() { _ = zip.NewWriter(os.Stdout) }\n");
+        BuildResult r = buildAsSandboxUid(dir, cache, "archive/zip", "_ = zip.NewWriter(os.Stdout)");
+        assertThat(r.exit()).as(r.output()).isZero();
+    }
+
+    /**
+     * The other read-only trap: Go trims its cache daily and fails the build when it cannot write trim.txt. A
+     * day-old stamp (what a server up for a day would have without the hourly refresh) breaks every build; the
+     * warmer's stamp makes it work again.
+     */
+    @Test
+    void aStaleTrimStampBreaksReadOnlyBuildsUntilTheWarmerStampsIt(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
+                "needs root and setpriv to act as another uid");
+        Path cache = dir.resolve("cache");
+        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+                List.of("errors"), new StartupProcesses());
+        w.warm();
+        long dayAndAHourAgo = System.currentTimeMillis() / 1000 - 25 * 3600;
+        Files.writeString(cache.resolve("trim.txt"), Long.toString(dayAndAHourAgo));
+        BuildResult stale = buildAsSandboxUid(dir, cache, "errors", "_ = errors.New(\"x\")");
+        assertThat(stale.exit()).isNotZero();
+        assertThat(stale.output()).contains("failed to trim cache");
+        w.stampTrim();
+        BuildResult fresh = buildAsSandboxUid(dir, cache, "errors", "_ = errors.New(\"x\")");
+        assertThat(fresh.exit()).as(fresh.output()).isZero();
+    }
+
+    private record BuildResult(int exit, String output) {
+    }
+
+    /** Builds a one-import program as uid 65534, to which the root-owned cache is read-only. */
+    private static BuildResult buildAsSandboxUid(Path dir, Path cache, String importPath, String body) throws Exception {
+        Path work = Files.createTempDirectory(dir, "work");
+        Files.writeString(work.resolve("z.go"), "package main\n\nimport (\n\t\"" + importPath + "\"\n\t\"os\"\n)\n\n"
+                + "var _ = os.Stdout\n\nfunc main() { " + body + " }\n");
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Files.setPosixFilePermissions(work, PosixFilePermissions.fromString("rwxr-xr-x"));
         Files.setAttribute(work, "unix:uid", 65534);
         ProcessBuilder pb = new ProcessBuilder("/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534",
                 "--clear-groups", GO, "build", "-o", "z", "z.go").directory(work.toFile()).redirectErrorStream(true);
@@ -80,17 +117,38 @@ class GoCacheWarmerTest {
                 "GOPATH", work.resolve("gopath").toString()));
         Process p = pb.start();
         String out = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor()).as(out).isZero();
-        assertThat(work.resolve("z")).isExecutable();
+        int exit = p.waitFor();
+        if (exit == 0) assertThat(work.resolve("z")).isExecutable();
+        return new BuildResult(exit, out);
     }
 
     @Test
     void aProgramThatDoesNotBuildLeavesTheCacheCold(@TempDir Path dir) {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), GO, goEnv(), List.of("no/such/package"));
+        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+                List.of("no/such/package"), new StartupProcesses());
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
         assertThat(dir.resolve("cache").resolve(GoCacheWarmer.MARKER)).doesNotExist();
+    }
+
+    @Test
+    void stoppingEndsTheWarmUpAndRemovesItsScratchDirectory(@TempDir Path dir) throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        StartupProcesses processes = new StartupProcesses();
+        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+                GoCacheWarmer.PACKAGES, processes);
+        Thread t = Thread.ofVirtual().start(w::warm);
+        Thread.sleep(500); // into the build of the whole package list (tens of seconds on a cold cache)
+        processes.stopAll();
+        assertThat(t.join(java.time.Duration.ofSeconds(20))).isTrue();
+        assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
+        assertThat(dir.resolve("cache").resolve(GoCacheWarmer.MARKER)).doesNotExist();
+        try (Stream<Path> left = Files.list(dir.resolve("scratch"))) {
+            assertThat(left).isEmpty();
+        }
+        assertThat(ProcessHandle.current().descendants()
+                .filter(p -> p.info().command().orElse("").contains("go"))).isEmpty();
     }
 
     @Test

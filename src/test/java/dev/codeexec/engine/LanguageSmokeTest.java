@@ -20,7 +20,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Every language of the table end to end through {@link LocalExecutor}: hello world, stdin, args, stderr and the
- * exit code, in the real sandbox when it is available (else the fake). Prints the measured durations.
+ * exit code, in the real sandbox when it can run here (else the fake). Prints the measured durations.
  */
 class LanguageSmokeTest {
 

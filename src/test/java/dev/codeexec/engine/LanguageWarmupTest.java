@@ -48,7 +48,7 @@ class LanguageWarmupTest {
             throws Exception {
         Language ts = table.find("typescript").orElseThrow();
         Map<String, String> ph = placeholders(runtimeDir);
-        assertThat(LanguageWarmup.run(ts, ph)).isTrue();
+        assertThat(LanguageWarmup.run(ts, ph, work.resolve("scratch"), new StartupProcesses())).isTrue();
         Path cache = runtimeDir.resolve("typescript.v8cache");
         assertThat(Files.size(cache)).isGreaterThan(100_000);
         assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(cache))).isEqualTo("rw-r--r--");
@@ -70,7 +70,7 @@ class LanguageWarmupTest {
         String code = "class Main { public static void main(String[] a) { System.out.println(\"hi\"); } }";
         // before the warm-up: no cache file at all
         assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
-        assertThat(LanguageWarmup.run(java, ph)).isTrue();
+        assertThat(LanguageWarmup.run(java, ph, work.resolve("scratch"), new StartupProcesses())).isTrue();
         Path cache = runtimeDir.resolve("java-source.aot");
         assertThat(Files.size(cache)).isGreaterThan(1_000_000);
         assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
@@ -83,7 +83,8 @@ class LanguageWarmupTest {
         Language broken = new Language("x", List.of(), "sh", java.util.Optional.empty(), List.of("/bin/sh", "{file}"),
                 List.of(), Map.of(), List.of(), java.util.Optional.of(new Language.Warmup("exit 3",
                 List.of("/bin/sh", "{file}"), Map.of(), "{runtimeDir}/x.cache")));
-        assertThat(LanguageWarmup.run(broken, placeholders(runtimeDir))).isFalse();
+        assertThat(LanguageWarmup.run(broken, placeholders(runtimeDir), runtimeDir.resolve("scratch"),
+                new StartupProcesses())).isFalse();
         assertThat(runtimeDir.resolve("x.cache")).doesNotExist();
     }
 }

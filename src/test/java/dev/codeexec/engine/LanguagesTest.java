@@ -29,6 +29,13 @@ class LanguagesTest {
     }
 
     @Test
+    void namesAreIdsThenAliasesAndAllResolve() {
+        assertThat(table.names()).startsWith("python", "nodejs", "typescript", "go", "java", "shell", "bash", "c")
+                .contains("py", "python3", "js", "node", "ts", "golang", "sh").doesNotHaveDuplicates();
+        table.names().forEach(n -> assertThat(table.find(n)).as(n).isPresent());
+    }
+
+    @Test
     void goAndCHaveACompileStep() {
         assertThat(table.all().stream().filter(Language::compiled).map(Language::id)).containsExactly("go", "c");
     }

@@ -91,7 +91,7 @@ class LocalExecutorTest {
                 Map.of("MY_VAR", "42"), null), OutputListener.NONE));
         var spec = sandbox.specs.getLast();
         assertThat(spec.env()).containsEntry("MY_VAR", "42").containsEntry("LANG", "C.UTF-8")
-                .containsEntry("HOME", LocalExecutor.WORK_DIR).containsEntry("TMPDIR", "/tmp")
+                .containsEntry("HOME", "/tmp").containsEntry("TMPDIR", "/tmp")
                 .containsEntry("PYTHONUNBUFFERED", "1").containsEntry("MPLBACKEND", "Agg");
         assertThat(spec.env().keySet()).isSubsetOf(Set.of("PATH", "HOME", "LANG", "TMPDIR", "PYTHONUNBUFFERED",
                 "MPLBACKEND", "MY_VAR"));
@@ -157,22 +157,22 @@ class LocalExecutorTest {
     void timeoutKillsTheRunAndSaysSo() throws Exception {
         LocalExecutor e = executor();
         long t0 = System.nanoTime();
-        ExecutionResult r = await(e.submit(sh(e, "echo before; sleep 30; echo after", 500), OutputListener.NONE));
+        ExecutionResult r = await(e.submit(sh(e, "echo before; sleep 30; echo after", 2000), OutputListener.NONE));
         long ms = (System.nanoTime() - t0) / 1_000_000;
         assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
         assertThat(r.timedOut()).isTrue();
         assertThat(r.stdout()).isEqualTo("before\n");
-        assertThat(r.stderr()).endsWith("[terminated] timeout after 500 ms\n");
+        assertThat(r.stderr()).endsWith("[terminated] timeout after 2000 ms\n");
         assertThat(ms).isLessThan(10_000);
-        assertThat(r.durationMs()).isGreaterThanOrEqualTo(500);
+        assertThat(r.durationMs()).isGreaterThanOrEqualTo(2000);
     }
 
     @Test
     void timeoutTimerStartsWhenTheProgramStartsNotWhenQueued() throws Exception {
         LocalExecutor e = executor("MAX_CONCURRENT", "1");
-        RunHandle first = e.submit(sh(e, "sleep 1.5", 10_000), OutputListener.NONE);
-        RunHandle second = e.submit(sh(e, "sleep 0.3; echo done", 1_000), OutputListener.NONE);
-        // second waits ~1.5 s in the queue, longer than its own 1 s timeout, and still must not time out
+        RunHandle first = e.submit(sh(e, "sleep 3", 20_000), OutputListener.NONE);
+        RunHandle second = e.submit(sh(e, "sleep 0.3; echo done", 2_000), OutputListener.NONE);
+        // second waits ~3 s in the queue, longer than its own 2 s timeout, and still must not time out
         assertThat(await(second).outcome()).isEqualTo(Outcome.EXITED);
         assertThat(await(second).stdout()).isEqualTo("done\n");
         assertThat(await(first).outcome()).isEqualTo(Outcome.EXITED);
@@ -370,6 +370,17 @@ class LocalExecutorTest {
         try (Stream<Path> staged = Files.list(e2.stagingDir)) {
             assertThat(staged.filter(p -> p.getFileName().toString().startsWith("run-"))).isEmpty();
         }
+    }
+
+    @Test
+    void closeRightAfterStartStopsTheWarmUpsAndLeavesNoScratch() throws Exception {
+        Path scratchRoot = Path.of(TestSupport.DATA_DIR, "tmp");
+        Path deadServer = scratchRoot.resolve("999999999");
+        Files.createDirectories(deadServer.resolve("go-warm123"));
+        LocalExecutor e = executor();
+        assertThat(deadServer).as("left by a server that no longer runs").doesNotExist();
+        e.close();
+        assertThat(scratchRoot.resolve(Long.toString(ProcessHandle.current().pid()))).doesNotExist();
     }
 
     @Test

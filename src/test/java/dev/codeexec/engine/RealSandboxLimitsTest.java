@@ -17,7 +17,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Outcomes only the real sandbox can produce (the kernel enforces memory and CPU limits) and process-tree
- * behaviour only it guarantees. Skipped when the sandbox implementation is absent or cannot run here.
+ * behaviour only it guarantees. Skipped when the configured sandbox cannot run here.
  */
 class RealSandboxLimitsTest {
 
@@ -26,8 +26,7 @@ class RealSandboxLimitsTest {
     private LocalExecutor executor(String... pairs) {
         Config config = TestSupport.config(pairs);
         Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent(), "sandbox implementation not on the classpath");
-        assumeTrue(real.get().unavailableReason().isEmpty(), () -> "sandbox unavailable: " + real.get().unavailableReason().get());
+        assumeTrue(real.isPresent(), "the configured sandbox cannot run code on this machine");
         LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
         executors.add(e);
         return e;
@@ -84,7 +83,7 @@ class RealSandboxLimitsTest {
     void codeCannotSeeTheServersEnvironmentOrWriteTheGoCache() throws Exception {
         LocalExecutor e = executor();
         ExecutionResult env = await(e.submit(request(e.config, "shell", "env"), OutputListener.NONE));
-        assertThat(env.stdout()).doesNotContain("JAVA_HOME").doesNotContain("MAVEN").contains("HOME=/work");
+        assertThat(env.stdout()).doesNotContain("JAVA_HOME").doesNotContain("MAVEN").contains("HOME=/tmp");
         String goCache = e.placeholders.get("goCache");
         ExecutionResult w = await(e.submit(request(e.config, "shell", "touch " + goCache + "/x && echo wrote || echo refused"),
                 OutputListener.NONE));

@@ -2,32 +2,24 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.sandbox.Sandboxes;
 
 import java.util.Optional;
 
-/**
- * The sandbox the language smoke tests run in: the real default one ({@code Sandboxes.create}) when it is on
- * the classpath and usable here, else {@link FakeSandbox}. Found reflectively so this branch builds before the
- * sandbox implementation is merged.
- */
+/** The sandbox the real-sandbox tests run in: the configured one (bubblewrap by default) when it is usable here. */
 final class TestSandboxes {
 
     private TestSandboxes() {
     }
 
-    /** The configured real sandbox, or empty when the implementation is not present. */
+    /** The configured sandbox, or empty when it cannot run code on this machine (the tests then skip). */
     static Optional<Sandbox> real(Config config) {
-        try {
-            Class<?> c = Class.forName("dev.codeexec.sandbox.Sandboxes");
-            return Optional.of((Sandbox) c.getMethod("create", Config.class).invoke(null, config));
-        } catch (ClassNotFoundException e) {
-            return Optional.empty();
-        } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("Sandboxes.create failed", e);
-        }
+        Sandbox s = Sandboxes.create(config);
+        return s.unavailableReason().isEmpty() ? Optional.of(s) : Optional.empty();
     }
 
+    /** The real sandbox when usable, else {@link FakeSandbox} (the smoke tests still check the engine's side). */
     static Sandbox realOrFake(Config config) {
-        return real(config).filter(s -> s.unavailableReason().isEmpty()).orElseGet(FakeSandbox::new);
+        return real(config).orElseGet(FakeSandbox::new);
     }
 }

@@ -38,6 +38,7 @@ class WorkspaceFsTest {
 
     @BeforeEach
     void setUp() throws IOException {
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         workspaces = new Workspaces(tmp.resolve("root"), 1 << 20, Duration.ofHours(24), 65534, 65534);
         ws = workspaces.open("alice", "proj", true);
         dir = ws.fs().root();
@@ -176,6 +177,15 @@ class WorkspaceFsTest {
         assertThat(Files.exists(dir.resolve("d"))).isFalse();
         assertThatThrownBy(() -> ws.fs().delete(RelPath.parse("d"), true))
                 .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.NOT_FOUND);
+    }
+
+    @Test
+    void aRootTheSandboxUidCannotReachIsRefusedAtStart() throws IOException {
+        Path closed = tmp.resolve("closed");
+        Files.createDirectories(closed, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
+        assertThatThrownBy(() -> new Workspaces(closed.resolve("ws"), 1, Duration.ZERO, 65534, 65534))
+                .hasMessageContaining("not searchable by others").hasMessageContaining(closed.toString());
     }
 
     @Test

@@ -1,0 +1,143 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.workspace.RelPath;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.ByteArrayInputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.stream.Stream;
+
+import static dev.codeexec.engine.TestSupport.await;
+import static dev.codeexec.engine.TestSupport.request;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/** Runs in a persistent workspace, in the real sandbox: files persist, code files never clash, quota holds. */
+class WorkspaceRunTest {
+
+    @TempDir
+    Path tmp;
+    LocalExecutor executor;
+    Workspaces workspaces;
+    Workspace ws;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Config config = TestSupport.config();
+        Optional<Sandbox> real = TestSandboxes.real(config);
+        assumeTrue(real.isPresent(), "the configured sandbox cannot run code on this machine");
+        executor = new LocalExecutor(config, real.get(), Languages.load());
+        workspaces = new Workspaces(tmp.resolve("ws"), 16 << 20, Duration.ofHours(1), 65534, 65534);
+        ws = workspaces.open("alice", "proj", true);
+    }
+
+    @AfterEach
+    void tearDown() {
+        if (executor != null) executor.close();
+    }
+
+    private ExecutionResult run(String language, String code) throws Exception {
+        return await(executor.submit(request(executor.config, language, code).inWorkspace(ws), OutputListener.NONE));
+    }
+
+    private String[] namesInWorkspace() throws Exception {
+        try (Stream<Path> s = Files.list(ws.fs().root())) {
+            return s.map(p -> p.getFileName().toString()).sorted().toArray(String[]::new);
+        }
+    }
+
+    @Test
+    void writeCompileRunAcrossCalls() throws Exception {
+        ExecutionResult write = run("shell", "printf '#include <stdio.h>\\nint main(){puts(\"built\");return 0;}\\n' > main.c");
+        assertThat(write.exitCode()).as(write.stderr()).isZero();
+        ExecutionResult compile = run("shell", "gcc -o prog main.c && echo compiled");
+        assertThat(compile.stdout()).as(compile.stderr()).isEqualTo("compiled\n");
+        assertThat(compile.files()).extracting(ExecutionResult.FileArtifact::path).containsExactly("prog");
+        ExecutionResult exec = run("bash", "./prog");
+        assertThat(exec.stdout()).isEqualTo("built\n");
+        assertThat(exec.files()).isEmpty();
+        assertThat(namesInWorkspace()).containsExactly("main.c", "prog");
+    }
+
+    @Test
+    void codeFileNeverTouchesTheUsersFilesAndImportsFromTheWorkspaceWork() throws Exception {
+        ws.write(RelPath.parse("main.py"), new ByteArrayInputStream("print('users main')\n".getBytes()), 1000);
+        ws.write(RelPath.parse("helper.py"), new ByteArrayInputStream("VALUE = 42\n".getBytes()), 1000);
+        ExecutionResult r = run("python", "import helper, os\nprint(helper.VALUE, open('main.py').read().strip())");
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("42 print('users main')\n");
+        assertThat(namesInWorkspace()).containsExactly("helper.py", "main.py"); // no code_* left behind
+        ExecutionResult go = run("go", "package main\nimport \"fmt\"\nfunc main(){ fmt.Println(\"go in ws\") }");
+        assertThat(go.stdout()).as(go.stderr()).isEqualTo("go in ws\n");
+        assertThat(namesInWorkspace()).containsExactly("helper.py", "main.py");
+    }
+
+    @Test
+    void resultListsCreatedAndModifiedFiles() throws Exception {
+        ws.write(RelPath.parse("data.csv"), new ByteArrayInputStream("a\n1\n".getBytes()), 1000);
+        ws.write(RelPath.parse("same.txt"), new ByteArrayInputStream("x".getBytes()), 1000);
+        ExecutionResult r = run("python", """
+                import os
+                os.makedirs('out', exist_ok=True)
+                open('out/report.json', 'w').write('{}')
+                open('data.csv', 'a').write('2\\n')
+                os.symlink('/etc/passwd', 'link')
+                """);
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        assertThat(r.files()).containsExactly(
+                new ExecutionResult.FileArtifact("data.csv", 6, "text/csv", "modified"),
+                new ExecutionResult.FileArtifact("out/report.json", 2, "application/json", "created"));
+    }
+
+    @Test
+    void matplotlibChartIsListedAsAnImage() throws Exception {
+        ExecutionResult r = run("python", """
+                import matplotlib.pyplot as plt
+                plt.plot([1, 2, 3], [1, 4, 9])
+                plt.savefig('chart.png')
+                """);
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        assertThat(r.files()).singleElement().satisfies(f -> {
+            assertThat(f.path()).isEqualTo("chart.png");
+            assertThat(f.mimeType()).isEqualTo("image/png");
+            assertThat(f.size()).isGreaterThan(1000);
+        });
+        byte[] png = Files.readAllBytes(ws.fs().root().resolve("chart.png"));
+        assertThat(new String(png, 1, 3, StandardCharsets.US_ASCII)).isEqualTo("PNG");
+    }
+
+    /** The workspace quota (16 MB here) caps what code can write: the write fails with EFBIG, not silently. */
+    @Test
+    void codeWritingPastTheQuotaGetsAnError() throws Exception {
+        ExecutionResult r = run("python", """
+                try:
+                    with open('big.bin', 'wb') as f:
+                        f.write(b'x' * (40 * 1024 * 1024))
+                    print('wrote all')
+                except OSError as e:
+                    print('errno', e.errno)
+                """);
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("errno 27\n");
+        assertThat(ws.usage()).isLessThanOrEqualTo(ws.quotaBytes());
+    }
+
+    @Test
+    void theSandboxSeesOnlyItsOwnWorkspace() throws Exception {
+        Workspace other = workspaces.open("bob", "proj", true);
+        other.write(RelPath.parse("secret.txt"), new ByteArrayInputStream("bob".getBytes()), 100);
+        ExecutionResult r = run("shell", "ls -a /work; ls " + other.fs().root() + " 2>&1; ls " + tmp + " 2>&1; echo done");
+        assertThat(r.stdout()).doesNotContain("secret.txt").contains("done");
+        assertThat(r.stdout()).contains("No such file or directory");
+    }
+}
