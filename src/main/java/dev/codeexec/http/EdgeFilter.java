@@ -92,7 +92,7 @@ final class EdgeFilter extends HttpFilter {
         String origin = request.getHeader("Origin");
         boolean preflight = "OPTIONS".equals(request.getMethod())
                 && request.getHeader("Access-Control-Request-Method") != null;
-        if (origin != null) {
+        if (origin != null && !normalizeOrigin(origin).equals("http://" + String.valueOf(request.getHeader("Host")).toLowerCase(Locale.ROOT))) { // same-origin needs no CORS
             if (!originAllowed(origin)) {
                 if (preflight || path.startsWith(MCP_PATH) || api) {
                     reject(response, api, 403, "Forbidden: origin not allowed");

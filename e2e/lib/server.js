@@ -1,0 +1,180 @@
+// Starts the real server jar as a child process for one test file and gives the tests what they need to talk
+// to it: its URL, its API key, /healthz, and connected MCP SDK clients. One server per test file keeps the whole
+// run short on a 2-core machine; each file gets a fresh DATA_DIR so no state leaks between files.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, dirname, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const JAR = process.env.CODE_EXEC_JAR || join(REPO, 'target', 'code-exec-mcp.jar');
+export const JAVA = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, 'bin', 'java')
+    : '/usr/lib/jvm/temurin-25-jdk-amd64/bin/java';
+
+/** A port nobody listens on right now (the server gets it explicitly, so the test knows it up front). */
+export async function freePort() {
+    return new Promise((res, rej) => {
+        const s = createServer();
+        s.unref();
+        s.on('error', rej);
+        s.listen(0, '127.0.0.1', () => {
+            const { port } = s.address();
+            s.close(() => res(port));
+        });
+    });
+}
+
+export function randomSecret(prefix) {
+    return `${prefix}${randomBytes(12).toString('hex')}`;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Starts `java -jar target/code-exec-mcp.jar` over HTTP on a free loopback port.
+ * @param {Record<string,string>} env extra/override environment variables for the server
+ */
+export async function startServer(env = {}) {
+    if (!existsSync(JAR)) throw new Error(`server jar missing: ${JAR} (build it with ./mvnw -B -q package -DskipTests)`);
+    const port = await freePort();
+    // scripts/e2e.sh gives all files of one run the same fresh DATA_DIR, so that only the first server warms the
+    // shared Go build cache; alone, a file gets its own.
+    const sharedDataDir = process.env.E2E_DATA_DIR;
+    const dataDir = sharedDataDir || mkdtempSync(join(tmpdir(), 'code-exec-e2e-'));
+    const apiKey = env.API_KEY ?? randomSecret('key-');
+    const childEnv = {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        LANG: 'C.UTF-8',
+        JAVA_HOME: process.env.JAVA_HOME || '/usr/lib/jvm/temurin-25-jdk-amd64',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        API_KEY: apiKey,
+        DATA_DIR: dataDir,
+        ...env,
+    };
+    if (childEnv.API_KEY === '') delete childEnv.API_KEY;
+    const child = spawn(JAVA, ['-jar', JAR], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const keep = (b) => {
+        log += b.toString();
+        if (log.length > 400_000) log = log.slice(-200_000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    let exited = null;
+    child.on('exit', (code, signal) => { exited = { code, signal }; });
+
+    const base = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 60_000;
+    let lastErr = '';
+    for (;;) {
+        if (exited) throw new Error(`server exited during start (${JSON.stringify(exited)}); log:\n${log.slice(-4000)}`);
+        if (Date.now() > deadline) {
+            child.kill('SIGKILL');
+            throw new Error(`server did not become healthy in 60 s (${lastErr}); log:\n${log.slice(-4000)}`);
+        }
+        try {
+            const r = await fetch(`${base}/healthz`);
+            if (r.ok) {
+                const h = await r.json();
+                if (h.status === 'ok') break;
+                lastErr = `healthz status ${h.status}`;
+            } else lastErr = `healthz HTTP ${r.status}`;
+        } catch (e) {
+            lastErr = e.message;
+        }
+        await sleep(150);
+    }
+
+    const server = {
+        port, base, url: `${base}/mcp`, apiKey, dataDir, pid: child.pid, env: childEnv,
+        log: () => log,
+        alive: () => exited === null,
+        async healthz() {
+            const r = await fetch(`${base}/healthz`);
+            return { status: r.status, body: await r.json() };
+        },
+        /** Waits until /healthz reports `running` = 0 (true) or the timeout passes (false). */
+        async waitIdle(timeoutMs = 8000) {
+            const end = Date.now() + timeoutMs;
+            for (;;) {
+                const { body } = await server.healthz();
+                if (body.running === 0) return true;
+                if (Date.now() > end) return false;
+                await sleep(100);
+            }
+        },
+        /** Child processes of the server JVM right now (e.g. the background Go cache warm-up, or sandboxes). */
+        children() {
+            try {
+                return execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(child.pid)], { encoding: 'utf8' })
+                    .split('\n').filter((l) => l.trim());
+            } catch (e) {
+                return []; // ps exits 1 when there is none
+            }
+        },
+        /** Waits until the server has no child process (its start-up work, like warming the Go cache, is done). */
+        async waitQuiet(timeoutMs = 180_000) {
+            const end = Date.now() + timeoutMs;
+            while (server.children().length && Date.now() < end) await sleep(250);
+            return server.children().length === 0;
+        },
+        /** An SDK client with a session (imported lazily: the benchmark uses this file without the SDK). */
+        async connect(opts = {}) {
+            const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+            const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+            const client = new Client({ name: 'code-exec-e2e', version: '0.1.0' }, { capabilities: {} });
+            const transport = new StreamableHTTPClientTransport(new URL(server.url), {
+                requestInit: { headers: { Authorization: `Bearer ${opts.apiKey ?? apiKey}` } },
+            });
+            await client.connect(transport);
+            return { client, transport };
+        },
+        async stop() {
+            if (exited === null) {
+                child.kill('SIGTERM');
+                const end = Date.now() + 15_000;
+                while (exited === null && Date.now() < end) await sleep(100);
+                if (exited === null) child.kill('SIGKILL');
+                while (exited === null) await sleep(50);
+            }
+            if (!sharedDataDir) rmSync(dataDir, { recursive: true, force: true, maxRetries: 3 });
+        },
+    };
+    // Start-up work in the background (the Go cache warm-up) would compete for the 2 cores with the tests.
+    if (!(await server.waitQuiet(180_000))) process.stderr.write('e2e: server still busy with start-up work after 180 s\n');
+    return server;
+}
+
+/**
+ * Calls execute_code and returns { isError, sc (structuredContent), text (all text content joined), raw }.
+ * The SDK's default 60 s request timeout is raised so that long runs are bounded by the server, not the client.
+ */
+export async function exec(client, args, options = {}) {
+    const raw = await client.callTool({ name: 'execute_code', arguments: args }, undefined,
+        { timeout: 150_000, ...options });
+    const text = (raw.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+    return { isError: raw.isError === true, sc: raw.structuredContent, text, raw };
+}
+
+/** Processes of a host uid whose command line contains a marker (the sandbox runs code as 65534). */
+export function hostProcessesWith(marker, uid = 65534) {
+    let out = '';
+    try {
+        out = execFileSync('ps', ['-u', String(uid), '-o', 'pid=,args='], { encoding: 'utf8' });
+    } catch (e) {
+        out = e.stdout || ''; // ps exits 1 when the uid has no processes at all
+    }
+    return out.split('\n').filter((l) => l.includes(marker));
+}
+
+/** True when a response body looks like it carries a Java stack trace. */
+export function looksLikeStackTrace(body) {
+    return /\n\s*at [\w$.]+\([\w$.]*(?::\d+)?\)/.test(body) || /Exception:|java\.lang\.|\.java:\d+/.test(body);
+}
+
+export { sleep };
