@@ -25,7 +25,8 @@ function raw(url, method, target, key, body) {
     const u = new URL(url);
     return new Promise((resolve, reject) => {
         const req = httpRequest({
-            host: u.hostname, port: u.port, method, path: target,
+            // A fresh connection each: the server may close one after refusing a request.
+            host: u.hostname, port: u.port, method, path: target, agent: false,
             headers: { Authorization: `Bearer ${key}`, ...(body ? { 'Content-Type': 'application/octet-stream' } : {}) },
         }, (res) => {
             const chunks = [];
@@ -398,7 +399,7 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
             '/api/workspaces/proj/files/a/../../b', '/api/workspaces/proj/files/a/%2e%2e/%2e%2e/bob/proj/x',
             '/api/workspaces/proj/files/%2Fetc%2Fpasswd', '/api/workspaces/proj/files//etc/passwd',
             '/api/workspaces/proj/files/..%2F..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd',
-            '/api/workspaces/proj/files/a%00b', '/api/workspaces/proj/files/x%00.txt', '/api/workspaces/proj/files/..%5cx',
+            '/api/workspaces/proj/files/a%00b', '/api/workspaces/proj/files/..%5cx',
             '/api/workspaces/proj/tree?path=..', '/api/workspaces/proj/tree?path=%2Fetc', '/api/workspaces/proj/tree?path=a%2F..%2F..',
             '/api/workspaces/proj/archive?path=..', '/api/workspaces/proj/archive?path=%2Fetc',
         ];
@@ -410,6 +411,10 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
                 assert.ok(res.status >= 400 && res.status < 500, `${method} ${t}: ${res.status} ${res.body.slice(0, 200)}`);
                 assert.ok(!res.body.includes(PASSWD), `${method} ${t} leaked /etc/passwd`);
                 assert.ok(!/\.java:\d+|at dev\.codeexec/.test(res.body), `${method} ${t}: stack trace`);
+                if (t.includes('%00')) continue; // see the todo test below
+                const err = JSON.parse(res.body);
+                assert.equal(typeof err.error, 'string', `${method} ${t}: REST error shape: ${res.body}`);
+                assert.equal(typeof err.message, 'string');
             }
         }
         for (const [from, to] of [['../../bob/proj/x', 'stolen'], ['/etc/passwd', 'stolen'], ['x', '../../bob/proj/y'], ['x', '../x']]) {
@@ -422,6 +427,16 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
         assert.equal(await (await B('GET', '/api/workspaces/proj/files/x')).text(), BOB_X);
         assert.equal(await (await A('GET', '/api/workspaces/proj/files/x')).text(), ALICE_X);
         assert.equal((await B('GET', '/api/workspaces/proj/files/y')).status, 404);
+    });
+
+    // Known server bug (reported): Jetty refuses a %00 in the request target before ApiUriGuard sees it, so the
+    // answer is a 400 in the JSON-RPC shape and the connection is closed without "Connection: close".
+    test('a NUL (%00) in a REST path gets the REST error shape', { todo: 'server answers %00 with a JSON-RPC body' }, async () => {
+        for (const method of ['GET', 'DELETE', 'POST']) {
+            const res = await raw(srv.url, method, '/api/workspaces/proj/files/x%00.txt', aliceKey, method === 'POST' ? 'evil' : undefined);
+            assert.equal(res.status, 400);
+            assert.equal(JSON.parse(res.body).error, 'bad_path', `${method}: ${res.body}`);
+        }
     });
 
     test('symlinks planted by user code are refused on every surface', async () => {
