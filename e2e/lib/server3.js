@@ -4,7 +4,7 @@
 // start). One base temp dir per test file holds everything; DATA_DIR (and its warm Go cache) is shared by the
 // file's servers, or taken from E2E_DATA_DIR when scripts/e2e.sh gives one.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, chmodSync, rmSync, existsSync, readFileSync, appendFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, chmodSync, rmSync, existsSync, readFileSync, appendFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
@@ -145,6 +145,18 @@ export async function startServer3(base, env) {
             const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
             const kb = (k) => Number(status.match(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm'))[1]) * 1024;
             return { hwm: kb('VmHWM'), rss: kb('VmRSS') };
+        },
+        /**
+         * Resets VmHWM to the current RSS (`echo 5 > /proc/PID/clear_refs`, Linux 4.0+, needs root), so that a
+         * later peak belongs to what ran in between. Returns false where the kernel refuses.
+         */
+        resetPeak() {
+            try {
+                writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
+                return true;
+            } catch (e) {
+                return false;
+            }
         },
         /** An MCP SDK client (Streamable HTTP) authenticated with `key`. */
         async connect(key) {

@@ -225,6 +225,7 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
                 ctrl.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.length));
             },
         });
+        const reset = srv.resetPeak(); // the peak then belongs to this transfer, not to the server's start
         const before = srv.memory();
         let res = await A('POST', '/api/workspaces/big/files/blob.bin', { body, duplex: 'half' });
         const up = await res.json();
@@ -249,7 +250,7 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
         assert.ok(Buffer.from(await res.arrayBuffer()).equals(first));
 
         const mb = (n) => (n / MiB).toFixed(1);
-        console.log(`server peak RSS (VmHWM): before ${mb(before.hwm)} MB, after upload ${mb(afterUp.hwm)} MB, `
+        console.log(`server peak RSS (VmHWM${reset ? ', reset before the transfer' : ''}): before ${mb(before.hwm)} MB, after upload ${mb(afterUp.hwm)} MB, `
             + `after download ${mb(afterDown.hwm)} MB; growth ${mb(afterDown.hwm - before.hwm)} MB `
             + `(VmRSS now ${mb(afterDown.rss)} MB) for a ${mb(size)} MB file`);
         // Tighter than the 200 MB asked for: a server holding the body once in memory would already fail.
@@ -384,61 +385,78 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
     });
 
     test('traversal corpus over MCP and REST', async () => {
-        const paths = ['../x', '/etc/passwd', 'a/../../b', '..', 'a\u0000b', '../../bob/proj/x', './../x'];
+        // Reads aim at /etc/passwd. Writes, deletes and renames aim at canaries instead (the server runs as root:
+        // a broken check must not cost the host its /etc/passwd): a file next to WORKSPACE_ROOT and bob's x.
+        const canary = join(base.dir, 'canary.txt'); // WORKSPACE_ROOT/alice/proj/../../../canary.txt
+        writeFileSync(canary, 'canary\n');
+        const reads = ['../x', '/etc/passwd', 'a/../../b', '..', 'a\u0000b', '../../bob/proj/x', './../x', '../../../../../../etc/passwd'];
+        const writes = ['../../../canary.txt', canary, 'a/../../../../canary.txt', '../../bob/proj/x', './../../bob/proj/x',
+            'x\u0000/../../../canary.txt', '..'];
         const refused = (r, where) => {
             assert.equal(r.isError, true, `${where} should be refused: ${r.text}`);
             assert.ok(!r.text.includes(PASSWD) && !r.text.includes('bob data'), `${where} leaked: ${r.text.slice(0, 200)}`);
         };
-        for (const path of paths) {
+        for (const path of reads) {
             const where = JSON.stringify(path);
             refused(await callTool(alice, 'read_file', { workspace: 'proj', path }), `read_file ${where}`);
             refused(await callTool(alice, 'list_files', { workspace: 'proj', path }), `list_files ${where}`);
-            refused(await callTool(alice, 'write_file', { workspace: 'proj', path: `${path}/evil`, content: 'x' }), `write_file ${where}`);
-            refused(await callTool(alice, 'delete_file', { workspace: 'proj', path }), `delete_file ${where}`);
             await assert.rejects(alice.getPrompt({ name: 'review-code', arguments: { workspace: 'proj', path } }), `prompt ${where}`);
         }
-        for (const uri of ['ws://proj/../x', 'ws://proj/%2e%2e/x', 'ws://proj/%2F..%2F..%2Fetc%2Fpasswd', 'ws://proj/a%00b',
-            'ws://../alice/proj/x', 'ws://proj//etc/passwd']) {
-            await assert.rejects(alice.readResource({ uri }), (e) => !e.message.includes(PASSWD), uri);
+        for (const path of writes) {
+            const where = JSON.stringify(path);
+            refused(await callTool(alice, 'write_file', { workspace: 'proj', path, content: 'pwned' }), `write_file ${where}`);
+            refused(await callTool(alice, 'delete_file', { workspace: 'proj', path, recursive: true }), `delete_file ${where}`);
         }
-        const workspaceName = ['..', 'a%2fb', '%2e%2e'];
-        for (const ws of workspaceName) {
+        for (const uri of ['ws://proj/../x', 'ws://proj/%2e%2e/x', 'ws://proj/%2F..%2F..%2Fetc%2Fpasswd', 'ws://proj/a%00b',
+            'ws://../alice/proj/x', 'ws://proj//etc/passwd', 'ws://proj/../../bob/proj/x']) {
+            await assert.rejects(alice.readResource({ uri }), (e) => !e.message.includes(PASSWD) && !e.message.includes('bob data'), uri);
+        }
+        for (const ws of ['..', 'a%2fb', '%2e%2e', '%2E%2E%2Fbob']) {
             const res = await raw(srv.url, 'GET', `/api/workspaces/${ws}/files/x`, aliceKey);
             assert.ok(res.status >= 400 && res.status < 500, `workspace ${ws}: ${res.status}`);
+            assert.ok(!res.body.includes('bob data'));
         }
-        const targets = [
-            '/api/workspaces/proj/files/../x', '/api/workspaces/proj/files/%2e%2e/x', '/api/workspaces/proj/files/%2E%2E%2Fx',
-            '/api/workspaces/proj/files/a/../../b', '/api/workspaces/proj/files/a/%2e%2e/%2e%2e/bob/proj/x',
-            '/api/workspaces/proj/files/%2Fetc%2Fpasswd', '/api/workspaces/proj/files//etc/passwd',
-            '/api/workspaces/proj/files/..%2F..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd',
-            '/api/workspaces/proj/files/a%00b', '/api/workspaces/proj/files/..%5cx',
+        const check = async (method, t) => {
+            const res = await raw(srv.url, method, t, aliceKey, method === 'POST' ? 'pwned' : undefined)
+                .catch((e) => assert.fail(`${method} ${t}: ${e.message}`));
+            assert.ok(res.status >= 400 && res.status < 500, `${method} ${t}: ${res.status} ${res.body.slice(0, 200)}`);
+            assert.ok(!res.body.includes(PASSWD) && !res.body.includes('bob data'), `${method} ${t} leaked`);
+            assert.ok(!/\.java:\d+|at dev\.codeexec/.test(res.body), `${method} ${t}: stack trace`);
+            if (t.includes('%00')) return; // see the todo test below
+            const err = JSON.parse(res.body);
+            assert.equal(typeof err.error, 'string', `${method} ${t}: REST error shape: ${res.body}`);
+            assert.equal(typeof err.message, 'string');
+        };
+        const F = '/api/workspaces/proj/files/';
+        for (const t of [`${F}../x`, `${F}%2e%2e/x`, `${F}%2E%2E%2Fx`, `${F}a/../../b`, `${F}a/%2e%2e/%2e%2e/bob/proj/x`,
+            `${F}%2Fetc%2Fpasswd`, `${F}/etc/passwd`, `${F}..%2F..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd`, `${F}a%00b`, `${F}..%5cx`,
             '/api/workspaces/proj/tree?path=..', '/api/workspaces/proj/tree?path=%2Fetc', '/api/workspaces/proj/tree?path=a%2F..%2F..',
             '/api/workspaces/proj/archive?path=..', '/api/workspaces/proj/archive?path=%2Fetc',
-        ];
-        for (const t of targets) {
-            for (const method of ['GET', 'DELETE', 'POST']) {
-                if (method !== 'GET' && !t.includes('/files/')) continue;
-                const res = await raw(srv.url, method, t, aliceKey, method === 'POST' ? 'evil' : undefined)
-                    .catch((e) => assert.fail(`${method} ${t}: ${e.message}`));
-                assert.ok(res.status >= 400 && res.status < 500, `${method} ${t}: ${res.status} ${res.body.slice(0, 200)}`);
-                assert.ok(!res.body.includes(PASSWD), `${method} ${t} leaked /etc/passwd`);
-                assert.ok(!/\.java:\d+|at dev\.codeexec/.test(res.body), `${method} ${t}: stack trace`);
-                if (t.includes('%00')) continue; // see the todo test below
-                const err = JSON.parse(res.body);
-                assert.equal(typeof err.error, 'string', `${method} ${t}: REST error shape: ${res.body}`);
-                assert.equal(typeof err.message, 'string');
-            }
+            '/api/workspaces/proj/archive?path=..%2F..%2Fbob%2Fproj']) {
+            await check('GET', t);
         }
-        for (const [from, to] of [['../../bob/proj/x', 'stolen'], ['/etc/passwd', 'stolen'], ['x', '../../bob/proj/y'], ['x', '../x']]) {
+        const enc = encodeURIComponent(canary);
+        for (const t of [`${F}../../../canary.txt`, `${F}%2e%2e/%2e%2e/%2e%2e/canary.txt`, `${F}..%2F..%2F..%2Fcanary.txt`,
+            `${F}${enc}`, `${F}/${canary.slice(1)}`, `${F}a/../../../../canary.txt`, `${F}../../bob/proj/x`,
+            `${F}%2e%2e/%2e%2e/bob/proj/x`, `${F}x%00/../../../canary.txt`, `${F}..%5c..%5c..%5ccanary.txt`]) {
+            await check('POST', t);
+            await check('DELETE', t);
+            await check('DELETE', `${t}?recursive=1`);
+        }
+        for (const [from, to] of [['../../bob/proj/x', 'stolen'], [canary, 'stolen'], ['../../../canary.txt', 'stolen'],
+            ['x', '../../bob/proj/y'], ['x', '../x'], ['x', canary]]) {
             const res = await A('POST', '/api/workspaces/proj/rename', {
                 headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ from, to }),
             });
             assert.equal(res.status, 400, `rename ${from} → ${to}`);
+            assert.equal((await res.json()).error, 'bad_path');
         }
-        // Nothing moved and nothing was written outside.
+        // Nothing moved, nothing was written or deleted outside.
+        assert.equal(readFileSync(canary, 'utf8'), 'canary\n');
         assert.equal(await (await B('GET', '/api/workspaces/proj/files/x')).text(), BOB_X);
         assert.equal(await (await A('GET', '/api/workspaces/proj/files/x')).text(), ALICE_X);
         assert.equal((await B('GET', '/api/workspaces/proj/files/y')).status, 404);
+        assert.deepEqual((await (await A('GET', '/api/workspaces/proj/tree')).json()).map((e) => e.name).sort(), ['only-alice.txt', 'x']);
     });
 
     // Known server bug (reported): Jetty refuses a %00 in the request target before ApiUriGuard sees it, so the
@@ -505,13 +523,14 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
         assert.ok(res.status >= 400 && res.status < 500, `multipart through link: ${res.status}`);
         res = await A('DELETE', '/api/workspaces/proj/files/other/x');
         assert.ok(res.status >= 400 && res.status < 500, `REST delete through link: ${res.status}`);
-        res = await A('DELETE', '/api/workspaces/proj/files/other?recursive=1');
-        // Deleting the link itself is allowed (it removes the link, never the target); either way bob keeps x.
-        await res.arrayBuffer();
         res = await A('POST', '/api/workspaces/proj/rename', {
-            headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'dirlink/passwd', to: 'stolen' }),
+            headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'other/x', to: 'stolen' }),
         });
         assert.ok(res.status >= 400 && res.status < 500, `rename through link: ${res.status}`);
+        res = await A('POST', '/api/workspaces/proj/rename', {
+            headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'x', to: 'other/x2' }),
+        });
+        assert.ok(res.status >= 400 && res.status < 500, `rename into a link: ${res.status}`);
 
         // The archive leaves links out.
         res = await A('GET', '/api/workspaces/proj/archive');
@@ -526,6 +545,16 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
 
         assert.equal(await (await B('GET', '/api/workspaces/proj/files/x')).text(), BOB_X, "bob's file unchanged");
         assert.deepEqual((await (await B('GET', '/api/workspaces/proj/tree')).json()).map((e) => e.name), ['x']);
+
+        // Deleting a link, even recursively, removes the link itself and never what it points to.
+        res = await A('DELETE', '/api/workspaces/proj/files/other?recursive=1');
+        assert.equal(res.status, 204, await res.text());
+        r = await callTool(alice, 'delete_file', { workspace: 'proj', path: 'dirlink', recursive: true });
+        assert.equal(r.isError, false, r.text);
+        assert.ok(existsSync('/etc/passwd'));
+        assert.equal(await (await B('GET', '/api/workspaces/proj/files/x')).text(), BOB_X, "bob's file survives the link's deletion");
+        const names = (await (await A('GET', '/api/workspaces/proj/tree')).json()).map((e) => e.name);
+        assert.ok(!names.includes('other') && !names.includes('dirlink') && names.includes('link'), JSON.stringify(names));
         assert.ok(srv.alive());
     });
 });
