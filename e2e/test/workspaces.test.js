@@ -459,6 +459,72 @@ describe('two tenants: files, artifacts, REST, isolation, traversal', () => {
         assert.deepEqual((await (await A('GET', '/api/workspaces/proj/tree')).json()).map((e) => e.name).sort(), ['only-alice.txt', 'x']);
     });
 
+    test('symlink swap race: user code swaps links in while every surface reads, many times concurrently', async () => {
+        // renameat2(RENAME_EXCHANGE) swaps a regular file with a link to /etc/passwd, and a directory with a link to
+        // /etc, atomically and as fast as it can, until the test writes "stop".
+        const code = [
+            'import ctypes, os, time',
+            'libc = ctypes.CDLL(None, use_errno=True)',
+            'def swap(a, b):',
+            '    if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) != 0: raise OSError(ctypes.get_errno(), a)',
+            'open("f", "w").write("safe\\n"); os.symlink("/etc/passwd", "g")',
+            'os.mkdir("d"); open("d/passwd", "w").write("safe\\n"); os.symlink("/etc", "e")',
+            'open("ready", "w").close()',
+            'n, end = 0, time.time() + 40',
+            'while not os.path.exists("stop") and time.time() < end:',
+            '    swap("f", "g"); swap("d", "e"); n += 1',
+            'print("swaps", n)',
+        ].join('\n');
+        const run = callTool(alice, 'execute_code', { language: 'python', workspace: 'race', code, timeout_ms: 60_000 });
+        for (let i = 0; i < 200; i++) {
+            const res = await A('GET', '/api/workspaces/race/tree');
+            if (res.status === 200 && (await res.json()).some((e) => e.name === 'ready')) break;
+            await new Promise((r) => setTimeout(r, 100));
+        }
+        const seen = { ok: 0, refused: 0 };
+        const leaks = [];
+        const note = (where, status, body) => {
+            if (body.includes(PASSWD) || body.includes('root:')) leaks.push(`${where}: ${body.slice(0, 80)}`);
+            if (status === 200 && body === 'safe\n') seen.ok++;
+            else seen.refused++;
+        };
+        const worker = async (i) => {
+            const end = Date.now() + 4000;
+            while (Date.now() < end) {
+                const path = i % 2 ? 'f' : 'd/passwd';
+                switch (i % 4) {
+                    case 0: case 1: {
+                        const res = await A('GET', `/api/workspaces/race/files/${path}`);
+                        note(`GET ${path}`, res.status, await res.text());
+                        break;
+                    }
+                    case 2: {
+                        const r = await callTool(alice, 'read_file', { workspace: 'race', path: i % 8 < 4 ? 'f' : 'd/passwd' });
+                        note('read_file', r.isError ? 400 : 200, r.isError ? r.text : r.sc.content);
+                        break;
+                    }
+                    default: {
+                        const r = await alice.readResource({ uri: 'ws://race/d/passwd' }).then(
+                            (x) => [200, x.contents[0].text ?? ''], (e) => [400, e.message]);
+                        note('resource', r[0], r[1]);
+                        const z = zipEntries(Buffer.from(await (await A('GET', '/api/workspaces/race/archive')).arrayBuffer()));
+                        for (const [n, v] of Object.entries(z)) if (v.includes('root:')) leaks.push(`archive ${n}`);
+                    }
+                }
+            }
+        };
+        await Promise.all(Array.from({ length: 8 }, (_, i) => worker(i)));
+        const stop = await callTool(alice, 'write_file', { workspace: 'race', path: 'stop', content: '' });
+        assert.equal(stop.isError, false, stop.text);
+        const r = await run;
+        assert.equal(r.isError, false, r.text);
+        const swaps = Number((r.sc.stdout.match(/swaps (\d+)/) || [])[1]);
+        console.log(`swap race: ${swaps} swaps by user code; reads served ${seen.ok}, refused ${seen.refused}; leaks ${leaks.length}`);
+        assert.ok(swaps > 0, `the swapper did not run: ${r.sc.stdout} ${r.sc.stderr}`);
+        assert.deepEqual(leaks, []);
+        assert.ok(seen.ok > 0 && seen.refused > 0, `both states should have been seen: ${JSON.stringify(seen)}`);
+    });
+
     // Known server bug (reported): Jetty refuses a %00 in the request target before ApiUriGuard sees it, so the
     // answer is a 400 in the JSON-RPC shape and the connection is closed without "Connection: close".
     test('a NUL (%00) in a REST path gets the REST error shape', { todo: 'server answers %00 with a JSON-RPC body' }, async () => {
