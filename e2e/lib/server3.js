@@ -1,0 +1,198 @@
+// Starts the real server jar for the workspace tests (issue #3). It differs from a plain start in what the
+// workspace tests need: a WORKSPACE_ROOT the sandbox uid can reach (a 0711 temp dir), tenants from an
+// API_KEYS_FILE, the server's pid (peak RSS from /proc), and a restart on the same directories (expiry runs at
+// start). One base temp dir per test file holds everything; DATA_DIR (and its warm Go cache) is shared by the
+// file's servers, or taken from E2E_DATA_DIR when scripts/e2e.sh gives one.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, chmodSync, rmSync, existsSync, readFileSync, appendFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, dirname, resolve } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const JAR = process.env.CODE_EXEC_JAR || join(REPO, 'target', 'code-exec-mcp.jar');
+export const JAVA_HOME = process.env.JAVA_HOME || '/usr/lib/jvm/temurin-25-jdk-amd64';
+export const JAVA = join(JAVA_HOME, 'bin', 'java');
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function freePort() {
+    return new Promise((res, rej) => {
+        const s = createServer();
+        s.unref();
+        s.on('error', rej);
+        s.listen(0, '127.0.0.1', () => {
+            const { port } = s.address();
+            s.close(() => res(port));
+        });
+    });
+}
+
+/** A base directory for one test file: mode 0711 so that uid 65534 can pass through it to WORKSPACE_ROOT. */
+export function makeBase() {
+    const base = mkdtempSync(join(tmpdir(), 'code-exec-ws-e2e-'));
+    chmodSync(base, 0o711);
+    const dataDir = process.env.E2E_DATA_DIR || join(base, 'data');
+    if (!existsSync(dataDir)) mkdirSync(dataDir, { mode: 0o711 });
+    return {
+        dir: base,
+        dataDir,
+        /** A fresh, empty WORKSPACE_ROOT below the base (the server creates and owns what is inside). */
+        workspaceRoot(name) {
+            const p = join(base, name);
+            mkdirSync(p, { mode: 0o711 });
+            chmodSync(p, 0o711);
+            return p;
+        },
+        remove() {
+            rmSync(base, { recursive: true, force: true, maxRetries: 3 });
+        },
+    };
+}
+
+/**
+ * Adds a tenant with the server's own CLI (`keys add TENANT`), which appends `TENANT SHA256HEX` to the file and
+ * prints the key once. Returns the key; checks the appended line really is the key's hash and holds no key.
+ */
+export function keysAdd(keysFile, tenant, admin = false) {
+    const out = execFileSync(JAVA, ['-jar', JAR, 'keys', 'add', tenant, ...(admin ? ['--admin'] : [])], {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, JAVA_HOME, API_KEYS_FILE: keysFile },
+        encoding: 'utf8',
+    });
+    const key = out.trim().split(/\s+/).pop();
+    const line = readFileSync(keysFile, 'utf8').split('\n').find((l) => l.startsWith(`${tenant} `));
+    const hash = createHash('sha256').update(key).digest('hex');
+    if (!line || !line.includes(hash) || line.includes(key)) {
+        throw new Error(`keys add ${tenant}: unexpected output ${JSON.stringify(out)} / line ${JSON.stringify(line)}`);
+    }
+    return key;
+}
+
+/** The hand-written alternative to `keys add`: a line with the SHA-256 of a fresh key. */
+export function keysAppend(keysFile, tenant) {
+    const key = `k-${randomBytes(16).toString('hex')}`;
+    appendFileSync(keysFile, `${tenant} ${createHash('sha256').update(key).digest('hex')}\n`, { mode: 0o600 });
+    return key;
+}
+
+/**
+ * Starts the jar on a free loopback port and waits until /healthz says ok and the start-up work (Go cache
+ * warm-up) is done. `env` must carry WORKSPACE_ROOT and the auth (API_KEY or API_KEYS_FILE).
+ */
+export async function startServer3(base, env) {
+    if (!existsSync(JAR)) throw new Error(`server jar missing: ${JAR} (./mvnw -B -q package -DskipTests)`);
+    const port = await freePort();
+    const childEnv = {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        LANG: 'C.UTF-8',
+        JAVA_HOME,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: base.dataDir,
+        ...env,
+    };
+    const child = spawn(JAVA, ['-jar', JAR], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const keep = (b) => {
+        log += b.toString();
+        if (log.length > 400_000) log = log.slice(-200_000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    let exited = null;
+    child.on('exit', (code, signal) => { exited = { code, signal }; });
+
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 60_000;
+    let lastErr = '';
+    for (;;) {
+        if (exited) throw new Error(`server exited during start (${JSON.stringify(exited)}); log:\n${log.slice(-4000)}`);
+        if (Date.now() > deadline) {
+            child.kill('SIGKILL');
+            throw new Error(`server not healthy in 60 s (${lastErr}); log:\n${log.slice(-4000)}`);
+        }
+        try {
+            const r = await fetch(`${url}/healthz`);
+            const h = await r.json();
+            if (r.ok && h.status === 'ok') break;
+            lastErr = `healthz ${r.status} ${h.status}`;
+        } catch (e) {
+            lastErr = e.message;
+        }
+        await sleep(150);
+    }
+    const children = () => {
+        try {
+            return execFileSync('ps', ['-o', 'pid=', '--ppid', String(child.pid)], { encoding: 'utf8' }).trim();
+        } catch (e) {
+            return ''; // ps exits 1 when there is none
+        }
+    };
+    const quietBy = Date.now() + 180_000;
+    while (children() && Date.now() < quietBy) await sleep(250);
+
+    return {
+        url,
+        pid: child.pid,
+        env: childEnv,
+        log: () => log,
+        alive: () => exited === null,
+        /** VmHWM (peak resident set) and VmRSS of the server JVM, in bytes. */
+        memory() {
+            const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+            const kb = (k) => Number(status.match(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm'))[1]) * 1024;
+            return { hwm: kb('VmHWM'), rss: kb('VmRSS') };
+        },
+        /**
+         * Resets VmHWM to the current RSS (`echo 5 > /proc/PID/clear_refs`, Linux 4.0+, needs root), so that a
+         * later peak belongs to what ran in between. Returns false where the kernel refuses.
+         */
+        resetPeak() {
+            try {
+                writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
+                return true;
+            } catch (e) {
+                return false;
+            }
+        },
+        /** An MCP SDK client (Streamable HTTP) authenticated with `key`. */
+        async connect(key) {
+            const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+            const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+            const client = new Client({ name: 'code-exec-e2e-ws', version: '0.1.0' }, { capabilities: {} });
+            const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+                requestInit: { headers: { Authorization: `Bearer ${key}` } },
+            });
+            await client.connect(transport);
+            return client;
+        },
+        async stop() {
+            if (exited === null) {
+                child.kill('SIGTERM');
+                const end = Date.now() + 15_000;
+                while (exited === null && Date.now() < end) await sleep(100);
+                if (exited === null) child.kill('SIGKILL');
+                while (exited === null) await sleep(50);
+            }
+        },
+    };
+}
+
+/** A REST client for one key: `api('GET', '/api/workspaces')` → fetch Response. */
+export function restClient(url, key) {
+    return (method, path, init = {}) => fetch(`${url}${path}`, {
+        method,
+        ...init,
+        headers: { Authorization: `Bearer ${key}`, ...(init.headers || {}) },
+    });
+}
+
+/** Calls a tool with a long client timeout; returns { isError, sc, text, raw }. */
+export async function callTool(client, name, args) {
+    const raw = await client.callTool({ name, arguments: args }, undefined, { timeout: 150_000 });
+    const text = (raw.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+    return { isError: raw.isError === true, sc: raw.structuredContent, text, raw };
+}
