@@ -17,6 +17,7 @@ import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.LocalExecutor;
 import dev.codeexec.engine.RequestValidator;
+import dev.codeexec.mcp.McpExtension;
 import dev.codeexec.mcp.SandboxStatus;
 import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.sandbox.Sandbox;
@@ -33,7 +34,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Function;
-import java.util.stream.Stream;
 
 /**
  * Starts code-exec-mcp: configuration from the environment, logging, the engine, then the HTTP server or stdio.
@@ -171,18 +171,24 @@ public final class Main {
 
     /** Builds the engine for production: the configured sandbox, the local executor and the request validator. */
     static ServerSetup wire(Config config) {
+        return wire(config, List.of());
+    }
+
+    /**
+     * The production wiring plus MCP extensions (the conformance suite's fixtures register themselves this way,
+     * in test scope only).
+     */
+    public static ServerSetup wire(Config config, List<McpExtension> extensions) {
         Sandbox sandbox = Sandboxes.create(config);
         Languages languages = Languages.load();
         LocalExecutor executor = LocalExecutor.create(config, sandbox);
         RequestValidator validator = new RequestValidator(config, languages);
-        List<String> names = languages.all().stream()
-                .flatMap(l -> Stream.concat(Stream.of(l.id()), l.aliases().stream())).toList();
         Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
                 config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
                 Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
                 config.get(Config.SANDBOX_GID));
-        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE), names,
-                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), ServerSetup.versionOf(Main.class),
-                List.of(), workspaces);
+        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
+                languages.names(), new SandboxStatus(sandbox.name(), sandbox.unavailableReason()),
+                ServerSetup.versionOf(Main.class), extensions, workspaces);
     }
 }

@@ -44,9 +44,11 @@ class ConformanceTest {
     static void start() throws Exception {
         ensureNodePackages();
         dataDir = Files.createTempDirectory("conformance-data-");
+        // the sandbox uid must be able to pass through to the workspaces below it
+        Files.setPosixFilePermissions(dataDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         // Unauthenticated loopback server: the dns-rebinding scenario is defined for exactly that setup.
         server = HttpServer.start(ConformanceServer.setup(Config.of("PORT", "0", "HOST", "127.0.0.1",
-                "DATA_DIR", dataDir.toString())));
+                "DATA_DIR", dataDir.toString(), "WORKSPACE_ROOT", dataDir.resolve("workspaces").toString())));
     }
 
     @AfterAll
