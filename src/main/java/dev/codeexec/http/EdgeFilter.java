@@ -83,6 +83,38 @@ final class EdgeFilter extends HttpFilter {
     @Override
     protected void doFilter(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
+        try {
+            edge(request, response, chain);
+        } finally {
+            if (response.getStatus() >= 400) drainUnreadBody(request);
+        }
+    }
+
+    /** Most of an unread request body that is read and dropped after an error answer (see drainUnreadBody). */
+    static final long DRAIN_LIMIT_BYTES = 16L * 1024 * 1024;
+    private static final long DRAIN_LIMIT_NANOS = 5_000_000_000L;
+
+    /**
+     * After an error answer to a request whose body was not read (401, 413, a refused upload, ...), reads and drops
+     * the rest of the body, up to a bound. Closing with unread data makes the kernel reset the connection, which
+     * discards the answer already sent: a client still sending its upload would see a dead connection instead of
+     * its 401 or 413. Clients that send {@code Expect: 100-continue} never send the body in the first place.
+     */
+    private static void drainUnreadBody(HttpServletRequest request) {
+        long deadline = System.nanoTime() + DRAIN_LIMIT_NANOS;
+        try {
+            var in = request.getInputStream();
+            byte[] buf = new byte[64 * 1024];
+            long total = 0;
+            int n;
+            while (total < DRAIN_LIMIT_BYTES && System.nanoTime() < deadline && (n = in.read(buf)) >= 0) total += n;
+        } catch (IOException | IllegalStateException e) {
+            // the body was read another way, or the connection is gone: nothing left to do
+        }
+    }
+
+    private void edge(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+            throws IOException, ServletException {
         String path = request.getRequestURI();
         boolean api = JsonErrors.isApi(path);
         if (!hostAllowed(request.getHeader("Host"))) {
