@@ -112,6 +112,9 @@ final class McpEndpointFilter extends HttpFilter {
             } catch (JacksonException e) {
                 JsonErrors.write(response, 400, -32700, "Parse error: the body is not valid JSON");
                 return;
+            } catch (MessageInterceptor.NotAMessage e) {
+                JsonErrors.write(response, 400, -32600, "Invalid Request: the body must be one JSON-RPC message object");
+                return;
             }
         }
         CleanErrorResponse wrapped = new CleanErrorResponse(response);

@@ -78,8 +78,8 @@ public final class InterceptingInputStream extends InputStream {
         if (!text.isBlank()) {
             try {
                 out = interceptor.intercept(session, Principal.DEFAULT, text);
-            } catch (JacksonException e) {
-                LOG.debug("stdin line is not JSON; passing it to the SDK as is");
+            } catch (JacksonException | MessageInterceptor.NotAMessage e) {
+                LOG.debug("stdin line is not a JSON-RPC object; passing it to the SDK as is");
             }
         }
         line = (out + "\n").getBytes(StandardCharsets.UTF_8);

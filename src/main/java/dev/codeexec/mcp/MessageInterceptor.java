@@ -43,10 +43,11 @@ public final class MessageInterceptor {
      * Returns the message to hand to the SDK: the same text, or the text with our meta keys added.
      *
      * @throws JacksonException when the text is not JSON at all
+     * @throws NotAMessage      when it is JSON but not an object
      */
     public String intercept(String session, Principal principal, String message) {
         JsonNode node = JSON.readTree(message);
-        if (!(node instanceof ObjectNode msg)) return message;
+        if (!(node instanceof ObjectNode msg)) throw new NotAMessage();
         String method = msg.path("method").asString("");
         JsonNode params = msg.get("params");
         boolean request = msg.has("id") && !method.isEmpty();
@@ -89,6 +90,13 @@ public final class MessageInterceptor {
     public static Principal principalOf(Map<String, Object> meta) {
         if (meta == null || !(meta.get(TENANT_META) instanceof String tenant)) return Principal.DEFAULT;
         return new Principal(tenant, Boolean.TRUE.equals(meta.get(ADMIN_META)));
+    }
+
+    /** Valid JSON that is not a JSON-RPC message object ({@code null}, a number, an array: no batches since 2025-06-18). */
+    public static final class NotAMessage extends RuntimeException {
+        NotAMessage() {
+            super("not a JSON-RPC message object", null, false, false);
+        }
     }
 
     /** JSON-RPC ids are strings or numbers; both become the same text form on both sides. */

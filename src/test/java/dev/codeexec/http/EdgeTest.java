@@ -206,6 +206,13 @@ class EdgeTest {
         HttpResponse<String> notRpc = raw.send(raw.mcpPost(session, "{\"hello\":\"world\"}"));
         assertThat(notRpc.statusCode()).isGreaterThanOrEqualTo(400);
         assertClean(notRpc);
+
+        for (String notAnObject : new String[]{"null", "7", "[]"}) {
+            HttpResponse<String> r2 = raw.send(raw.mcpPost(session, notAnObject));
+            assertThat(r2.statusCode()).as(notAnObject).isEqualTo(400);
+            assertThat(r2.body()).contains("-32600");
+            assertClean(r2);
+        }
     }
 
     @Test

@@ -106,6 +106,9 @@ class UnitsTest {
         String other = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
         assertThat(i.intercept("sess", Principal.DEFAULT, other)).isSameAs(other);
         assertThatThrownBy(() -> i.intercept("sess", Principal.DEFAULT, "{nope")).isInstanceOf(JacksonException.class);
+        for (String notAnObject : new String[]{"null", "42", "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]"})
+            assertThatThrownBy(() -> i.intercept("sess", Principal.DEFAULT, notAnObject))
+                    .isInstanceOf(MessageInterceptor.NotAMessage.class);
     }
 
     @Test
