@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.http.BufferedBodyRequest;
 import dev.codeexec.auth.Principal;
 import io.modelcontextprotocol.client.McpClient;
 import io.modelcontextprotocol.client.McpSyncClient;
@@ -8,12 +9,9 @@ import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.FilterChain;
-import jakarta.servlet.ReadListener;
 import jakarta.servlet.ServletException;
-import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.http.HttpFilter;
 import jakarta.servlet.http.HttpServletRequest;
-import jakarta.servlet.http.HttpServletRequestWrapper;
 import jakarta.servlet.http.HttpServletResponse;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
@@ -21,10 +19,7 @@ import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 
-import java.io.BufferedReader;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.EnumSet;
@@ -65,7 +60,7 @@ final class TenantServer implements AutoCloseable {
                 String tenant = req.getHeader(TENANT_HEADER) == null ? "default" : req.getHeader(TENANT_HEADER);
                 String body = new String(req.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
                 String stamped = interceptor.intercept(req.getHeader("Mcp-Session-Id"), new Principal(tenant, false), body);
-                chain.doFilter(new Body(req, stamped.getBytes(StandardCharsets.UTF_8)), res);
+                chain.doFilter(new BufferedBodyRequest(req, stamped.getBytes(StandardCharsets.UTF_8)), res);
             }
         });
         stamp.setAsyncSupported(true);
@@ -93,58 +88,4 @@ final class TenantServer implements AutoCloseable {
         jetty.stop();
     }
 
-    private static final class Body extends HttpServletRequestWrapper {
-        private final byte[] body;
-
-        Body(HttpServletRequest request, byte[] body) {
-            super(request);
-            this.body = body;
-        }
-
-        @Override
-        public ServletInputStream getInputStream() {
-            ByteArrayInputStream in = new ByteArrayInputStream(body);
-            return new ServletInputStream() {
-                @Override
-                public boolean isFinished() {
-                    return in.available() == 0;
-                }
-
-                @Override
-                public boolean isReady() {
-                    return true;
-                }
-
-                @Override
-                public void setReadListener(ReadListener listener) {
-                    throw new IllegalStateException("buffered");
-                }
-
-                @Override
-                public int read() {
-                    return in.read();
-                }
-
-                @Override
-                public int read(byte[] b, int off, int len) {
-                    return in.read(b, off, len);
-                }
-            };
-        }
-
-        @Override
-        public BufferedReader getReader() {
-            return new BufferedReader(new InputStreamReader(getInputStream(), StandardCharsets.UTF_8));
-        }
-
-        @Override
-        public int getContentLength() {
-            return body.length;
-        }
-
-        @Override
-        public long getContentLengthLong() {
-            return body.length;
-        }
-    }
 }
