@@ -5,30 +5,14 @@
 // file's servers, or taken from E2E_DATA_DIR when scripts/e2e.sh gives one.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, chmodSync, rmSync, existsSync, readFileSync, appendFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, dirname, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 
-export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const JAR = process.env.CODE_EXEC_JAR || join(REPO, 'target', 'code-exec-mcp.jar');
+import { REPO, JAR, JAVA, freePort, sleep } from './server.js';
+
+export { REPO, JAR, JAVA, sleep };
 export const JAVA_HOME = process.env.JAVA_HOME || '/usr/lib/jvm/temurin-25-jdk-amd64';
-export const JAVA = join(JAVA_HOME, 'bin', 'java');
-
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort() {
-    return new Promise((res, rej) => {
-        const s = createServer();
-        s.unref();
-        s.on('error', rej);
-        s.listen(0, '127.0.0.1', () => {
-            const { port } = s.address();
-            s.close(() => res(port));
-        });
-    });
-}
 
 /** A base directory for one test file: mode 0711 so that uid 65534 can pass through it to WORKSPACE_ROOT. */
 export function makeBase() {
