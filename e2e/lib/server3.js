@@ -3,13 +3,13 @@
 // API_KEYS_FILE, the server's pid (peak RSS from /proc), and a restart on the same directories (expiry runs at
 // start). One base temp dir per test file holds everything; DATA_DIR (and its warm Go cache) is shared by the
 // file's servers, or taken from E2E_DATA_DIR when scripts/e2e.sh gives one.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, chmodSync, rmSync, existsSync, readFileSync, appendFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 
-import { REPO, JAR, JAVA, freePort, sleep } from './server.js';
+import { REPO, JAR, JAVA, sleep, startServer } from './server.js';
 
 export { REPO, JAR, JAVA, sleep };
 export const JAVA_HOME = process.env.JAVA_HOME || '/usr/lib/jvm/temurin-25-jdk-amd64';
@@ -62,71 +62,21 @@ export function keysAppend(keysFile, tenant) {
 }
 
 /**
- * Starts the jar on a free loopback port and waits until /healthz says ok and the start-up work (Go cache
- * warm-up) is done. `env` must carry WORKSPACE_ROOT and the auth (API_KEY or API_KEYS_FILE).
+ * Starts the jar through the harness's startServer (free loopback port, healthy, start-up work done) with this
+ * file's DATA_DIR and no API_KEY: `env` must carry WORKSPACE_ROOT and the auth (API_KEYS_FILE). Adds what the
+ * workspace tests need on top: the server's memory figures and a client per key.
  */
 export async function startServer3(base, env) {
-    if (!existsSync(JAR)) throw new Error(`server jar missing: ${JAR} (./mvnw -B -q package -DskipTests)`);
-    const port = await freePort();
-    const childEnv = {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        LANG: 'C.UTF-8',
-        JAVA_HOME,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        DATA_DIR: base.dataDir,
-        ...env,
-    };
-    const child = spawn(JAVA, ['-jar', JAR], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    const keep = (b) => {
-        log += b.toString();
-        if (log.length > 400_000) log = log.slice(-200_000);
-    };
-    child.stdout.on('data', keep);
-    child.stderr.on('data', keep);
-    let exited = null;
-    child.on('exit', (code, signal) => { exited = { code, signal }; });
-
-    const url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 60_000;
-    let lastErr = '';
-    for (;;) {
-        if (exited) throw new Error(`server exited during start (${JSON.stringify(exited)}); log:\n${log.slice(-4000)}`);
-        if (Date.now() > deadline) {
-            child.kill('SIGKILL');
-            throw new Error(`server not healthy in 60 s (${lastErr}); log:\n${log.slice(-4000)}`);
-        }
-        try {
-            const r = await fetch(`${url}/healthz`);
-            const h = await r.json();
-            if (r.ok && h.status === 'ok') break;
-            lastErr = `healthz ${r.status} ${h.status}`;
-        } catch (e) {
-            lastErr = e.message;
-        }
-        await sleep(150);
-    }
-    const children = () => {
-        try {
-            return execFileSync('ps', ['-o', 'pid=', '--ppid', String(child.pid)], { encoding: 'utf8' }).trim();
-        } catch (e) {
-            return ''; // ps exits 1 when there is none
-        }
-    };
-    const quietBy = Date.now() + 180_000;
-    while (children() && Date.now() < quietBy) await sleep(250);
-
+    const server = await startServer({ API_KEY: '', DATA_DIR: base.dataDir, ...env });
     return {
-        url,
-        pid: child.pid,
-        env: childEnv,
-        log: () => log,
-        alive: () => exited === null,
+        url: server.base,
+        pid: server.pid,
+        env: server.env,
+        log: server.log,
+        alive: server.alive,
         /** VmHWM (peak resident set) and VmRSS of the server JVM, in bytes. */
         memory() {
-            const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+            const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
             const kb = (k) => Number(status.match(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm'))[1]) * 1024;
             return { hwm: kb('VmHWM'), rss: kb('VmRSS') };
         },
@@ -136,7 +86,7 @@ export async function startServer3(base, env) {
          */
         resetPeak() {
             try {
-                writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
+                writeFileSync(`/proc/${server.pid}/clear_refs`, '5');
                 return true;
             } catch (e) {
                 return false;
@@ -144,24 +94,9 @@ export async function startServer3(base, env) {
         },
         /** An MCP SDK client (Streamable HTTP) authenticated with `key`. */
         async connect(key) {
-            const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
-            const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-            const client = new Client({ name: 'code-exec-e2e-ws', version: '0.1.0' }, { capabilities: {} });
-            const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-                requestInit: { headers: { Authorization: `Bearer ${key}` } },
-            });
-            await client.connect(transport);
-            return client;
+            return (await server.connect({ apiKey: key })).client;
         },
-        async stop() {
-            if (exited === null) {
-                child.kill('SIGTERM');
-                const end = Date.now() + 15_000;
-                while (exited === null && Date.now() < end) await sleep(100);
-                if (exited === null) child.kill('SIGKILL');
-                while (exited === null) await sleep(50);
-            }
-        },
+        stop: () => server.stop(),
     };
 }
 
