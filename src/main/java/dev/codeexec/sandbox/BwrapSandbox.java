@@ -30,9 +30,13 @@ final class BwrapSandbox implements Sandbox {
      * init, which leaves one zombie per run on the host (reparented to host pid 1, or to the JVM when that is
      * pid 1 in a container). With {@code --as-pid-1} bwrap reaps its direct child, and this dash reaps orphans
      * inside while it waits ({@code wait} reaps any child). The program keeps the real stdin (a background job
-     * would get /dev/null) and its exit status, 128+N for signal N, becomes the run's.
+     * would get /dev/null) and its exit status, 128+N for signal N, becomes the run's. fd 3 (bwrap has consumed the
+     * seccomp program on it) holds stdin meanwhile: 8 and 9 are the control channel's. A non-interactive shell starts
+     * background jobs with SIGINT and SIGQUIT ignored, and an ignored signal stays ignored across exec: env puts
+     * them back to default, so the program gets them as it would from a terminal (sessions are interrupted by
+     * SIGINT).
      */
-    static final String INIT = "exec 9<&0; \"$@\" <&9 9<&- & wait $!";
+    static final String INIT = "exec 3<&0; /usr/bin/env --default-signal=INT,QUIT \"$@\" <&3 3<&- & wait $!";
 
     private final int uid;
     private final int gid;
@@ -41,6 +45,9 @@ final class BwrapSandbox implements Sandbox {
     private final List<String> systemBinds;
     private final String version;
     private final Optional<String> unavailable;
+    private final Path controlDir;
+    private final Optional<WorkDirMounts> lateWorkDirs;
+    private final Optional<String> lateWorkDirsUnavailable;
 
     BwrapSandbox(int uid, int gid, Path dataDir) {
         this(uid, gid, dataDir, Cgroups.detect());
@@ -64,7 +71,39 @@ final class BwrapSandbox implements Sandbox {
         }
         this.seccomp = filter;
         this.systemBinds = binds;
+        this.controlDir = dataDir.toAbsolutePath().resolve("control");
+        WorkDirMounts.Result late = why == null ? WorkDirMounts.prepare(dataDir, uid, gid)
+                : new WorkDirMounts.Result(Optional.empty(), Optional.of(why));
+        this.lateWorkDirs = late.mounts();
+        this.lateWorkDirsUnavailable = late.unavailable();
+        prepareControlDir();
         this.unavailable = Optional.ofNullable(why != null ? why : selfTest());
+    }
+
+    /** Root-only: the FIFOs of control channels live here until both ends are open. */
+    private void prepareControlDir() {
+        try {
+            HostDirs.deleteTree(controlDir);
+            Files.createDirectories(controlDir);
+            Files.setPosixFilePermissions(controlDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+        } catch (IOException e) {
+            // start() reports it when a control channel is asked for
+        }
+    }
+
+    @Override
+    public Optional<String> lateWorkDirUnavailable() {
+        return lateWorkDirsUnavailable;
+    }
+
+    @Override
+    public boolean supportsControl() {
+        return true;
+    }
+
+    @Override
+    public void close() {
+        lateWorkDirs.ifPresent(WorkDirMounts::close);
     }
 
     @Override
@@ -101,8 +140,8 @@ final class BwrapSandbox implements Sandbox {
 
     private SandboxProcess launch(SandboxSpec spec) throws SandboxException {
         Path workDir = checkWorkDir(spec.workDir());
-        if (spec.readOnlyFiles().size() > Launcher.LAST_FD - Launcher.FIRST_FILE_FD + 1)
-            throw new SandboxException("at most " + (Launcher.LAST_FD - Launcher.FIRST_FILE_FD + 1)
+        if (spec.readOnlyFiles().size() > Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
+            throw new SandboxException("at most " + (Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
                     + " read-only files per run; put more into a read-only directory");
         Limits limits = spec.limits();
 
@@ -118,7 +157,12 @@ final class BwrapSandbox implements Sandbox {
         argv.addAll(List.of("--proc", "/proc", "--dev", "/dev"));
         String size = Long.toString(limits.diskBytes());
         argv.addAll(List.of("--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp"));
-        if (spec.workDirSource().isPresent()) {
+        Path lateDir = null;
+        if (spec.lateWorkDir()) {
+            WorkDirMounts mounts = lateWorkDirs.orElseThrow(() -> new SandboxException(lateWorkDirsUnavailable.orElse("")));
+            lateDir = mounts.create(spec.runId());
+            argv.addAll(List.of("--bind", lateDir.toString(), workDir.toString()));
+        } else if (spec.workDirSource().isPresent()) {
             // a persistent workspace: bwrap opens the source as the sandbox uid, which owns it
             argv.addAll(List.of("--bind", spec.workDirSource().get().toString(), workDir.toString()));
         } else if (!workDir.equals(Path.of("/tmp"))) {
@@ -146,18 +190,39 @@ final class BwrapSandbox implements Sandbox {
                 "/bin/sh", "-c", INIT, "sh"));
         argv.addAll(spec.command());
 
-        Cgroups.RunCgroup cg = cgroups.create(spec.runId(), limits);
+        Cgroups.RunCgroup cg = Cgroups.RunCgroup.NONE;
+        ControlChannel.Fifos fifos = null;
+        Process p = null;
         try {
+            cg = cgroups.create(spec.runId(), limits);
+            Map<Integer, Path> writeFds = Map.of();
+            if (spec.control()) {
+                fifos = ControlChannel.Fifos.create(controlDir.resolve(spec.runId()));
+                fds.put(SandboxSpec.CONTROL_IN_FD, fifos.in());
+                writeFds = Map.of(SandboxSpec.CONTROL_OUT_FD, fifos.out());
+            }
             List<String> cmd = Launcher.command(cg.procsFiles(), limits, !cgroups.limitsMemory(),
-                    !cgroups.limitsPids(), fds, argv);
-            Process p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null);
-            return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { });
+                    !cgroups.limitsPids(), true, fds, writeFds, argv);
+            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null);
+            Optional<ControlChannel> control = fifos == null ? Optional.empty()
+                    : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
+            return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
+                    lateWorkDirs.orElse(null), lateDir);
         } catch (SandboxException | RuntimeException e) {
+            if (p != null) {
+                p.descendants().forEach(ProcessHandle::destroyForcibly);
+                p.destroyForcibly();
+            }
             cg.killAll();
             cg.remove();
+            if (fifos != null) fifos.delete();
+            if (lateDir != null) lateWorkDirs.get().release(lateDir);
             throw e;
         }
     }
+
+    /** A launcher normally opens its FIFOs within milliseconds; this much means something is wrong. */
+    static final Duration CONTROL_OPEN_TIMEOUT = Duration.ofSeconds(10);
 
     /** Leftover run cgroups under this server's parent (tests, diagnostics). */
     List<Path> leftoverCgroups() {

@@ -302,6 +302,9 @@ final class Cgroups {
 
         OptionalLong peakMemoryBytes();
 
+        /** Memory charged to the run now (page cache of its tmpfs files included). */
+        OptionalLong memoryBytes();
+
         OptionalDouble cpuTimeMs();
 
         /** Removes the cgroup dirs (retrying briefly while the kernel finishes tearing processes down). */
@@ -325,6 +328,10 @@ final class Cgroups {
         }
 
         public OptionalLong peakMemoryBytes() {
+            return OptionalLong.empty();
+        }
+
+        public OptionalLong memoryBytes() {
             return OptionalLong.empty();
         }
 
@@ -355,6 +362,11 @@ final class Cgroups {
 
         public OptionalLong peakMemoryBytes() {
             long v = number(memory.resolve("memory.max_usage_in_bytes"));
+            return v >= 0 ? OptionalLong.of(v) : OptionalLong.empty();
+        }
+
+        public OptionalLong memoryBytes() {
+            long v = number(memory.resolve("memory.usage_in_bytes"));
             return v >= 0 ? OptionalLong.of(v) : OptionalLong.empty();
         }
 
@@ -396,6 +408,11 @@ final class Cgroups {
 
         public OptionalLong peakMemoryBytes() {
             long v = number(dir.resolve("memory.peak"));
+            return v >= 0 ? OptionalLong.of(v) : OptionalLong.empty();
+        }
+
+        public OptionalLong memoryBytes() {
+            long v = number(dir.resolve("memory.current"));
             return v >= 0 ? OptionalLong.of(v) : OptionalLong.empty();
         }
 

@@ -78,6 +78,8 @@ final class GvisorSandbox implements Sandbox {
 
     @Override
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
+        if (spec.control() || spec.lateWorkDir())
+            throw new SandboxException("the '" + name() + "' sandbox does not support warm sandboxes or sessions");
         if (unavailable.isPresent()) throw new SandboxException("sandbox unavailable: " + unavailable.get());
         return launch(spec);
     }

@@ -1,9 +1,14 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.linux.Posix;
+
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
@@ -21,6 +26,12 @@ final class LaunchedProcess implements SandboxProcess {
     private final int cpuSeconds;
     private final boolean pidNamespace;
     private final Runnable cleanup;
+    private final Optional<ControlChannel> control;
+    /** The host directory bound at the working directory, to mount the run's directory on later (or null). */
+    private final Path lateWorkDir;
+    private final WorkDirMounts mounts;
+    private boolean workDirMounted;
+    private long programPid;
 
     private volatile boolean killedByUs;
     private boolean closed;
@@ -33,11 +44,92 @@ final class LaunchedProcess implements SandboxProcess {
      * @param pidNamespace the launcher's only child is the init of a pid namespace holding the whole run (bwrap)
      */
     LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup) {
+        this(process, cgroup, cpuSeconds, pidNamespace, cleanup, Optional.empty(), null, null);
+    }
+
+    LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup,
+            Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir) {
         this.process = process;
         this.pidNamespace = pidNamespace;
         this.cgroup = cgroup;
         this.cpuSeconds = cpuSeconds;
         this.cleanup = cleanup;
+        this.control = control;
+        this.mounts = mounts;
+        this.lateWorkDir = lateWorkDir;
+    }
+
+    @Override
+    public Optional<ControlChannel> control() {
+        return control;
+    }
+
+    @Override
+    public OptionalLong memoryBytes() {
+        return cgroup.memoryBytes();
+    }
+
+    @Override
+    public synchronized void mountWorkDir(Optional<Path> workspace, long tmpfsBytes) throws SandboxException {
+        if (lateWorkDir == null) throw new SandboxException("this sandbox was not started for a late working directory");
+        if (workDirMounted) throw new SandboxException("the working directory is already mounted");
+        mounts.mount(lateWorkDir, workspace, tmpfsBytes);
+        workDirMounted = true;
+    }
+
+    @Override
+    public synchronized void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+        long pid = programPid();
+        try {
+            int[] owner = owner(pid);
+            long soft = (long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds;
+            Posix.prlimitAs(owner[0], owner[1], pid, Posix.RLIMIT_CPU, soft, soft + 1);
+            Posix.prlimitAs(owner[0], owner[1], pid, Posix.RLIMIT_FSIZE, fileSizeBytes, fileSizeBytes);
+        } catch (Posix.Errno | IOException e) {
+            throw new SandboxException("cannot set the program's limits: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public boolean interrupt() {
+        if (!process.isAlive()) return false;
+        try {
+            Posix.kill(programPid(), Posix.SIGINT);
+            return true;
+        } catch (Posix.Errno e) {
+            return false;
+        }
+    }
+
+    /**
+     * The host pid of the program the sandbox started: the launcher itself (it execs into the program) or, in
+     * a pid namespace, the only child of the namespace's init. Kept once found.
+     */
+    private synchronized long programPid() {
+        if (programPid != 0) return programPid;
+        if (!pidNamespace) return programPid = process.pid();
+        long init = process.children().findFirst().map(ProcessHandle::pid).orElse(-1L);
+        programPid = ProcessHandle.of(init).flatMap(h -> h.children().findFirst()).map(ProcessHandle::pid)
+                .orElse(process.pid());
+        return programPid;
+    }
+
+    /** Real uid and gid of a process, from /proc/PID/status. */
+    static int[] owner(long pid) throws IOException {
+        int uid = -1, gid = -1;
+        for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
+            if (line.startsWith("Uid:")) uid = Integer.parseInt(line.split("\\s+")[1]);
+            if (line.startsWith("Gid:")) gid = Integer.parseInt(line.split("\\s+")[1]);
+        }
+        if (uid < 0 || gid < 0) throw new IOException("no uid/gid for process " + pid);
+        return new int[] {uid, gid};
+    }
+
+    /** utime + stime of one process from /proc/PID/stat, in seconds (USER_HZ is 100 on Linux). */
+    static double cpuSecondsUsed(long pid) throws IOException {
+        String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
+        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        return (Long.parseLong(f[11]) + Long.parseLong(f[12])) / 100.0;
     }
 
     @Override
@@ -153,6 +245,8 @@ final class LaunchedProcess implements SandboxProcess {
             closeQuietly(process.getOutputStream());
             closeQuietly(process.getInputStream());
             closeQuietly(process.getErrorStream());
+            control.ifPresent(ControlChannel::close);
+            if (lateWorkDir != null) mounts.release(lateWorkDir);
             cleanup.run();
             if (interrupted) Thread.currentThread().interrupt();
         }

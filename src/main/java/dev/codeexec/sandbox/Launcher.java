@@ -29,8 +29,12 @@ final class Launcher {
 
     static final int NOFILE = 4096;
 
-    /** dash redirections take single-digit fds; 0-2 are stdio and 3 is reserved for the seccomp program. */
+    /**
+     * dash redirections take single-digit fds: 0-2 are stdio, 3 is reserved for the seccomp program, 4-7 carry
+     * read-only files and 8/9 the control channel ({@link SandboxSpec#CONTROL_IN_FD}, {@link SandboxSpec#CONTROL_OUT_FD}).
+     */
     static final int FIRST_FILE_FD = 4;
+    static final int LAST_FILE_FD = 7;
     static final int LAST_FD = 9;
 
     /**
@@ -64,12 +68,19 @@ final class Launcher {
     /** @param rlimitFsize set RLIMIT_FSIZE to the disk limit (gVisor cannot: its sentry's memory file is larger) */
     static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
             boolean rlimitFsize, Map<Integer, Path> fds, List<String> argv) {
+        return command(procsFiles, limits, rlimitMemory, rlimitNproc, rlimitFsize, fds, Map.of(), argv);
+    }
+
+    /** @param writeFds fd number → host file (a FIFO) opened write-only for the command, after {@code fds} */
+    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
+            boolean rlimitFsize, Map<Integer, Path> fds, Map<Integer, Path> writeFds, List<String> argv) {
+        int cpuSeconds = limits.cpuSeconds();
         StringBuilder s = new StringBuilder();
         for (Path p : procsFiles) s.append("echo $$ > ").append(quote(p.toString())).append(" || exit ").append(SETUP_FAILED).append('\n');
         List<String> ulimits = new ArrayList<>();
-        ulimits.add("ulimit -S -t " + limits.cpuSeconds());
+        ulimits.add("ulimit -S -t " + cpuSeconds);
         // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
-        ulimits.add("ulimit -H -t " + (limits.cpuSeconds() + 1));
+        ulimits.add("ulimit -H -t " + (cpuSeconds + 1));
         ulimits.add("ulimit -c 0");
         if (rlimitFsize) ulimits.add("ulimit -f " + ceilDiv(limits.diskBytes(), 512)); // dash counts 512-byte blocks
         ulimits.add("ulimit -n " + NOFILE);
@@ -81,6 +92,12 @@ final class Launcher {
             int fd = e.getKey();
             if (fd < 3 || fd > LAST_FD) throw new IllegalArgumentException("fd out of range: " + fd);
             s.append(' ').append(fd).append("< ").append(quote(e.getValue().toString()));
+        }
+        // After the read-only files: a FIFO's open blocks until the server opens the other end, in this order.
+        for (Map.Entry<Integer, Path> e : writeFds.entrySet()) {
+            int fd = e.getKey();
+            if (fd < 3 || fd > LAST_FD || fds.containsKey(fd)) throw new IllegalArgumentException("fd out of range: " + fd);
+            s.append(' ').append(fd).append("> ").append(quote(e.getValue().toString()));
         }
         List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", s.toString(), "sh"));
         cmd.addAll(argv);

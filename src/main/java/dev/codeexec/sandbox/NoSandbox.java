@@ -56,6 +56,8 @@ final class NoSandbox implements Sandbox {
 
     @Override
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
+        if (spec.control() || spec.lateWorkDir())
+            throw new SandboxException("the '" + name() + "' sandbox does not support warm sandboxes or sessions");
         String workDir = BwrapSandbox.checkInside(spec.workDir()).toString();
         Path dir;
         boolean ownDir = spec.workDirSource().isEmpty(); // a workspace is never ours to delete

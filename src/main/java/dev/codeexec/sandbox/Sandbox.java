@@ -7,7 +7,7 @@ import java.util.Optional;
  * A way to run a program isolated from the host. The engine sees only this interface; implementations are
  * bubblewrap (default), gVisor and none. Created by {@link Sandboxes#create}.
  */
-public interface Sandbox {
+public interface Sandbox extends AutoCloseable {
 
     /** "bwrap", "gvisor" or "none". */
     String name();
@@ -25,10 +25,29 @@ public interface Sandbox {
      * program blocks on a full pipe), must call {@link SandboxProcess#close()} on every path, and should call
      * {@link SandboxProcess#kill()} at its wall-clock timeout or on cancel. {@link SandboxProcess#exitCode()} is
      * valid once {@code waitFor} returned true. Throws when the sandbox is unavailable or the spec is invalid
-     * (relative or system workDir, more than 6 read-only files); nothing is left behind then.
+     * (relative or system workDir, more than 4 read-only files); nothing is left behind then.
      */
     SandboxProcess start(SandboxSpec spec) throws SandboxException;
 
     /** What runtime_info shows: kind, isolation features, cgroup version, uid. Plain data for JSON. */
     Map<String, Object> info();
+
+    /**
+     * Whether {@link SandboxSpec#control()} works here (interpreters started ahead of their code: warm sandboxes,
+     * sessions). bwrap only: gVisor's runsc does not pass extra descriptors, and "none" has no mount namespace
+     * to put a late working directory into.
+     */
+    default boolean supportsControl() {
+        return false;
+    }
+
+    /** Why {@link SandboxSpec#lateWorkDir()} cannot work here, or empty when it can. */
+    default Optional<String> lateWorkDirUnavailable() {
+        return Optional.of("the '" + name() + "' sandbox cannot mount a working directory into a running sandbox");
+    }
+
+    /** Releases what the sandbox set up on the host for its whole life (mounts). Runs must have ended. */
+    @Override
+    default void close() {
+    }
 }

@@ -2,7 +2,9 @@ package dev.codeexec.sandbox;
 
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 
@@ -38,6 +40,39 @@ public interface SandboxProcess extends AutoCloseable {
 
     /** CPU time (user + system) of the whole run in milliseconds, where the sandbox can measure it. */
     OptionalDouble cpuTimeMs();
+
+    /** Memory the run uses now, where the sandbox can measure it. */
+    default OptionalLong memoryBytes() {
+        return OptionalLong.empty();
+    }
+
+    /** The control channel, when the spec asked for one ({@link SandboxSpec#control()}). */
+    default Optional<ControlChannel> control() {
+        return Optional.empty();
+    }
+
+    /**
+     * Mounts the run's working directory into the running sandbox (spec with {@link SandboxSpec#lateWorkDir()}):
+     * the workspace directory read-write, or when empty a fresh tmpfs of {@code tmpfsBytes}. The program must
+     * change into the directory again to see it. Once per process.
+     */
+    default void mountWorkDir(Optional<Path> workspace, long tmpfsBytes) throws SandboxException {
+        throw new SandboxException("this sandbox cannot mount a working directory after start");
+    }
+
+    /**
+     * Gives the program (the process the sandbox started, not its children) a fresh CPU budget of
+     * {@code cpuSeconds} counted from now, and caps the size of files it writes: for an interpreter started
+     * ahead of its code, so the code gets the limits of a cold run. Children started later inherit them.
+     */
+    default void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+        throw new SandboxException("this sandbox cannot change the limits of a running program");
+    }
+
+    /** Sends SIGINT to the program (not its children). False when it is gone or the sandbox cannot do this. */
+    default boolean interrupt() {
+        return false;
+    }
 
     @Override
     void close();

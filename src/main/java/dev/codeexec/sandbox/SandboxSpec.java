@@ -19,9 +19,26 @@ import java.util.Optional;
  * @param limits       limits to enforce in the kernel
  * @param workDirSource a host directory bound read-write at workDir (a persistent workspace, owned by the sandbox
  *                     uid) instead of the fresh tmpfs; files written there outlive the run
+ * @param control      give the program a control channel: fd {@value #CONTROL_IN_FD} reads what the server sends,
+ *                     fd {@value #CONTROL_OUT_FD} writes to the server ({@link SandboxProcess#control()}); for
+ *                     interpreters started ahead of their code (warm sandboxes, sessions)
+ * @param lateWorkDir  leave workDir empty at start and mount the run's working directory (a fresh tmpfs or a
+ *                     workspace) into the running sandbox later, with {@link SandboxProcess#mountWorkDir}
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
-        List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource) {
+        List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
+        boolean control, boolean lateWorkDir) {
+
+    /** The program's end of the control channel: server → program. */
+    public static final int CONTROL_IN_FD = 8;
+    /** The program's end of the control channel: program → server. */
+    public static final int CONTROL_OUT_FD = 9;
+
+    /** A run without control channel. */
+    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
+            List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource) {
+        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, false, false);
+    }
 
     /** A run in a fresh tmpfs working directory. */
     public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
@@ -37,5 +54,13 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         readOnlyDirs = List.copyOf(readOnlyDirs);
         env = Map.copyOf(env);
         workDirSource = workDirSource == null ? Optional.empty() : workDirSource;
+        if (lateWorkDir && workDirSource.isPresent())
+            throw new IllegalArgumentException("a late working directory is mounted later, not given at start");
+    }
+
+    /** The same spec with a control channel, and optionally a working directory mounted later. */
+    public SandboxSpec withControl(boolean lateWorkDir) {
+        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
+                lateWorkDir);
     }
 }

@@ -1,5 +1,7 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.linux.Posix;
+
 import dev.codeexec.workspace.WorkspaceException.Kind;
 
 import java.io.IOException;

@@ -1,0 +1,179 @@
+package dev.codeexec.sandbox;
+
+import dev.codeexec.linux.Posix;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * Working directories mounted into a sandbox after it started (warm sandboxes, see {@link SandboxSpec#lateWorkDir()}).
+ *
+ * <p>How: {@code DATA_DIR/late} is a bind mount of itself marked shared. A warm sandbox binds an empty directory
+ * {@code late/<server pid>/<run id>} (owned by the sandbox uid) at its working directory; bwrap turns its copies of
+ * the host's mounts into slaves, so a mount the server later makes on that directory in the host's namespace
+ * propagates into the sandbox and covers its working directory: a fresh size-capped tmpfs for a stateless run, or
+ * the workspace directory for a run in a workspace. The program then changes into the directory again. Only the
+ * mount on the run's own directory propagates, and only into the sandboxes that bound that directory (one).
+ *
+ * <p>Propagated mounts lack nosuid/nodev; harmless here: every sandboxed program runs with no_new_privs (set-uid
+ * bits are ignored) and without the capability to create device nodes.
+ *
+ * <p>Needs CAP_SYS_ADMIN in the host's mount namespace (root on a host; in a container only with extra
+ * privileges): {@link #prepare} says why it cannot work, and warm sandboxes are then not offered.
+ */
+final class WorkDirMounts {
+
+    private static final Logger log = LoggerFactory.getLogger(WorkDirMounts.class);
+
+    private final Path root;
+    private final Path mine;
+    private final int uid;
+    private final int gid;
+
+    private WorkDirMounts(Path root, int uid, int gid) {
+        this.root = root;
+        this.mine = root.resolve(Long.toString(ProcessHandle.current().pid()));
+        this.uid = uid;
+        this.gid = gid;
+    }
+
+    /** Sets up {@code dataDir/late} as a shared mount and reaps what crashed servers left; or why it cannot. */
+    static Result prepare(Path dataDir, int uid, int gid) {
+        Path root = dataDir.resolve("late").toAbsolutePath();
+        try {
+            Files.createDirectories(root);
+            Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx--x--x"));
+            if (!mountPoints().contains(root.toString()))
+                Posix.mount(root.toString(), root.toString(), null, Posix.MS_BIND, null);
+            Posix.mount(null, root.toString(), null, Posix.MS_SHARED, null);
+            WorkDirMounts m = new WorkDirMounts(root, uid, gid);
+            m.reapStale();
+            Files.createDirectories(m.mine);
+            Files.setPosixFilePermissions(m.mine, PosixFilePermissions.fromString("rwx--x--x"));
+            return new Result(Optional.of(m), Optional.empty());
+        } catch (IOException | Posix.Errno e) {
+            return new Result(Optional.empty(), Optional.of("cannot prepare late working directories in " + root + ": "
+                    + e.getMessage()));
+        }
+    }
+
+    record Result(Optional<WorkDirMounts> mounts, Optional<String> unavailable) {
+    }
+
+    /** A fresh empty directory for one sandbox, owned by the sandbox uid. */
+    Path create(String runId) throws SandboxException {
+        Path d = mine.resolve(runId);
+        try {
+            Files.createDirectory(d, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+            HostDirs.chown(d, uid, gid);
+            return d;
+        } catch (IOException e) {
+            throw new SandboxException("cannot create a working directory mount point: " + e.getMessage(), e);
+        }
+    }
+
+    /** Mounts the workspace (bind) or a fresh tmpfs of {@code bytes} on {@code dir}. */
+    void mount(Path dir, Optional<Path> workspace, long bytes) throws SandboxException {
+        try {
+            if (workspace.isPresent()) {
+                Posix.mount(workspace.get().toString(), dir.toString(), null, Posix.MS_BIND, null);
+            } else {
+                Posix.mount("tmpfs", dir.toString(), "tmpfs", Posix.MS_NOSUID | Posix.MS_NODEV,
+                        "size=" + bytes + ",mode=0755,uid=" + uid + ",gid=" + gid);
+            }
+        } catch (Posix.Errno e) {
+            throw new SandboxException("cannot mount the working directory: " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Unmounts whatever is on {@code dir} and removes it. Never deletes contents: a workspace may still be
+     * mounted there if unmounting failed, and its files must survive.
+     */
+    void release(Path dir) {
+        unmountAll(dir);
+        try {
+            Files.deleteIfExists(dir);
+        } catch (IOException e) {
+            log.warn("cannot remove the mount point {}: {}", dir, e.toString());
+        }
+    }
+
+    private static void unmountAll(Path dir) {
+        // a tmpfs and nothing else is ever mounted here; loop for safety against stacked mounts
+        for (int i = 0; i < 4; i++) {
+            try {
+                Posix.umount2(dir.toString(), Posix.MNT_DETACH);
+            } catch (Posix.Errno e) {
+                return; // EINVAL: not a mount point (any more)
+            }
+        }
+    }
+
+    /** Mount points and directories of servers that are no longer running. */
+    private void reapStale() throws IOException {
+        List<String> points = mountPoints();
+        try (var servers = Files.list(root)) {
+            for (Path server : servers.toList()) {
+                String name = server.getFileName().toString();
+                if (name.matches("\\d+") && ProcessHandle.of(Long.parseLong(name)).map(ProcessHandle::isAlive).orElse(false)
+                        && !server.equals(mine)) continue;
+                for (String p : points) if (p.startsWith(server + "/")) unmountAll(Path.of(p));
+                try (var dirs = Files.list(server)) {
+                    for (Path d : dirs.toList()) Files.deleteIfExists(d);
+                } catch (IOException e) {
+                    log.warn("cannot clean {}: {}", server, e.toString());
+                }
+                Files.deleteIfExists(server);
+            }
+        }
+    }
+
+    /** Unmounts the shared root when no other server uses it (tests make many DATA_DIRs; each must go away). */
+    void close() {
+        try {
+            reapStale();
+            Files.deleteIfExists(mine);
+            try (var left = Files.list(root)) {
+                if (left.findAny().isEmpty()) Posix.umount2(root.toString(), Posix.MNT_DETACH);
+            }
+        } catch (IOException | Posix.Errno e) {
+            log.debug("late working directories: {}", e.toString());
+        }
+    }
+
+    /** Mount points of this mount namespace, from /proc/self/mountinfo (octal escapes decoded). */
+    static List<String> mountPoints() throws IOException {
+        List<String> out = new ArrayList<>();
+        for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
+            String[] f = line.split(" ");
+            if (f.length > 4) out.add(unescape(f[4]));
+        }
+        return out;
+    }
+
+    private static String unescape(String s) {
+        StringBuilder b = new StringBuilder(s.length());
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '\\' && i + 3 < s.length()) {
+                try {
+                    b.append((char) Integer.parseInt(s.substring(i + 1, i + 4), 8));
+                    i += 3;
+                    continue;
+                } catch (NumberFormatException e) {
+                    // not an escape
+                }
+            }
+            b.append(c);
+        }
+        return b.toString();
+    }
+}
