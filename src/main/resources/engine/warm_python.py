@@ -1,0 +1,29 @@
+"""Warm Python runner: started ahead of a run inside its sandbox, it preloads modules, says it is ready, then runs
+the one piece of code it is sent as `python3 -u FILE args...` would. Single use: the sandbox is discarded after.
+Protocol: docs/interpreter-protocol.md."""
+
+import os
+import sys
+
+import codeexec_main
+
+
+def main():
+    codeexec_main.RUNNER_FILES.add(__file__)
+    channel = codeexec_main.Channel()
+    codeexec_main.preload()
+    channel.send({"ready": True})
+    message = channel.receive()
+    if message is None:
+        # The server discarded this sandbox before using it.
+        os._exit(0)
+    channel.close()
+    file = message["file"]
+    # Resolved again now: a workspace may have been mounted over the working directory after the start.
+    os.chdir(os.path.dirname(file))
+    # The user's `import codeexec_main` must find their own file, as in a cold run, not this runner's helper.
+    del sys.modules["codeexec_main"]
+    codeexec_main.run_file(message.get("code", ""), file, message.get("args") or [])
+
+
+main()
