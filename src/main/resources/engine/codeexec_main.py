@@ -124,8 +124,18 @@ def register_source(filename, source):
 
 
 def strip_runner_frames(tb):
+    """The traceback without the runner's frames: those that called into the user's code, at its head, and the
+    SIGINT handler that raised KeyboardInterrupt, at its tail."""
     while tb is not None and tb.tb_frame.f_code.co_filename in RUNNER_FILES:
         tb = tb.tb_next
+    last_user = None
+    entry = tb
+    while entry is not None:
+        if entry.tb_frame.f_code.co_filename not in RUNNER_FILES:
+            last_user = entry
+        entry = entry.tb_next
+    if last_user is not None:
+        last_user.tb_next = None
     return tb
 
 
