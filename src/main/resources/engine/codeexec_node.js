@@ -7,31 +7,21 @@ const CONTROL_IN = 8;
 const CONTROL_OUT = 9;
 
 /**
- * A close-on-exec copy of an inherited fd, so that programs the user starts do not inherit the control channel.
- * Node cannot dup(); reopening the pipe through /proc gives a new descriptor, and libuv opens everything with
- * O_CLOEXEC. That needs /proc and a pipe the sandbox uid may open; without them the inherited fd is used as is.
+ * The control channel on the inherited fds as they are. They are already private: Node marks the fds it inherits
+ * close-on-exec at start (libuv's uv_disable_stdio_inheritance covers at least fds 0 to 15), so programs the user
+ * starts do not get them. Node has no dup() to move them; reopening them through /proc fails in the sandbox for a
+ * pipe the sandbox uid may not open for writing.
  */
-function privateFd(fd, flags) {
-  try {
-    fs.fstatSync(fd);
-  } catch (e) {
-    // Started without the control fds: nothing to talk to. Not the user's output, so exit with a code only.
-    process.exit(2);
-  }
-  try {
-    const copy = fs.openSync('/proc/self/fd/' + fd, flags);
-    fs.closeSync(fd);
-    return copy;
-  } catch (e) {
-    return fd;
-  }
-}
-
 function openChannel() {
-  return {
-    in: privateFd(CONTROL_IN, fs.constants.O_RDONLY),
-    out: privateFd(CONTROL_OUT, fs.constants.O_WRONLY),
-  };
+  for (const fd of [CONTROL_IN, CONTROL_OUT]) {
+    try {
+      fs.fstatSync(fd);
+    } catch (e) {
+      // Started without the control fds: nothing to talk to. Not the user's output, so exit with a code only.
+      process.exit(2);
+    }
+  }
+  return { in: CONTROL_IN, out: CONTROL_OUT };
 }
 
 const pause = new Int32Array(new SharedArrayBuffer(4));
