@@ -22,9 +22,10 @@
   let interruptWait = null;
 
   // Between calls a SIGINT must not end the runner; during a script, breakOnSigint takes it instead of this.
-  process.on('SIGINT', () => {
+  const onSigint = () => {
     if (interruptWait !== null) interruptWait();
-  });
+  };
+  process.on('SIGINT', onSigint);
   // An error thrown later by a call's timer or left-over promise is reported, as Node would, but does not end the
   // session: it shows up in the output of whichever call is running (or the next one).
   process.on('uncaughtException', (error) => printError(error));
@@ -213,6 +214,8 @@
       const message = queue.shift();
       if (typeof message.id !== 'string' || !/^[0-9a-f]{32}$/.test(message.id)) process.exit(2);
       finish(await call(message));
+      // A cell may have removed the listener; between calls a SIGINT must never end the runner.
+      if (!process.listeners('SIGINT').includes(onSigint)) process.on('SIGINT', onSigint);
     }
     busy = false;
   }
