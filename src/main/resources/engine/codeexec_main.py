@@ -172,6 +172,18 @@ def describe(exc):
     return " ".join(line.split("\n"))
 
 
+def forget_shadowed_modules(directory, startup_modules):
+    """Drops from sys.modules what the runner (or the preload) imported that a module in the user's directory would
+    shadow in a plain run, where that directory comes first on sys.path: with a token.py or re.py there, the user's
+    `import token` must find their file, not the runner's copy of the standard one. The runner keeps its references."""
+    tops = {name.partition(".")[0] for name in sys.modules if name not in startup_modules}
+    for top in tops:
+        if os.path.isfile(os.path.join(directory, top + ".py")) or \
+                os.path.isfile(os.path.join(directory, top, "__init__.py")):
+            for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+                del sys.modules[name]
+
+
 def new_main_module(**attributes):
     """A fresh module that becomes sys.modules["__main__"], with what the interpreter puts in a script's globals."""
     module = type(sys)("__main__")
@@ -183,7 +195,7 @@ def new_main_module(**attributes):
     return module
 
 
-def run_file(code, file, args):
+def run_file(code, file, args, startup_modules):
     """Runs code as `python3 -u file args...` would, and exits the way that would: the code's SystemExit goes
     through untouched, an uncaught exception prints its traceback and exits 1, and a KeyboardInterrupt ends the
     process by SIGINT after the interpreter's usual shutdown (threads joined, atexit handlers run)."""
@@ -193,6 +205,7 @@ def run_file(code, file, args):
     module = new_main_module(__file__=file, __cached__=None, __loader__=SourceFileLoader("__main__", file))
     sys.argv = [file] + list(args)
     sys.path[0] = os.path.dirname(file)
+    forget_shadowed_modules(sys.path[0], startup_modules)
     register_source(file, code)
     interrupted = []
 

@@ -2,16 +2,20 @@
 kernel. Each call's code runs as a cell; the value of a final expression, the error, figures and whether the call
 was interrupted come back on the control channel. Protocol: docs/interpreter-protocol.md."""
 
-import __future__
-import ast
-import base64
-import io
 import os
-import signal
 import sys
 
-import codeexec_main
-import codeexec_mpl
+# What the interpreter imported by itself: the modules a plain run also has before the user's code.
+STARTUP_MODULES = frozenset(sys.modules)
+
+import __future__  # noqa: E402 (after the snapshot on purpose, as are the imports below)
+import ast  # noqa: E402
+import base64  # noqa: E402
+import io  # noqa: E402
+import signal  # noqa: E402
+
+import codeexec_main  # noqa: E402
+import codeexec_mpl  # noqa: E402
 
 # Imported above from this file's directory (sys.path[0]); the user's imports resolve from the working directory,
 # as they would for a script run there.
@@ -109,6 +113,7 @@ def main():
     channel = codeexec_main.Channel()
     codeexec_main.preload()
     del sys.modules["codeexec_main"]
+    codeexec_main.forget_shadowed_modules(sys.path[0], STARTUP_MODULES | {"codeexec_mpl"})
     sys.argv = [""]
     session = Session()
     signal.signal(signal.SIGINT, codeexec_main.on_sigint)

@@ -5,7 +5,10 @@ Protocol: docs/interpreter-protocol.md."""
 import os
 import sys
 
-import codeexec_main
+# What the interpreter imported by itself: the modules a plain run also has before the user's code.
+STARTUP_MODULES = frozenset(sys.modules)
+
+import codeexec_main  # noqa: E402 (after the snapshot on purpose)
 
 
 def main():
@@ -23,7 +26,7 @@ def main():
     os.chdir(os.path.dirname(file))
     # The user's `import codeexec_main` must find their own file, as in a cold run, not this runner's helper.
     del sys.modules["codeexec_main"]
-    codeexec_main.run_file(message.get("code", ""), file, message.get("args") or [])
+    codeexec_main.run_file(message.get("code", ""), file, message.get("args") or [], STARTUP_MODULES)
 
 
 main()

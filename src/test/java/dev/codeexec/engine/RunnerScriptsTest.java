@@ -78,6 +78,8 @@ class RunnerScriptsTest {
                 Arguments.of("syntax error", "print('never')\nx = (\n", List.of(), ""),
                 Arguments.of("keyboard interrupt", "import atexit\natexit.register(print, 'atexit ran')\n"
                         + "raise KeyboardInterrupt\n", List.of(), ""),
+                Arguments.of("workspace module named like a standard one the runner uses",
+                        "import token, json\nprint(token.VALUE, json.dumps([1]))\n", List.of(), ""),
                 Arguments.of("env and thread", """
                         import os, threading, time
                         print(sorted(k for k in os.environ if k.startswith('CODE_EXEC')))
@@ -92,6 +94,7 @@ class RunnerScriptsTest {
             @TempDir Path dir) throws Exception {
         Path file = work(dir).resolve("code_ab12cd34.py");
         Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
         Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
         Outcome warm = runWarm(dir, baseEnv(), stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
         assertThat(warm).isEqualTo(cold);
@@ -329,9 +332,17 @@ class RunnerScriptsTest {
     @Test
     void pythonSessionControlChannelIsNotInheritedByChildren(@TempDir Path dir) throws Exception {
         try (Runner s = pythonSession(dir)) {
-            Call c = s.call("import os\nos.system('ls /proc/self/fd')\nimport sys\nsys.path[0], __name__");
+            Call c = s.call("import os\nos.system('ls /proc/self/fd')");
             assertThat(c.stdout().split("\n")).containsExactly("0", "1", "2", "3");
-            assertThat(c.result()).isEqualTo("('" + work(dir) + "', '__main__')");
+        }
+    }
+
+    @Test
+    void pythonSessionImportsResolveFromTheWorkingDirectoryFirst(@TempDir Path dir) throws Exception {
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        try (Runner s = pythonSession(dir)) {
+            Call c = s.call("import sys, token\nsys.path[0], token.VALUE, __name__, 'codeexec_main' in sys.modules");
+            assertThat(c.result()).isEqualTo("('" + work(dir) + "', 'mine', '__main__', False)");
         }
     }
 
@@ -431,6 +442,7 @@ class RunnerScriptsTest {
         env.put("LANG", "C.UTF-8");
         env.put("TMPDIR", "/tmp");
         env.put("PYTHONUNBUFFERED", "1");
+        env.put("PYTHONDONTWRITEBYTECODE", "1");
         env.put("MPLBACKEND", "Agg");
         return env;
     }
