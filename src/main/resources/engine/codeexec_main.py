@@ -4,6 +4,7 @@ the way user code is compiled, run and reported so that it looks like `python3 -
 The protocol is described in docs/interpreter-protocol.md. This module never writes to fds 1 and 2 itself: those
 belong to the user's program (and to the session's markers)."""
 
+import atexit
 import builtins
 import fcntl
 import gc
@@ -14,6 +15,7 @@ import os
 import signal
 import sys
 import traceback
+from importlib.machinery import SourceFileLoader
 
 CONTROL_IN = 8
 CONTROL_OUT = 9
@@ -199,9 +201,6 @@ def run_file(code, file, args, startup_modules):
     """Runs code as `python3 -u file args...` would, and exits the way that would: the code's SystemExit goes
     through untouched, an uncaught exception prints its traceback and exits 1, and a KeyboardInterrupt ends the
     process by SIGINT after the interpreter's usual shutdown (threads joined, atexit handlers run)."""
-    from importlib.machinery import SourceFileLoader
-    import atexit
-
     module = new_main_module(__file__=file, __cached__=None, __loader__=SourceFileLoader("__main__", file))
     sys.argv = [file] + list(args)
     sys.path[0] = os.path.dirname(file)
