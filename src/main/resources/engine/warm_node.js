@@ -16,10 +16,19 @@
   if (message === null) process.exit(0);
   closeChannel(channel);
 
-  const file = path.resolve(String(message.file));
-  // Resolved again now: a workspace may have been mounted over the working directory after the start.
-  process.chdir(path.dirname(file));
-  process.argv.splice(1, process.argv.length - 1, file, ...(message.args || []).map(String));
+  const file = message.file;
+  const args = message.args || [];
+  if (typeof file !== 'string' || !path.isAbsolute(file) || typeof message.code !== 'string' ||
+      !Array.isArray(args) || !args.every((a) => typeof a === 'string')) {
+    process.exit(2);
+  }
+  try {
+    // Resolved again now: a workspace may have been mounted over the working directory after the start.
+    process.chdir(path.dirname(file));
+  } catch (e) {
+    process.exit(2);
+  }
+  process.argv.splice(1, process.argv.length - 1, file, ...args);
   delete Module._cache[__filename];
   delete Module._cache[helperPath];
 
@@ -30,7 +39,7 @@
   main.paths = Module._nodeModulePaths(path.dirname(file));
   process.mainModule = main;
   Module._cache[file] = main;
-  let code = String(message.code || '');
+  let code = message.code;
   if (code.charCodeAt(0) === 0xfeff) code = code.slice(1);
   // Run from the tick queue rather than from here, so that no frame of this runner is on the stack: an uncaught
   // exception is then printed by Node itself, with the user's frames only, and exits 1 as it would.

@@ -21,12 +21,20 @@ def main():
         # The server discarded this sandbox before using it.
         os._exit(0)
     channel.close()
-    file = message["file"]
-    # Resolved again now: a workspace may have been mounted over the working directory after the start.
-    os.chdir(os.path.dirname(file))
+    file = message.get("file")
+    code = message.get("code")
+    args = message.get("args") or []
+    if not (isinstance(file, str) and os.path.isabs(file) and isinstance(code, str)
+            and isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        os._exit(2)
+    try:
+        # Resolved again now: a workspace may have been mounted over the working directory after the start.
+        os.chdir(os.path.dirname(file))
+    except OSError:
+        os._exit(2)
     # The user's `import codeexec_main` must find their own file, as in a cold run, not this runner's helper.
     del sys.modules["codeexec_main"]
-    codeexec_main.run_file(message.get("code", ""), file, message.get("args") or [], STARTUP_MODULES)
+    codeexec_main.run_file(code, file, args, STARTUP_MODULES)
 
 
 main()

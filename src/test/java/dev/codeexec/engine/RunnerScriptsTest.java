@@ -134,6 +134,21 @@ class RunnerScriptsTest {
         assertDiscardedQuietly(dir, PYTHON, "-u", script("warm_python.py"));
     }
 
+    @Test
+    void warmRunnersRefuseAMalformedMessageWithExitCodeTwoAndNoOutput(@TempDir Path dir) throws Exception {
+        for (String[] command : List.of(new String[] {PYTHON, "-u", script("warm_python.py")},
+                new String[] {NODE, script("warm_node.js")})) {
+            Path attempt = Files.createDirectories(dir.resolve(command[0].replace('/', '_')));
+            try (Runner r = Runner.start(attempt, baseEnv(), command)) {
+                assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+                r.send(Map.of("code", "print('x')", "file", "relative.py", "args", List.of()));
+                assertThat(r.process.waitFor(10, TimeUnit.SECONDS)).isTrue();
+                assertThat(new Outcome(r.process.exitValue(), r.out.rest(), r.err.rest()))
+                        .isEqualTo(new Outcome(2, "", ""));
+            }
+        }
+    }
+
     // ------------------------------------------------------------------------------------------------ warm node
 
     static Stream<Arguments> ordinaryNodePrograms() {
@@ -405,6 +420,9 @@ class RunnerScriptsTest {
 
             id = s.send("console.log('waiting');\nnew Promise(() => {})", "");
             s.out.awaitText("waiting\n");
+            // Past the script's end, into the await: a SIGINT in the instant the script returns can be lost by
+            // Node's breakOnSigint watchdog (the protocol doc asks the server to repeat it).
+            Thread.sleep(100);
             s.interrupt();
             assertThat(s.finish(id).reply().get("interrupted").asBoolean()).isTrue();
 
