@@ -4,7 +4,6 @@
 // and whether it was interrupted come back on the control channel. Protocol: docs/interpreter-protocol.md.
 // Wrapped in a function so the runner's names never reach the user's code.
 (function main() {
-  const fs = require('fs');
   const net = require('net');
   const path = require('path');
   const util = require('util');
@@ -182,8 +181,8 @@
       if (isInterruption(error)) {
         response.interrupted = true;
         response.error = 'Interrupted';
+        // breakOnSigint's error is printed like any error a script throws; a wait that was given up threw nothing.
         if (error !== INTERRUPTED) printError(error);
-        else writeAllSync(2, 'Interrupted while awaiting a promise\n');
       } else {
         response.error = describe(error);
         printError(error);
