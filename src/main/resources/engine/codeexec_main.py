@@ -125,11 +125,19 @@ def register_source(filename, source):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
-def strip_runner_frames(tb):
+def strip_runner_frames(tb, first_user_file=None):
     """The traceback without the runner's frames: those that called into the user's code, at its head, and the
-    SIGINT handler that raised KeyboardInterrupt, at its tail."""
+    SIGINT handler that raised KeyboardInterrupt, at its tail. With first_user_file (a predicate on file names),
+    everything before the first frame of such a file goes too (the event loop between a session and its cell), if
+    there is one."""
     while tb is not None and tb.tb_frame.f_code.co_filename in RUNNER_FILES:
         tb = tb.tb_next
+    if first_user_file is not None:
+        entry = tb
+        while entry is not None and not first_user_file(entry.tb_frame.f_code.co_filename):
+            entry = entry.tb_next
+        if entry is not None:
+            tb = entry
     last_user = None
     entry = tb
     while entry is not None:
@@ -141,11 +149,11 @@ def strip_runner_frames(tb):
     return tb
 
 
-def print_exception(exc):
+def print_exception(exc, first_user_file=None):
     """Prints an exception the way the interpreter does for an uncaught one, without the runner's frames. The
     interpreter's own printer reads source lines from disk only; the traceback module prints the same text but
     reads them through linecache, where cells and sent code are. A hook the user installed is honoured."""
-    tb = strip_runner_frames(exc.__traceback__)
+    tb = strip_runner_frames(exc.__traceback__, first_user_file)
     exc.__traceback__ = tb
     hook = sys.excepthook
     try:

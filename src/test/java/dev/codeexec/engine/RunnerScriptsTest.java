@@ -291,6 +291,24 @@ class RunnerScriptsTest {
     }
 
     @Test
+    void pythonSessionRunsTopLevelAwaitAndKeepsItsState(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            assertThat(s.call("import asyncio, os\nasync def twice(v):\n    await asyncio.sleep(0.01)\n"
+                    + "    return 2 * v\nx = await twice(4)\nx").result()).isEqualTo("8");
+            assertThat(s.call("x + await twice(1)").result()).isEqualTo("10");
+            Call failed = s.call("async def bad():\n    raise ValueError('inner')\nawait bad()");
+            assertThat(failed.reply().get("error").asString()).isEqualTo("ValueError: inner");
+            assertThat(failed.stderr()).startsWith("Traceback (most recent call last):\n  File \"<cell 3>\", line 3")
+                    .doesNotContain("asyncio").doesNotContainPattern(RUNNER_NAMES);
+            String id = s.send("os.write(1, b'awaiting\\n')\nawait asyncio.sleep(60)", "");
+            s.out.awaitText("awaiting\n");
+            s.interrupt();
+            assertThat(s.finish(id).reply()).isEqualTo(reply(null, "KeyboardInterrupt", true));
+            assertThat(s.call("asyncio.run(twice(x))").result()).as("a plain cell may run its own loop").isEqualTo("16");
+        }
+    }
+
+    @Test
     void pythonSessionIgnoresAnInterruptWhileIdle(@TempDir Path dir) throws Exception {
         try (Runner s = pythonSession(dir)) {
             s.call("v = 7");
