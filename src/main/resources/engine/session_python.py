@@ -54,7 +54,13 @@ class Session:
             if self.loop is None:
                 import asyncio
                 self.loop = asyncio.new_event_loop()
-            value = codeexec_main.call_user(self.loop.run_until_complete, value)
+            task = self.loop.create_task(value)
+            try:
+                value = codeexec_main.call_user(self.loop.run_until_complete, task)
+            except BaseException:
+                # Interrupted: the cell's coroutine must not resume at the next cell's await.
+                task.cancel()
+                raise
         return value
 
     def call(self, source, stdin):

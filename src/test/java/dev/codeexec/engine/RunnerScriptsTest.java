@@ -300,10 +300,14 @@ class RunnerScriptsTest {
             assertThat(failed.reply().get("error").asString()).isEqualTo("ValueError: inner");
             assertThat(failed.stderr()).startsWith("Traceback (most recent call last):\n  File \"<cell 3>\", line 3")
                     .doesNotContain("asyncio").doesNotContainPattern(RUNNER_NAMES);
-            String id = s.send("os.write(1, b'awaiting\\n')\nawait asyncio.sleep(60)", "");
+            String id = s.send("os.write(1, b'awaiting\\n')\nawait asyncio.sleep(1)\nprint('resumed')", "");
             s.out.awaitText("awaiting\n");
             s.interrupt();
             assertThat(s.finish(id).reply()).isEqualTo(reply(null, "KeyboardInterrupt", true));
+            // Long enough for the interrupted cell's sleep to end, were it still scheduled.
+            Call after = s.call("await asyncio.sleep(1.3)\nx");
+            assertThat(after.stdout()).as("the interrupted cell stays stopped").isEmpty();
+            assertThat(after.result()).isEqualTo("8");
             assertThat(s.call("asyncio.run(twice(x))").result()).as("a plain cell may run its own loop").isEqualTo("16");
         }
     }
