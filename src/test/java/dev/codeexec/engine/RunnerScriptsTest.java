@@ -1,0 +1,721 @@
+package dev.codeexec.engine;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The in-sandbox interpreter runners (src/main/resources/engine/{warm,session}_{python,node}.*) started directly,
+ * without a sandbox, on FIFOs as fds 8 and 9 the way the server starts them. Warm runs are compared with the cold
+ * `python3 -u file` / `node file` they stand in for.
+ */
+@Timeout(value = 30, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+class RunnerScriptsTest {
+
+    private static final Path ENGINE = Path.of("src/main/resources/engine").toAbsolutePath();
+    private static final String PYTHON = "/usr/bin/python3";
+    private static final String NODE = "/usr/bin/node";
+    private static final JsonMapper JSON = JsonMapper.builder().build();
+    private static final String RUNNER_NAMES = "(warm_python|session_python|codeexec_main|warm_node|session_node|"
+            + "codeexec_node)";
+
+    // ---------------------------------------------------------------------------------------------- warm python
+
+    static Stream<Arguments> ordinaryPythonPrograms() {
+        return Stream.of(
+                Arguments.of("hello and args", "import sys\nprint('hello', sys.argv[1:], __name__)\n",
+                        List.of("a", "b c"), ""),
+                Arguments.of("main module", """
+                        import sys, os
+                        print(__file__, sys.argv[0], sys.path[0], os.getcwd())
+                        print(sorted(globals()), __loader__.name, __spec__, __package__, __cached__)
+                        print(sys.modules['__main__'] is sys.modules[__name__], 'codeexec_main' in sys.modules)
+                        """, List.of(), ""),
+                Arguments.of("stdin", "import sys\nprint(input().upper())\nprint(sys.stdin.read().split())\n",
+                        List.of(), "first\nsecond third\n"),
+                Arguments.of("open fds", "import os\nprint(sorted(os.listdir('/proc/self/fd')))\n", List.of(), ""),
+                Arguments.of("sys.exit(3)", "print('before')\nimport sys\nsys.exit(3)\n", List.of(), ""),
+                Arguments.of("sys.exit(msg)", "import sys\nsys.exit('bad input')\n", List.of(), ""),
+                Arguments.of("uncaught chain", """
+                        def f(a, b):
+                            return a['x'] / b
+                        try:
+                            f({'x': 1}, 0)
+                        except Exception as e:
+                            raise ValueError('wrapped') from e
+                        """, List.of(), ""),
+                Arguments.of("syntax error", "print('never')\nx = (\n", List.of(), ""),
+                Arguments.of("keyboard interrupt", "import atexit\natexit.register(print, 'atexit ran')\n"
+                        + "raise KeyboardInterrupt\n", List.of(), ""),
+                Arguments.of("workspace module named like a standard one the runner uses",
+                        "import token, json\nprint(token.VALUE, json.dumps([1]))\n", List.of(), ""),
+                Arguments.of("env and thread", """
+                        import os, threading, time
+                        print(sorted(k for k in os.environ if k.startswith('CODE_EXEC')))
+                        threading.Thread(target=lambda: (time.sleep(0.05), print('thread done'))).start()
+                        print('main done')
+                        """, List.of(), ""));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ordinaryPythonPrograms")
+    void warmPythonBehavesLikeAColdRun(String name, String code, List<String> args, String stdin,
+            @TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_ab12cd34.py");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        Outcome warm = runWarm(dir, baseEnv(), stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
+        assertThat(warm).isEqualTo(cold);
+        assertThat(warm.stderr()).doesNotContainPattern(RUNNER_NAMES);
+    }
+
+    @Test
+    void warmPythonUncaughtExceptionShowsTheUsersSourceLinesEvenWithoutTheFile(@TempDir Path dir) throws Exception {
+        String file = work(dir).resolve("code_notwritten.py").toString();
+        Outcome warm = runWarm(dir, baseEnv(), "", "def boom():\n    raise RuntimeError('kaput')\nboom()\n", file,
+                List.of(), PYTHON, "-u", script("warm_python.py"));
+        assertThat(warm.exit()).isEqualTo(1);
+        assertThat(warm.stderr()).isEqualTo("""
+                Traceback (most recent call last):
+                  File "%1$s", line 3, in <module>
+                    boom()
+                  File "%1$s", line 2, in boom
+                    raise RuntimeError('kaput')
+                RuntimeError: kaput
+                """.formatted(file));
+    }
+
+    @Test
+    void warmPythonPreloadsModulesSilentlyAndHidesTheSetting(@TempDir Path dir) throws Exception {
+        Map<String, String> env = baseEnv();
+        // `this` prints the Zen of Python when imported; the missing module must be skipped without a word.
+        env.put("CODE_EXEC_PRELOAD", "this, no_such_module_xyz,numpy");
+        String code = "import sys, os\nprint('numpy' in sys.modules, 'this' in sys.modules, "
+                + "'CODE_EXEC_PRELOAD' in os.environ)\nimport numpy\nprint(numpy.arange(3).sum())\n";
+        Outcome warm = runWarm(dir, env, "", code, work(dir).resolve("p.py").toString(), List.of(),
+                PYTHON, "-u", script("warm_python.py"));
+        assertThat(warm).isEqualTo(new Outcome(0, "True True False\n3\n", ""));
+    }
+
+    @Test
+    void warmPythonExitsQuietlyWhenDiscardedBeforeItGetsCode(@TempDir Path dir) throws Exception {
+        assertDiscardedQuietly(dir, PYTHON, "-u", script("warm_python.py"));
+    }
+
+    @Test
+    void warmRunnersRefuseAMalformedMessageWithExitCodeTwoAndNoOutput(@TempDir Path dir) throws Exception {
+        for (String[] command : List.of(new String[] {PYTHON, "-u", script("warm_python.py")},
+                new String[] {NODE, script("warm_node.js")})) {
+            Path attempt = Files.createDirectories(dir.resolve(command[0].replace('/', '_')));
+            try (Runner r = Runner.start(attempt, baseEnv(), command)) {
+                assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+                r.send(Map.of("code", "print('x')", "file", "relative.py", "args", List.of()));
+                assertThat(r.process.waitFor(10, TimeUnit.SECONDS)).isTrue();
+                assertThat(new Outcome(r.process.exitValue(), r.out.rest(), r.err.rest()))
+                        .isEqualTo(new Outcome(2, "", ""));
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ warm node
+
+    static Stream<Arguments> ordinaryNodePrograms() {
+        return Stream.of(
+                Arguments.of("hello, args and main module", """
+                        console.log('hello', process.argv.slice(2), process.argv[1], require.main === module);
+                        console.log(__filename, __dirname, module.id, process.cwd(), typeof main, typeof channel);
+                        console.log(Object.keys(require.cache), process.mainModule === module);
+                        console.log(Object.keys(process.env).filter((k) => k.startsWith('CODE_EXEC')));
+                        """, List.of("a", "b c"), ""),
+                Arguments.of("event loop order", """
+                        setTimeout(() => console.log('timeout'), 30);
+                        setImmediate(() => console.log('immediate'));
+                        process.nextTick(() => console.log('tick'));
+                        Promise.resolve().then(() => console.log('microtask'));
+                        (async () => { await new Promise((r) => setTimeout(r, 60)); console.log('awaited'); })();
+                        console.log('sync');
+                        """, List.of(), ""),
+                Arguments.of("stdin", """
+                        let s = '';
+                        process.stdin.on('data', (d) => { s += d; }).on('end', () => console.log(s.toUpperCase()));
+                        """, List.of(), "some input\nmore\n"),
+                Arguments.of("require relative", "console.log(require('./helper').value, module.loaded);\n"
+                        + "setImmediate(() => console.log(module.loaded));\n", List.of(), ""),
+                Arguments.of("process.exit(3)", "console.log('before'); process.exit(3); console.log('after');\n",
+                        List.of(), ""),
+                Arguments.of("exitCode", "process.exitCode = 4; setTimeout(() => console.error('late'), 10);\n",
+                        List.of(), ""));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ordinaryNodePrograms")
+    void warmNodeBehavesLikeAColdRun(String name, String code, List<String> args, String stdin, @TempDir Path dir)
+            throws Exception {
+        Path file = work(dir).resolve("code_ab12cd34.js");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("helper.js"), "module.exports = { value: require.main.filename };\n");
+        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(NODE, file.toString()), args));
+        Outcome warm = runWarm(dir, baseEnv(), stdin, code, file.toString(), args, NODE, script("warm_node.js"));
+        assertThat(warm).isEqualTo(cold);
+    }
+
+    @Test
+    void warmNodeUncaughtErrorExitsOneWithOnlyTheUsersFrames(@TempDir Path dir) throws Exception {
+        String file = work(dir).resolve("code_e.js").toString();
+        Outcome warm = runWarm(dir, baseEnv(), "", "function boom() {\n  throw new Error('kaput');\n}\nboom();\n",
+                file, List.of(), NODE, script("warm_node.js"));
+        assertThat(warm.exit()).isEqualTo(1);
+        assertThat(warm.stdout()).isEmpty();
+        assertThat(warm.stderr())
+                .startsWith(file + ":2\n  throw new Error('kaput');\n  ^\n\nError: kaput\n    at boom (" + file + ":2:9)\n")
+                .doesNotContainPattern(RUNNER_NAMES);
+    }
+
+    @Test
+    void warmNodeExitsQuietlyWhenDiscardedBeforeItGetsCode(@TempDir Path dir) throws Exception {
+        assertDiscardedQuietly(dir, NODE, script("warm_node.js"));
+    }
+
+    // ------------------------------------------------------------------------------------------- session python
+
+    @Test
+    void pythonSessionKeepsVariablesImportsAndFunctions(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            assertThat(s.call("import math\nx = 41\ndef twice(v):\n    return 2 * v\n").reply()).isEqualTo(
+                    reply(null, null, false));
+            Call c = s.call("x += 1\nprint(math.sqrt(16), twice(x))\n");
+            assertThat(c.stdout()).isEqualTo("4.0 84\n");
+            assertThat(c.stderr()).isEmpty();
+            assertThat(s.call("x").result()).isEqualTo("42");
+        }
+    }
+
+    @Test
+    void pythonSessionResultIsTheReprOfAFinalExpressionOnly(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            assertThat(s.call("y = 'text'\ny").result()).isEqualTo("'text'");
+            assertThat(s.call("[y] * 2").result()).isEqualTo("['text', 'text']");
+            assertThat(s.call("None").result()).isNull();
+            assertThat(s.call("print('printed')").reply()).isEqualTo(reply(null, null, false));
+            assertThat(s.call("z = 5").result()).isNull();
+            assertThat(s.call("for i in range(2):\n    z += i\n").result()).isNull();
+            assertThat(s.call("z").result()).isEqualTo("6");
+        }
+    }
+
+    @Test
+    void pythonSessionErrorGoesToStderrAndKeepsEarlierState(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            s.call("kept = [1, 2]");
+            Call failed = s.call("kept.append(3)\ndef f():\n    return 1 / 0\nf()");
+            assertThat(failed.reply()).isEqualTo(reply(null, "ZeroDivisionError: division by zero", false));
+            assertThat(failed.stderr()).isEqualTo("""
+                    Traceback (most recent call last):
+                      File "<cell 2>", line 4, in <module>
+                        f()
+                      File "<cell 2>", line 3, in f
+                        return 1 / 0
+                               ~~^~~
+                    ZeroDivisionError: division by zero
+                    """);
+            Call syntax = s.call("kept = (");
+            assertThat(syntax.reply().get("error").asString()).isEqualTo("SyntaxError: '(' was never closed");
+            assertThat(syntax.stderr()).startsWith("  File \"<cell 3>\", line 1\n    kept = (\n");
+            Call exit = s.call("import sys\nsys.exit(3)");
+            assertThat(exit.reply().get("error").asString()).isEqualTo("SystemExit: 3");
+            assertThat(s.call("kept").result()).isEqualTo("[1, 2, 3]");
+        }
+    }
+
+    @Test
+    void pythonSessionReadsEachCallsStdinFromTheRequest(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            Call c = s.call("name = input('who? ')\nimport sys\nrest = sys.stdin.read()\nprint(name.upper())", "ada\nx\ny\n");
+            assertThat(c.stdout()).isEqualTo("who? ADA\n");
+            assertThat(s.call("rest").result()).isEqualTo("'x\\ny\\n'");
+            assertThat(s.call("sys.stdin.read()", "").result()).isEqualTo("''");
+        }
+    }
+
+    @Test
+    void pythonSessionInterruptStopsTheCellAndTheSessionGoesOn(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            s.call("n = 0");
+            String id = s.send("import os\nos.write(1, b'started\\n')\nwhile True:\n    n += 1\n", "");
+            s.out.awaitText("started\n");
+            s.interrupt();
+            Call c = s.finish(id);
+            assertThat(c.reply()).isEqualTo(reply(null, "KeyboardInterrupt", true));
+            assertThat(c.stdout()).isEqualTo("started\n");
+            assertThat(c.stderr()).startsWith("Traceback (most recent call last):\n  File \"<cell 2>\", line")
+                    .endsWith("KeyboardInterrupt\n").doesNotContainPattern(RUNNER_NAMES);
+            assertThat(s.call("n > 0").result()).isEqualTo("True");
+            // Blocked in a system call rather than running bytecode.
+            id = s.send("import time\nos.write(1, b'sleeping\\n')\ntime.sleep(60)\n", "");
+            s.out.awaitText("sleeping\n");
+            s.interrupt();
+            assertThat(s.finish(id).reply().get("interrupted").asBoolean()).isTrue();
+        }
+    }
+
+    @Test
+    void pythonSessionRunsTopLevelAwaitAndKeepsItsState(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            assertThat(s.call("import asyncio, os\nasync def twice(v):\n    await asyncio.sleep(0.01)\n"
+                    + "    return 2 * v\nx = await twice(4)\nx").result()).isEqualTo("8");
+            assertThat(s.call("x + await twice(1)").result()).isEqualTo("10");
+            Call failed = s.call("async def bad():\n    raise ValueError('inner')\nawait bad()");
+            assertThat(failed.reply().get("error").asString()).isEqualTo("ValueError: inner");
+            assertThat(failed.stderr()).startsWith("Traceback (most recent call last):\n  File \"<cell 3>\", line 3")
+                    .doesNotContain("asyncio").doesNotContainPattern(RUNNER_NAMES);
+            String id = s.send("os.write(1, b'awaiting\\n')\nawait asyncio.sleep(1)\nprint('resumed')", "");
+            s.out.awaitText("awaiting\n");
+            s.interrupt();
+            assertThat(s.finish(id).reply()).isEqualTo(reply(null, "KeyboardInterrupt", true));
+            // Long enough for the interrupted cell's sleep to end, were it still scheduled.
+            Call after = s.call("await asyncio.sleep(1.3)\nx");
+            assertThat(after.stdout()).as("the interrupted cell stays stopped").isEmpty();
+            assertThat(after.result()).isEqualTo("8");
+            assertThat(s.call("asyncio.run(twice(x))").result()).as("a plain cell may run its own loop").isEqualTo("16");
+        }
+    }
+
+    @Test
+    void pythonSessionIgnoresAnInterruptWhileIdle(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            s.call("v = 7");
+            s.interrupt();
+            Thread.sleep(200);
+            s.interrupt();
+            Thread.sleep(200);
+            assertThat(s.process.isAlive()).isTrue();
+            Call c = s.call("import time\ntime.sleep(0.2)\nv * 6");
+            assertThat(c.reply()).isEqualTo(reply("42", null, false));
+            assertThat(c.stderr()).isEmpty();
+        }
+    }
+
+    @Test
+    void pythonSessionReturnsShownAndUnshownFiguresAsPngs(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            assertThat(s.call("import sys\n'matplotlib' in sys.modules").result())
+                    .as("matplotlib stays unimported until used").isEqualTo("False");
+            Call shown = s.call("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()");
+            assertThat(shown.reply().get("figures")).hasSize(1);
+            assertPng(shown.reply().get("figures").get(0));
+            assertThat(shown.stderr()).isEmpty();
+            assertThat(s.call("len(plt.get_fignums())").result()).as("show() closed it").isEqualTo("0");
+
+            Call unshown = s.call("fig = plt.figure()\nplt.bar(['a', 'b'], [1, 2])\nprint('drawn')");
+            assertThat(unshown.stdout()).isEqualTo("drawn\n");
+            assertThat(unshown.reply().get("figures")).hasSize(1);
+            assertPng(unshown.reply().get("figures").get(0));
+
+            Call two = s.call("plt.figure(); plt.plot([1]); plt.show()\nplt.figure(); plt.plot([2])\n1");
+            assertThat(two.reply().get("figures")).hasSize(2);
+            assertThat(two.result()).isEqualTo("1");
+            assertThat(s.call("2").reply().get("figures")).isEmpty();
+        }
+    }
+
+    @Test
+    void pythonSessionMarkersSplitEachCallsOutput(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            Call first = s.call("import sys\nprint('out 1')\nsys.stderr.write('err 1')\nsys.stdout.write('no newline')");
+            assertThat(first.stdout()).isEqualTo("out 1\nno newline");
+            assertThat(first.stderr()).isEqualTo("err 1");
+            Call second = s.call("print('out 2', file=sys.stderr)\nsys.stdout = open(1, 'w', closefd=False)\n"
+                    + "sys.stdout.write('buffered')");
+            assertThat(second.stdout()).as("flushed before the marker").isEqualTo("buffered");
+            assertThat(second.stderr()).isEqualTo("out 2\n");
+            Call third = s.call("print('out 3')");
+            assertThat(third.stdout()).isEqualTo("out 3\n");
+            assertThat(third.stderr()).isEmpty();
+        }
+    }
+
+    @Test
+    void pythonSessionControlChannelIsNotInheritedByChildren(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            Call c = s.call("import os\nos.system('ls /proc/self/fd')");
+            assertThat(c.stdout().split("\n")).containsExactly("0", "1", "2", "3");
+        }
+    }
+
+    @Test
+    void pythonSessionImportsResolveFromTheWorkingDirectoryFirst(@TempDir Path dir) throws Exception {
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        try (Runner s = pythonSession(dir)) {
+            Call c = s.call("import sys, token\nsys.path[0], token.VALUE, __name__, 'codeexec_main' in sys.modules");
+            assertThat(c.result()).isEqualTo("('" + work(dir) + "', 'mine', '__main__', False)");
+        }
+    }
+
+    // --------------------------------------------------------------------------------------------- session node
+
+    @Test
+    void nodeSessionKeepsVarLetConstFunctionsAndGlobals(@TempDir Path dir) throws Exception {
+        try (Runner s = nodeSession(dir)) {
+            Call first = s.call("var a = 1; let b = 2; const c = 3;\nfunction sum() { return a + b + c + globalThis.d; }\n"
+                    + "globalThis.d = 4; const path = require('path');");
+            assertThat(first.reply()).as("a script's completion value skips declarations")
+                    .isEqualTo(reply("4", null, false));
+            Call second = s.call("a += 10; console.log(sum(), path.basename('/x/y.txt'));\n"
+                    + "[typeof module, typeof exports, typeof process, typeof Buffer, typeof setTimeout, typeof main]");
+            assertThat(second.stdout()).isEqualTo("20 y.txt\n");
+            assertThat(second.result()).isEqualTo("[ 'object', 'object', 'object', 'function', 'function', 'undefined' ]");
+            assertThat(s.call("a + b + c + d").result()).isEqualTo("20");
+        }
+    }
+
+    @Test
+    void nodeSessionResultIsTheCompletionValueAwaitedWhenAPromise(@TempDir Path dir) throws Exception {
+        try (Runner s = nodeSession(dir)) {
+            assertThat(s.call("const o = { k: [1, 'two'] }; o").result()).isEqualTo("{ k: [ 1, 'two' ] }");
+            assertThat(s.call("let u;").result()).isNull();
+            assertThat(s.call("console.log('x')").result()).isNull();
+            assertThat(s.call("new Promise((r) => setTimeout(() => r(o.k.length), 20))").result()).isEqualTo("2");
+            Call awaited = s.call("const got = await new Promise((r) => setTimeout(() => r(40), 10));\ngot + 2");
+            assertThat(awaited.result()).isEqualTo("42");
+            assertThat(s.call("Promise.reject(new TypeError('refused'))").reply())
+                    .isEqualTo(reply(null, "TypeError: refused", false));
+        }
+    }
+
+    @Test
+    void nodeSessionErrorGoesToStderrAndKeepsEarlierState(@TempDir Path dir) throws Exception {
+        try (Runner s = nodeSession(dir)) {
+            s.call("var kept = [1];");
+            Call failed = s.call("kept.push(2);\nmissing.call();");
+            assertThat(failed.reply()).isEqualTo(reply(null, "ReferenceError: missing is not defined", false));
+            assertThat(failed.stderr()).contains("ReferenceError: missing is not defined\n    at <cell 2>:2:1")
+                    .doesNotContainPattern(RUNNER_NAMES).doesNotContain("node:vm");
+            assertThat(s.call("x = (").reply().get("error").asString()).startsWith("SyntaxError: ");
+            assertThat(s.call("throw 'plain'").reply().get("error").asString()).isEqualTo("Uncaught 'plain'");
+            assertThat(s.call("kept").result()).isEqualTo("[ 1, 2 ]");
+        }
+    }
+
+    @Test
+    void nodeSessionInterruptBreaksABusyLoopAndAnAwait(@TempDir Path dir) throws Exception {
+        try (Runner s = nodeSession(dir)) {
+            s.call("var n = 0;");
+            String id = s.send("process.stdout.write('started\\n');\nwhile (true) { n++; }", "");
+            s.out.awaitText("started\n");
+            s.interrupt();
+            Call busy = s.finish(id);
+            assertThat(busy.reply().get("interrupted").asBoolean()).isTrue();
+            assertThat(busy.stdout()).isEqualTo("started\n");
+            assertThat(s.call("n > 0").result()).isEqualTo("true");
+
+            id = s.send("console.log('waiting');\nnew Promise(() => {})", "");
+            s.out.awaitText("waiting\n");
+            // Past the script's end, into the await: a SIGINT in the instant the script returns can be lost by
+            // Node's breakOnSigint watchdog (the protocol doc asks the server to repeat it).
+            Thread.sleep(100);
+            s.interrupt();
+            assertThat(s.finish(id).reply().get("interrupted").asBoolean()).isTrue();
+
+            s.interrupt();
+            Thread.sleep(200);
+            assertThat(s.call("n > 0").reply()).as("an interrupt while idle is harmless")
+                    .isEqualTo(reply("true", null, false));
+        }
+    }
+
+    @Test
+    void nodeSessionControlChannelIsNotInheritedByChildren(@TempDir Path dir) throws Exception {
+        try (Runner s = nodeSession(dir)) {
+            Call c = s.call("require('child_process').execSync('ls /proc/self/fd', { stdio: ['ignore', 'pipe', 'inherit'] })"
+                    + ".toString().split('\\n').filter(Boolean).join(' ')");
+            assertThat(c.result()).isEqualTo("'0 1 2 3'");
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------- helpers
+
+    private static String script(String name) {
+        return ENGINE.resolve(name).toString();
+    }
+
+    private static Path work(Path dir) throws IOException {
+        return Files.createDirectories(dir.resolve("work"));
+    }
+
+    /** The environment the server gives a run, minus the sandbox. */
+    private static Map<String, String> baseEnv() {
+        Map<String, String> env = new HashMap<>();
+        env.put("PATH", "/usr/local/bin:/usr/bin:/bin");
+        env.put("HOME", "/tmp");
+        env.put("LANG", "C.UTF-8");
+        env.put("TMPDIR", "/tmp");
+        env.put("PYTHONUNBUFFERED", "1");
+        env.put("PYTHONDONTWRITEBYTECODE", "1");
+        env.put("MPLBACKEND", "Agg");
+        return env;
+    }
+
+    private static List<String> concat(List<String> a, List<String> b) {
+        List<String> all = new ArrayList<>(a);
+        all.addAll(b);
+        return all;
+    }
+
+    private static Runner pythonSession(Path dir) throws Exception {
+        Map<String, String> env = baseEnv();
+        env.put("MPLBACKEND", "module://codeexec_mpl");
+        Runner r = Runner.start(dir, env, PYTHON, "-u", script("session_python.py"));
+        r.process.getOutputStream().close();
+        assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+        return r;
+    }
+
+    private static Runner nodeSession(Path dir) throws Exception {
+        Runner r = Runner.start(dir, baseEnv(), NODE, script("session_node.js"));
+        r.process.getOutputStream().close();
+        assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+        return r;
+    }
+
+    private static JsonNode reply(String result, String error, boolean interrupted) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("result", result);
+        m.put("error", error);
+        m.put("interrupted", interrupted);
+        m.put("figures", List.of());
+        return JSON.valueToTree(m);
+    }
+
+    private static void assertPng(JsonNode figure) {
+        assertThat(figure.get("mimeType").asString()).isEqualTo("image/png");
+        byte[] png = Base64.getDecoder().decode(figure.get("data").asString());
+        assertThat(Arrays.copyOf(png, 8)).isEqualTo(new byte[] {(byte) 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'});
+        assertThat(png.length).isGreaterThan(1000);
+    }
+
+    record Outcome(int exit, String stdout, String stderr) {
+    }
+
+    private static Outcome runCold(Path workDir, Map<String, String> env, String stdin, List<String> argv)
+            throws Exception {
+        ProcessBuilder pb = new ProcessBuilder(argv).directory(workDir.toFile());
+        pb.environment().clear();
+        pb.environment().putAll(env);
+        Process p = pb.start();
+        Collector out = new Collector(p.getInputStream());
+        Collector err = new Collector(p.getErrorStream());
+        try (OutputStream in = p.getOutputStream()) {
+            in.write(stdin.getBytes(UTF_8));
+        }
+        assertThat(p.waitFor(20, TimeUnit.SECONDS)).isTrue();
+        return new Outcome(p.exitValue(), out.rest(), err.rest());
+    }
+
+    private static Outcome runWarm(Path dir, Map<String, String> env, String stdin, String code, String file,
+            List<String> args, String... command) throws Exception {
+        try (Runner r = Runner.start(dir, env, command)) {
+            assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+            r.send(Map.of("code", code, "file", file, "args", args));
+            try (OutputStream in = r.process.getOutputStream()) {
+                in.write(stdin.getBytes(UTF_8));
+            }
+            assertThat(r.process.waitFor(20, TimeUnit.SECONDS)).isTrue();
+            assertThat(r.replies.readLine()).as("nothing more on the control channel").isNull();
+            return new Outcome(r.process.exitValue(), r.out.rest(), r.err.rest());
+        }
+    }
+
+    private static void assertDiscardedQuietly(Path dir, String... command) throws Exception {
+        try (Runner r = Runner.start(dir, baseEnv(), command)) {
+            assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+            r.control.close();
+            assertThat(r.process.waitFor(10, TimeUnit.SECONDS)).isTrue();
+            assertThat(new Outcome(r.process.exitValue(), r.out.rest(), r.err.rest())).isEqualTo(new Outcome(0, "", ""));
+        }
+    }
+
+    record Call(String stdout, String stderr, JsonNode reply) {
+        String result() {
+            JsonNode r = reply.get("result");
+            return r.isNull() ? null : r.asString();
+        }
+    }
+
+    /** A runner started as the server starts it: `exec interpreter script 8<control-in 9>control-out`. */
+    static final class Runner implements AutoCloseable {
+        final Process process;
+        final OutputStream control;
+        final BufferedReader replies;
+        final Collector out;
+        final Collector err;
+
+        private Runner(Process process, OutputStream control, BufferedReader replies) {
+            this.process = process;
+            this.control = control;
+            this.replies = replies;
+            this.out = new Collector(process.getInputStream());
+            this.err = new Collector(process.getErrorStream());
+        }
+
+        static Runner start(Path dir, Map<String, String> env, String... command) throws Exception {
+            Path in = dir.resolve("control-in");
+            Path out = dir.resolve("control-out");
+            Process mkfifo = new ProcessBuilder("mkfifo", in.toString(), out.toString()).start();
+            assertThat(mkfifo.waitFor()).isZero();
+            String shell = "exec " + String.join(" ", command) + " 8<" + in + " 9>" + out;
+            ProcessBuilder pb = new ProcessBuilder("/bin/sh", "-c", shell).directory(work(dir).toFile());
+            pb.environment().clear();
+            pb.environment().putAll(env);
+            Process p = pb.start();
+            // The shell opens control-in, then control-out; opening in the same order cannot deadlock.
+            OutputStream control = new FileOutputStream(in.toFile());
+            BufferedReader replies = new BufferedReader(new InputStreamReader(new FileInputStream(out.toFile()), UTF_8));
+            return new Runner(p, control, replies);
+        }
+
+        JsonNode reply() throws IOException {
+            String line = replies.readLine();
+            assertThat(line).as("a reply line (stderr: %s)", err.snapshot()).isNotNull();
+            return JSON.readTree(line);
+        }
+
+        void send(Map<String, ?> message) throws IOException {
+            control.write((JSON.writeValueAsString(message) + "\n").getBytes(UTF_8));
+            control.flush();
+        }
+
+        String send(String code, String stdin) throws IOException {
+            byte[] raw = new byte[16];
+            ThreadLocalRandom.current().nextBytes(raw);
+            String id = HexFormat.of().formatHex(raw);
+            send(Map.of("id", id, "code", code, "stdin", stdin));
+            return id;
+        }
+
+        Call finish(String id) throws Exception {
+            String stdout = out.next(id);
+            String stderr = err.next(id);
+            JsonNode reply = reply();
+            assertThat(reply.get("id").asString()).isEqualTo(id);
+            ((tools.jackson.databind.node.ObjectNode) reply).remove("id");
+            return new Call(stdout, stderr, reply);
+        }
+
+        Call call(String code) throws Exception {
+            return call(code, "");
+        }
+
+        Call call(String code, String stdin) throws Exception {
+            return finish(send(code, stdin));
+        }
+
+        void interrupt() throws Exception {
+            Process kill = new ProcessBuilder("kill", "-INT", Long.toString(process.pid())).start();
+            assertThat(kill.waitFor()).isZero();
+        }
+
+        @Override
+        public void close() throws IOException {
+            process.destroyForcibly();
+            control.close();
+            replies.close();
+        }
+    }
+
+    /** Reads a stream as it comes, so that a call's output can be taken up to its marker. */
+    static final class Collector {
+        private final ByteArrayOutputStream buffer = new ByteArrayOutputStream();
+        private final Thread reader;
+        private int position;
+        private boolean ended;
+
+        Collector(InputStream in) {
+            reader = Thread.ofVirtual().start(() -> pump(in));
+        }
+
+        private void pump(InputStream in) {
+            byte[] chunk = new byte[8192];
+            try (in) {
+                int n;
+                while ((n = in.read(chunk)) > 0) {
+                    synchronized (this) {
+                        buffer.write(chunk, 0, n);
+                        notifyAll();
+                    }
+                }
+            } catch (IOException e) {
+                // The process was destroyed: what was read is all there is.
+            }
+            synchronized (this) {
+                ended = true;
+                notifyAll();
+            }
+        }
+
+        /** The text up to the marker (consumed with it). */
+        synchronized String next(String marker) throws InterruptedException {
+            for (;;) {
+                String all = buffer.toString(UTF_8);
+                int at = all.indexOf(marker, position);
+                if (at >= 0) {
+                    String text = all.substring(position, at);
+                    position = at + marker.length();
+                    return text;
+                }
+                assertThat(ended).as("stream ended before marker %s: %s", marker, all.substring(position)).isFalse();
+                wait(100);
+            }
+        }
+
+        synchronized void awaitText(String text) throws InterruptedException {
+            while (!buffer.toString(UTF_8).substring(position).contains(text)) {
+                assertThat(ended).as("stream ended before %s", text).isFalse();
+                wait(100);
+            }
+        }
+
+        synchronized String snapshot() {
+            return buffer.toString(UTF_8);
+        }
+
+        /** Everything not yet taken, once the stream has ended. */
+        String rest() throws InterruptedException {
+            reader.join();
+            synchronized (this) {
+                return buffer.toString(StandardCharsets.UTF_8).substring(position);
+            }
+        }
+    }
+}
