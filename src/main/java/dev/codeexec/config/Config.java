@@ -6,6 +6,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * All configuration, read once from environment variables, validated, then immutable. Every key is in
@@ -73,6 +74,16 @@ public final class Config {
             "Largest file upload through the REST API (separate from MAX_BODY_MB).");
     public static final ConfigKey<Integer> MAX_IMAGE_KB = ConfigKey.integer("MAX_IMAGE_KB", 1024, 0, 1048576,
             "Images a run creates up to this size come back inline as MCP image content; larger ones as resource links.");
+    public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1",
+            Set.of("python", "nodejs"), 64,
+            "Pre-started single-use sandboxes per language, e.g. `python=2,nodejs=1`; empty or `=0` turns the pool off.");
+    public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
+            "[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*",
+            "Modules a warm python sandbox imports before its code arrives, e.g. `numpy,pandas` (costs memory and refill CPU).");
+    public static final ConfigKey<Integer> SESSION_IDLE_SECONDS = ConfigKey.integer("SESSION_IDLE_SECONDS", 600, 1, 604800,
+            "A session (`execute_code` with `session`) unused this long is closed.");
+    public static final ConfigKey<Integer> MAX_SESSIONS = ConfigKey.integer("MAX_SESSIONS", 8, 0, 10000,
+            "Sessions one tenant may have open at once; 0 turns sessions off.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
@@ -82,7 +93,8 @@ public final class Config {
             CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, MAX_CONCURRENT, QUEUE_SIZE,
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
             MAX_OUTPUT_KB, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
-            WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, LOG_FORMAT, LOG_LEVEL);
+            WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
+            MAX_SESSIONS, LOG_FORMAT, LOG_LEVEL);
 
     private final Map<ConfigKey<?>, Object> values;
 

@@ -1,5 +1,10 @@
 package dev.codeexec.config;
 
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.function.Function;
 
 /**
@@ -43,6 +48,43 @@ public record ConfigKey<T>(String name, String defaultValue, String description,
             String v = s.trim().toLowerCase();
             for (String a : allowed) if (a.equals(v)) return v;
             throw new IllegalArgumentException("must be one of " + String.join(", ", allowed) + ", got '" + s + "'");
+        });
+    }
+
+    /** {@code name=count,name=count}: names from {@code allowed}, counts 0..max; empty text = no entries. */
+    static ConfigKey<Map<String, Integer>> counts(String name, String def, Set<String> allowed, int max, String description) {
+        return new ConfigKey<>(name, def, description, s -> {
+            Map<String, Integer> out = new LinkedHashMap<>();
+            for (String part : s.split(",")) {
+                if (part.isBlank()) continue;
+                String[] kv = part.trim().split("=", -1);
+                if (kv.length != 2 || !allowed.contains(kv[0].trim()))
+                    throw new IllegalArgumentException("must look like " + String.join("=1,", allowed.stream().sorted().toList())
+                            + "=1 (names: " + String.join(", ", allowed.stream().sorted().toList()) + "), got '" + part.trim() + "'");
+                int n;
+                try {
+                    n = Integer.parseInt(kv[1].trim());
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException("count for " + kv[0].trim() + " must be a whole number, got '" + kv[1] + "'");
+                }
+                if (n < 0 || n > max) throw new IllegalArgumentException("count for " + kv[0].trim() + " must be between 0 and " + max);
+                out.put(kv[0].trim(), n);
+            }
+            return Map.copyOf(out);
+        });
+    }
+
+    /** Comma-separated names matching {@code pattern}; empty text = empty list. */
+    static ConfigKey<List<String>> names(String name, String def, String pattern, String description) {
+        return new ConfigKey<>(name, def, description, s -> {
+            List<String> out = new ArrayList<>();
+            for (String part : s.split(",")) {
+                String v = part.trim();
+                if (v.isEmpty()) continue;
+                if (!v.matches(pattern)) throw new IllegalArgumentException("'" + v + "' is not a valid name");
+                out.add(v);
+            }
+            return List.copyOf(out);
         });
     }
 }

@@ -54,6 +54,13 @@ public final class LocalExecutor implements Executor {
 
     private static final Logger log = LoggerFactory.getLogger(LocalExecutor.class);
 
+    /**
+     * Engine helper files copied to DATA_DIR/runtime (bound read-only into sandboxes): the TypeScript loader and
+     * the interpreters of warm sandboxes and sessions (docs/interpreter-protocol.md).
+     */
+    static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "warm_python.py", "warm_node.js",
+            "session_python.py", "session_node.js", "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js");
+
     final Config config;
     final Sandbox sandbox;
     final Languages languages;
@@ -152,7 +159,7 @@ public final class LocalExecutor implements Executor {
                 others.filter(d -> !isLiveServer(d.getFileName().toString())).forEach(GoCacheWarmer::deleteTree);
             }
             Files.createDirectories(scratch);
-            installResource("/engine/ts-loader.js", runtimeDir.resolve("ts-loader.js"));
+            for (String f : RUNTIME_FILES) installResource("/engine/" + f, runtimeDir.resolve(f));
         } catch (IOException e) {
             throw new UncheckedIOException("cannot prepare DATA_DIR " + dataDir + ": " + e.getMessage(), e);
         }
