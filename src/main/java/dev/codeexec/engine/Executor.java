@@ -28,6 +28,11 @@ public interface Executor extends AutoCloseable {
     /** Maximum runs at once. */
     int maxConcurrent();
 
+    /** Warm sandboxes per language: {@code {"python": {"ready": 2, "target": 2}}}; empty without a pool. */
+    default Map<String, Map<String, Integer>> warmPoolLevels() {
+        return Map.of();
+    }
+
     /** Stops accepting, waits up to the grace for running runs, kills the rest, cleans up. */
     @Override
     void close();
