@@ -33,6 +33,9 @@ export function randomSecret(prefix) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** The command line of a sandbox kept waiting for code: a warm pool entry or a session's interpreter. */
+export const INTERPRETER_RUNNER = /\/runtime\/(warm|session)_(python\.py|node\.js)\b/;
+
 /**
  * Starts `java -jar target/code-exec-mcp.jar` over HTTP on a free loopback port.
  * @param {Record<string,string>} env extra/override environment variables for the server
@@ -108,6 +111,23 @@ export async function startServer(env = {}) {
                 await sleep(100);
             }
         },
+        /**
+         * Waits until /healthz shows at least `min` ready warm sandboxes of `language` (true) or the timeout passes
+         * (false): a call made right after takes one of them.
+         */
+        async waitWarm(language = 'python', min = 1, timeoutMs = 60_000) {
+            const end = Date.now() + timeoutMs;
+            for (;;) {
+                const { body } = await server.healthz();
+                if ((body.warmPool?.[language]?.ready ?? 0) >= min) return true;
+                if (Date.now() > end) return false;
+                await sleep(25);
+            }
+        },
+        /** Processes of the sandbox uid started by this server (their command lines name its DATA_DIR). */
+        sandboxProcesses(marker = '') {
+            return hostProcessesWith(`${dataDir}/runtime/${marker}`);
+        },
         /** Child processes of the server JVM right now (e.g. the background Go cache warm-up, or sandboxes). */
         children() {
             try {
@@ -117,11 +137,18 @@ export async function startServer(env = {}) {
                 return []; // ps exits 1 when there is none
             }
         },
-        /** Waits until the server has no child process (its start-up work, like warming the Go cache, is done). */
+        /**
+         * Child processes that are start-up work: everything but the sandboxes of the warm pool and of sessions,
+         * which live as long as the server (or the session) and are not work that competes with a test.
+         */
+        startupChildren() {
+            return server.children().filter((l) => !INTERPRETER_RUNNER.test(l));
+        },
+        /** Waits until the server has no start-up child process (e.g. warming the Go cache is done). */
         async waitQuiet(timeoutMs = 180_000) {
             const end = Date.now() + timeoutMs;
-            while (server.children().length && Date.now() < end) await sleep(250);
-            return server.children().length === 0;
+            while (server.startupChildren().length && Date.now() < end) await sleep(250);
+            return server.startupChildren().length === 0;
         },
         /** An SDK client with a session (imported lazily: the benchmark uses this file without the SDK). */
         async connect(opts = {}) {
