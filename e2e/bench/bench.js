@@ -1,20 +1,30 @@
 // Benchmark: execute_code end to end over Streamable HTTP versus the bare spawn of the same interpreter, in one
 // run on one machine. The client is raw JSON-RPC over fetch with one session, so that client overhead stays small
 // next to what is measured. Prints per-case p50/p95 and ratios, and throughput at concurrency 4.
+// Issue #4 on top: python and node hello are timed when a warm sandbox is ready (the wait for it is not timed), a
+// forced-cold python hello next to it; a pandas snippet on a preloading pool (WARM_POOL=python=2,
+// WARM_PRELOAD_PYTHON=numpy,pandas) against a server with WARM_POOL=off; a call in an existing python session;
+// the memory (PSS) of an idle pool and of idle sessions. The servers run one after the other (2 cores) on one
+// DATA_DIR, so only the first warms the Go build cache.
 //
 // Environment: BENCH_ITERATIONS (30), BENCH_WARMUP (3), BENCH_THROUGHPUT_SECONDS (15), BENCH_THROUGHPUT_MAX (200),
-// BENCH_CASES (comma list, default all), BENCH_JSON (write the figures there too).
+// BENCH_CASES (comma list, default all), BENCH_JSON (write the figures there too), BENCH_PANDAS_ITERATIONS (10),
+// BENCH_SESSION_ITERATIONS (100), BENCH_ISSUE4 (0 skips the pandas, session and memory parts).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir, loadavg, cpus } from 'node:os';
 import { join } from 'node:path';
-import { startServer } from '../lib/server.js';
+import { startServer, sleep } from '../lib/server.js';
 
 const N = Number(process.env.BENCH_ITERATIONS || 30);
 const WARMUP = Number(process.env.BENCH_WARMUP || 3);
 const TP_SECONDS = Number(process.env.BENCH_THROUGHPUT_SECONDS || 15);
 const TP_MAX = Number(process.env.BENCH_THROUGHPUT_MAX || 200);
 const CONCURRENCY = 4;
+const PANDAS_N = Number(process.env.BENCH_PANDAS_ITERATIONS || 10);
+const SESSION_N = Number(process.env.BENCH_SESSION_ITERATIONS || 100);
+const ISSUE4 = process.env.BENCH_ISSUE4 !== '0';
+const PANDAS = 'import pandas as pd; print(pd.DataFrame({"a":[1,2]}).a.sum())';
 const GO = process.env.GO_BIN || '/usr/lib/go-1.23/bin/go';
 const NODE = process.env.NODE_BIN || '/usr/bin/node';
 
@@ -27,8 +37,11 @@ const bareEnv = { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8', HOME: s
 const goEnv = { ...bareEnv, GOCACHE: join(scratch, 'gocache'), GOPATH: join(scratch, 'gopath'), GO111MODULE: 'off', GOTOOLCHAIN: 'local' };
 
 const CASES = [
-    { name: 'python hello', language: 'python', code: 'print("hello")', bare: ['/usr/bin/python3', ['-c', 'print("hello")'], bareEnv] },
-    { name: 'node hello', language: 'nodejs', code: 'console.log("hello")', bare: [NODE, ['-e', 'console.log("hello")'], bareEnv] },
+    // warm: before each timed call, wait (untimed) until /healthz shows a ready warm sandbox of the language.
+    { name: 'python hello', language: 'python', code: 'print("hello")', bare: ['/usr/bin/python3', ['-c', 'print("hello")'], bareEnv], warm: true },
+    // An extra variable keeps a run off the pool: the same program, cold, for comparison.
+    { name: 'python cold', language: 'python', code: 'print("hello")', env: { BENCH_COLD: '1' }, bare: ['/usr/bin/python3', ['-c', 'print("hello")'], bareEnv] },
+    { name: 'node hello', language: 'nodejs', code: 'console.log("hello")', bare: [NODE, ['-e', 'console.log("hello")'], bareEnv], warm: true },
     { name: 'shell echo', language: 'shell', code: 'echo hello', bare: ['/bin/sh', ['-c', 'echo hello'], bareEnv] },
     { name: 'go hello', language: 'go', code: GO_HELLO, bare: [GO, ['run', goSource], goEnv], iterations: Math.min(N, 15) },
 ].filter((c) => !process.env.BENCH_CASES || process.env.BENCH_CASES.split(',').some((x) => c.name.startsWith(x.trim())));
@@ -70,13 +83,23 @@ class RawSession {
         return JSON.parse(text);
     }
 
-    async execute(language, code) {
+    async execute(language, code, { env, session, expect = 'hello' } = {}) {
+        const args = { language, code };
+        if (env) args.env = env;
+        if (session) args.session = session;
         const res = await this.post({ jsonrpc: '2.0', id: this.nextId++, method: 'tools/call',
-            params: { name: 'execute_code', arguments: { language, code } } });
+            params: { name: 'execute_code', arguments: args } });
         const sc = res.result?.structuredContent;
-        if (res.error || res.result?.isError || !sc || sc.exitCode !== 0 || sc.stdout.trim() !== 'hello')
+        if (res.error || res.result?.isError || !sc || sc.exitCode !== 0 || (expect !== null && sc.stdout.trim() !== expect))
             throw new Error(`unexpected result: ${JSON.stringify(res).slice(0, 500)}`);
         return sc;
+    }
+
+    async call(name, args = {}) {
+        const res = await this.post({ jsonrpc: '2.0', id: this.nextId++, method: name === 'tools/list' ? name : 'tools/call',
+            params: name === 'tools/list' ? {} : { name, arguments: args } });
+        if (res.error) throw new Error(`${name}: ${JSON.stringify(res.error)}`);
+        return res.result;
     }
 }
 
@@ -104,10 +127,13 @@ function pct(samples, p) {
 }
 
 /** Interleaves MCP and bare samples so that machine noise hits both sides alike. */
-async function latency(session, c) {
+async function latency(session, c, server) {
     const n = c.iterations ?? N;
+    const opts = { env: c.env, expect: c.expect };
+    const ready = async () => { if (c.warm) await waitWarm(server, c.language); };
     for (let i = 0; i < WARMUP; i++) {
-        await session.execute(c.language, c.code);
+        await ready();
+        await session.execute(c.language, c.code, opts);
         await bareRun(c.bare);
     }
     const mcp = [];
@@ -115,7 +141,8 @@ async function latency(session, c) {
     const run = []; // the server's own durationMs: sandbox + program, without HTTP, JSON-RPC and queueing
     for (let i = 0; i < n; i++) {
         let sc;
-        mcp.push(await timeIt(async () => { sc = await session.execute(c.language, c.code); }));
+        await ready();
+        mcp.push(await timeIt(async () => { sc = await session.execute(c.language, c.code, opts); }));
         run.push(sc.durationMs);
         bare.push(await timeIt(() => bareRun(c.bare)));
     }
@@ -139,12 +166,85 @@ async function throughput(runOnce) {
     return done / ((Date.now() - t0) / 1000);
 }
 
+/** Waits (untimed) until /healthz shows a ready warm sandbox of `language`; false when the server has no pool. */
+async function waitWarm(server, language, timeoutMs = 30_000) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+        const h = (await server.healthz()).body.warmPool?.[language];
+        if (!h) return false;
+        if (h.ready >= 1) return true;
+        if (Date.now() > end) throw new Error(`no warm ${language} sandbox became ready in ${timeoutMs} ms`);
+        await sleep(5);
+    }
+}
+
+/** Waits until every language of the pool is at its target and then a moment more (the refill's CPU settles). */
+async function waitPoolFull(server, timeoutMs = 60_000) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+        const pool = (await server.healthz()).body.warmPool ?? {};
+        if (Object.values(pool).every((l) => l.ready >= l.target)) break;
+        if (Date.now() > end) throw new Error(`warm pool not full in ${timeoutMs} ms: ${JSON.stringify(pool)}`);
+        await sleep(50);
+    }
+    await sleep(1000);
+}
+
+/**
+ * PSS in bytes (Pss of /proc/PID/smaps_rollup) of the processes whose command line contains `marker` (a
+ * sandbox's bwrap, its init and the interpreter all name the runner script) and of their descendants.
+ * Returns { bytes, processes }.
+ */
+function pssOf(marker) {
+    const procs = new Map(); // pid → { ppid, cmd }
+    for (const d of readdirSync('/proc')) {
+        if (!/^\d+$/.test(d)) continue;
+        try {
+            const cmd = readFileSync(`/proc/${d}/cmdline`, 'latin1').replace(/\0/g, ' ');
+            const stat = readFileSync(`/proc/${d}/stat`, 'latin1');
+            const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+            procs.set(Number(d), { ppid, cmd });
+        } catch (e) {
+            // gone meanwhile
+        }
+    }
+    const chosen = new Set([...procs].filter(([, p]) => p.cmd.includes(marker)).map(([pid]) => pid));
+    for (let grew = true; grew;) {
+        grew = false;
+        for (const [pid, p] of procs) if (!chosen.has(pid) && chosen.has(p.ppid)) { chosen.add(pid); grew = true; }
+    }
+    let bytes = 0;
+    for (const pid of chosen) {
+        try {
+            const m = readFileSync(`/proc/${pid}/smaps_rollup`, 'latin1').match(/^Pss:\s+(\d+) kB/m);
+            if (m) bytes += Number(m[1]) * 1024;
+        } catch (e) {
+            // gone meanwhile
+        }
+    }
+    return { bytes, processes: chosen.size };
+}
+
+/** p50/p95 of `n` timed calls of `fn`, each after an untimed `prepare`. */
+async function sample(n, fn, prepare = async () => {}) {
+    const t = [];
+    for (let i = 0; i < n; i++) {
+        await prepare();
+        t.push(await timeIt(fn));
+    }
+    return { n, p50: pct(t, 50), p95: pct(t, 95) };
+}
+
+const MiB = (b) => `${(b / 1048576).toFixed(1)} MiB`;
 const fmt = (ms) => `${ms.toFixed(1)} ms`.padStart(10);
 
 async function main() {
-    const server = await startServer({ LOG_LEVEL: 'warn' });
-    const results = { cases: {}, throughput: {}, loadBefore: loadavg()[0] };
+    // One DATA_DIR for the benchmark's servers (startServer leaves a shared one in place): the Go cache is warmed once.
+    process.env.E2E_DATA_DIR = mkdtempSync(join(tmpdir(), 'code-exec-bench-data-'));
+    const results = { cases: {}, throughput: {}, issue4: {}, loadBefore: loadavg()[0] };
+    let server;
     try {
+        server = await startServer({ LOG_LEVEL: 'warn' });
         // A fresh DATA_DIR means the server warms its shared Go build cache in the background first: measuring
         // while that compiles would charge its CPU to whatever runs next.
         process.stderr.write('bench: waiting for the server\'s start-up work (Go cache warm-up) to finish ...\n');
@@ -153,16 +253,21 @@ async function main() {
         await session.open();
         for (const c of CASES) {
             process.stderr.write(`bench: ${c.name} ...\n`);
-            results.cases[c.name] = await latency(session, c);
+            results.cases[c.name] = await latency(session, c, server);
         }
+        if (ISSUE4) await sessionAndPoolMemory(server, session, results.issue4);
         const py = CASES.find((c) => c.language === 'python') ?? { language: 'python', code: 'print("hello")', bare: ['/usr/bin/python3', ['-c', 'print("hello")'], bareEnv] };
         process.stderr.write(`bench: throughput at concurrency ${CONCURRENCY} ...\n`);
         const mcpRate = await throughput(() => session.execute(py.language, py.code));
         const bareRate = await throughput(() => bareRun(py.bare));
         results.throughput = { concurrency: CONCURRENCY, mcpRunsPerSecond: mcpRate, bareRunsPerSecond: bareRate, ratio: mcpRate / bareRate };
-    } finally {
         await server.stop();
+        server = null;
+        if (ISSUE4) await pandas(results.issue4);
+    } finally {
+        await server?.stop();
         rmSync(scratch, { recursive: true, force: true });
+        rmSync(process.env.E2E_DATA_DIR, { recursive: true, force: true, maxRetries: 3 });
     }
 
     const lines = [];
@@ -181,8 +286,101 @@ async function main() {
     lines.push('run p50 = the durationMs the server reports (sandbox + program); MCP p50 minus it is HTTP, JSON-RPC and set-up');
     const py = results.cases['python hello'];
     if (py) lines.push(`bar (issue #2): python p50 ratio ${py.ratioP50.toFixed(2)}x <= 3.0: ${py.ratioP50 <= 3 ? 'PASS' : 'FAIL'}; throughput ratio ${t.ratio.toFixed(2)}x >= 0.4: ${t.ratio >= 0.4 ? 'PASS' : 'FAIL'}`);
+    if (ISSUE4) lines.push(...issue4Lines(results, py, t));
     console.log(lines.join('\n'));
     if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, JSON.stringify(results, null, 2));
+}
+
+/**
+ * On the default server: a python session (`x = 0`, then `x += 1; print(x)` timed), the PSS of the idle default
+ * pool, and of one idle python and one idle node session.
+ */
+async function sessionAndPoolMemory(server, session, out) {
+    const marker = (f) => `${server.dataDir}/runtime/${f}`;
+    process.stderr.write('bench: idle pool memory ...\n');
+    await waitPoolFull(server);
+    out.poolDefault = { levels: (await server.healthz()).body.warmPool, python: pssOf(marker('warm_python.py')), nodejs: pssOf(marker('warm_node.js')) };
+    const tools = (await session.call('tools/list')).tools.map((x) => x.name);
+    if (!tools.includes('session_list')) {
+        out.session = { skipped: 'this server has no sessions (no session_list tool)' };
+        return;
+    }
+    process.stderr.write('bench: python session call ...\n');
+    await session.execute('python', 'x = 0', { session: 'bench', expect: '' });
+    let x = 0;
+    const call = async () => {
+        x++;
+        await session.execute('python', 'x += 1; print(x)', { session: 'bench', expect: String(x) });
+    };
+    for (let i = 0; i < WARMUP; i++) await call();
+    const t = [];
+    for (let i = 0; i < SESSION_N; i++) t.push(await timeIt(call));
+    out.session = { n: SESSION_N, p50: pct(t, 50), p95: pct(t, 95) };
+    await session.execute('nodejs', 'var y = 0', { session: 'bench-node', expect: '' });
+    await sleep(1000);
+    out.sessionMemory = { python: pssOf(marker('session_python.py')), nodejs: pssOf(marker('session_node.js')) };
+    for (const name of ['bench', 'bench-node']) await session.call('session_close', { session: name });
+}
+
+/** The pandas snippet warm (preloading pool) and cold (WARM_POOL=off), each server alone; the preload pool's PSS. */
+async function pandas(out) {
+    process.stderr.write('bench: pandas on a preloading pool (WARM_POOL=python=2, WARM_PRELOAD_PYTHON=numpy,pandas) ...\n');
+    let server = await startServer({ LOG_LEVEL: 'warn', WARM_POOL: 'python=2', WARM_PRELOAD_PYTHON: 'numpy,pandas' });
+    try {
+        const s = new RawSession(server.url, server.apiKey);
+        await s.open();
+        await waitPoolFull(server, 120_000);
+        out.poolPandas = { levels: (await server.healthz()).body.warmPool, python: pssOf(`${server.dataDir}/runtime/warm_python.py`) };
+        const run = () => s.execute('python', PANDAS, { expect: '3' });
+        out.pandasWarm = await sample(PANDAS_N, run, () => waitWarm(server, 'python', 60_000));
+        const info = (await s.call('runtime_info')).structuredContent.warmPool.languages.python;
+        out.pandasWarm.served = info.served;
+        out.pandasWarm.missed = info.missed;
+    } finally {
+        await server.stop();
+    }
+    process.stderr.write('bench: pandas cold (WARM_POOL=off) ...\n');
+    server = await startServer({ LOG_LEVEL: 'warn', WARM_POOL: 'off' });
+    try {
+        const s = new RawSession(server.url, server.apiKey);
+        await s.open();
+        await s.execute('python', PANDAS, { expect: '3' }); // the page cache, like the warm side's preload had
+        out.pandasCold = await sample(PANDAS_N, () => s.execute('python', PANDAS, { expect: '3' }));
+    } finally {
+        await server.stop();
+    }
+}
+
+function issue4Lines(results, py, t) {
+    const r = results.issue4;
+    const lines = [];
+    const bars = [];
+    if (py) bars.push(`python warm p50 ${py.ratioP50.toFixed(2)}x bare <= 1.0: ${py.ratioP50 <= 1 ? 'PASS' : 'FAIL'}`);
+    if (r.pandasWarm && r.pandasCold) {
+        const ratio = r.pandasCold.p50 / r.pandasWarm.p50;
+        r.pandasRatio = ratio;
+        lines.push(`pandas snippet (n=${r.pandasWarm.n}): warm p50 ${r.pandasWarm.p50.toFixed(1)} ms (p95 ${r.pandasWarm.p95.toFixed(1)}, served warm ${r.pandasWarm.served}, cold ${r.pandasWarm.missed}), `
+            + `cold p50 ${r.pandasCold.p50.toFixed(1)} ms (p95 ${r.pandasCold.p95.toFixed(1)}), cold/warm ${ratio.toFixed(1)}x`);
+        bars.push(`pandas cold/warm ${ratio.toFixed(1)}x >= 10: ${ratio >= 10 ? 'PASS' : 'FAIL'}`);
+    }
+    if (r.session?.p50 !== undefined) {
+        lines.push(`python session call (x += 1; print(x), n=${r.session.n}): p50 ${r.session.p50.toFixed(2)} ms, p95 ${r.session.p95.toFixed(2)} ms`);
+        bars.push(`session p50 ${r.session.p50.toFixed(2)} ms <= 3: ${r.session.p50 <= 3 ? 'PASS' : 'FAIL'}`);
+    } else if (r.session?.skipped) {
+        lines.push(`python session call: skipped (${r.session.skipped})`);
+        bars.push('session p50: SKIP');
+    }
+    bars.push(`throughput ${t.ratio.toFixed(2)}x bare >= 0.8: ${t.ratio >= 0.8 ? 'PASS' : 'FAIL'}`);
+    const mem = [];
+    if (r.poolDefault) {
+        const p = r.poolDefault;
+        mem.push(`default pool (python ${p.levels.python?.ready ?? 0}, nodejs ${p.levels.nodejs?.ready ?? 0} ready): python ${MiB(p.python.bytes)} (${p.python.processes} procs), nodejs ${MiB(p.nodejs.bytes)} (${p.nodejs.processes} procs), total ${MiB(p.python.bytes + p.nodejs.bytes)}`);
+    }
+    if (r.poolPandas) mem.push(`numpy+pandas pool (python ${r.poolPandas.levels.python.ready} ready): ${MiB(r.poolPandas.python.bytes)} (${r.poolPandas.python.processes} procs)`);
+    if (r.sessionMemory) mem.push(`idle session: python ${MiB(r.sessionMemory.python.bytes)} (${r.sessionMemory.python.processes} procs), nodejs ${MiB(r.sessionMemory.nodejs.bytes)} (${r.sessionMemory.nodejs.processes} procs)`);
+    if (mem.length) lines.push(`memory (PSS, idle): ${mem.join('; ')}`);
+    lines.push(`bars (issue #4): ${bars.join('; ')}`);
+    return lines;
 }
 
 main().catch((e) => {
