@@ -211,6 +211,32 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         assert.equal(c.sc.result, 'False');
     });
 
+    test('a session that dies between calls (a background thread past the memory limit) says so on the next call', async () => {
+        await cell(alice, 'bg', 'x = 1');
+        const r = await cell(alice, 'bg', [
+            'import threading, time',
+            'def hog():',
+            '    time.sleep(0.3)',
+            '    chunks = []',
+            '    while True:',
+            '        chunks.append(b"x" * (16 << 20))',
+            'threading.Thread(target=hog, daemon=True).start()',
+            '"started"',
+        ].join('\n'));
+        assert.equal(r.sc.result, "'started'");
+        await sleep(2000); // the thread reaches the limit within a few hundred ms of its start
+        const t0 = Date.now();
+        const dead = await exec(alice, { language: 'python', session: 'bg', code: 'print("must not run")' });
+        assert.ok(Date.now() - t0 < 10_000, 'answered at once, no hang');
+        assert.equal(dead.isError, false, dead.text);
+        assert.equal(dead.sc.stdout, '', 'the code of the call after the death did not run');
+        assert.equal(dead.sc.outcome, 'failed_to_start', JSON.stringify(dead.sc));
+        assert.match(dead.sc.stderr, /memory|died|killed|ended/i);
+        const c = await cell(alice, 'bg', '"x" in globals()');
+        assert.equal(c.sc.sessionCreated, true);
+        assert.equal(c.sc.result, 'False');
+    });
+
     test('figures: plt.show() and a figure left open come back as PNG image content', async () => {
         const r = await cell(alice, 'plots', [
             'import matplotlib.pyplot as plt',
@@ -254,6 +280,17 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         r = await js('await new Promise((res) => setTimeout(() => res(a + 1), 10))');
         assert.equal(r.sc.result, '41', 'top-level await, state still there');
         assert.equal(interpreters(server, 'nodejs').length, 1);
+    });
+
+    test('node: a timed-out call is terminated and the session keeps its state', async () => {
+        let r = await exec(alice, { language: 'nodejs', session: 'js-loop', code: 'var keep = 5;' });
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        r = await exec(alice, { language: 'nodejs', session: 'js-loop', code: 'for (;;) {}', timeout_ms: 1500 });
+        assert.equal(r.sc.outcome, 'timeout', JSON.stringify(r.sc));
+        assert.match(r.sc.stderr, /session kept its state/);
+        r = await exec(alice, { language: 'nodejs', session: 'js-loop', code: 'keep' });
+        assert.equal(r.sc.result, '5');
+        assert.equal(r.sc.sessionCreated, false);
     });
 
     test('cancel through the SDK AbortSignal interrupts the call; the session survives', async () => {
