@@ -28,6 +28,11 @@ public interface Executor extends AutoCloseable {
     /** Maximum runs at once. */
     int maxConcurrent();
 
+    /** The tenants' stateful sessions (requests with {@link ExecutionRequest#session()} run in them). */
+    default SessionControl sessions() {
+        return SessionControl.NONE;
+    }
+
     /** Stops accepting, waits up to the grace for running runs, kills the rest, cleans up. */
     @Override
     void close();

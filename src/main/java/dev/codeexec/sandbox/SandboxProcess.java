@@ -69,6 +69,16 @@ public interface SandboxProcess extends AutoCloseable {
         throw new SandboxException("this sandbox cannot change the limits of a running program");
     }
 
+    /**
+     * Like {@link #limitProgram} but moves only the soft limits (CPU: {@code cpuSeconds} from now; file size), up
+     * or down, below the hard limits set at start, which stay: for an interpreter that serves many calls (a
+     * session), whose per-call limits must rise again after a call lowered them, which only the soft limits can
+     * without privileges. The hard limits bound the interpreter's whole life.
+     */
+    default void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+        throw new SandboxException("this sandbox cannot change the limits of a running program");
+    }
+
     /** Sends SIGINT to the program (not its children). False when it is gone or the sandbox cannot do this. */
     default boolean interrupt() {
         return false;
