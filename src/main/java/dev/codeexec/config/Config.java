@@ -76,7 +76,7 @@ public final class Config {
             "Images a run creates up to this size come back inline as MCP image content; larger ones as resource links.");
     public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1",
             Set.of("python", "nodejs"), 64,
-            "Pre-started single-use sandboxes per language, e.g. `python=2,nodejs=1`; empty or `=0` turns the pool off.");
+            "Pre-started single-use sandboxes per language, e.g. `python=2,nodejs=1`; `off` turns the pool off.");
     public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
             "[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*",
             "Modules a warm python sandbox imports before its code arrives, e.g. `numpy,pandas` (costs memory and refill CPU).");

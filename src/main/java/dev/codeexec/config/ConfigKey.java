@@ -51,10 +51,11 @@ public record ConfigKey<T>(String name, String defaultValue, String description,
         });
     }
 
-    /** {@code name=count,name=count}: names from {@code allowed}, counts 0..max; empty text = no entries. */
+    /** {@code name=count,name=count}: names from {@code allowed}, counts 0..max; {@code off} = no entries. */
     static ConfigKey<Map<String, Integer>> counts(String name, String def, Set<String> allowed, int max, String description) {
         return new ConfigKey<>(name, def, description, s -> {
             Map<String, Integer> out = new LinkedHashMap<>();
+            if (s.trim().equalsIgnoreCase("off")) return Map.of();
             for (String part : s.split(",")) {
                 if (part.isBlank()) continue;
                 String[] kv = part.trim().split("=", -1);

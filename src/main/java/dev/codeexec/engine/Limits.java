@@ -25,6 +25,14 @@ public record Limits(Duration timeout, int cpuSeconds, long memoryBytes, int max
         if (diskBytes <= 0) throw new IllegalArgumentException("diskBytes must be positive");
     }
 
+    /** The server's limits (CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, ...) with the given timeout. */
+    public static Limits defaults(dev.codeexec.config.Config config, Duration timeout) {
+        long mb = 1024L * 1024L;
+        return new Limits(timeout, config.get(dev.codeexec.config.Config.CPU_LIMIT_SECONDS),
+                config.get(dev.codeexec.config.Config.MEMORY_LIMIT_MB) * mb, config.get(dev.codeexec.config.Config.MAX_PROCESSES),
+                config.get(dev.codeexec.config.Config.MAX_OUTPUT_KB) * 1024L, config.get(dev.codeexec.config.Config.MAX_DISK_MB) * mb);
+    }
+
     public Limits withTimeout(Duration t) {
         return new Limits(t, cpuSeconds, memoryBytes, maxProcesses, outputBytes, diskBytes);
     }

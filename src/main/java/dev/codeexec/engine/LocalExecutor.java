@@ -83,6 +83,10 @@ public final class LocalExecutor implements Executor {
     private final StartupProcesses startupProcesses = new StartupProcesses();
     private final RuntimeProbe probe;
     final Sessions sessions;
+    /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
+    final Optional<WarmPool> warmPool;
+    /** Why there is no warm pool, when there is none. */
+    private final String warmPoolOff;
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
     public static LocalExecutor create(Config config, Sandbox sandbox) {
@@ -128,6 +132,27 @@ public final class LocalExecutor implements Executor {
                         r -> virtualThreads.newThread(r).start()))
                 .toList();
         this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
+
+        Map<String, Integer> targets = new LinkedHashMap<>();
+        config.get(Config.WARM_POOL).forEach((k, v) -> {
+            if (v > 0) targets.put(k, v);
+        });
+        String off = targets.isEmpty() ? "WARM_POOL is empty"
+                : sandbox.unavailableReason().isPresent() ? "the sandbox is unavailable"
+                : !sandbox.supportsControl() ? "the '" + sandbox.name() + "' sandbox cannot keep interpreters warm (bwrap can)"
+                : null;
+        if (off == null) {
+            Map<String, WarmPool.Recipe> recipes = WarmPool.recipes(targets, languages::find, placeholders,
+                    config.get(Config.WARM_PRELOAD_PYTHON));
+            targets.keySet().retainAll(recipes.keySet());
+            boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
+            sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
+            this.warmPool = Optional.of(new WarmPool(sandbox, targets, recipes,
+                    Limits.defaults(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late));
+        } else {
+            this.warmPool = Optional.empty();
+        }
+        this.warmPoolOff = off;
 
         sandbox.unavailableReason().ifPresentOrElse(
                 r -> log.error("sandbox '{}' cannot run code: {}; every run will be refused", sandbox.name(), r),
@@ -329,7 +354,25 @@ public final class LocalExecutor implements Executor {
         info.put("sessions", Map.of("count", sessions.count(), "maxPerTenant", sessions.maxPerTenant(),
                 "idleSeconds", sessions.idleTimeout().toSeconds(), "languages", List.of("python", "nodejs"),
                 "available", sandbox.supportsControl() && sessions.maxPerTenant() > 0));
+        info.put("warmPool", warmPoolInfo());
         return info;
+    }
+
+    /** Per language: target, ready, starting, served, missed (ran cold), ...; or why there is no pool. */
+    public Map<String, Object> warmPoolInfo() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("enabled", warmPool.isPresent());
+        warmPool.ifPresentOrElse(p -> {
+            m.put("workspaces", p.lateWorkDir());
+            m.put("preloadPython", config.get(Config.WARM_PRELOAD_PYTHON));
+            m.put("languages", p.info());
+        }, () -> m.put("reason", warmPoolOff));
+        return m;
+    }
+
+    /** Blocks until the warm pool is at its targets (tests, benchmarks); true when there is no pool. */
+    public boolean awaitWarmPool(Duration max) throws InterruptedException {
+        return warmPool.isEmpty() || warmPool.get().awaitFull(max);
     }
 
     /** "warm", "warming" or "cold" ("cold" too when Go is not in the table). */
@@ -403,6 +446,7 @@ public final class LocalExecutor implements Executor {
     public void close() {
         if (!closing.compareAndSet(false, true)) return;
         startupProcesses.stopAll();
+        warmPool.ifPresent(WarmPool::close);
         List<LocalRun> all = new ArrayList<>(runs);
         all.stream().filter(LocalRun::isQueued).forEach(LocalRun::cancel);
         long graceEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(config.get(Config.SHUTDOWN_GRACE_SECONDS));
@@ -429,6 +473,7 @@ public final class LocalExecutor implements Executor {
             // The stopped warm-ups delete their temporary directories on the way out.
             awaitWarmups(Duration.ofSeconds(10));
             GoCacheWarmer.deleteTree(scratchDir);
+            sandbox.close();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

@@ -63,6 +63,8 @@ final class LocalRun implements RunHandle {
     private volatile SandboxProcess process;
     /** Set for a call in a stateful session: it runs in the session's interpreter instead of a sandbox of its own. */
     private final SessionCall sessionCall;
+    /** The run got a warm sandbox (for the audit line). */
+    private volatile boolean startedWarm;
 
     LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener) {
         this(executor, request, language, listener, null);
@@ -143,7 +145,7 @@ final class LocalRun implements RunHandle {
         try {
             Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
             Files.setPosixFilePermissions(staged, PosixFilePermissions.fromString("rw-r--r--"));
-            if (ws.isEmpty()) return runInSandbox(spec(name, fileName, staged, request.limits(), Optional.empty()));
+            if (ws.isEmpty()) return runInSandbox(name, fileName, staged, request.limits(), Optional.empty());
             return runInWorkspace(ws.get(), name, fileName, staged);
         } catch (IOException e) {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
@@ -180,7 +182,7 @@ final class LocalRun implements RunHandle {
             Limits limits = request.limits().withDiskBytes(Math.min(request.limits().diskBytes(), left));
             ExecutionResult r;
             try {
-                r = runInSandbox(spec(name, fileName, staged, limits, Optional.of(ws.fs().root())));
+                r = runInSandbox(name, fileName, staged, limits, Optional.of(ws.fs().root()));
             } finally {
                 removeQuietly(ws, fileName);
             }
@@ -275,10 +277,33 @@ final class LocalRun implements RunHandle {
         return s.toString();
     }
 
-    private ExecutionResult runInSandbox(SandboxSpec spec) {
+    /**
+     * A warm sandbox from the pool when it has one for this request, else a cold start. A warm sandbox that
+     * fails its hand-out is discarded and the run starts cold: the pool never makes a run fail.
+     */
+    private SandboxProcess start(String name, String fileName, Path staged, Limits limits, Optional<Path> workDirSource)
+            throws SandboxException {
+        Optional<SandboxProcess> warm = executor.warmPool.flatMap(pool -> pool.take(language.id(), limits, request.env(),
+                workDirSource.isPresent()));
+        if (warm.isPresent()) {
+            try {
+                WarmPool.handOut(warm.get(), workDirSource, limits, LocalExecutor.WORK_DIR + "/" + fileName,
+                        request.code(), request.args(), executor.warmPool.get().lateWorkDir());
+                startedWarm = true;
+                return warm.get();
+            } catch (SandboxException | RuntimeException e) {
+                warm.get().close();
+                log.warn("run {}: warm sandbox hand-out failed, starting cold: {}", id, e.getMessage());
+            }
+        }
+        return executor.sandbox.start(spec(name, fileName, staged, limits, workDirSource));
+    }
+
+    private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,
+            Optional<Path> workDirSource) {
         SandboxProcess started;
         try {
-            started = executor.sandbox.start(spec);
+            started = start(name, fileName, staged, limits, workDirSource);
         } catch (SandboxException e) {
             return failedToStart(e.getMessage());
         }
@@ -393,9 +418,9 @@ final class LocalRun implements RunHandle {
 
     void finish(ExecutionResult r) {
         state = State.FINISHED;
-        audit.info("run id={} language={} outcome={} exitCode={} durationMs={} codeBytes={} truncated={}{} code=\"{}\"",
-                id, r.language(), r.outcome().wireName(), r.exitCode(), r.durationMs(), codeBytes(), r.truncated(),
-                who(), codePreview(request.code()));
+        audit.info("run id={} language={} outcome={} exitCode={} durationMs={} start={} codeBytes={} truncated={}{} code=\"{}\"",
+                id, r.language(), r.outcome().wireName(), r.exitCode(), r.durationMs(), startedWarm ? "warm" : "cold",
+                codeBytes(), r.truncated(), who(), codePreview(request.code()));
         result.complete(r);
     }
 

@@ -93,10 +93,7 @@ public final class RequestValidator {
 
     /** The server's limits with the given timeout. */
     public Limits limits(Duration timeout) {
-        long mb = 1024L * 1024L;
-        return new Limits(timeout, config.get(Config.CPU_LIMIT_SECONDS), config.get(Config.MEMORY_LIMIT_MB) * mb,
-                config.get(Config.MAX_PROCESSES), config.get(Config.MAX_OUTPUT_KB) * 1024L,
-                config.get(Config.MAX_DISK_MB) * mb);
+        return Limits.defaults(config, timeout);
     }
 
     private String supported() {

@@ -78,6 +78,25 @@ final class LaunchedProcess implements SandboxProcess {
     }
 
     @Override
+    public synchronized void writeWorkFile(String name, byte[] content) throws SandboxException {
+        if (!workDirMounted) throw new SandboxException("the working directory is not mounted yet");
+        if (!name.matches("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")) throw new SandboxException("bad file name: " + name);
+        Path f = lateWorkDir.resolve(name);
+        // CREATE_NEW is O_CREAT|O_EXCL: never follows a planted symlink, never overwrites a user's file
+        try (var out = Files.newOutputStream(f, java.nio.file.StandardOpenOption.CREATE_NEW,
+                java.nio.file.StandardOpenOption.WRITE)) {
+            out.write(content);
+        } catch (IOException e) {
+            throw new SandboxException("cannot place " + name + " in the working directory: " + e.getMessage(), e);
+        }
+        try {
+            Files.setPosixFilePermissions(f, java.nio.file.attribute.PosixFilePermissions.fromString("r--r--r--"));
+        } catch (IOException e) {
+            throw new SandboxException("cannot make " + name + " read-only: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
     public synchronized void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
         long pid = programPid();
         try {

@@ -61,6 +61,14 @@ public interface SandboxProcess extends AutoCloseable {
     }
 
     /**
+     * Creates a read-only file (root-owned, 0444) in the working directory mounted by {@link #mountWorkDir}:
+     * a warm run's code file, where a cold run has it. {@code name} is one plain file name that must not exist.
+     */
+    default void writeWorkFile(String name, byte[] content) throws SandboxException {
+        throw new SandboxException("this sandbox has no late working directory");
+    }
+
+    /**
      * Gives the program (the process the sandbox started, not its children) a fresh CPU budget of
      * {@code cpuSeconds} counted from now, and caps the size of files it writes: for an interpreter started
      * ahead of its code, so the code gets the limits of a cold run. Children started later inherit them.

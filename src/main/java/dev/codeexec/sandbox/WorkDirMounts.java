@@ -36,6 +36,8 @@ final class WorkDirMounts {
     private final Path mine;
     private final int uid;
     private final int gid;
+    /** After {@link #close}, the next {@link #create} sets everything up again (one sandbox, several executors). */
+    private boolean closed;
 
     private WorkDirMounts(Path root, int uid, int gid) {
         this.root = root;
@@ -46,35 +48,40 @@ final class WorkDirMounts {
 
     /** Sets up {@code dataDir/late} as a shared mount and reaps what crashed servers left; or why it cannot. */
     static Result prepare(Path dataDir, int uid, int gid) {
-        Path root = dataDir.resolve("late").toAbsolutePath();
+        WorkDirMounts m = new WorkDirMounts(dataDir.resolve("late").toAbsolutePath(), uid, gid);
         try {
-            Files.createDirectories(root);
-            Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx--x--x"));
-            if (!mountPoints().contains(root.toString()))
-                Posix.mount(root.toString(), root.toString(), null, Posix.MS_BIND, null);
-            Posix.mount(null, root.toString(), null, Posix.MS_SHARED, null);
-            WorkDirMounts m = new WorkDirMounts(root, uid, gid);
-            m.reapStale();
-            Files.createDirectories(m.mine);
-            Files.setPosixFilePermissions(m.mine, PosixFilePermissions.fromString("rwx--x--x"));
+            m.setUp();
             return new Result(Optional.of(m), Optional.empty());
         } catch (IOException | Posix.Errno e) {
-            return new Result(Optional.empty(), Optional.of("cannot prepare late working directories in " + root + ": "
-                    + e.getMessage()));
+            return new Result(Optional.empty(), Optional.of("cannot prepare late working directories in " + m.root
+                    + ": " + e.getMessage()));
         }
+    }
+
+    private synchronized void setUp() throws IOException, Posix.Errno {
+        Files.createDirectories(root);
+        Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx--x--x"));
+        if (!mountPoints().contains(root.toString()))
+            Posix.mount(root.toString(), root.toString(), null, Posix.MS_BIND, null);
+        Posix.mount(null, root.toString(), null, Posix.MS_SHARED, null);
+        reapStale();
+        Files.createDirectories(mine);
+        Files.setPosixFilePermissions(mine, PosixFilePermissions.fromString("rwx--x--x"));
+        closed = false;
     }
 
     record Result(Optional<WorkDirMounts> mounts, Optional<String> unavailable) {
     }
 
     /** A fresh empty directory for one sandbox, owned by the sandbox uid. */
-    Path create(String runId) throws SandboxException {
+    synchronized Path create(String runId) throws SandboxException {
         Path d = mine.resolve(runId);
         try {
+            if (closed) setUp();
             Files.createDirectory(d, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
             HostDirs.chown(d, uid, gid);
             return d;
-        } catch (IOException e) {
+        } catch (IOException | Posix.Errno e) {
             throw new SandboxException("cannot create a working directory mount point: " + e.getMessage(), e);
         }
     }
@@ -137,7 +144,8 @@ final class WorkDirMounts {
     }
 
     /** Unmounts the shared root when no other server uses it (tests make many DATA_DIRs; each must go away). */
-    void close() {
+    synchronized void close() {
+        closed = true;
         try {
             reapStale();
             Files.deleteIfExists(mine);

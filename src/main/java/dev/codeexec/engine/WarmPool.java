@@ -1,0 +1,353 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.sandbox.ControlChannel;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.sandbox.SandboxException;
+import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.sandbox.SandboxSpec;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+
+/**
+ * Pre-started single-use sandboxes (WARM_POOL), each with its interpreter already running and waiting for its
+ * code on the control channel (docs/interpreter-protocol.md). A run takes one, sends its code and is then served
+ * exactly like a cold run; the sandbox is never reused, and a replacement starts in the background.
+ *
+ * <p>Decisions:
+ * <ul>
+ * <li>Workspace-agnostic, bound late: a warm sandbox's working directory is an empty mount point; when a run
+ * takes it, the server mounts a fresh tmpfs (stateless run) or the run's workspace on it, and the interpreter
+ * changes into it again. So one pool serves every tenant and workspace, and nothing of one run can be seen by
+ * another (single use; no fork()-based zygote, whose children would share random seeds and memory state).</li>
+ * <li>Same limits as a cold run: the cgroup (memory, processes) is made and joined when the sandbox starts;
+ * at hand-out the interpreter's CPU budget restarts at the run's limit (it started with room for its preload)
+ * and its file-size cap becomes the run's; the run's timeout starts when the code is sent.</li>
+ * <li>Only requests the pool can serve exactly take from it: a pooled language, no extra environment variables
+ * (they must exist when the interpreter starts), the server's default memory/CPU/process limits. Everything else,
+ * and any request that finds the pool empty, runs cold: the pool never makes a run fail or wait.</li>
+ * <li>Bounded: at most WARM_POOL sandboxes idle per language, each inside its run's memory limit; one sandbox is
+ * started at a time (the refill's CPU is one interpreter start, the same work a cold run would have done).</li>
+ * </ul>
+ */
+final class WarmPool implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(WarmPool.class);
+    private static final SecureRandom RANDOM = new SecureRandom();
+    /** CPU seconds an interpreter may spend before its code arrives (start-up and preload). */
+    static final int PRELOAD_CPU_SECONDS = 30;
+    /** How long a sandbox may take to say it is ready (a heavy preload on a busy machine). */
+    static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
+    private static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
+
+    /** How one language's warm interpreter is started. */
+    record Recipe(String language, List<String> command, Map<String, String> env, List<Path> readOnlyDirs) {
+    }
+
+    private final Sandbox sandbox;
+    private final Map<String, Integer> targets;
+    private final Map<String, Recipe> recipes;
+    private final Limits limits;
+    private final boolean lateWorkDir;
+    private final Map<String, Deque<SandboxProcess>> ready = new LinkedHashMap<>();
+    private final Map<String, Stats> stats = new LinkedHashMap<>();
+    private final Thread refiller;
+    private volatile boolean closed;
+    private String starting;
+
+    private static final class Stats {
+        final AtomicLong served = new AtomicLong();
+        final AtomicLong missed = new AtomicLong();
+        final AtomicLong started = new AtomicLong();
+        final AtomicLong failed = new AtomicLong();
+        volatile String lastError;
+        volatile long backoffUntil;
+        volatile long backoffMs;
+        volatile double lastStartMs;
+    }
+
+    /**
+     * @param limits      the limits every pooled sandbox gets: the server's defaults (timeout is irrelevant here)
+     * @param lateWorkDir whether working directories can be mounted after start; without, the pool serves only
+     *                    stateless runs (its sandboxes get bwrap's own tmpfs at start)
+     */
+    WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir) {
+        this.sandbox = sandbox;
+        this.targets = Map.copyOf(targets);
+        this.recipes = Map.copyOf(recipes);
+        this.limits = limits;
+        this.lateWorkDir = lateWorkDir;
+        for (String lang : targets.keySet()) {
+            ready.put(lang, new ArrayDeque<>());
+            stats.put(lang, new Stats());
+        }
+        this.refiller = Thread.ofVirtual().name("warm-pool-refill").start(this::refillLoop);
+    }
+
+    /**
+     * A ready sandbox for this request, or empty (run it cold). The caller owns the process from here: it must
+     * close it on every path.
+     */
+    Optional<SandboxProcess> take(String language, Limits runLimits, Map<String, String> env, boolean inWorkspace) {
+        Deque<SandboxProcess> q = ready.get(language);
+        if (q == null || closed) return Optional.empty();
+        if (!env.isEmpty() || (inWorkspace && !lateWorkDir) || !sameSandboxLimits(runLimits, inWorkspace))
+            return Optional.empty();
+        while (true) {
+            SandboxProcess p;
+            synchronized (this) {
+                p = q.pollFirst();
+                notifyAll(); // the refiller replaces it
+            }
+            if (p == null) {
+                stats.get(language).missed.incrementAndGet();
+                return Optional.empty();
+            }
+            if (alive(p)) {
+                stats.get(language).served.incrementAndGet();
+                return Optional.of(p);
+            }
+            p.close(); // died while waiting (killed from outside, say): try the next one
+        }
+    }
+
+    /** Memory, processes and CPU as the pooled sandboxes have them; disk too for stateless runs. */
+    private boolean sameSandboxLimits(Limits r, boolean inWorkspace) {
+        return r.memoryBytes() == limits.memoryBytes() && r.maxProcesses() == limits.maxProcesses()
+                && r.cpuSeconds() == limits.cpuSeconds()
+                && (inWorkspace ? r.diskBytes() <= limits.diskBytes() : r.diskBytes() == limits.diskBytes());
+    }
+
+    /**
+     * Gives the taken sandbox its run: working directory (a fresh tmpfs, or the workspace), the run's own CPU and
+     * file-size limits, then the code. After this the sandbox is a running program like a cold one.
+     */
+    static void handOut(SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file, String code,
+            List<String> args, boolean lateWorkDir) throws SandboxException {
+        if (lateWorkDir) {
+            p.mountWorkDir(workspace, runLimits.diskBytes());
+            // the code file where a cold run has it (programs read __file__); removed after a workspace run
+            p.writeWorkFile(Path.of(file).getFileName().toString(), code.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        }
+        p.limitProgram(runLimits.cpuSeconds(), runLimits.diskBytes());
+        ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
+        Map<String, Object> msg = new LinkedHashMap<>();
+        msg.put("code", code);
+        msg.put("file", file);
+        msg.put("args", args);
+        try {
+            c.send(tools.jackson.databind.json.JsonMapper.shared().writeValueAsString(msg));
+        } catch (IOException e) {
+            throw new SandboxException("the warm sandbox did not take its code: " + e.getMessage(), e);
+        } finally {
+            c.closeInput();
+        }
+    }
+
+    boolean lateWorkDir() {
+        return lateWorkDir;
+    }
+
+    private static boolean alive(SandboxProcess p) {
+        try {
+            return !p.waitFor(Duration.ZERO);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    private void refillLoop() {
+        while (!closed) {
+            String lang = nextToStart();
+            if (lang == null) continue;
+            Stats s = stats.get(lang);
+            long t0 = System.nanoTime();
+            try {
+                SandboxProcess p = start(recipes.get(lang));
+                s.started.incrementAndGet();
+                s.lastStartMs = (System.nanoTime() - t0) / 1e6;
+                s.backoffMs = 0;
+                s.lastError = null;
+                synchronized (this) {
+                    starting = null;
+                    if (closed) p.close();
+                    else ready.get(lang).addLast(p);
+                    notifyAll();
+                }
+            } catch (SandboxException | RuntimeException e) {
+                s.failed.incrementAndGet();
+                s.lastError = e.getMessage();
+                s.backoffMs = Math.min(MAX_BACKOFF.toMillis(), Math.max(1000, s.backoffMs * 2));
+                s.backoffUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(s.backoffMs);
+                log.warn("warm {} sandbox failed to start (retrying in {} ms): {}", lang, s.backoffMs, e.getMessage());
+                synchronized (this) {
+                    starting = null;
+                }
+            }
+        }
+    }
+
+    /** Blocks until some language is below its target (and not backing off); null when woken for nothing. */
+    private synchronized String nextToStart() {
+        long wait = 1000;
+        for (Map.Entry<String, Integer> t : targets.entrySet()) {
+            Stats s = stats.get(t.getKey());
+            if (ready.get(t.getKey()).size() >= t.getValue()) continue;
+            long left = s.backoffUntil - System.nanoTime();
+            if (left > 0) {
+                wait = Math.min(wait, Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+                continue;
+            }
+            starting = t.getKey();
+            return starting;
+        }
+        try {
+            wait(wait);
+        } catch (InterruptedException e) {
+            closed = true;
+        }
+        return null;
+    }
+
+    private SandboxProcess start(Recipe r) throws SandboxException {
+        byte[] b = new byte[6];
+        RANDOM.nextBytes(b);
+        Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + PRELOAD_CPU_SECONDS, limits.memoryBytes(),
+                limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
+        SandboxSpec spec = new SandboxSpec("warm-" + r.language() + "-" + HexFormat.of().formatHex(b), r.command(),
+                LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(), launch, Optional.empty())
+                .withControl(lateWorkDir);
+        SandboxProcess p = sandbox.start(spec);
+        try {
+            ControlChannel c = p.control().orElseThrow();
+            CompletableFuture<String> line = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return c.receive();
+                } catch (IOException e) {
+                    return null;
+                }
+            }, task -> Thread.ofVirtual().name("warm-ready").start(task));
+            String msg;
+            try {
+                msg = line.get(READY_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                throw new SandboxException("the interpreter was not ready within " + READY_TIMEOUT.toSeconds() + " s");
+            } catch (java.util.concurrent.ExecutionException e) {
+                throw new SandboxException("the interpreter did not start: " + e.getCause());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new SandboxException("interrupted");
+            }
+            if (msg == null || !msg.replace(" ", "").equals("{\"ready\":true}"))
+                throw new SandboxException("the interpreter ended before it was ready" + exitNote(p));
+            return p;
+        } catch (SandboxException | RuntimeException e) {
+            p.close();
+            throw e;
+        }
+    }
+
+    private static String exitNote(SandboxProcess p) {
+        try {
+            return p.waitFor(Duration.ofMillis(200)) ? " (exit code " + p.exitCode() + ")" : "";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "";
+        }
+    }
+
+    /** Levels and counters per language, for runtime_info and /healthz. */
+    synchronized Map<String, Object> info() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (Map.Entry<String, Integer> t : targets.entrySet()) {
+            Stats s = stats.get(t.getKey());
+            Map<String, Object> l = new LinkedHashMap<>();
+            l.put("target", t.getValue());
+            l.put("ready", ready.get(t.getKey()).size());
+            l.put("starting", t.getKey().equals(starting) ? 1 : 0);
+            l.put("served", s.served.get());
+            l.put("missed", s.missed.get());
+            l.put("started", s.started.get());
+            l.put("failed", s.failed.get());
+            if (s.lastStartMs > 0) l.put("lastStartMs", Math.round(s.lastStartMs * 10) / 10.0);
+            if (s.lastError != null) l.put("lastError", s.lastError);
+            m.put(t.getKey(), l);
+        }
+        return m;
+    }
+
+    /** Ready sandboxes per language (tests, metrics). */
+    synchronized int ready(String language) {
+        Deque<SandboxProcess> q = ready.get(language);
+        return q == null ? 0 : q.size();
+    }
+
+    /** Blocks until every language is at its target or the time is up (tests, benchmarks). */
+    boolean awaitFull(Duration max) throws InterruptedException {
+        long end = System.nanoTime() + max.toNanos();
+        synchronized (this) {
+            while (true) {
+                boolean full = targets.entrySet().stream().allMatch(t -> ready.get(t.getKey()).size() >= t.getValue());
+                if (full) return true;
+                long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
+                if (left <= 0) return false;
+                wait(Math.min(left, 100));
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        List<SandboxProcess> all;
+        synchronized (this) {
+            closed = true;
+            notifyAll();
+            all = ready.values().stream().flatMap(Deque::stream).toList();
+            ready.values().forEach(Deque::clear);
+        }
+        all.forEach(SandboxProcess::close);
+        try {
+            refiller.join(Duration.ofSeconds(70));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** The recipes for the languages of WARM_POOL this engine knows how to keep warm. */
+    static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
+            Map<String, String> placeholders, List<String> pythonPreload) {
+        String runtime = placeholders.get("runtimeDir");
+        Map<String, Recipe> out = new LinkedHashMap<>();
+        for (String id : targets.keySet()) {
+            Optional<Language> lang = languages.apply(id);
+            if (lang.isEmpty()) continue;
+            Map<String, String> env = new LinkedHashMap<>(LocalExecutor.environment(lang.get(), Map.of(), placeholders));
+            List<String> cmd = switch (id) {
+                case "python" -> List.of("/usr/bin/python3", "-u", runtime + "/warm_python.py");
+                case "nodejs" -> List.of("/usr/bin/node", runtime + "/warm_node.js");
+                default -> null;
+            };
+            if (cmd == null) continue;
+            if (id.equals("python") && !pythonPreload.isEmpty()) env.put("CODE_EXEC_PRELOAD", String.join(",", pythonPreload));
+            out.put(id, new Recipe(id, cmd, env, List.of(Path.of(runtime))));
+        }
+        return out;
+    }
+}

@@ -1,0 +1,205 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+import static dev.codeexec.engine.TestSupport.await;
+import static dev.codeexec.engine.TestSupport.request;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The warm pool in the real sandbox: warm runs give what cold runs give, nothing passes from one warm run to the
+ * next, the limits of a cold run hold, workspaces are bound late, and nothing is left when the executor closes.
+ * Whether a run was warm is read from the pool's counters ({@code served}).
+ */
+@Timeout(value = 180, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+class WarmPoolTest {
+
+    @TempDir
+    Path tmp;
+    private final List<LocalExecutor> executors = new ArrayList<>();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        executors.forEach(LocalExecutor::close);
+        assertThat(lingering()).as("sandbox processes after the executors closed").isEmpty();
+    }
+
+    private LocalExecutor executor(String... pairs) throws Exception {
+        Config config = TestSupport.config(pairs);
+        Optional<Sandbox> real = TestSandboxes.real(config);
+        assumeTrue(real.isPresent() && real.get().supportsControl(), "bwrap is not usable here");
+        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
+        executors.add(e);
+        assertThat(e.awaitWarmPool(Duration.ofSeconds(90))).as("pool filled").isTrue();
+        return e;
+    }
+
+    private static ExecutionResult run(LocalExecutor e, ExecutionRequest r) throws Exception {
+        return await(e.submit(r, OutputListener.NONE));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static long served(LocalExecutor e, String lang) {
+        Map<String, Object> langs = (Map<String, Object>) e.warmPoolInfo().get("languages");
+        return ((Number) ((Map<String, Object>) langs.get(lang)).get("served")).longValue();
+    }
+
+    /** Runs warm: asserts the pool served it. */
+    private static ExecutionResult warm(LocalExecutor e, ExecutionRequest r) throws Exception {
+        e.awaitWarmPool(Duration.ofSeconds(90));
+        long before = served(e, r.language());
+        ExecutionResult res = run(e, r);
+        assertThat(served(e, r.language())).as("served warm").isEqualTo(before + 1);
+        return res;
+    }
+
+    @Test
+    void warmAndColdRunsGiveTheSameResults() throws Exception {
+        LocalExecutor hot = executor("WARM_POOL", "python=1,nodejs=1");
+        LocalExecutor cold = executor("WARM_POOL", "off");
+        assertThat(cold.warmPoolInfo()).containsEntry("enabled", false);
+        List<ExecutionRequest> cases = List.of(
+                request(hot.config, "python", "import sys\nprint('hi', sys.argv[1:], __name__)\nprint(sys.stdin.read().upper())\nsys.exit(3)",
+                        "some input", List.of("a", "b c"), Map.of(), null),
+                request(hot.config, "python", "def f():\n    return 1/0\nf()"),
+                request(hot.config, "python", "import os\nprint(os.getcwd(), sorted(os.listdir('.')), os.getuid())"),
+                request(hot.config, "nodejs", "console.log('hi', process.argv.slice(2), require.main === module);"
+                        + "process.stdin.on('data', d => console.log(String(d).toUpperCase()));", "input", List.of("x"),
+                        Map.of(), null),
+                request(hot.config, "nodejs", "setTimeout(() => { console.error('late'); process.exit(4); }, 10);"));
+        for (ExecutionRequest c : cases) {
+            ExecutionResult w = warm(hot, c);
+            ExecutionResult k = run(cold, c);
+            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
+            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
+            // the code file's random name differs per run
+            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
+        }
+    }
+
+    @Test
+    void nothingPassesFromOneWarmRunToTheNext() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=2");
+        String spoil = """
+                import builtins, json, os, random, sys
+                builtins.LEAK = 1
+                json.LEAK = 1
+                sys.modules['leaky'] = json
+                os.environ['LEAK'] = '1'
+                open('/tmp/leak', 'w').write('x')
+                open('/work/leak', 'w').write('x')
+                open('/dev/shm/leak', 'w').write('x')
+                print(random.random())
+                """;
+        String check = """
+                import builtins, json, os, random, sys
+                print(hasattr(builtins, 'LEAK'), hasattr(json, 'LEAK'), 'leaky' in sys.modules, 'LEAK' in os.environ,
+                      os.path.exists('/tmp/leak'), os.path.exists('/work/leak'), os.path.exists('/dev/shm/leak'))
+                print(random.random())
+                """;
+        ExecutionResult first = warm(e, request(e.config, "python", spoil));
+        ExecutionResult second = warm(e, request(e.config, "python", check));
+        assertThat(first.outcome()).isEqualTo(Outcome.EXITED);
+        List<String> lines = second.stdout().lines().toList();
+        assertThat(lines.getFirst()).isEqualTo("False False False False False False False");
+        assertThat(lines.get(1)).isNotEqualTo(first.stdout().trim());
+    }
+
+    @Test
+    void limitsAndTimeoutsHoldInWarmRuns() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1", "CPU_LIMIT_SECONDS", "1", "MEMORY_LIMIT_MB", "128",
+                "MAX_PROCESSES", "32");
+        ExecutionResult timeout = warm(e, request(e.config, "python", "import time\ntime.sleep(30)", "", List.of(), Map.of(), 1500L));
+        assertThat(timeout.outcome()).isEqualTo(Outcome.TIMEOUT);
+        assertThat(timeout.durationMs()).isLessThan(10_000);
+        // the preload allowance is gone once the code arrived: 1 s of CPU, as cold
+        ExecutionResult cpu = warm(e, request(e.config, "python", "while True: pass", "", List.of(), Map.of(), 20_000L));
+        assertThat(cpu.outcome()).isEqualTo(Outcome.CPU_LIMIT);
+        ExecutionResult mem = warm(e, request(e.config, "python", "b = bytearray(400 << 20)\nprint(len(b))"));
+        assertThat(mem.outcome()).isEqualTo(Outcome.MEMORY_LIMIT);
+        ExecutionResult fork = warm(e, request(e.config, "python",
+                "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as x:\n    print('refused after', n)"));
+        assertThat(fork.stdout()).startsWith("refused after");
+        ExecutionResult disk = warm(e, request(e.config, "python",
+                "import os\nwith open('/work/big', 'wb') as f:\n    f.write(b'x' * (600 << 20))"));
+        assertThat(disk.exitCode()).isNotZero();
+    }
+
+    @Test
+    void aWorkspaceIsMountedIntoAWarmSandboxAndQuotaCapsItsFiles() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1");
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Workspaces workspaces = new Workspaces(tmp.resolve("ws"), 1 << 20, Duration.ofHours(1), 65534, 65534);
+        Workspace ws = workspaces.open("alice", "proj", true);
+        ws.write(dev.codeexec.workspace.RelPath.parse("in.txt"), new java.io.ByteArrayInputStream("data".getBytes()), 1 << 20);
+        ExecutionResult r = warm(e, request(e.config, "python",
+                "import os\nprint(os.getcwd(), open('in.txt').read())\nopen('out.txt', 'w').write('made')").inWorkspace(ws));
+        assertThat(r.stdout()).isEqualTo("/work data\n");
+        assertThat(ws.fs().root().resolve("out.txt")).hasContent("made");
+        assertThat(r.files()).extracting(ExecutionResult.FileArtifact::path).containsExactly("out.txt");
+        ExecutionResult big = warm(e, request(e.config, "python",
+                "try:\n    open('big', 'wb').write(b'x' * (4 << 20))\nexcept OSError as x:\n    print('refused', x.errno)").inWorkspace(ws));
+        assertThat(big.stdout()).isEqualTo("refused 27\n"); // EFBIG: the file-size cap is the space left
+        assertThat(Files.size(ws.fs().root().resolve("big"))).isLessThanOrEqualTo(1 << 20);
+    }
+
+    @Test
+    void preloadedModulesAreThereWhenTheCodeStarts() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1", "WARM_PRELOAD_PYTHON", "json,numpy");
+        ExecutionResult r = warm(e, request(e.config, "python",
+                "import sys, os\nprint('numpy' in sys.modules, 'CODE_EXEC_PRELOAD' in os.environ)\nimport numpy\nprint(numpy.arange(3).sum())"));
+        assertThat(r.stdout()).isEqualTo("True False\n3\n");
+        assertThat(r.stderr()).isEmpty();
+    }
+
+    @Test
+    void requestsThePoolCannotServeExactlyRunCold() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1");
+        long before = served(e, "python");
+        ExecutionResult r = run(e, request(e.config, "python", "import os\nprint(os.environ['MINE'])", "", List.of(),
+                Map.of("MINE", "own env"), null));
+        assertThat(r.stdout()).isEqualTo("own env\n");
+        ExecutionResult shell = run(e, request(e.config, "shell", "echo cold"));
+        assertThat(shell.stdout()).isEqualTo("cold\n");
+        assertThat(served(e, "python")).isEqualTo(before);
+    }
+
+    @Test
+    void anEmptyPoolMeansAColdRunNotAFailure() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1", "MAX_CONCURRENT", "4");
+        List<RunHandle> handles = new ArrayList<>();
+        for (int i = 0; i < 4; i++) handles.add(e.submit(request(e.config, "python", "print(" + i + ")"), OutputListener.NONE));
+        for (int i = 0; i < 4; i++) assertThat(await(handles.get(i)).stdout()).isEqualTo(i + "\n");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> py = (Map<String, Object>) ((Map<String, Object>) e.warmPoolInfo().get("languages")).get("python");
+        assertThat(((Number) py.get("missed")).longValue() + ((Number) py.get("served")).longValue()).isEqualTo(4);
+    }
+
+    /** Warm interpreters still running (other tests' sandboxes may run meanwhile: only ours count). */
+    static List<String> lingering() throws Exception {
+        Thread.sleep(200);
+        Process p = new ProcessBuilder("ps", "-u", "65534", "-o", "pid=,args=").start();
+        String out = new String(p.getInputStream().readAllBytes());
+        p.waitFor();
+        return out.lines().filter(l -> l.contains("/warm_python.py") || l.contains("/warm_node.js")).toList();
+    }
+}
