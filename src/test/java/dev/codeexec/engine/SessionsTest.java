@@ -36,9 +36,10 @@ class SessionsTest {
     static Sandbox sandbox;
     private static final AtomicInteger TENANTS = new AtomicInteger();
 
+    /** The warm pool is off: its pre-started sandboxes would count as leftovers in the process checks. */
     @BeforeAll
     static void setUp() {
-        Config config = TestSupport.config("MAX_SESSIONS", "100");
+        Config config = TestSupport.config("MAX_SESSIONS", "100", "WARM_POOL", "off");
         Optional<Sandbox> real = TestSandboxes.real(config);
         assumeTrue(real.isPresent() && real.get().supportsControl(), "needs the bwrap sandbox");
         sandbox = real.get();
@@ -193,6 +194,7 @@ class SessionsTest {
         loop = withTimeout(loop, 1000);
         ExecutionResult r = await(executor.submit(loop, OutputListener.NONE));
         assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
+        assertThat(r.session().orElseThrow().created()).as("the loop ran in the session of x = 7").isFalse();
         assertThat(r.timedOut()).isTrue();
         assertThat(r.stdout()).isEqualTo("looping\n");
         assertThat(r.stderr()).contains("KeyboardInterrupt").contains("timeout after 1000 ms")
@@ -400,7 +402,7 @@ class SessionsTest {
 
     @Test
     void maxSessionsPerTenantIsEnforcedAndIdleSessionsExpire() throws Exception {
-        LocalExecutor e = new LocalExecutor(TestSupport.config("MAX_SESSIONS", "2", "SESSION_IDLE_SECONDS", "2"),
+        LocalExecutor e = new LocalExecutor(TestSupport.config("MAX_SESSIONS", "2", "SESSION_IDLE_SECONDS", "2", "WARM_POOL", "off"),
                 sandbox, Languages.load());
         try {
             call(e, "python", "1", "alice", "one");
@@ -427,7 +429,7 @@ class SessionsTest {
 
     @Test
     void closingTheExecutorEndsEverySession() throws Exception {
-        LocalExecutor e = new LocalExecutor(TestSupport.config(), sandbox, Languages.load());
+        LocalExecutor e = new LocalExecutor(TestSupport.config("WARM_POOL", "off"), sandbox, Languages.load());
         call(e, "python", "x = 1", "alice", "a");
         call(e, "nodejs", "x = 1", "alice", "b");
         RunHandle running = e.submit(req(e, "python", "while True: pass", "bob", "c"), OutputListener.NONE);

@@ -45,7 +45,7 @@ class SessionToolsTest {
     static void start() throws Exception {
         Path data = Files.createTempDirectory("session-tools-data");
         Files.setPosixFilePermissions(data, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
-        Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "MAX_SESSIONS", "3");
+        Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "MAX_SESSIONS", "3", "WARM_POOL", "off");
         sandbox = Sandboxes.create(config);
         assumeTrue(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "needs the bwrap sandbox");
         Languages languages = Languages.load();
