@@ -112,6 +112,8 @@ final class Session {
         final MarkerSplitter err;
         final LinkedBlockingQueue<Object> messages = new LinkedBlockingQueue<>();
         volatile boolean ended;
+        /** Keeps the session's workspace from expiring while the interpreter has it as its working directory. */
+        volatile Workspaces.Hold workspaceHold;
         /** Why the server killed it on purpose (reset, close, idle, shutdown); null when it died by itself. */
         volatile String killedBecause;
 
@@ -171,6 +173,9 @@ final class Session {
             control.close();
             process.kill();
             process.close();
+            Workspaces.Hold h = workspaceHold;
+            workspaceHold = null;
+            if (h != null) h.close();
         }
     }
 
@@ -259,7 +264,10 @@ final class Session {
         ip.startReaders();
         try {
             Object first = ip.messages.poll(START_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-            if (first instanceof JsonNode n && n.path("ready").asBoolean(false)) return ip;
+            if (first instanceof JsonNode n && n.path("ready").asBoolean(false)) {
+                ip.workspaceHold = workspace.map(Workspace::hold).orElse(null);
+                return ip;
+            }
             String why = first == null ? "it did not become ready within " + START_TIMEOUT.toSeconds() + " s"
                     : first == END ? "it ended at start: " + ip.why() : "it sent an unexpected first message";
             Thread.sleep(100);
