@@ -370,6 +370,11 @@ public final class LocalExecutor implements Executor {
         return m;
     }
 
+    @Override
+    public Map<String, Map<String, Integer>> warmPoolLevels() {
+        return warmPool.map(WarmPool::levels).orElse(Map.of());
+    }
+
     /** Blocks until the warm pool is at its targets (tests, benchmarks); true when there is no pool. */
     public boolean awaitWarmPool(Duration max) throws InterruptedException {
         return warmPool.isEmpty() || warmPool.get().awaitFull(max);

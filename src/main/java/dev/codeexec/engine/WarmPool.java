@@ -37,8 +37,9 @@ import java.util.function.Function;
  * changes into it again. So one pool serves every tenant and workspace, and nothing of one run can be seen by
  * another (single use; no fork()-based zygote, whose children would share random seeds and memory state).</li>
  * <li>Same limits as a cold run: the cgroup (memory, processes) is made and joined when the sandbox starts;
- * at hand-out the interpreter's CPU budget restarts at the run's limit (it started with room for its preload)
- * and its file-size cap becomes the run's; the run's timeout starts when the code is sent.</li>
+ * once the interpreter is ready its CPU budget restarts at the run's limit (it started with room for its
+ * preload; waiting costs it nothing), at hand-out its file-size cap becomes the run's (the space left in a
+ * workspace); the run's timeout starts when the code is sent.</li>
  * <li>Only requests the pool can serve exactly take from it: a pooled language, no extra environment variables
  * (they must exist when the interpreter starts), the server's default memory/CPU/process limits. Everything else,
  * and any request that finds the pool empty, runs cold: the pool never makes a run fail or wait.</li>
@@ -145,7 +146,9 @@ final class WarmPool implements AutoCloseable {
             // the code file where a cold run has it (programs read __file__); removed after a workspace run
             p.writeWorkFile(Path.of(file).getFileName().toString(), code.getBytes(java.nio.charset.StandardCharsets.UTF_8));
         }
-        p.limitProgram(runLimits.cpuSeconds(), runLimits.diskBytes());
+        // the CPU budget was reset when the sandbox became ready (an idle interpreter spends none); the file-size
+        // cap of a stateless run is the launch's, a workspace run's is the space left under its quota
+        if (workspace.isPresent()) p.limitProgramFileSize(runLimits.diskBytes());
         ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
         Map<String, Object> msg = new LinkedHashMap<>();
         msg.put("code", code);
@@ -257,6 +260,9 @@ final class WarmPool implements AutoCloseable {
             }
             if (msg == null || !msg.replace(" ", "").equals("{\"ready\":true}"))
                 throw new SandboxException("the interpreter ended before it was ready" + exitNote(p));
+            // Off the request path: from here on the interpreter has the CPU budget of a cold run (it spends
+            // none while it waits), the start-up and preload allowance is gone.
+            p.limitProgramCpu(limits.cpuSeconds());
             return p;
         } catch (SandboxException | RuntimeException e) {
             p.close();
@@ -290,6 +296,13 @@ final class WarmPool implements AutoCloseable {
             if (s.lastError != null) l.put("lastError", s.lastError);
             m.put(t.getKey(), l);
         }
+        return m;
+    }
+
+    /** Ready and target per language (/healthz, metrics). */
+    synchronized Map<String, Map<String, Integer>> levels() {
+        Map<String, Map<String, Integer>> m = new LinkedHashMap<>();
+        targets.forEach((lang, target) -> m.put(lang, Map.of("ready", ready.get(lang).size(), "target", target)));
         return m;
     }
 

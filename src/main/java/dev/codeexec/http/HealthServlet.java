@@ -39,6 +39,7 @@ final class HealthServlet extends HttpServlet {
         body.put("maxConc", executor.maxConcurrent());
         body.put("queued", executor.queued());
         body.put("sandbox", sandbox.name());
+        body.put("warmPool", executor.warmPoolLevels());
         byte[] bytes = JsonErrors.JSON.writeValueAsBytes(body);
         resp.setStatus(200);
         resp.setContentType("application/json");

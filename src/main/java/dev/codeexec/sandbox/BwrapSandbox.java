@@ -103,6 +103,7 @@ final class BwrapSandbox implements Sandbox {
 
     @Override
     public void close() {
+        Reaper.drain();
         lateWorkDirs.ifPresent(WorkDirMounts::close);
     }
 
@@ -226,6 +227,7 @@ final class BwrapSandbox implements Sandbox {
 
     /** Leftover run cgroups under this server's parent (tests, diagnostics). */
     List<Path> leftoverCgroups() {
+        Reaper.drain();
         return cgroups.leftovers();
     }
 

@@ -32,6 +32,7 @@ final class LaunchedProcess implements SandboxProcess {
     private final WorkDirMounts mounts;
     private boolean workDirMounted;
     private long programPid;
+    private int[] owner;
 
     private volatile boolean killedByUs;
     private boolean closed;
@@ -97,13 +98,25 @@ final class LaunchedProcess implements SandboxProcess {
     }
 
     @Override
-    public synchronized void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+    public synchronized void limitProgramCpu(int cpuSeconds) throws SandboxException {
         long pid = programPid();
         try {
-            int[] owner = owner(pid);
             long soft = (long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds;
-            Posix.prlimitAs(owner[0], owner[1], pid, Posix.RLIMIT_CPU, soft, soft + 1);
-            Posix.prlimitAs(owner[0], owner[1], pid, Posix.RLIMIT_FSIZE, fileSizeBytes, fileSizeBytes);
+            setLimit(pid, Posix.RLIMIT_CPU, soft, soft + 1);
+        } catch (IOException e) {
+            throw new SandboxException("cannot read the program's CPU time: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public synchronized void limitProgramFileSize(long fileSizeBytes) throws SandboxException {
+        setLimit(programPid(), Posix.RLIMIT_FSIZE, fileSizeBytes, fileSizeBytes);
+    }
+
+    private void setLimit(long pid, int resource, long soft, long hard) throws SandboxException {
+        try {
+            if (owner == null) owner = owner(pid);
+            Posix.prlimitAs(owner[0], owner[1], pid, resource, soft, hard);
         } catch (Posix.Errno | IOException e) {
             throw new SandboxException("cannot set the program's limits: " + e.getMessage(), e);
         }
@@ -112,16 +125,18 @@ final class LaunchedProcess implements SandboxProcess {
     @Override
     public synchronized void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
         long pid = programPid();
+        long cpuHard;
+        long fsizeHard;
+        long soft;
         try {
-            int[] owner = owner(pid);
-            long cpuHard = hardLimit(pid, "Max cpu time");
-            long fsizeHard = hardLimit(pid, "Max file size");
-            long soft = Math.min((long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds, cpuHard);
-            Posix.prlimitAs(owner[0], owner[1], pid, Posix.RLIMIT_CPU, soft, cpuHard);
-            Posix.prlimitAs(owner[0], owner[1], pid, Posix.RLIMIT_FSIZE, Math.min(fileSizeBytes, fsizeHard), fsizeHard);
-        } catch (Posix.Errno | IOException | RuntimeException e) {
-            throw new SandboxException("cannot set the program's limits: " + e.getMessage(), e);
+            cpuHard = hardLimit(pid, "Max cpu time");
+            fsizeHard = hardLimit(pid, "Max file size");
+            soft = Math.min((long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds, cpuHard);
+        } catch (IOException | RuntimeException e) {
+            throw new SandboxException("cannot read the program's limits: " + e.getMessage(), e);
         }
+        setLimit(pid, Posix.RLIMIT_CPU, soft, cpuHard);
+        setLimit(pid, Posix.RLIMIT_FSIZE, Math.min(fileSizeBytes, fsizeHard), fsizeHard);
     }
 
     /** The hard limit of one resource from /proc/PID/limits ("unlimited" → Long.MAX_VALUE). */
@@ -285,12 +300,14 @@ final class LaunchedProcess implements SandboxProcess {
             cpu = cgroup.cpuTimeMs();
         } finally {
             closed = true;
-            cgroup.remove();
             closeQuietly(process.getOutputStream());
             closeQuietly(process.getInputStream());
             closeQuietly(process.getErrorStream());
             control.ifPresent(ControlChannel::close);
-            if (lateWorkDir != null) mounts.release(lateWorkDir);
+            Reaper.later(() -> {
+                cgroup.remove();
+                if (lateWorkDir != null) mounts.release(lateWorkDir);
+            });
             cleanup.run();
             if (interrupted) Thread.currentThread().interrupt();
         }

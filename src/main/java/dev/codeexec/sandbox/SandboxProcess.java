@@ -70,10 +70,10 @@ public interface SandboxProcess extends AutoCloseable {
 
     /**
      * Gives the program (the process the sandbox started, not its children) a fresh CPU budget of
-     * {@code cpuSeconds} counted from now, and caps the size of files it writes: for an interpreter started
-     * ahead of its code, so the code gets the limits of a cold run. Children started later inherit them.
+     * {@code cpuSeconds} counted from now: for an interpreter started ahead of its code, so the code gets the
+     * CPU limit of a cold run. Children started later inherit it.
      */
-    default void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+    default void limitProgramCpu(int cpuSeconds) throws SandboxException {
         throw new SandboxException("this sandbox cannot change the limits of a running program");
     }
 
@@ -85,6 +85,17 @@ public interface SandboxProcess extends AutoCloseable {
      */
     default void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
         throw new SandboxException("this sandbox cannot change the limits of a running program");
+    }
+
+    /** Caps the size of files the program (and children it starts later) writes. */
+    default void limitProgramFileSize(long fileSizeBytes) throws SandboxException {
+        throw new SandboxException("this sandbox cannot change the limits of a running program");
+    }
+
+    /** {@link #limitProgramCpu} and {@link #limitProgramFileSize} together. */
+    default void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+        limitProgramCpu(cpuSeconds);
+        limitProgramFileSize(fileSizeBytes);
     }
 
     /** Sends SIGINT to the program (not its children). False when it is gone or the sandbox cannot do this. */
