@@ -434,6 +434,7 @@ class SessionsTest {
         call(e, "nodejs", "x = 1", "alice", "b");
         RunHandle running = e.submit(req(e, "python", "while True: pass", "bob", "c"), OutputListener.NONE);
         Thread.sleep(500);
+        assertThat(e.running()).as("a session call holds an execution slot like a run").isEqualTo(1);
         assertThat(SandboxLeftovers.processes()).hasSizeGreaterThanOrEqualTo(3);
         e.close();
         assertThat(await(running).outcome()).isIn(Outcome.CANCELLED);
