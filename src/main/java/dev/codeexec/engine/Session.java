@@ -95,6 +95,8 @@ final class Session {
     private volatile Interpreter proc;
     /** Set under the lock when the session was forgotten; a call that then gets the lock asks for a new one. */
     private boolean closed;
+    /** Set by close before it waits for the lock, so calls queued behind it do not start a new interpreter here. */
+    private volatile boolean closing;
 
     Session(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace, Limits launchLimits) {
         this.owner = owner;
@@ -203,7 +205,7 @@ final class Session {
             return call.cancelledBeforeStart();
         }
         try {
-            if (closed) return null;
+            if (closed || closing) return null;
             busy = true;
             lastUsed = Instant.now();
             if (call.cancelled) return call.cancelledBeforeStart();
@@ -529,6 +531,7 @@ final class Session {
      * fresh one (reset) or marks the session closed. Returns false when it was already closed.
      */
     boolean stop(String because, boolean restart) {
+        if (!restart) closing = true;
         Interpreter running = proc;
         if (running != null) running.kill(because);
         lock.lock();

@@ -37,9 +37,23 @@ class SessionsTest {
     private static final AtomicInteger TENANTS = new AtomicInteger();
 
     /** The warm pool is off: its pre-started sandboxes would count as leftovers in the process checks. */
+    static Path dataDir;
+
+    /**
+     * Its own DATA_DIR: the shared test one is rebuilt (its /etc snapshot) by every sandbox other test JVMs on this
+     * machine create, which can pull files from under a running interpreter.
+     */
+    static Config config(String... pairs) {
+        List<String> all = new java.util.ArrayList<>(List.of(pairs));
+        all.addAll(List.of("DATA_DIR", dataDir.toString()));
+        return TestSupport.config(all.toArray(String[]::new));
+    }
+
     @BeforeAll
-    static void setUp() {
-        Config config = TestSupport.config("MAX_SESSIONS", "100", "WARM_POOL", "off");
+    static void setUp() throws Exception {
+        dataDir = Files.createTempDirectory("code-exec-sessions-test-");
+        Files.setPosixFilePermissions(dataDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Config config = config("MAX_SESSIONS", "100", "WARM_POOL", "off");
         Optional<Sandbox> real = TestSandboxes.real(config);
         assumeTrue(real.isPresent() && real.get().supportsControl(), "needs the bwrap sandbox");
         sandbox = real.get();
@@ -51,6 +65,8 @@ class SessionsTest {
         if (executor == null) return;
         executor.close();
         assertNothingLeft();
+        sandbox.close();
+        GoCacheWarmer.deleteTree(dataDir);
     }
 
     static void assertNothingLeft() throws Exception {
@@ -402,8 +418,8 @@ class SessionsTest {
 
     @Test
     void maxSessionsPerTenantIsEnforcedAndIdleSessionsExpire() throws Exception {
-        LocalExecutor e = new LocalExecutor(TestSupport.config("MAX_SESSIONS", "2", "SESSION_IDLE_SECONDS", "2", "WARM_POOL", "off"),
-                sandbox, Languages.load());
+        Config c = config("MAX_SESSIONS", "2", "SESSION_IDLE_SECONDS", "2", "WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
         try {
             call(e, "python", "1", "alice", "one");
             call(e, "nodejs", "1", "alice", "two");
@@ -429,7 +445,8 @@ class SessionsTest {
 
     @Test
     void closingTheExecutorEndsEverySession() throws Exception {
-        LocalExecutor e = new LocalExecutor(TestSupport.config("WARM_POOL", "off"), sandbox, Languages.load());
+        Config c = config("WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
         call(e, "python", "x = 1", "alice", "a");
         call(e, "nodejs", "x = 1", "alice", "b");
         RunHandle running = e.submit(req(e, "python", "while True: pass", "bob", "c"), OutputListener.NONE);
