@@ -19,9 +19,17 @@ import java.util.Optional;
  * @param audit     who asked (tenant, MCP session, request id), for logs and cancellation; never affects the run
  * @param workspace the persistent workspace to run in (its directory becomes the working directory, read-write),
  *                  already resolved for the caller's tenant; empty for a stateless run in a fresh tmpfs
+ * @param session   the stateful session (tenant and name) to run the code in; empty for a run in its own process
  */
 public record ExecutionRequest(String language, String code, String stdin, List<String> args,
-        Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace) {
+        Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace,
+        Optional<SessionRef> session) {
+
+    /** A request without a session. */
+    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
+            Limits limits, AuditInfo audit, Optional<Workspace> workspace) {
+        this(language, code, stdin, args, env, limits, audit, workspace, Optional.empty());
+    }
 
     /** A stateless run. */
     public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
@@ -38,16 +46,22 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         Objects.requireNonNull(limits, "limits");
         audit = audit == null ? AuditInfo.NONE : audit;
         workspace = workspace == null ? Optional.empty() : workspace;
+        session = session == null ? Optional.empty() : session;
     }
 
     /** The same request, run in the given workspace. */
     public ExecutionRequest inWorkspace(Workspace ws) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws));
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws), session);
+    }
+
+    /** The same request, run in the tenant's session of that name (created by its first call). */
+    public ExecutionRequest inSession(SessionRef ref) {
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, Optional.of(ref));
     }
 
     /** The same request with other audit information. */
     public ExecutionRequest withAudit(AuditInfo a) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session);
     }
 
     /** Who asked for a run: only for logs, metrics and cancellation. */

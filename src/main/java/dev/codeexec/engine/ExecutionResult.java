@@ -1,6 +1,7 @@
 package dev.codeexec.engine;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 
@@ -19,13 +20,23 @@ import java.util.OptionalLong;
  * @param sandbox        the sandbox that ran it (bwrap, gvisor, none)
  * @param files          files the run created or changed in its workspace (empty for stateless runs)
  * @param filesTruncated true when the workspace had more entries than a run's file scan covers
+ * @param session        what a call in a stateful session returned besides its output; empty for other runs
  */
 public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
         Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-        List<FileArtifact> files, boolean filesTruncated) {
+        List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session) {
 
     public ExecutionResult {
         files = files == null ? List.of() : List.copyOf(files);
+        session = session == null ? Optional.empty() : session;
+    }
+
+    /** A result without session output. */
+    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
+            List<FileArtifact> files, boolean filesTruncated) {
+        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
+                files, filesTruncated, Optional.empty());
     }
 
     /** A result without workspace files. */
@@ -38,7 +49,32 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
     /** The same result with the files a workspace run created or changed. */
     public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, changed, scanTruncated);
+                cpuTimeMs, sandbox, changed, scanTruncated, session);
+    }
+
+    /** The same result with what a session call returned (final-expression value, figures). */
+    public ExecutionResult withSession(SessionOutput out) {
+        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
+                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out));
+    }
+
+    /**
+     * What a call in a stateful session returned besides its output.
+     *
+     * @param name    the session's name
+     * @param created true when this call started the session's interpreter (first call, or after it ended)
+     * @param result  the text of the value of the call's final expression, when it had one
+     * @param figures images the call produced (matplotlib figures shown or left open)
+     */
+    public record SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures) {
+        public SessionOutput {
+            result = result == null ? Optional.empty() : result;
+            figures = figures == null ? List.of() : List.copyOf(figures);
+        }
+    }
+
+    /** An image a session call produced; {@code data} is the encoded image (PNG). */
+    public record Figure(String mimeType, byte[] data) {
     }
 
     /**

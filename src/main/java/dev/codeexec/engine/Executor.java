@@ -28,6 +28,11 @@ public interface Executor extends AutoCloseable {
     /** Maximum runs at once. */
     int maxConcurrent();
 
+    /** The tenants' stateful sessions (requests with {@link ExecutionRequest#session()} run in them). */
+    default SessionControl sessions() {
+        return SessionControl.NONE;
+    }
+
     /** Warm sandboxes per language: {@code {"python": {"ready": 2, "target": 2}}}; empty without a pool. */
     default Map<String, Map<String, Integer>> warmPoolLevels() {
         return Map.of();

@@ -82,6 +82,7 @@ public final class LocalExecutor implements Executor {
     private final List<CompletableFuture<Boolean>> warmups;
     private final StartupProcesses startupProcesses = new StartupProcesses();
     private final RuntimeProbe probe;
+    final Sessions sessions;
     /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
     final Optional<WarmPool> warmPool;
     /** Why there is no warm pool, when there is none. */
@@ -115,6 +116,8 @@ public final class LocalExecutor implements Executor {
         ph.put("goCache", goCache.toString());
         ph.put("runtimeDir", runtimeDir.toString());
         this.placeholders = Map.copyOf(ph);
+        this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
+                Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)));
 
         this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache, scratchDir,
                 Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders),
@@ -239,7 +242,9 @@ public final class LocalExecutor implements Executor {
                     + unavailable.get());
         Language lang = languages.find(request.language()).orElseThrow(() -> new ExecutionException.InvalidRequest(
                 "unknown language '" + request.language() + "'; supported: " + String.join(", ", languages.ids())));
-        LocalRun run = new LocalRun(this, request, lang, listener == null ? OutputListener.NONE : listener);
+        OutputListener out = listener == null ? OutputListener.NONE : listener;
+        SessionCall call = request.session().isPresent() ? sessions.prepare(request, lang, out) : null;
+        LocalRun run = new LocalRun(this, request, lang, out, call);
         runs.add(run);
         run.result().whenComplete((r, e) -> runs.remove(run));
 
@@ -346,6 +351,9 @@ public final class LocalExecutor implements Executor {
         conc.put("queued", queued());
         info.put("concurrency", conc);
         info.put("goCache", goCacheState());
+        info.put("sessions", Map.of("count", sessions.count(), "maxPerTenant", sessions.maxPerTenant(),
+                "idleSeconds", sessions.idleTimeout().toSeconds(), "languages", List.of("python", "nodejs"),
+                "available", sandbox.supportsControl() && sessions.maxPerTenant() > 0));
         info.put("warmPool", warmPoolInfo());
         return info;
     }
@@ -416,6 +424,11 @@ public final class LocalExecutor implements Executor {
     }
 
     @Override
+    public SessionControl sessions() {
+        return sessions;
+    }
+
+    @Override
     public int running() {
         return running.get();
     }
@@ -457,6 +470,7 @@ public final class LocalExecutor implements Executor {
         List<LocalRun> left = new ArrayList<>(runs);
         if (!left.isEmpty()) log.info("shutdown: cancelling {} runs still going after the grace period", left.size());
         left.forEach(LocalRun::cancel);
+        sessions.closeAll();
         sandboxThreads.shutdown();
         try {
             if (!sandboxThreads.awaitTermination(30, TimeUnit.SECONDS))

@@ -61,10 +61,18 @@ final class LocalRun implements RunHandle {
     /** The virtual thread waiting for a slot, so cancel() can wake it. */
     volatile Thread waiter;
     private volatile SandboxProcess process;
+    /** Set for a call in a stateful session: it runs in the session's interpreter instead of a sandbox of its own. */
+    private final SessionCall sessionCall;
     /** The run got a warm sandbox (for the audit line). */
     private volatile boolean startedWarm;
 
     LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener) {
+        this(executor, request, language, listener, null);
+    }
+
+    LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener,
+            SessionCall sessionCall) {
+        this.sessionCall = sessionCall;
         this.executor = executor;
         this.request = request;
         this.language = language;
@@ -99,6 +107,7 @@ final class LocalRun implements RunHandle {
         if (w != null) w.interrupt();
         SandboxProcess p = process;
         if (p != null) p.kill();
+        if (sessionCall != null) sessionCall.cancel();
     }
 
     /** The run could not be attempted (queue full, queue timeout, shutting down). */
@@ -128,6 +137,7 @@ final class LocalRun implements RunHandle {
      */
     ExecutionResult execute() {
         if (cancelled) return cancelledInQueue();
+        if (sessionCall != null) return sessionCall.execute();
         Optional<Workspace> ws = request.workspace();
         String name = ws.map(LocalRun::unusedName).orElseGet(() -> "code_" + hex(4));
         String fileName = name + "." + language.fileExtension();

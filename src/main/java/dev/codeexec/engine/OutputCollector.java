@@ -42,33 +42,50 @@ final class OutputCollector implements Runnable {
         this.onOverCap = onOverCap;
     }
 
+    /**
+     * A collector fed by its caller ({@link #feed}, then {@link #end}) instead of reading a stream itself: for a
+     * session call, whose output is the part of a long-lived stream before the call's marker.
+     */
+    OutputCollector(long capBytes, OutputListener.Stream stream, OutputListener listener, Runnable onOverCap) {
+        this(null, capBytes, stream, listener, onOverCap);
+    }
+
     @Override
     public void run() {
         byte[] buf = new byte[8192];
         try {
             int n;
-            while ((n = in.read(buf)) >= 0) {
-                if (truncated) continue;
-                long room = capBytes - kept;
-                int keep = (int) Math.min(n, room);
-                if (keep > 0) accept(buf, keep);
-                if (n > room) {
-                    truncated = true;
-                    finish();
-                    onOverCap.run();
-                }
-            }
+            while ((n = in.read(buf)) >= 0) feed(buf, 0, n);
         } catch (IOException e) {
             // The pipe was closed under us (run killed and process closed): what we have is the output.
         }
+        end();
+    }
+
+    /** Takes the next bytes of the stream: kept up to the cap, passed on to the listener as text. */
+    void feed(byte[] buf, int off, int n) {
+        if (truncated) return;
+        long room = capBytes - kept;
+        int keep = (int) Math.min(n, room);
+        if (keep > 0) accept(buf, off, keep);
+        if (n > room) {
+            truncated = true;
+            finish();
+            onOverCap.run();
+        }
+    }
+
+    /** The stream ended: decodes what is pending (an incomplete character becomes U+FFFD). */
+    void end() {
         if (!truncated) finish();
     }
 
-    private void accept(byte[] buf, int len) {
+    private void accept(byte[] buf, int start, int len) {
         kept += len;
-        int off = 0;
-        while (off < len) {
-            int chunk = Math.min(len - off, pending.remaining());
+        int off = start;
+        int stop = start + len;
+        while (off < stop) {
+            int chunk = Math.min(stop - off, pending.remaining());
             pending.put(buf, off, chunk);
             off += chunk;
             pending.flip();

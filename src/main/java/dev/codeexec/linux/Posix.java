@@ -159,23 +159,20 @@ public final class Posix {
      * {@link #prlimit} for a process of another user without CAP_SYS_RESOURCE (container hosts often withhold it
      * from root): the kernel also allows it when the caller's real uid and gid equal the target's. So one
      * dedicated platform thread sets its own real uid/gid to the target's with raw syscalls — which, unlike the
-     * libc wrappers, change only the calling thread — and keeps them for the next call (switching credentials
-     * costs milliseconds; the target is nearly always the sandbox uid). The effective uid stays 0, so the thread
-     * keeps its capabilities, and nothing else ever runs on it: the rest of the JVM never sees a change. Only
-     * lowering a hard limit works this way (raising one needs the capability).
+     * libc wrappers, change only the calling thread — calls prlimit and puts them back (about 0.1-0.5 ms). The
+     * effective uid stays 0, so the thread keeps its capabilities; nothing else runs on it, so the rest of the JVM
+     * never sees a change; and between calls no thread of the server has a real uid that another user's process
+     * could signal. Only lowering a hard limit works this way (raising one needs the capability).
      */
     public static void prlimitAs(int uid, int gid, long pid, int resource, long soft, long hard) throws Errno {
         try {
             CREDENTIAL_THREAD.submit(() -> {
-                if (realIds[0] != uid || realIds[1] != gid) {
+                setRealIds(uid, gid);
+                try {
+                    prlimit(pid, resource, soft, hard);
+                } finally {
                     setRealIds(0, 0);
-                    realIds[0] = 0;
-                    realIds[1] = 0;
-                    setRealIds(uid, gid);
-                    realIds[0] = uid;
-                    realIds[1] = gid;
                 }
-                prlimit(pid, resource, soft, hard);
                 return null;
             }).get();
         } catch (java.util.concurrent.ExecutionException e) {
@@ -186,9 +183,6 @@ public final class Posix {
             throw new Errno(4, "prlimit " + pid + " interrupted");
         }
     }
-
-    /** Real uid and gid of {@link #CREDENTIAL_THREAD}; only that thread reads or writes them. */
-    private static final int[] realIds = {0, 0};
 
     /** setresgid(gid, -1, -1) then setresuid(uid, -1, -1) on this thread only; restoring 0 goes uid first. */
     private static void setRealIds(int uid, int gid) throws Errno {

@@ -56,6 +56,30 @@ public final class Artifacts {
         return out;
     }
 
+    /**
+     * A session call's figures as image content, with the same caps as saved images (MAX_IMAGE_KB each, at most
+     * {@link #MAX_INLINE_IMAGES}); a figure over a cap is left out, and {@link #omitted} says how many were.
+     */
+    public List<Content> figures(List<dev.codeexec.engine.ExecutionResult.Figure> figures) {
+        List<Content> out = new ArrayList<>();
+        for (dev.codeexec.engine.ExecutionResult.Figure f : figures) {
+            if (out.size() >= MAX_INLINE_IMAGES) break;
+            if (f.data().length > maxImageBytes) continue;
+            out.add(new ImageContent(null, Base64.getEncoder().encodeToString(f.data()), f.mimeType()));
+        }
+        return out;
+    }
+
+    /** How many of these figures {@link #figures} leaves out. */
+    public int omitted(List<dev.codeexec.engine.ExecutionResult.Figure> figures) {
+        return figures.size() - figures(figures).size();
+    }
+
+    /** Largest image shown inline, in KB. */
+    public long maxImageKb() {
+        return maxImageBytes >> 10;
+    }
+
     private ImageContent image(Workspace ws, FileInfo f) {
         try {
             WorkspaceFiles.Loaded file = WorkspaceFiles.read(ws, RelPath.parse(f.path()), (int) Math.min(Integer.MAX_VALUE, maxImageBytes));

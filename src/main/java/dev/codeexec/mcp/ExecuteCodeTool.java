@@ -8,6 +8,7 @@ import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionRef;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
@@ -64,7 +65,12 @@ final class ExecuteCodeTool {
                         + "progress notifications when the call carries a progressToken. With `workspace`, the "
                         + "program runs in that persistent workspace (created if new): files it writes are kept "
                         + "between calls, the files it created or changed are listed, and images it saved "
-                        + "(png, jpeg, gif, svg) come back as image content.")
+                        + "(png, jpeg, gif, svg) come back as image content. With `session` (python, nodejs), the "
+                        + "code runs in a persistent interpreter of that name (created by its first call): "
+                        + "variables, imports and functions stay for the next call; the value of a final expression "
+                        + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images. "
+                        + "A timeout interrupts the call and keeps the session. See session_list, session_reset, "
+                        + "session_close.")
                 .inputSchema(inputSchema(setup))
                 .outputSchema(outputSchema())
                 .annotations(new ToolAnnotations("Execute code", false, false, false, false, null))
@@ -92,6 +98,9 @@ final class ExecuteCodeTool {
         props.put("workspace", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
                 "description", "Persistent workspace to run in (its files are the working directory); "
                         + "created if it does not exist. Without it the run gets a fresh empty directory."));
+        props.put("session", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
+                "description", "Stateful session to run in (python, nodejs only); created by the first call with "
+                        + "a new name. State persists between calls; 'args' and 'env' cannot be used with it."));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
                 "additionalProperties", false);
     }
@@ -116,6 +125,15 @@ final class ExecuteCodeTool {
                         "size", Map.of("type", "integer"), "mimeType", Map.of("type", "string"),
                         "status", Map.of("type", "string", "enum", List.of("created", "modified"))))));
         props.put("filesTruncated", Map.of("type", "boolean"));
+        props.put("session", Map.of("type", "string", "description", "The session the call ran in."));
+        props.put("sessionCreated", Map.of("type", "boolean",
+                "description", "True when this call started the session's interpreter (its state was empty)."));
+        props.put("result", Map.of("type", "string",
+                "description", "In a session: the value of the code's final expression, as text (absent when none)."));
+        props.put("figures", Map.of("type", "array", "description", "In a session: the figures the call produced "
+                + "(shown as image content unless over the image size limit).", "items", Map.of("type", "object",
+                "properties", Map.of("mimeType", Map.of("type", "string"), "size", Map.of("type", "integer"),
+                        "shown", Map.of("type", "boolean")))));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "exitCode", "stdout",
                 "stderr", "durationMs", "timedOut", "truncated", "outcome", "sandbox"));
     }
@@ -124,26 +142,31 @@ final class ExecuteCodeTool {
         try {
             ExecutionRequest parsed = converter.convert(call.arguments() == null ? Map.of() : call.arguments());
             Map<String, Object> meta = call.meta() == null ? Map.of() : call.meta();
-            String session = Optional.ofNullable(meta.get(MessageInterceptor.SESSION_META)).map(Object::toString)
+            String mcpSession = Optional.ofNullable(meta.get(MessageInterceptor.SESSION_META)).map(Object::toString)
                     .orElseGet(exchange::sessionId);
             Optional<String> requestId = Optional.ofNullable(meta.get(MessageInterceptor.REQUEST_ID_META))
                     .map(Object::toString);
             Principal who = MessageInterceptor.principalOf(meta);
             ExecutionRequest request = parsed.withAudit(
-                    new AuditInfo(Optional.of(who.tenant()), Optional.ofNullable(session), requestId));
+                    new AuditInfo(Optional.of(who.tenant()), Optional.ofNullable(mcpSession), requestId));
             Optional<Workspace> ws = workspace(call.arguments(), who);
             if (ws.isPresent()) request = request.inWorkspace(ws.get());
+            Object session = call.arguments() == null ? null : call.arguments().get("session");
+            if (session != null) {
+                if (!(session instanceof String name)) throw new IllegalArgumentException("'session' must be a string");
+                request = request.inSession(new SessionRef(who.tenant(), name));
+            }
             Object token = meta.get("progressToken");
             try (ProgressForwarder progress = token == null ? null
                     : new ProgressForwarder(token, exchange::progressNotification)) {
                 RunHandle handle = executor.submit(request, progress == null ? OutputListener.NONE : progress);
                 ExecutionResult result;
-                try (RunRegistry.Registration ignored = requestId.isEmpty() || session == null
-                        ? () -> { } : registry.register(session, requestId.get(), handle)) {
+                try (RunRegistry.Registration ignored = requestId.isEmpty() || mcpSession == null
+                        ? () -> { } : registry.register(mcpSession, requestId.get(), handle)) {
                     result = await(handle);
                 }
                 if (progress != null) progress.close();
-                return success(result, ws);
+                return withSession(success(result, ws), result);
             }
         } catch (ExecutionException e) {
             return error(e);
@@ -204,6 +227,43 @@ final class ExecuteCodeTool {
         List<Artifacts.FileInfo> shown = r.files().stream().limit(MAX_FILE_CONTENTS)
                 .map(f -> new Artifacts.FileInfo(f.path(), f.size(), f.mimeType())).toList();
         content.addAll(artifacts.contents(ws.get(), shown));
+        return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
+    }
+
+    /** A session call's extras: its session, the final expression's value, its figures as images. */
+    CallToolResult withSession(CallToolResult base, ExecutionResult r) {
+        if (r.session().isEmpty()) return base;
+        ExecutionResult.SessionOutput so = r.session().get();
+        Map<String, Object> s = new LinkedHashMap<>(base.structuredContent() instanceof Map<?, ?> m
+                ? castMap(m) : Map.of());
+        s.put("session", so.name());
+        s.put("sessionCreated", so.created());
+        so.result().ifPresent(v -> s.put("result", v));
+        List<Content> images = artifacts.figures(so.figures());
+        List<Map<String, Object>> figures = new ArrayList<>();
+        int shown = 0;
+        for (ExecutionResult.Figure f : so.figures()) {
+            // the same rule as Artifacts.figures: in order, up to the count, none over the size limit
+            boolean inline = shown < images.size() && f.data().length <= artifacts.maxImageKb() << 10;
+            if (inline) shown++;
+            figures.add(Map.of("mimeType", f.mimeType(), "size", f.data().length, "shown", inline));
+        }
+        s.put("figures", figures);
+        List<Content> content = new ArrayList<>(base.content());
+        StringBuilder extra = new StringBuilder();
+        extra.append("session ").append(so.name()).append(so.created() ? " (new: its state was empty)" : "");
+        so.result().ifPresent(v -> extra.append("\n--- result ---\n").append(v));
+        int omitted = so.figures().size() - images.size();
+        if (!so.figures().isEmpty())
+            extra.append("\n").append(so.figures().size()).append(so.figures().size() == 1 ? " figure" : " figures")
+                    .append(omitted > 0 ? " (" + omitted + " not shown: over " + artifacts.maxImageKb()
+                            + " KB or more than " + Artifacts.MAX_INLINE_IMAGES + ")" : "");
+        if (!content.isEmpty() && content.getFirst() instanceof TextContent t) {
+            content.set(0, new TextContent(t.text() + "\n" + extra));
+        } else {
+            content.addFirst(new TextContent(extra.toString()));
+        }
+        content.addAll(images);
         return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
     }
 

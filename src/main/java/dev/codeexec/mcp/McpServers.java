@@ -41,7 +41,8 @@ public final class McpServers {
                 .instructions("Run code with execute_code (python, nodejs, typescript, go, java, shell/bash); "
                         + "see runtime_info for versions, tools and limits. Keep files between calls in named "
                         + "workspaces: write_file, read_file, list_files, delete_file, workspace_info; files are "
-                        + "also resources ws://{workspace}/{+path}.")
+                        + "also resources ws://{workspace}/{+path}. Keep variables between calls (python, nodejs) "
+                        + "with execute_code's 'session' argument; session_list, session_reset, session_close.")
                 .capabilities(ServerCapabilities.builder()
                         .tools(false)
                         .resources(false, false)
@@ -57,6 +58,7 @@ public final class McpServers {
                 .tools(new ExecuteCodeTool(setup, registry).specification(),
                         new RuntimeInfoTool(setup.executor()).specification())
                 .tools(new FileTools(setup).specifications())
+                .tools(new SessionTools(setup).specifications())
                 // The SDK's default matcher cannot match {+path} (values spanning several segments).
                 .uriTemplateManagerFactory(new UriTemplates());
         WorkspaceResources resources = new WorkspaceResources(setup);

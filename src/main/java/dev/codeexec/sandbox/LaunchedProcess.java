@@ -123,6 +123,33 @@ final class LaunchedProcess implements SandboxProcess {
     }
 
     @Override
+    public synchronized void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+        long pid = programPid();
+        long cpuHard;
+        long fsizeHard;
+        long soft;
+        try {
+            cpuHard = hardLimit(pid, "Max cpu time");
+            fsizeHard = hardLimit(pid, "Max file size");
+            soft = Math.min((long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds, cpuHard);
+        } catch (IOException | RuntimeException e) {
+            throw new SandboxException("cannot read the program's limits: " + e.getMessage(), e);
+        }
+        setLimit(pid, Posix.RLIMIT_CPU, soft, cpuHard);
+        setLimit(pid, Posix.RLIMIT_FSIZE, Math.min(fileSizeBytes, fsizeHard), fsizeHard);
+    }
+
+    /** The hard limit of one resource from /proc/PID/limits ("unlimited" → Long.MAX_VALUE). */
+    static long hardLimit(long pid, String name) throws IOException {
+        for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/limits"))) {
+            if (!line.startsWith(name)) continue;
+            String[] f = line.substring(name.length()).trim().split("\\s+");
+            return f[1].equals("unlimited") ? Long.MAX_VALUE : Long.parseLong(f[1]);
+        }
+        throw new IOException("no '" + name + "' in /proc/" + pid + "/limits");
+    }
+
+    @Override
     public boolean interrupt() {
         if (!process.isAlive()) return false;
         try {

@@ -77,6 +77,16 @@ public interface SandboxProcess extends AutoCloseable {
         throw new SandboxException("this sandbox cannot change the limits of a running program");
     }
 
+    /**
+     * Like {@link #limitProgram} but moves only the soft limits (CPU: {@code cpuSeconds} from now; file size), up
+     * or down, below the hard limits set at start, which stay: for an interpreter that serves many calls (a
+     * session), whose per-call limits must rise again after a call lowered them, which only the soft limits can
+     * without privileges. The hard limits bound the interpreter's whole life.
+     */
+    default void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+        throw new SandboxException("this sandbox cannot change the limits of a running program");
+    }
+
     /** Caps the size of files the program (and children it starts later) writes. */
     default void limitProgramFileSize(long fileSizeBytes) throws SandboxException {
         throw new SandboxException("this sandbox cannot change the limits of a running program");

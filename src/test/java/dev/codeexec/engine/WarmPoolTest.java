@@ -194,12 +194,16 @@ class WarmPoolTest {
         assertThat(((Number) py.get("missed")).longValue() + ((Number) py.get("served")).longValue()).isEqualTo(4);
     }
 
-    /** Warm interpreters still running (other tests' sandboxes may run meanwhile: only ours count). */
+    /**
+     * Warm sandboxes of this JVM still running: their bwrap binds DATA_DIR/late/&lt;this pid&gt;/ (other servers and
+     * test runs on the machine may have warm sandboxes of their own meanwhile).
+     */
     static List<String> lingering() throws Exception {
         Thread.sleep(200);
         Process p = new ProcessBuilder("ps", "-u", "65534", "-o", "pid=,args=").start();
         String out = new String(p.getInputStream().readAllBytes());
         p.waitFor();
-        return out.lines().filter(l -> l.contains("/warm_python.py") || l.contains("/warm_node.js")).toList();
+        String mine = "/late/" + ProcessHandle.current().pid() + "/";
+        return out.lines().filter(l -> l.contains(mine)).toList();
     }
 }

@@ -65,7 +65,8 @@ class McpToolsTest {
         client.initialize();
         List<Tool> tools = client.listTools().tools();
         assertThat(tools).extracting(Tool::name).containsExactlyInAnyOrder("execute_code", "runtime_info",
-                "list_files", "read_file", "write_file", "delete_file", "workspace_info");
+                "list_files", "read_file", "write_file", "delete_file", "workspace_info", "session_list",
+                "session_reset", "session_close");
         Tool exec = tools.stream().filter(t -> t.name().equals("execute_code")).findFirst().orElseThrow();
         Map<String, Object> input = exec.inputSchema();
         assertThat((List<Object>) input.get("required")).containsExactlyInAnyOrder("language", "code");

@@ -1,0 +1,51 @@
+package dev.codeexec.engine;
+
+import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalLong;
+
+/** What surfaces may do with a tenant's stateful sessions besides running code in them. */
+public interface SessionControl {
+
+    /** For executors without sessions: nothing to list, nothing to reset or close. */
+    SessionControl NONE = new SessionControl() {
+        @Override
+        public List<SessionInfo> list(String tenant) {
+            return List.of();
+        }
+
+        @Override
+        public boolean reset(String tenant, String name) {
+            return false;
+        }
+
+        @Override
+        public boolean close(String tenant, String name) {
+            return false;
+        }
+    };
+
+    /** The tenant's sessions, sorted by name. */
+    List<SessionInfo> list(String tenant);
+
+    /**
+     * Kills the session's interpreter (a call in progress ends) and starts a fresh one with the same name,
+     * language and workspace: its state is gone. False when the tenant has no session of that name.
+     */
+    boolean reset(String tenant, String name);
+
+    /** Kills the session's interpreter and forgets the session. False when the tenant has no session of that name. */
+    boolean close(String tenant, String name);
+
+    /**
+     * One session as listed.
+     *
+     * @param memoryBytes memory of the session's sandbox now, where it can be measured
+     * @param calls       calls run in the session's current interpreter
+     * @param busy        a call is running in it now
+     */
+    record SessionInfo(String name, String language, Optional<String> workspace, Instant created, Instant lastUsed,
+            OptionalLong memoryBytes, long calls, boolean busy) {
+    }
+}

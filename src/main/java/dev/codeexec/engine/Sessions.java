@@ -1,0 +1,237 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.Workspaces;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadFactory;
+
+/**
+ * The stateful sessions of all tenants, keyed by (tenant, name), at most MAX_SESSIONS per tenant. A call is
+ * checked here when submitted (language, arguments, limits) and run here once the executor gave it a slot, so
+ * calls queue and count like runs. Sessions idle for SESSION_IDLE_SECONDS are ended by a sweeper.
+ */
+final class Sessions implements SessionControl {
+
+    static final Set<String> LANGUAGES = Set.of("python", "nodejs");
+    /** How many "ended while idle" notices are kept for sessions nobody called again. */
+    private static final int MAX_NOTICES = 1000;
+
+    private static final Logger log = LoggerFactory.getLogger(Sessions.class);
+
+    private final Sandbox sandbox;
+    private final Map<String, String> placeholders;
+    private final ThreadFactory threads;
+    private final int maxPerTenant;
+    private final Duration idle;
+    private final Map<SessionRef, Session> sessions = new ConcurrentHashMap<>();
+    /** Sessions whose interpreter died between calls: the next call is told why, once. Guarded by itself. */
+    private final Map<SessionRef, String> notices = new LinkedHashMap<>(16, 0.75f, false) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<SessionRef, String> eldest) {
+            return size() > MAX_NOTICES;
+        }
+    };
+    private final Object create = new Object();
+    private volatile boolean closed;
+    private final Thread sweeper;
+
+    Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle) {
+        this.sandbox = sandbox;
+        this.placeholders = placeholders;
+        this.threads = threads;
+        this.maxPerTenant = maxPerTenant;
+        this.idle = idle;
+        this.sweeper = Thread.ofVirtual().name("session-sweeper").unstarted(this::sweep);
+        if (maxPerTenant > 0) sweeper.start();
+    }
+
+    Sandbox sandbox() {
+        return sandbox;
+    }
+
+    Map<String, String> placeholders() {
+        return placeholders;
+    }
+
+    ThreadFactory threads() {
+        return threads;
+    }
+
+    int maxPerTenant() {
+        return maxPerTenant;
+    }
+
+    Duration idleTimeout() {
+        return idle;
+    }
+
+    int count() {
+        return sessions.size();
+    }
+
+    /**
+     * Checks a request for a session when it is submitted, so what can never work fails at once with a clear
+     * message; returns the call to run once a slot is free.
+     */
+    SessionCall prepare(ExecutionRequest request, Language lang, OutputListener listener) {
+        SessionRef ref = request.session().orElseThrow();
+        if (maxPerTenant == 0)
+            throw new ExecutionException.Unavailable("stateful sessions are turned off on this server (MAX_SESSIONS=0)");
+        if (!sandbox.supportsControl())
+            throw new ExecutionException.Unavailable("stateful sessions need the bwrap sandbox; this server runs code in '"
+                    + sandbox.name() + "'. Run the code without 'session'.");
+        try {
+            Workspaces.checkName("session", ref.name());
+        } catch (WorkspaceException e) {
+            throw new ExecutionException.InvalidRequest(e.getMessage());
+        }
+        if (!LANGUAGES.contains(lang.id()))
+            throw new ExecutionException.InvalidRequest("sessions support python and nodejs, not '" + lang.id()
+                    + "'; run " + lang.id() + " code without 'session'");
+        if (!request.args().isEmpty())
+            throw new ExecutionException.InvalidRequest("'args' cannot be used with 'session': a session's interpreter "
+                    + "is already running; pass values in the code instead");
+        if (!request.env().isEmpty())
+            throw new ExecutionException.InvalidRequest("'env' cannot be used with 'session': a session's interpreter "
+                    + "is already running; set os.environ / process.env in the code instead");
+        if (lang.id().equals("nodejs") && !request.stdin().isEmpty())
+            throw new ExecutionException.InvalidRequest("'stdin' is not supported in nodejs sessions (python sessions "
+                    + "give it to the call as sys.stdin)");
+        Session s = sessions.get(ref);
+        if (s != null) {
+            String mismatch = mismatch(s, lang, request.workspace());
+            if (mismatch != null) throw new ExecutionException.InvalidRequest(mismatch);
+        } else if (countOf(ref.tenant()) >= maxPerTenant) {
+            throw new ExecutionException.InvalidRequest(limitMessage());
+        }
+        return new SessionCall(this, request, lang, listener);
+    }
+
+    private String limitMessage() {
+        return "this tenant already has " + maxPerTenant + " sessions, the most allowed (MAX_SESSIONS); end one with "
+                + "session_close, or wait until an idle one ends after " + idle.toSeconds() + " s";
+    }
+
+    private static String mismatch(Session s, Language lang, Optional<Workspace> ws) {
+        if (s.matches(lang, ws)) return null;
+        return s.describe() + "; this call asks for " + lang.id() + " in "
+                + ws.map(w -> "workspace '" + w.name() + "'").orElse("no workspace")
+                + ". Use another session name, or session_close this one first.";
+    }
+
+    private int countOf(String tenant) {
+        int n = 0;
+        for (SessionRef r : sessions.keySet()) if (r.tenant().equals(tenant)) n++;
+        return n;
+    }
+
+    /** Runs a call on the thread of the slot it holds: finds or creates its session and runs the code in it. */
+    ExecutionResult execute(SessionCall call) {
+        SessionRef ref = call.ref();
+        for (int attempt = 0; attempt < 5; attempt++) {
+            Session s;
+            synchronized (create) {
+                if (closed) return call.failedToStart("the server is shutting down");
+                String notice;
+                synchronized (notices) {
+                    notice = notices.remove(ref);
+                }
+                if (notice != null) return call.notice(notice);
+                s = sessions.get(ref);
+                if (s == null) {
+                    if (countOf(ref.tenant()) >= maxPerTenant) return call.failedToStart(limitMessage());
+                    s = new Session(this, ref, call.language(), call.request().workspace(), call.request().limits());
+                    sessions.put(ref, s);
+                } else {
+                    String mismatch = mismatch(s, call.language(), call.request().workspace());
+                    if (mismatch != null) return call.failedToStart(mismatch);
+                }
+            }
+            ExecutionResult r = s.call(call);
+            if (r != null) return r;
+        }
+        return call.failedToStart("the session kept ending while this call waited for it; try again");
+    }
+
+    /** A session's interpreter ended between calls: its next call gets this notice. */
+    void endedWhileIdle(SessionRef ref, String notice) {
+        log.info("session tenant={} name={}: {}", ref.tenant(), ref.name(), notice);
+        synchronized (notices) {
+            notices.put(ref, notice);
+        }
+    }
+
+    void forget(Session s) {
+        sessions.remove(s.ref, s);
+    }
+
+    @Override
+    public List<SessionInfo> list(String tenant) {
+        List<SessionInfo> out = new ArrayList<>();
+        for (Session s : sessions.values()) {
+            if (!s.ref.tenant().equals(tenant)) continue;
+            out.add(new SessionInfo(s.ref.name(), s.language.id(), s.workspace.map(Workspace::name), s.created,
+                    s.lastUsed, s.memoryBytes(), s.calls.get(), s.busy));
+        }
+        out.sort(Comparator.comparing(SessionInfo::name));
+        return out;
+    }
+
+    @Override
+    public boolean reset(String tenant, String name) {
+        Session s = sessions.get(new SessionRef(tenant, name));
+        return s != null && s.stop("reset", true);
+    }
+
+    @Override
+    public boolean close(String tenant, String name) {
+        Session s = sessions.remove(new SessionRef(tenant, name));
+        if (s == null) return false;
+        s.stop("closed", false);
+        return true;
+    }
+
+    private void sweep() {
+        long every = Math.max(50, Math.min(1000, idle.toMillis() / 4));
+        while (!closed) {
+            try {
+                Thread.sleep(every);
+            } catch (InterruptedException e) {
+                return;
+            }
+            Instant cutoff = Instant.now().minus(idle);
+            for (Session s : sessions.values()) {
+                if (s.expireIfIdle(cutoff)) {
+                    sessions.remove(s.ref, s);
+                    log.info("session tenant={} name={} ended after {} s idle", s.ref.tenant(), s.ref.name(),
+                            idle.toSeconds());
+                }
+            }
+        }
+    }
+
+    /** Ends every session (server shutdown); a call still running ends as cancelled. */
+    void closeAll() {
+        synchronized (create) {
+            closed = true;
+        }
+        sweeper.interrupt();
+        List<Session> all = new ArrayList<>(sessions.values());
+        sessions.clear();
+        for (Session s : all) s.stop("ended (the server is shutting down)", false);
+    }
+}

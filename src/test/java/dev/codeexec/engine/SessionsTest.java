@@ -1,0 +1,465 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.sandbox.SandboxLeftovers;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static dev.codeexec.engine.TestSupport.await;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Stateful sessions against the real bwrap sandbox: state persists between calls, sessions are isolated per name
+ * and tenant, timeouts and cancels interrupt without losing state, a stuck or dying interpreter ends its session
+ * clearly, and nothing is left behind.
+ */
+@org.junit.jupiter.api.Timeout(value = 120, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
+class SessionsTest {
+
+    static LocalExecutor executor;
+    static Sandbox sandbox;
+    private static final AtomicInteger TENANTS = new AtomicInteger();
+
+    /** The warm pool is off: its pre-started sandboxes would count as leftovers in the process checks. */
+    static Path dataDir;
+
+    /**
+     * Its own DATA_DIR: the shared test one is rebuilt (its /etc snapshot) by every sandbox other test JVMs on this
+     * machine create, which can pull files from under a running interpreter.
+     */
+    static Config config(String... pairs) {
+        List<String> all = new java.util.ArrayList<>(List.of(pairs));
+        all.addAll(List.of("DATA_DIR", dataDir.toString()));
+        return TestSupport.config(all.toArray(String[]::new));
+    }
+
+    @BeforeAll
+    static void setUp() throws Exception {
+        dataDir = Files.createTempDirectory("code-exec-sessions-test-");
+        Files.setPosixFilePermissions(dataDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Config config = config("MAX_SESSIONS", "100", "WARM_POOL", "off");
+        Optional<Sandbox> real = TestSandboxes.real(config);
+        assumeTrue(real.isPresent() && real.get().supportsControl(), "needs the bwrap sandbox");
+        sandbox = real.get();
+        executor = new LocalExecutor(config, sandbox, Languages.load());
+    }
+
+    @AfterAll
+    static void tearDown() throws Exception {
+        if (executor == null) return;
+        executor.close();
+        assertNothingLeft();
+        sandbox.close();
+        GoCacheWarmer.deleteTree(dataDir);
+    }
+
+    static void assertNothingLeft() throws Exception {
+        assertThat(SandboxLeftovers.processes()).isEmpty();
+        assertThat(SandboxLeftovers.cgroups(sandbox)).isEmpty();
+    }
+
+    private static final List<String> USED = new CopyOnWriteArrayList<>();
+
+    /** Each test its own tenant, so the shared executor's sessions never meet. */
+    private static String tenant() {
+        String t = "t" + TENANTS.incrementAndGet();
+        USED.add(t);
+        return t;
+    }
+
+    /** A failed test must not leave sessions that make the next test's leftover checks fail. */
+    @org.junit.jupiter.api.AfterEach
+    void closeSessions() {
+        if (executor == null) return;
+        for (String t : USED)
+            for (SessionControl.SessionInfo i : executor.sessions().list(t)) executor.sessions().close(t, i.name());
+        USED.clear();
+    }
+
+    static ExecutionRequest req(LocalExecutor e, String lang, String code, String tenant, String session) {
+        return TestSupport.request(e.config, lang, code).inSession(new SessionRef(tenant, session));
+    }
+
+    static ExecutionResult call(LocalExecutor e, String lang, String code, String tenant, String session) throws Exception {
+        return await(e.submit(req(e, lang, code, tenant, session), OutputListener.NONE));
+    }
+
+    private static ExecutionResult py(String tenant, String code) throws Exception {
+        return call(executor, "python", code, tenant, "main");
+    }
+
+    private static Optional<String> result(ExecutionResult r) {
+        return r.session().orElseThrow().result();
+    }
+
+    @Test
+    void variablesImportsAndFunctionsPersistAndTheFinalExpressionIsTheResult() throws Exception {
+        String t = tenant();
+        ExecutionResult first = py(t, "import math\nx = 41\ndef inc(a):\n    return a + 1\nprint('defined')");
+        assertThat(first.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(first.stdout()).isEqualTo("defined\n");
+        assertThat(first.session().orElseThrow().created()).isTrue();
+        assertThat(result(first)).isEmpty();
+
+        ExecutionResult second = py(t, "print(inc(x))\nround(math.pi, 3)");
+        assertThat(second.exitCode()).isZero();
+        assertThat(second.stdout()).isEqualTo("42\n");
+        assertThat(second.stderr()).isEmpty();
+        assertThat(result(second)).contains("3.142");
+        assertThat(second.session().orElseThrow().created()).isFalse();
+        assertThat(second.session().orElseThrow().name()).isEqualTo("main");
+
+        assertThat(result(py(t, "'a' + 'b'"))).contains("'ab'");
+        assertThat(executor.sessions().list(t)).singleElement().satisfies(i -> {
+            assertThat(i.name()).isEqualTo("main");
+            assertThat(i.language()).isEqualTo("python");
+            assertThat(i.workspace()).isEmpty();
+            assertThat(i.calls()).isEqualTo(3);
+            assertThat(i.busy()).isFalse();
+            assertThat(i.memoryBytes()).isPresent();
+            assertThat(i.lastUsed()).isAfterOrEqualTo(i.created());
+        });
+        assertThat(executor.sessions().close(t, "main")).isTrue();
+    }
+
+    @Test
+    void anErrorKeepsTheStateAndGivesExitCodeOne() throws Exception {
+        String t = tenant();
+        py(t, "y = 5");
+        ExecutionResult err = py(t, "y = 6\n1/0");
+        assertThat(err.exitCode()).isEqualTo(1);
+        assertThat(err.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(err.stderr()).contains("ZeroDivisionError: division by zero").doesNotContain("session_python");
+        assertThat(result(py(t, "y"))).contains("6");
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void pythonCallsReadTheirStdin() throws Exception {
+        String t = tenant();
+        ExecutionRequest r = req(executor, "python", "name = input()\nname.upper()", t, "main");
+        r = new ExecutionRequest(r.language(), r.code(), "ada\n", r.args(), r.env(), r.limits(), r.audit(),
+                r.workspace(), r.session());
+        assertThat(result(await(executor.submit(r, OutputListener.NONE)))).contains("'ADA'");
+        assertThat(result(py(t, "import sys\nsys.stdin.read()"))).contains("''");
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void sessionsAreIsolatedByNameAndByTenant() throws Exception {
+        String alice = tenant();
+        String bob = tenant();
+        call(executor, "python", "secret = 'alice-a'", alice, "a");
+        ExecutionResult otherName = call(executor, "python", "secret", alice, "b");
+        assertThat(otherName.exitCode()).as(otherName.stderr()).isEqualTo(1);
+        assertThat(otherName.stderr()).contains("NameError");
+        ExecutionResult otherTenant = call(executor, "python", "secret", bob, "a");
+        assertThat(otherTenant.exitCode()).isEqualTo(1);
+        assertThat(otherTenant.stderr()).contains("NameError");
+        assertThat(result(call(executor, "python", "secret", alice, "a"))).contains("'alice-a'");
+        assertThat(executor.sessions().list(alice)).extracting(SessionControl.SessionInfo::name).containsExactly("a", "b");
+        assertThat(executor.sessions().list(bob)).extracting(SessionControl.SessionInfo::name).containsExactly("a");
+        assertThat(executor.sessions().close(bob, "b")).isFalse();
+        for (String n : List.of("a", "b")) executor.sessions().close(alice, n);
+        executor.sessions().close(bob, "a");
+    }
+
+    @Test
+    void resetStartsAFreshInterpreterAndCloseForgetsTheSession() throws Exception {
+        String t = tenant();
+        py(t, "x = 1");
+        assertThat(executor.sessions().reset(t, "main")).isTrue();
+        assertThat(executor.sessions().list(t)).singleElement().satisfies(i -> assertThat(i.calls()).isZero());
+        ExecutionResult afterReset = py(t, "x");
+        assertThat(afterReset.stderr()).contains("NameError");
+        assertThat(executor.sessions().reset(t, "nope")).isFalse();
+
+        py(t, "x = 2");
+        assertThat(executor.sessions().close(t, "main")).isTrue();
+        assertThat(executor.sessions().list(t)).isEmpty();
+        assertThat(executor.sessions().close(t, "main")).isFalse();
+        assertThat(SandboxLeftovers.processes()).as("the closed session's interpreter is gone").isEmpty();
+        ExecutionResult fresh = py(t, "x");
+        assertThat(fresh.session().orElseThrow().created()).isTrue();
+        assertThat(fresh.stderr()).contains("NameError");
+        executor.sessions().close(t, "main");
+        assertNothingLeft();
+    }
+
+    @Test
+    void aTimedOutCallIsInterruptedAndTheSessionKeepsItsState() throws Exception {
+        String t = tenant();
+        py(t, "x = 7");
+        ExecutionRequest loop = req(executor, "python", "print('looping', flush=True)\nwhile True: pass", t, "main");
+        loop = withTimeout(loop, 1000);
+        ExecutionResult r = await(executor.submit(loop, OutputListener.NONE));
+        assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
+        assertThat(r.session().orElseThrow().created()).as("the loop ran in the session of x = 7").isFalse();
+        assertThat(r.timedOut()).isTrue();
+        assertThat(r.stdout()).isEqualTo("looping\n");
+        assertThat(r.stderr()).contains("KeyboardInterrupt").contains("timeout after 1000 ms")
+                .contains("the session kept its state");
+        ExecutionResult after = py(t, "x");
+        assertThat(result(after)).as(after.toString()).contains("7");
+        assertThat(after.session().orElseThrow().created()).isFalse();
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void aCallThatIgnoresTheInterruptIsKilledAfterTheGraceAndTheNextCallStartsFresh() throws Exception {
+        String t = tenant();
+        py(t, "x = 7");
+        ExecutionRequest stuck = withTimeout(req(executor, "python",
+                "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", t, "main"), 1000);
+        ExecutionResult r = await(executor.submit(stuck, OutputListener.NONE));
+        assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
+        assertThat(r.stderr()).contains("timeout after 1000 ms").contains("did not stop")
+                .contains("the session was killed").contains("the next call starts a new one");
+        assertThat(executor.sessions().list(t)).isEmpty();
+        assertThat(SandboxLeftovers.processes()).isEmpty();
+        ExecutionResult next = py(t, "x");
+        assertThat(next.session().orElseThrow().created()).isTrue();
+        assertThat(next.stderr()).contains("NameError");
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void aSessionKilledByItsMemoryLimitSaysSoAndTheNextCallWorksFresh() throws Exception {
+        String t = tenant();
+        ExecutionRequest first = req(executor, "python", "x = 1", t, "main");
+        Limits small = first.limits();
+        small = new Limits(small.timeout(), small.cpuSeconds(), 150L << 20, small.maxProcesses(), small.outputBytes(),
+                small.diskBytes());
+        first = new ExecutionRequest(first.language(), first.code(), "", List.of(), Map.of(), small, first.audit(),
+                first.workspace(), first.session());
+        assertThat(await(executor.submit(first, OutputListener.NONE)).exitCode()).isZero();
+        ExecutionResult r = py(t, "b = b'x' * (600 << 20)\nlen(b)");
+        assertThat(r.outcome()).isEqualTo(Outcome.MEMORY_LIMIT);
+        assertThat(r.stderr()).contains("memory limit").contains("the next call starts a new one");
+        assertThat(executor.sessions().list(t)).isEmpty();
+        ExecutionResult next = py(t, "'x' in globals()");
+        assertThat(next.exitCode()).isZero();
+        assertThat(result(next)).contains("False");
+        assertThat(next.session().orElseThrow().created()).isTrue();
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void anInterpreterThatDiesBetweenCallsIsReportedOnceThenANewSessionStarts() throws Exception {
+        String t = tenant();
+        py(t, "import os, threading, time\nx = 1\n"
+                + "threading.Thread(target=lambda: (time.sleep(0.3), os._exit(3)), daemon=True).start()");
+        long end = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (!executor.sessions().list(t).isEmpty() && System.nanoTime() < end) Thread.sleep(50);
+        assertThat(executor.sessions().list(t)).isEmpty();
+        ExecutionResult told = py(t, "x");
+        assertThat(told.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+        assertThat(told.stderr()).contains("ended while idle").contains("exited with code 3")
+                .contains("next call starts a new session");
+        ExecutionResult fresh = py(t, "x = 2\nx");
+        assertThat(fresh.session().orElseThrow().created()).isTrue();
+        assertThat(result(fresh)).contains("2");
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void figuresComeBackFromShowAndFromFiguresLeftOpen() throws Exception {
+        String t = tenant();
+        ExecutionResult shown = py(t, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()");
+        assertThat(shown.exitCode()).as(shown.stderr()).isZero();
+        List<ExecutionResult.Figure> figs = shown.session().orElseThrow().figures();
+        assertThat(figs).singleElement().satisfies(f -> {
+            assertThat(f.mimeType()).isEqualTo("image/png");
+            assertThat(f.data()).startsWith(0x89, 'P', 'N', 'G');
+        });
+        ExecutionResult open = py(t, "plt.figure()\nplt.bar([1, 2], [3, 1])\nplt.figure()\nplt.plot([0, 1])\nNone");
+        assertThat(open.session().orElseThrow().figures()).hasSize(2);
+        assertThat(py(t, "1").session().orElseThrow().figures()).as("figures are closed once returned").isEmpty();
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void cancelInterruptsTheCallAndKeepsTheState() throws Exception {
+        String t = tenant();
+        py(t, "x = 3");
+        List<String> seen = new CopyOnWriteArrayList<>();
+        RunHandle h = executor.submit(req(executor, "python", "print('started', flush=True)\nwhile True: pass", t, "main"),
+                (s, text) -> seen.add(text));
+        long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (!String.join("", seen).contains("started") && System.nanoTime() < end) Thread.sleep(10);
+        assertThat(String.join("", seen)).startsWith("started\n");
+        h.cancel();
+        ExecutionResult r = await(h);
+        assertThat(r.outcome()).isEqualTo(Outcome.CANCELLED);
+        assertThat(r.stderr()).contains("cancelled").contains("kept its state");
+        assertThat(result(py(t, "x"))).contains("3");
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void outputStreamsToTheListenerWithoutTheMarkerAndIsCappedPerCall() throws Exception {
+        String t = tenant();
+        Map<OutputListener.Stream, StringBuilder> seen = Map.of(OutputListener.Stream.STDOUT, new StringBuilder(),
+                OutputListener.Stream.STDERR, new StringBuilder());
+        ExecutionResult r = await(executor.submit(req(executor, "python",
+                "import sys\nprint('out')\nprint('err', file=sys.stderr)", t, "main"), (s, text) -> {
+                    synchronized (seen) {
+                        seen.get(s).append(text);
+                    }
+                }));
+        assertThat(r.stdout()).isEqualTo("out\n");
+        assertThat(r.stderr()).isEqualTo("err\n");
+        synchronized (seen) {
+            assertThat(seen.get(OutputListener.Stream.STDOUT).toString()).isEqualTo("out\n");
+            assertThat(seen.get(OutputListener.Stream.STDERR).toString()).isEqualTo("err\n");
+        }
+
+        ExecutionRequest flood = req(executor, "python", "n = 0\nwhile True:\n    n += 1\n    print('y' * 100)", t, "main");
+        Limits l = flood.limits();
+        flood = new ExecutionRequest("python", flood.code(), "", List.of(), Map.of(), new Limits(l.timeout(),
+                l.cpuSeconds(), l.memoryBytes(), l.maxProcesses(), 4096, l.diskBytes()), flood.audit(),
+                Optional.empty(), flood.session());
+        ExecutionResult over = await(executor.submit(flood, OutputListener.NONE));
+        assertThat(over.outcome()).isEqualTo(Outcome.OUTPUT_LIMIT);
+        assertThat(over.truncated()).isTrue();
+        assertThat(over.stdout().length()).isLessThanOrEqualTo(4096);
+        assertThat(over.stderr()).contains("kept its state");
+        assertThat(py(t, "n > 0").session().orElseThrow().result()).contains("True");
+        executor.sessions().close(t, "main");
+    }
+
+    @Test
+    void nodeSessionsKeepTheirState() throws Exception {
+        String t = tenant();
+        ExecutionResult first = call(executor, "nodejs", "var a = 40; let b = 2; function sum() { return a + b; }",
+                t, "js");
+        assertThat(first.exitCode()).as(first.stderr()).isZero();
+        ExecutionResult second = call(executor, "nodejs", "console.log('sum is', sum()); sum() * 2", t, "js");
+        assertThat(second.stdout()).isEqualTo("sum is 42\n");
+        assertThat(second.session().orElseThrow().result()).contains("84");
+        ExecutionResult err = call(executor, "nodejs", "nope()", t, "js");
+        assertThat(err.exitCode()).isEqualTo(1);
+        assertThat(err.stderr()).contains("ReferenceError");
+        ExecutionResult loop = await(executor.submit(withTimeout(req(executor, "nodejs", "while (true) {}", t, "js"), 1000),
+                OutputListener.NONE));
+        assertThat(loop.outcome()).isEqualTo(Outcome.TIMEOUT);
+        assertThat(loop.stderr()).contains("kept its state");
+        assertThat(call(executor, "nodejs", "b", t, "js").session().orElseThrow().result()).contains("2");
+        executor.sessions().close(t, "js");
+    }
+
+    @Test
+    void aWorkspaceSessionSeesAndWritesTheWorkspaceFiles(@TempDir Path tmp) throws Exception {
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Workspaces workspaces = new Workspaces(tmp.resolve("ws"), 16 << 20, Duration.ofHours(1), 65534, 65534);
+        String t = tenant();
+        Workspace ws = workspaces.open(t, "proj", true);
+        ws.write(dev.codeexec.workspace.RelPath.parse("in.txt"),
+                new java.io.ByteArrayInputStream("from the workspace".getBytes()), 1 << 20);
+        ExecutionRequest first = req(executor, "python", "data = open('in.txt').read()\ndata", t, "w").inWorkspace(ws);
+        ExecutionResult r = await(executor.submit(first, OutputListener.NONE));
+        assertThat(r.session().orElseThrow().result()).contains("'from the workspace'");
+        assertThat(r.files()).isEmpty();
+        ExecutionResult wrote = await(executor.submit(req(executor, "python",
+                "open('out.txt', 'w').write(data.upper())", t, "w").inWorkspace(ws), OutputListener.NONE));
+        assertThat(wrote.files()).singleElement().satisfies(f -> {
+            assertThat(f.path()).isEqualTo("out.txt");
+            assertThat(f.status()).isEqualTo("created");
+        });
+        assertThat(ws.fs().root().resolve("out.txt")).hasContent("FROM THE WORKSPACE");
+        assertThat(executor.sessions().list(t)).singleElement()
+                .satisfies(i -> assertThat(i.workspace()).contains("proj"));
+        assertThatThrownBy(() -> executor.submit(req(executor, "python", "1", t, "w"), OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("workspace 'proj'");
+        executor.sessions().close(t, "w");
+    }
+
+    @Test
+    void requestsASessionCannotServeAreRefusedClearly() throws Exception {
+        String t = tenant();
+        assertThatThrownBy(() -> executor.submit(req(executor, "go", "package main", t, "s"), OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("python and nodejs");
+        ExecutionRequest base = req(executor, "python", "1", t, "s");
+        ExecutionRequest withArgs = new ExecutionRequest("python", "1", "", List.of("a"), Map.of(), base.limits(),
+                base.audit(), Optional.empty(), base.session());
+        assertThatThrownBy(() -> executor.submit(withArgs, OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'args'");
+        ExecutionRequest withEnv = new ExecutionRequest("python", "1", "", List.of(), Map.of("A", "b"), base.limits(),
+                base.audit(), Optional.empty(), base.session());
+        assertThatThrownBy(() -> executor.submit(withEnv, OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'env'");
+        ExecutionRequest nodeStdin = new ExecutionRequest("nodejs", "1", "x", List.of(), Map.of(), base.limits(),
+                base.audit(), Optional.empty(), base.session());
+        assertThatThrownBy(() -> executor.submit(nodeStdin, OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'stdin'");
+        assertThatThrownBy(() -> executor.submit(req(executor, "python", "1", t, "bad name!"), OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("bad session name");
+        call(executor, "python", "1", t, "s");
+        assertThatThrownBy(() -> executor.submit(req(executor, "nodejs", "1", t, "s"), OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("runs python");
+        executor.sessions().close(t, "s");
+    }
+
+    @Test
+    void maxSessionsPerTenantIsEnforcedAndIdleSessionsExpire() throws Exception {
+        Config c = config("MAX_SESSIONS", "2", "SESSION_IDLE_SECONDS", "2", "WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
+        try {
+            call(e, "python", "1", "alice", "one");
+            call(e, "nodejs", "1", "alice", "two");
+            assertThatThrownBy(() -> e.submit(req(e, "python", "1", "alice", "three"), OutputListener.NONE))
+                    .isInstanceOf(ExecutionException.InvalidRequest.class)
+                    .hasMessageContaining("MAX_SESSIONS").hasMessageContaining("session_close");
+            assertThat(call(e, "python", "'other tenant'", "bob", "one").exitCode()).isZero();
+            assertThat(e.runtimeInfo().get("sessions")).asInstanceOf(
+                    org.assertj.core.api.InstanceOfAssertFactories.MAP).containsEntry("count", 3)
+                    .containsEntry("maxPerTenant", 2);
+
+            long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            while (e.sessions.count() > 0 && System.nanoTime() < end) Thread.sleep(100);
+            assertThat(e.sessions().list("alice")).isEmpty();
+            assertThat(e.sessions().list("bob")).isEmpty();
+            assertThat(SandboxLeftovers.processes()).as("expired sessions leave no process").isEmpty();
+            assertThat(call(e, "python", "1", "alice", "three").exitCode()).isZero();
+        } finally {
+            e.close();
+        }
+        assertNothingLeft();
+    }
+
+    @Test
+    void closingTheExecutorEndsEverySession() throws Exception {
+        Config c = config("WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
+        call(e, "python", "x = 1", "alice", "a");
+        call(e, "nodejs", "x = 1", "alice", "b");
+        RunHandle running = e.submit(req(e, "python", "while True: pass", "bob", "c"), OutputListener.NONE);
+        Thread.sleep(500);
+        assertThat(e.running()).as("a session call holds an execution slot like a run").isEqualTo(1);
+        assertThat(SandboxLeftovers.processes()).hasSizeGreaterThanOrEqualTo(3);
+        e.close();
+        assertThat(await(running).outcome()).isIn(Outcome.CANCELLED);
+        assertNothingLeft();
+    }
+
+    private static ExecutionRequest withTimeout(ExecutionRequest r, long ms) {
+        return new ExecutionRequest(r.language(), r.code(), r.stdin(), r.args(), r.env(),
+                r.limits().withTimeout(Duration.ofMillis(ms)), r.audit(), r.workspace(), r.session());
+    }
+}
