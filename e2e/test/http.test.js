@@ -8,7 +8,10 @@ let client;
 let transport;
 
 before(async () => {
-    server = await startServer();
+    // Cold runs: the cancel tests find a run's processes on the host by an argument in their command line, and a
+    // warm run's arguments travel over its control channel instead (warm.test.js and WarmPoolTest cover warm
+    // runs, cancel included).
+    server = await startServer({ WARM_POOL: 'off' });
     ({ client, transport } = await server.connect());
 });
 

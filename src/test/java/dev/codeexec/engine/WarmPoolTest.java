@@ -145,6 +145,24 @@ class WarmPoolTest {
     }
 
     @Test
+    void cancelKillsAWarmRunsWholeTree() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1");
+        long before = served(e, "python");
+        java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+        RunHandle h = e.submit(request(e.config, "python",
+                "import subprocess, time\nsubprocess.Popen(['sleep', '300'])\nprint('up', flush=True)\ntime.sleep(300)"),
+                (stream, text) -> started.countDown());
+        assertThat(started.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        assertThat(served(e, "python")).isEqualTo(before + 1);
+        h.cancel();
+        ExecutionResult r = await(h);
+        assertThat(r.outcome()).isEqualTo(Outcome.CANCELLED);
+        Thread.sleep(300);
+        Process ps = new ProcessBuilder("pgrep", "-u", "65534", "-f", "^sleep 300$").start();
+        assertThat(new String(ps.getInputStream().readAllBytes()).trim()).as("the run's child").isEmpty();
+    }
+
+    @Test
     void aWorkspaceIsMountedIntoAWarmSandboxAndQuotaCapsItsFiles() throws Exception {
         LocalExecutor e = executor("WARM_POOL", "python=1");
         Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
