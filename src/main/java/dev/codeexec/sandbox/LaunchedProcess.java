@@ -33,6 +33,10 @@ final class LaunchedProcess implements SandboxProcess {
     private boolean workDirMounted;
     private long programPid;
     private int[] owner;
+    private long hardCpu = -1;
+    private long hardFsize = -1;
+    private long lastSoftCpu = -1;
+    private long lastFsize = -1;
 
     private volatile boolean killedByUs;
     private boolean closed;
@@ -122,21 +126,33 @@ final class LaunchedProcess implements SandboxProcess {
         }
     }
 
+    /**
+     * Per call of a session. The hard limits are read once; a limit whose new value equals the one set last time
+     * is not set again (each prlimit costs a credential switch, and for short calls the rounded CPU budget rarely
+     * moves): the soft limits are the program's own to raise up to the hard ones anyway.
+     */
     @Override
     public synchronized void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
         long pid = programPid();
-        long cpuHard;
-        long fsizeHard;
         long soft;
         try {
-            cpuHard = hardLimit(pid, "Max cpu time");
-            fsizeHard = hardLimit(pid, "Max file size");
-            soft = Math.min((long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds, cpuHard);
+            if (hardCpu < 0) {
+                hardCpu = hardLimit(pid, "Max cpu time");
+                hardFsize = hardLimit(pid, "Max file size");
+            }
+            soft = Math.min((long) Math.ceil(cpuSecondsUsed(pid)) + cpuSeconds, hardCpu);
         } catch (IOException | RuntimeException e) {
             throw new SandboxException("cannot read the program's limits: " + e.getMessage(), e);
         }
-        setLimit(pid, Posix.RLIMIT_CPU, soft, cpuHard);
-        setLimit(pid, Posix.RLIMIT_FSIZE, Math.min(fileSizeBytes, fsizeHard), fsizeHard);
+        if (soft != lastSoftCpu) {
+            setLimit(pid, Posix.RLIMIT_CPU, soft, hardCpu);
+            lastSoftCpu = soft;
+        }
+        long fsize = Math.min(fileSizeBytes, hardFsize);
+        if (fsize != lastFsize) {
+            setLimit(pid, Posix.RLIMIT_FSIZE, fsize, hardFsize);
+            lastFsize = fsize;
+        }
     }
 
     /** The hard limit of one resource from /proc/PID/limits ("unlimited" → Long.MAX_VALUE). */
