@@ -91,7 +91,8 @@ class Channel:
 def preload():
     """Imports the modules named in CODE_EXEC_PRELOAD with fds 1 and 2 on /dev/null (an import that prints or
     warns must not reach the user's output), skipping any that fail, then freezes the heap: the preloaded objects
-    are never collected, and a frozen generation is not scanned (or written to, which keeps the pages shared)."""
+    are never collected, and a frozen generation is not scanned (or written to, which keeps the pages shared).
+    Returns whether any module was asked for."""
     names = [n.strip() for n in os.environ.pop("CODE_EXEC_PRELOAD", "").split(",") if n.strip()]
     if names:
         saved = (os.dup(1), os.dup(2))
@@ -117,6 +118,7 @@ def preload():
             os.close(saved[1])
     gc.collect()
     gc.freeze()
+    return bool(names)
 
 
 def register_source(filename, source):

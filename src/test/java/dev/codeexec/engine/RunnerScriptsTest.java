@@ -101,6 +101,40 @@ class RunnerScriptsTest {
         assertThat(warm.stderr()).doesNotContainPattern(RUNNER_NAMES);
     }
 
+    static Stream<Arguments> programsEndingAfterAPreload() {
+        return Stream.concat(ordinaryPythonPrograms(), Stream.of(
+                Arguments.of("file never closed", "f = open('left.txt', 'w')\nf.write('flushed at exit')\n"
+                        + "import atexit\natexit.register(lambda: print('atexit', open('left.txt').read() == ''))\n",
+                        List.of(), ""),
+                Arguments.of("exit codes", "import sys\nsys.exit(256 + 7)\n", List.of(), ""),
+                Arguments.of("exit None", "raise SystemExit\n", List.of(), ""),
+                Arguments.of("daemon thread", "import threading, time\n"
+                        + "threading.Thread(target=lambda: (time.sleep(5), print('never')), daemon=True).start()\n"
+                        + "print('main done')\n", List.of(), "")));
+    }
+
+    /**
+     * With a preload, the warm runner leaves without the interpreter's module teardown (too slow with numpy and
+     * pandas loaded): threads, atexit handlers, unclosed files and exit codes must still end as in a cold run.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("programsEndingAfterAPreload")
+    void warmPythonWithAPreloadEndsLikeAColdRun(String name, String code, List<String> args, String stdin,
+            @TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_ab12cd34.py");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        String coldFile = Files.exists(work(dir).resolve("left.txt")) ? Files.readString(work(dir).resolve("left.txt")) : null;
+        Files.deleteIfExists(work(dir).resolve("left.txt"));
+        Map<String, String> env = baseEnv();
+        env.put("CODE_EXEC_PRELOAD", "json");
+        Outcome warm = runWarm(dir, env, stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
+        assertThat(warm).isEqualTo(cold);
+        String warmFile = Files.exists(work(dir).resolve("left.txt")) ? Files.readString(work(dir).resolve("left.txt")) : null;
+        assertThat(warmFile).isEqualTo(coldFile);
+    }
+
     @Test
     void warmPythonUncaughtExceptionShowsTheUsersSourceLinesEvenWithoutTheFile(@TempDir Path dir) throws Exception {
         String file = work(dir).resolve("code_notwritten.py").toString();
