@@ -296,7 +296,9 @@ final class BwrapSandbox implements Sandbox {
         if (!Files.isExecutable(Path.of(BWRAP))) return "bubblewrap is not installed (" + BWRAP + " missing)";
         if (!Files.isExecutable(Path.of(SETPRIV))) return "setpriv is not installed (" + SETPRIV + " missing; package util-linux)";
         if (!isRoot()) return "the server must run as root to drop sandboxed code to uid " + uid;
-        Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 16, 1 << 16, 1 << 20);
+        // Without a pids cgroup the process limit is RLIMIT_NPROC, which counts every process of the sandbox uid on
+        // the host (other runs, warm sandboxes, sessions): generous, so the self-test does not fail for them.
+        Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 1024, 1 << 16, 1 << 20);
         SandboxSpec spec = new SandboxSpec("selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
                 List.of("/usr/bin/id", "-u"), "/work", Map.of(), List.of(), Map.of(), l);
         try (SandboxProcess p = launch(spec)) {
