@@ -183,10 +183,25 @@ final class LaunchedProcess implements SandboxProcess {
     private synchronized long programPid() {
         if (programPid != 0) return programPid;
         if (!pidNamespace) return programPid = process.pid();
-        long init = process.children().findFirst().map(ProcessHandle::pid).orElse(-1L);
-        programPid = ProcessHandle.of(init).flatMap(h -> h.children().findFirst()).map(ProcessHandle::pid)
-                .orElse(process.pid());
+        long init = firstChild(process.pid());
+        long program = init < 0 ? -1 : firstChild(init);
+        programPid = program < 0 ? process.pid() : program;
         return programPid;
+    }
+
+    /**
+     * The first child of a single-threaded process, from /proc/PID/task/PID/children: one small read, where
+     * {@link ProcessHandle#children()} scans every process of the host (milliseconds of CPU on a busy machine,
+     * paid for each warm sandbox).
+     */
+    static long firstChild(long pid) {
+        try {
+            String s = Files.readString(Path.of("/proc/" + pid + "/task/" + pid + "/children")).trim();
+            if (!s.isEmpty()) return Long.parseLong(s.split(" ")[0]);
+            return -1;
+        } catch (IOException | NumberFormatException e) {
+            return ProcessHandle.of(pid).flatMap(h -> h.children().findFirst()).map(ProcessHandle::pid).orElse(-1L);
+        }
     }
 
     /** Real uid and gid of a process, from /proc/PID/status. */
