@@ -5,6 +5,7 @@
 # for MCP and bare spawn with their ratios, and python-hello throughput at concurrency 4 with its ratio; issue #4:
 # warm hello, pandas warm (preload) vs cold, a python session call, idle pool/session PSS, a "bars (issue #4)" line.
 # Tunables (env): BENCH_ITERATIONS=30 BENCH_WARMUP=3 BENCH_THROUGHPUT_SECONDS=15 BENCH_THROUGHPUT_MAX=200
+#                 BENCH_THROUGHPUT_WARMUP=400
 #                 BENCH_CASES="python,node,shell,go" BENCH_JSON=path/to/results.json
 #                 BENCH_PANDAS_ITERATIONS=10 BENCH_SESSION_ITERATIONS=100 BENCH_ISSUE4=1 CODE_EXEC_JAR=other.jar
 set -euo pipefail
