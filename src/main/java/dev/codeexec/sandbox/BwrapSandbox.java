@@ -80,11 +80,18 @@ final class BwrapSandbox implements Sandbox {
         this.unavailable = Optional.ofNullable(why != null ? why : selfTest());
     }
 
-    /** Root-only: the FIFOs of control channels live here until both ends are open. */
+    /**
+     * Root-only: the FIFOs of control channels live here until both ends are open (milliseconds). Leftovers of a
+     * crashed server are removed; recent entries may belong to another server sharing DATA_DIR, mid-start.
+     */
     private void prepareControlDir() {
         try {
-            HostDirs.deleteTree(controlDir);
             Files.createDirectories(controlDir);
+            long stale = System.currentTimeMillis() - 60_000;
+            try (var entries = Files.list(controlDir)) {
+                for (Path e : entries.toList())
+                    if (Files.getLastModifiedTime(e, LinkOption.NOFOLLOW_LINKS).toMillis() < stale) HostDirs.deleteTree(e);
+            }
             Files.setPosixFilePermissions(controlDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
         } catch (IOException e) {
             // start() reports it when a control channel is asked for

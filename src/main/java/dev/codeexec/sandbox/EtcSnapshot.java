@@ -58,15 +58,54 @@ final class EtcSnapshot {
                 }
             }
             Files.setPosixFilePermissions(fresh, PosixFilePermissions.fromString("rwxr-xr-x"));
+            if (Files.exists(target, LinkOption.NOFOLLOW_LINKS) && sameTree(fresh, target)) return target;
             if (Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
-                Path old = dataDir.resolve("etc.old-" + System.nanoTime());
-                Files.move(target, old, StandardCopyOption.ATOMIC_MOVE);
-                HostDirs.deleteTree(old);
+                // Set aside, not deleted: sandboxes that started before (warm ones wait for minutes; another
+                // server may share DATA_DIR) have the old directory bound as their /etc. Old ones go after a day.
+                Files.move(target, dataDir.resolve("etc.old-" + System.currentTimeMillis()), StandardCopyOption.ATOMIC_MOVE);
             }
+            removeOldSnapshots(dataDir, System.currentTimeMillis() - 24 * 3600_000L);
             Files.move(fresh, target, StandardCopyOption.ATOMIC_MOVE);
             return target;
         } finally {
             HostDirs.deleteTree(Files.exists(fresh) ? fresh : null);
+        }
+    }
+
+    /** Same relative paths, types, link targets, modes and bytes: the snapshot in place can stay. */
+    static boolean sameTree(Path a, Path b) throws IOException {
+        java.util.Map<String, String> left = describe(a);
+        return left.equals(describe(b));
+    }
+
+    private static java.util.Map<String, String> describe(Path root) throws IOException {
+        java.util.Map<String, String> out = new java.util.TreeMap<>();
+        try (var all = Files.walk(root)) {
+            for (Path p : all.toList()) {
+                String rel = root.relativize(p).toString();
+                String mode = PosixFilePermissions.toString(Files.getPosixFilePermissions(p, LinkOption.NOFOLLOW_LINKS));
+                if (Files.isSymbolicLink(p)) out.put(rel, "l " + Files.readSymbolicLink(p));
+                else if (Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) out.put(rel, "d " + mode);
+                else out.put(rel, "f " + mode + " " + java.util.HexFormat.of().formatHex(
+                        java.security.MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(p))));
+            }
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        return out;
+    }
+
+    static void removeOldSnapshots(Path dataDir, long before) throws IOException {
+        try (var entries = Files.list(dataDir)) {
+            for (Path e : entries.toList()) {
+                String n = e.getFileName().toString();
+                if (!n.startsWith("etc.old-")) continue;
+                try {
+                    if (Long.parseLong(n.substring("etc.old-".length())) < before) HostDirs.deleteTree(e);
+                } catch (NumberFormatException ignored) {
+                    HostDirs.deleteTree(e); // not a name this class gives
+                }
+            }
         }
     }
 

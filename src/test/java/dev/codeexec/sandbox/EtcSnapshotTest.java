@@ -10,6 +10,37 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 class EtcSnapshotTest {
 
+    /**
+     * Sandboxes bind the snapshot directory itself (warm ones for minutes): a rebuild must neither empty it nor
+     * replace it when nothing changed.
+     */
+    @Test
+    void aRebuildKeepsTheDirectoryRunningSandboxesHaveBound() throws Exception {
+        Path root = Files.createTempDirectory("etc-test-");
+        try {
+            Path etc = Files.createDirectories(root.resolve("hostetc"));
+            Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
+            Path data = Files.createDirectories(root.resolve("data"));
+            Path snap = EtcSnapshot.build(etc, data);
+            Object inode = Files.readAttributes(snap, java.nio.file.attribute.BasicFileAttributes.class).fileKey();
+            EtcSnapshot.build(etc, data);
+            assertThat(Files.readAttributes(snap, java.nio.file.attribute.BasicFileAttributes.class).fileKey())
+                    .as("unchanged /etc: the same directory stays").isEqualTo(inode);
+            Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/bash\n");
+            EtcSnapshot.build(etc, data);
+            assertThat(data.resolve("etc/passwd")).hasContent("root:x:0:0::/root:/bin/bash\n");
+            try (var olds = Files.list(data)) {
+                Path old = olds.filter(p -> p.getFileName().toString().startsWith("etc.old-")).findFirst().orElseThrow();
+                assertThat(old.resolve("passwd")).as("the old snapshot is set aside, not emptied")
+                        .hasContent("root:x:0:0::/root:/bin/sh\n");
+                assertThat(Files.readAttributes(old, java.nio.file.attribute.BasicFileAttributes.class).fileKey())
+                        .isEqualTo(inode);
+            }
+        } finally {
+            HostDirs.deleteTree(root);
+        }
+    }
+
     @Test
     void copiesOnlyWhitelistedWorldReadableEntriesAndKeepsLinks() throws Exception {
         Path root = Files.createTempDirectory("etc-test-");
@@ -42,7 +73,8 @@ class EtcSnapshotTest {
             EtcSnapshot.build(etc, data);
             assertThat(snap.resolve("passwd")).hasContent("changed");
             try (var s = Files.list(data)) {
-                assertThat(s.toList()).containsExactly(snap);
+                // the previous snapshot is set aside for sandboxes still bound to it, removed after a day
+                assertThat(s.map(p -> p.getFileName().toString()).sorted().toList()).hasSize(2).first().isEqualTo("etc");
             }
         } finally {
             HostDirs.deleteTree(root);
