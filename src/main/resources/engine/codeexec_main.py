@@ -88,6 +88,15 @@ class Channel:
         os.close(self._out)
 
 
+def flush_std():
+    """Flushes sys.stdout and sys.stderr, whatever the user's code made of them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
 def preload():
     """Imports the modules named in CODE_EXEC_PRELOAD with fds 1 and 2 on /dev/null (an import that prints or
     warns must not reach the user's output), skipping any that fail, then freezes the heap: the preloaded objects
@@ -106,11 +115,7 @@ def preload():
                     importlib.import_module(name)
                 except BaseException:
                     pass
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except BaseException:
-                    pass
+            flush_std()
         finally:
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
@@ -221,11 +226,7 @@ def run_file(code, file, args, startup_modules):
     def exit_by_sigint():
         # Registered before the user's handlers, so it runs after them (atexit is last in, first out).
         if interrupted:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except BaseException:
-                    pass
+            flush_std()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
             os._exit(128 + signal.SIGINT)

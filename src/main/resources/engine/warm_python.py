@@ -81,11 +81,7 @@ def finish_without_teardown(status):
                     obj.flush()
             except BaseException:
                 pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
+    codeexec_main.flush_std()
     os._exit(status & 0xFF)
 
 

@@ -143,13 +143,8 @@ final class LocalRun implements RunHandle {
         String fileName = name + "." + language.fileExtension();
         Path staged = executor.stagingDir.resolve(id + "-" + fileName);
         try {
-            Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
-            Files.setPosixFilePermissions(staged, PosixFilePermissions.fromString("rw-r--r--"));
             if (ws.isEmpty()) return runInSandbox(name, fileName, staged, request.limits(), Optional.empty());
             return runInWorkspace(ws.get(), name, fileName, staged);
-        } catch (IOException e) {
-            log.warn("run {}: cannot stage the code file: {}", id, e.toString());
-            return failedToStart("the server could not prepare the run (staging the code file failed)");
         } catch (WorkspaceException e) {
             return failedToStart("the workspace cannot be used: " + e.getMessage());
         } catch (RuntimeException e) {
@@ -283,18 +278,28 @@ final class LocalRun implements RunHandle {
      */
     private SandboxProcess start(String name, String fileName, Path staged, Limits limits, Optional<Path> workDirSource)
             throws SandboxException {
-        Optional<SandboxProcess> warm = executor.warmPool.flatMap(pool -> pool.take(language.id(), limits, request.env(),
-                workDirSource.isPresent()));
-        if (warm.isPresent()) {
-            try {
-                WarmPool.handOut(warm.get(), workDirSource, limits, LocalExecutor.WORK_DIR + "/" + fileName,
-                        request.code(), request.args(), executor.warmPool.get().lateWorkDir());
-                startedWarm = true;
-                return warm.get();
-            } catch (SandboxException | RuntimeException e) {
-                warm.get().close();
-                log.warn("run {}: warm sandbox hand-out failed, starting cold: {}", id, e.getMessage());
+        if (executor.warmPool.isPresent()) {
+            WarmPool pool = executor.warmPool.get();
+            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), workDirSource.isPresent());
+            if (warm.isPresent()) {
+                try {
+                    pool.handOut(warm.get(), workDirSource, limits, LocalExecutor.WORK_DIR + "/" + fileName,
+                            request.code(), request.args());
+                    startedWarm = true;
+                    return warm.get();
+                } catch (SandboxException | RuntimeException e) {
+                    warm.get().close();
+                    log.warn("run {}: warm sandbox hand-out failed, starting cold: {}", id, e.getMessage());
+                }
             }
+        }
+        // A cold start only: a warm sandbox gets its code over the control channel.
+        try {
+            Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
+            Files.setPosixFilePermissions(staged, PosixFilePermissions.fromString("rw-r--r--"));
+        } catch (IOException e) {
+            log.warn("run {}: cannot stage the code file: {}", id, e.toString());
+            throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
         return executor.sandbox.start(spec(name, fileName, staged, limits, workDirSource));
     }

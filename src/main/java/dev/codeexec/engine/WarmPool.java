@@ -139,8 +139,8 @@ final class WarmPool implements AutoCloseable {
      * Gives the taken sandbox its run: working directory (a fresh tmpfs, or the workspace), the run's own CPU and
      * file-size limits, then the code. After this the sandbox is a running program like a cold one.
      */
-    static void handOut(SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file, String code,
-            List<String> args, boolean lateWorkDir) throws SandboxException {
+    void handOut(SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file, String code,
+            List<String> args) throws SandboxException {
         if (lateWorkDir) {
             p.mountWorkDir(workspace, runLimits.diskBytes());
             // the code file where a cold run has it (programs read __file__); removed after a workspace run
@@ -304,12 +304,6 @@ final class WarmPool implements AutoCloseable {
         Map<String, Map<String, Integer>> m = new LinkedHashMap<>();
         targets.forEach((lang, target) -> m.put(lang, Map.of("ready", ready.get(lang).size(), "target", target)));
         return m;
-    }
-
-    /** Ready sandboxes per language (tests, metrics). */
-    synchronized int ready(String language) {
-        Deque<SandboxProcess> q = ready.get(language);
-        return q == null ? 0 : q.size();
     }
 
     /** Blocks until every language is at its target or the time is up (tests, benchmarks). */

@@ -32,11 +32,8 @@ public final class Posix {
     public static final int AT_FDCWD = -100;
 
     public static final int ENOENT = 2;
-    public static final int ESRCH = 3;
-    public static final int ENXIO = 6;
     public static final int EEXIST = 17;
     public static final int ENOTDIR = 20;
-    public static final int EINVAL = 22;
     public static final int ELOOP = 40;
 
     public static final int SIGINT = 2;
@@ -45,10 +42,7 @@ public final class Posix {
 
     public static final long MS_NOSUID = 2;
     public static final long MS_NODEV = 4;
-    public static final long MS_REMOUNT = 32;
     public static final long MS_BIND = 4096;
-    public static final long MS_REC = 16384;
-    public static final long MS_PRIVATE = 1 << 18;
     public static final long MS_SHARED = 1 << 20;
     public static final int MNT_DETACH = 2;
 

@@ -259,14 +259,16 @@ final class FileTools {
                 + " of " + i.quotaBytes() + " bytes used, last used " + i.lastUsed().toInstant();
     }
 
-    // ---- plumbing -----------------------------------------------------------------------------------------------
+    // ---- plumbing, shared with SessionTools ---------------------------------------------------------------------
 
+    /** One tool's work, given the caller (from the edge-stamped _meta) and its checked arguments. */
     @FunctionalInterface
-    private interface Handler {
+    interface Handler {
         CallToolResult handle(Principal who, ToolArgs args);
     }
 
-    private static SyncToolSpecification spec(Tool tool, Set<String> known, Handler handler) {
+    /** The tool with its handler; bad arguments and unexpected failures become error results, never exceptions. */
+    static SyncToolSpecification spec(Tool tool, Set<String> known, Handler handler) {
         return new SyncToolSpecification(tool, (exchange, call) -> call(tool.name(), call, known, handler));
     }
 
@@ -289,7 +291,7 @@ final class FileTools {
         return CallToolResult.builder().addTextContent("Error [" + code + "]: " + message).isError(true).build();
     }
 
-    private static CallToolResult ok(Map<String, Object> structured, String text) {
+    static CallToolResult ok(Map<String, Object> structured, String text) {
         return CallToolResult.builder().structuredContent(structured).addTextContent(text).isError(false).build();
     }
 
@@ -315,7 +317,8 @@ final class FileTools {
         return m;
     }
 
-    private static Map<String, Object> input(Map<String, Object> props, List<String> required) {
+    /** An input schema: these properties, these required, nothing else. */
+    static Map<String, Object> input(Map<String, Object> props, List<String> required) {
         Map<String, Object> m = object(props, required);
         m.put("additionalProperties", false);
         return m;

@@ -4,12 +4,9 @@ import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.SessionControl.SessionInfo;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
-import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
 import io.modelcontextprotocol.spec.McpSchema.ToolAnnotations;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -24,8 +21,6 @@ import java.util.Set;
  */
 final class SessionTools {
 
-    private static final Logger LOG = LoggerFactory.getLogger(SessionTools.class);
-
     private final SessionControl sessions;
 
     SessionTools(ServerSetup setup) {
@@ -34,17 +29,17 @@ final class SessionTools {
 
     List<SyncToolSpecification> specifications() {
         return List.of(
-                spec(tool("session_list", "List sessions",
+                FileTools.spec(tool("session_list", "List sessions",
                         "Lists your stateful sessions (made by execute_code with 'session'): name, language, "
                                 + "workspace, when created and last used, memory, calls, and whether a call is running.",
                         Map.of(), List.of(), listOutput(), true, false, true), Set.of(), this::list),
-                spec(tool("session_reset", "Reset session",
+                FileTools.spec(tool("session_reset", "Reset session",
                         "Restarts a session's interpreter with the same name, language and workspace: every "
                                 + "variable, import and function is gone (files in its workspace stay). A call "
                                 + "running in it is ended.",
                         Map.of("session", sessionProp()), List.of("session"), changedOutput("reset"), false, true,
                         true), Set.of("session"), this::reset),
-                spec(tool("session_close", "Close session",
+                FileTools.spec(tool("session_close", "Close session",
                         "Ends a session: its interpreter is stopped and its state is gone (files in its workspace "
                                 + "stay). A call running in it is ended.",
                         Map.of("session", sessionProp()), List.of("session"), changedOutput("closed"), false, true,
@@ -74,61 +69,30 @@ final class SessionTools {
                     .append(i.memoryBytes().isPresent() ? ", " + (i.memoryBytes().getAsLong() >> 20) + " MB" : "")
                     .append(i.busy() ? ", running a call" : "");
         }
-        return ok(Map.of("sessions", out), text.toString());
+        return FileTools.ok(Map.of("sessions", out), text.toString());
     }
 
     private CallToolResult reset(Principal who, ToolArgs args) {
         String name = args.required("session");
         if (!sessions.reset(who.tenant(), name)) return notFound(name);
-        return ok(Map.of("session", name, "reset", true), "session '" + name + "' was reset: its state is gone");
+        return FileTools.ok(Map.of("session", name, "reset", true), "session '" + name + "' was reset: its state is gone");
     }
 
     private CallToolResult close(Principal who, ToolArgs args) {
         String name = args.required("session");
         if (!sessions.close(who.tenant(), name)) return notFound(name);
-        return ok(Map.of("session", name, "closed", true), "session '" + name + "' was closed");
+        return FileTools.ok(Map.of("session", name, "closed", true), "session '" + name + "' was closed");
     }
 
     private static CallToolResult notFound(String name) {
         return FileTools.error("not_found", "no session '" + name + "' (session_list shows yours)");
     }
 
-    // ---- plumbing, as in FileTools ------------------------------------------------------------------------------
-
-    @FunctionalInterface
-    private interface Handler {
-        CallToolResult handle(Principal who, ToolArgs args);
-    }
-
-    private static SyncToolSpecification spec(Tool tool, Set<String> known, Handler handler) {
-        return new SyncToolSpecification(tool, (exchange, call) -> call(tool.name(), call, known, handler));
-    }
-
-    private static CallToolResult call(String name, CallToolRequest call, Set<String> known, Handler handler) {
-        Principal who = MessageInterceptor.principalOf(call.meta());
-        try {
-            return handler.handle(who, new ToolArgs(call.arguments(), known));
-        } catch (ToolArgs.Invalid e) {
-            return FileTools.error("invalid_arguments", e.getMessage());
-        } catch (RuntimeException e) {
-            LOG.error("{} failed unexpectedly", name, e);
-            return FileTools.error("internal", "the call could not be completed (details are in the server log)");
-        }
-    }
-
-    private static CallToolResult ok(Map<String, Object> structured, String text) {
-        return CallToolResult.builder().structuredContent(structured).addTextContent(text).isError(false).build();
-    }
-
     private static Tool tool(String name, String title, String description, Map<String, Object> props,
             List<String> required, Map<String, Object> output, boolean readOnly, boolean destructive,
             boolean idempotent) {
-        Map<String, Object> input = new LinkedHashMap<>();
-        input.put("type", "object");
-        input.put("properties", props);
-        if (!required.isEmpty()) input.put("required", required);
-        input.put("additionalProperties", false);
-        return Tool.builder().name(name).title(title).description(description).inputSchema(input).outputSchema(output)
+        return Tool.builder().name(name).title(title).description(description)
+                .inputSchema(FileTools.input(props, required)).outputSchema(output)
                 .annotations(new ToolAnnotations(title, readOnly, destructive, idempotent, false, null))
                 .build();
     }

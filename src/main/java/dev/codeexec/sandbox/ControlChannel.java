@@ -83,9 +83,7 @@ public final class ControlChannel implements AutoCloseable {
         try {
             while (true) {
                 try {
-                    ControlChannel c = opening.get(5, TimeUnit.MILLISECONDS);
-                    fifos.delete();
-                    return c;
+                    return opening.get(5, TimeUnit.MILLISECONDS);
                 } catch (TimeoutException e) {
                     if (!launcher.isAlive() || System.nanoTime() > end) {
                         release(fifos);

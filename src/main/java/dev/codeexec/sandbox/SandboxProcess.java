@@ -78,7 +78,7 @@ public interface SandboxProcess extends AutoCloseable {
     }
 
     /**
-     * Like {@link #limitProgram} but moves only the soft limits (CPU: {@code cpuSeconds} from now; file size), up
+     * Like {@link #limitProgramCpu} and {@link #limitProgramFileSize} but moves only the soft limits (CPU: {@code cpuSeconds} from now; file size), up
      * or down, below the hard limits set at start, which stay: for an interpreter that serves many calls (a
      * session), whose per-call limits must rise again after a call lowered them, which only the soft limits can
      * without privileges. The hard limits bound the interpreter's whole life.
@@ -90,12 +90,6 @@ public interface SandboxProcess extends AutoCloseable {
     /** Caps the size of files the program (and children it starts later) writes. */
     default void limitProgramFileSize(long fileSizeBytes) throws SandboxException {
         throw new SandboxException("this sandbox cannot change the limits of a running program");
-    }
-
-    /** {@link #limitProgramCpu} and {@link #limitProgramFileSize} together. */
-    default void limitProgram(int cpuSeconds, long fileSizeBytes) throws SandboxException {
-        limitProgramCpu(cpuSeconds);
-        limitProgramFileSize(fileSizeBytes);
     }
 
     /** Sends SIGINT to the program (not its children). False when it is gone or the sandbox cannot do this. */

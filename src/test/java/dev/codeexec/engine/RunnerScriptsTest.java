@@ -92,13 +92,28 @@ class RunnerScriptsTest {
     @MethodSource("ordinaryPythonPrograms")
     void warmPythonBehavesLikeAColdRun(String name, String code, List<String> args, String stdin,
             @TempDir Path dir) throws Exception {
+        WarmAndCold r = warmAndCold(dir, code, args, stdin, baseEnv());
+        assertThat(r.warm()).isEqualTo(r.cold());
+        assertThat(r.warm().stderr()).doesNotContainPattern(RUNNER_NAMES);
+    }
+
+    /** Both runs' outcomes, and the content of {@code left.txt} each left in the working directory (or null). */
+    record WarmAndCold(Outcome cold, Outcome warm, String coldFile, String warmFile) {
+    }
+
+    /** The same program run cold ({@code python3 -u file args}) and then by the warm runner with {@code warmEnv}. */
+    private static WarmAndCold warmAndCold(Path dir, String code, List<String> args, String stdin,
+            Map<String, String> warmEnv) throws Exception {
         Path file = work(dir).resolve("code_ab12cd34.py");
+        Path left = work(dir).resolve("left.txt");
         Files.writeString(file, code);
         Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
         Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
-        Outcome warm = runWarm(dir, baseEnv(), stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
-        assertThat(warm).isEqualTo(cold);
-        assertThat(warm.stderr()).doesNotContainPattern(RUNNER_NAMES);
+        String coldFile = Files.exists(left) ? Files.readString(left) : null;
+        Files.deleteIfExists(left);
+        Outcome warm = runWarm(dir, warmEnv, stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
+        String warmFile = Files.exists(left) ? Files.readString(left) : null;
+        return new WarmAndCold(cold, warm, coldFile, warmFile);
     }
 
     static Stream<Arguments> programsEndingAfterAPreload() {
@@ -121,18 +136,11 @@ class RunnerScriptsTest {
     @MethodSource("programsEndingAfterAPreload")
     void warmPythonWithAPreloadEndsLikeAColdRun(String name, String code, List<String> args, String stdin,
             @TempDir Path dir) throws Exception {
-        Path file = work(dir).resolve("code_ab12cd34.py");
-        Files.writeString(file, code);
-        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
-        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
-        String coldFile = Files.exists(work(dir).resolve("left.txt")) ? Files.readString(work(dir).resolve("left.txt")) : null;
-        Files.deleteIfExists(work(dir).resolve("left.txt"));
         Map<String, String> env = baseEnv();
         env.put("CODE_EXEC_PRELOAD", "json");
-        Outcome warm = runWarm(dir, env, stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
-        assertThat(warm).isEqualTo(cold);
-        String warmFile = Files.exists(work(dir).resolve("left.txt")) ? Files.readString(work(dir).resolve("left.txt")) : null;
-        assertThat(warmFile).isEqualTo(coldFile);
+        WarmAndCold r = warmAndCold(dir, code, args, stdin, env);
+        assertThat(r.warm()).isEqualTo(r.cold());
+        assertThat(r.warmFile()).isEqualTo(r.coldFile());
     }
 
     @Test

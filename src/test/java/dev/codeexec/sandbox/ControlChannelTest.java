@@ -97,7 +97,8 @@ class ControlChannelTest {
             CompletableFuture<String> out = drain(p.stdout());
             drain(p.stderr());
             assertThat(c.receive()).isEqualTo("ready");
-            p.limitProgram(1, 100_000);
+            p.limitProgramCpu(1);
+            p.limitProgramFileSize(100_000);
             c.send("go");
             assertThat(p.waitFor(Duration.ofSeconds(20))).isTrue();
             assertThat(p.exitCode()).isEqualTo(128 + 24);
