@@ -23,7 +23,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
-import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -518,14 +517,8 @@ class RunnerScriptsTest {
 
     /** The environment the server gives a run, minus the sandbox. */
     private static Map<String, String> baseEnv() {
-        Map<String, String> env = new HashMap<>();
-        env.put("PATH", "/usr/local/bin:/usr/bin:/bin");
-        env.put("HOME", "/tmp");
-        env.put("LANG", "C.UTF-8");
-        env.put("TMPDIR", "/tmp");
-        env.put("PYTHONUNBUFFERED", "1");
+        Map<String, String> env = LocalExecutor.baseEnvironment("/tmp");
         env.put("PYTHONDONTWRITEBYTECODE", "1");
-        env.put("MPLBACKEND", "Agg");
         return env;
     }
 

@@ -1,11 +1,8 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.config.Config;
-import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.LocalExecutor;
-import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
@@ -16,7 +13,6 @@ import org.junit.jupiter.api.Test;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -38,12 +34,8 @@ class SessionCancelTest {
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "WARM_POOL", "off");
         Sandbox sandbox = Sandboxes.create(config);
         assumeTrue(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "needs the bwrap sandbox");
-        Languages languages = Languages.load();
-        RequestValidator validator = new RequestValidator(config, languages);
         executor = LocalExecutor.create(config, sandbox);
-        ServerSetup setup = new ServerSetup(config, executor, a -> validator.fromArguments(a, AuditInfo.NONE),
-                languages.names(), new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "test", List.of(),
-                TestServers.workspaces(config));
+        ServerSetup setup = TestServers.real(config, sandbox, executor);
         server = HttpServer.start(setup);
         raw = new RawClient(server.port());
     }

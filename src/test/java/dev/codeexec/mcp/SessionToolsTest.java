@@ -1,10 +1,7 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.config.Config;
-import dev.codeexec.engine.ExecutionRequest.AuditInfo;
-import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.LocalExecutor;
-import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxLeftovers;
 import dev.codeexec.sandbox.Sandboxes;
@@ -48,12 +45,8 @@ class SessionToolsTest {
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "MAX_SESSIONS", "3", "WARM_POOL", "off");
         sandbox = Sandboxes.create(config);
         assumeTrue(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "needs the bwrap sandbox");
-        Languages languages = Languages.load();
-        RequestValidator validator = new RequestValidator(config, languages);
         executor = LocalExecutor.create(config, sandbox);
-        ServerSetup setup = new ServerSetup(config, executor, a -> validator.fromArguments(a, AuditInfo.NONE),
-                languages.names(), new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "test", List.of(),
-                TestServers.workspaces(config));
+        ServerSetup setup = TestServers.real(config, sandbox, executor);
         server = new TenantServer(setup);
         alice = server.client("alice");
         bob = server.client("bob");

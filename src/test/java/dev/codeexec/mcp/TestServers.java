@@ -46,6 +46,16 @@ public final class TestServers {
                 new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
+    /** The production engine (real sandbox, LocalExecutor, validator) behind a setup, for tests of real runs. */
+    public static ServerSetup real(Config config, dev.codeexec.sandbox.Sandbox sandbox,
+            dev.codeexec.engine.Executor executor) {
+        dev.codeexec.engine.Languages languages = dev.codeexec.engine.Languages.load();
+        dev.codeexec.engine.RequestValidator validator = new dev.codeexec.engine.RequestValidator(config, languages);
+        return new ServerSetup(config, executor,
+                a -> validator.fromArguments(a, dev.codeexec.engine.ExecutionRequest.AuditInfo.NONE), languages.names(),
+                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "test", List.of(), workspaces(config));
+    }
+
     /**
      * Workspaces at the configured WORKSPACE_ROOT, or in a fresh temporary directory when the test left the
      * production default (tests never write to /var/lib).
