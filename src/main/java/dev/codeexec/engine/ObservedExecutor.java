@@ -1,0 +1,104 @@
+package dev.codeexec.engine;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.time.Clock;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletionException;
+
+/**
+ * An {@link Executor} that tells {@link RunObserver}s about each run and otherwise passes everything through. It
+ * wraps whichever executor does the work (the local engine today, remote workers later), so history and metrics
+ * see the same runs whatever runs them.
+ */
+public final class ObservedExecutor implements Executor {
+
+    private static final Logger LOG = LoggerFactory.getLogger(ObservedExecutor.class);
+
+    private final Executor delegate;
+    private final List<RunObserver> observers;
+    private final Clock clock;
+
+    public ObservedExecutor(Executor delegate, List<RunObserver> observers) {
+        this(delegate, observers, Clock.systemUTC());
+    }
+
+    ObservedExecutor(Executor delegate, List<RunObserver> observers, Clock clock) {
+        this.delegate = delegate;
+        this.observers = List.copyOf(observers);
+        this.clock = clock;
+    }
+
+    /** The executor doing the work. */
+    public Executor delegate() {
+        return delegate;
+    }
+
+    @Override
+    public RunHandle submit(ExecutionRequest request, OutputListener listener) {
+        Instant submittedAt = clock.instant();
+        RunHandle handle = delegate.submit(request, listener);
+        RunObserver.RunStart start = new RunObserver.RunStart(handle.id(), submittedAt, request);
+        for (RunObserver o : observers) {
+            try {
+                o.submitted(start);
+            } catch (RuntimeException e) {
+                LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
+            }
+        }
+        handle.result().whenComplete((result, failure) -> {
+            Throwable cause = failure instanceof CompletionException c && c.getCause() != null ? c.getCause() : failure;
+            Optional<ExecutionException> error = cause instanceof ExecutionException e ? Optional.of(e)
+                    : cause == null ? Optional.empty()
+                    : Optional.of(new ExecutionException.Unavailable(cause.getMessage() == null ? cause.toString() : cause.getMessage()));
+            RunObserver.RunEnd end = new RunObserver.RunEnd(start, clock.instant(), Optional.ofNullable(result), error);
+            for (RunObserver o : observers) {
+                try {
+                    o.finished(end);
+                } catch (RuntimeException e) {
+                    LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
+                }
+            }
+        });
+        return handle;
+    }
+
+    @Override
+    public Map<String, Object> runtimeInfo() {
+        return delegate.runtimeInfo();
+    }
+
+    @Override
+    public int running() {
+        return delegate.running();
+    }
+
+    @Override
+    public int queued() {
+        return delegate.queued();
+    }
+
+    @Override
+    public int maxConcurrent() {
+        return delegate.maxConcurrent();
+    }
+
+    @Override
+    public SessionControl sessions() {
+        return delegate.sessions();
+    }
+
+    @Override
+    public Map<String, Map<String, Integer>> warmPoolLevels() {
+        return delegate.warmPoolLevels();
+    }
+
+    @Override
+    public void close() {
+        delegate.close();
+    }
+}
