@@ -2,6 +2,8 @@ package dev.codeexec.http;
 
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.config.Config;
+import dev.codeexec.engine.ObservedExecutor;
+import dev.codeexec.engine.RunObserver;
 import dev.codeexec.mcp.McpServers;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
@@ -25,6 +27,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.EnumSet;
 import java.util.concurrent.Executors;
 
@@ -64,6 +68,9 @@ public final class HttpServer implements AutoCloseable {
 
     /** With the keys already loaded (Main loads them before the engine, so a bad key file fails fast). */
     public static HttpServer start(ServerSetup setup, ApiKeys keys) throws Exception {
+        // Every surface of this server submits through one observed executor, so history and metrics see each run.
+        List<RunObserver> observers = new ArrayList<>();
+        setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers));
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
         long maxBody = EdgeFilter.maxBodyBytes(config);

@@ -43,6 +43,11 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
                 .plusSeconds(60);
     }
 
+    /** The same setup with another executor (a decorator of this one, such as {@link dev.codeexec.engine.ObservedExecutor}). */
+    public ServerSetup withExecutor(Executor other) {
+        return new ServerSetup(config, other, converter, languages, sandbox, version, extensions, workspaces);
+    }
+
     /** The version in the jar manifest, or "dev" when running from classes (tests, IDE). */
     public static String versionOf(Class<?> type) {
         String v = type.getPackage() == null ? null : type.getPackage().getImplementationVersion();
