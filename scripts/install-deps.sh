@@ -3,14 +3,35 @@
 # language runtimes (Python 3 + data stack from Debian, Node.js, TypeScript from npm, Go 1.23 from
 # bookworm-backports) and the common tools user code expects. Idempotent: a second run is quick.
 # Java 25 (Temurin) is required for the server itself and is looked up, not installed (Debian does not ship it).
+# The Dockerfile runs this same script to build the image's runtime layer: one package list for both.
+#
+# Usage: install-deps.sh [--test]
+#   --test  also installs what the test suite needs beyond the server (scripts/test.sh passes it): the container
+#           tools of scripts/container-test.sh (podman, buildah, runc, debootstrap, docker-compose, uidmap,
+#           slirp4netns, fuse-overlayfs) and Debian's chromium for the admin console's browser tests.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root (it uses apt-get)" >&2; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
+WITH_TEST=false
+for arg in "$@"; do
+  case "$arg" in
+    --test) WITH_TEST=true ;;
+    *) echo "install-deps.sh: unknown argument $arg (usage: install-deps.sh [--test])" >&2; exit 2 ;;
+  esac
+done
 
 PKGS=(bubblewrap util-linux procps python3 python3-numpy python3-pandas python3-matplotlib python3-scipy
       python3-requests python3-yaml python3-pil git curl make gcc g++ jq sqlite3 ca-certificates)
 command -v node >/dev/null || PKGS+=(nodejs)
 command -v npm >/dev/null || PKGS+=(npm)
+
+# ---- test tools (--test only): containers and a browser --------------------------------------------------------
+# podman 4.3 + runc (this kernel's hybrid cgroups need runc; crun refuses), buildah, debootstrap for a local base
+# image, docker-compose 1.29 (driven against `podman system service`), rootless helpers, and chromium for
+# playwright-core. None of these go into the container image.
+if $WITH_TEST; then
+  PKGS+=(podman buildah runc debootstrap docker-compose uidmap slirp4netns fuse-overlayfs chromium)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done

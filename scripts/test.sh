@@ -2,11 +2,14 @@
 # Runs the whole test suite on a Debian 12 machine (as root): installs what the project needs, then
 #  1. ./mvnw verify — unit and integration tests (engine, sandbox incl. adversarial cases, MCP/HTTP edge,
 #     the official MCP conformance suite against the real HTTP stack), and builds target/code-exec-mcp.jar;
-#  2. scripts/e2e.sh — the real jar driven by the official TypeScript MCP SDK over HTTP and stdio.
+#  2. scripts/e2e.sh — the real jar driven by the official TypeScript MCP SDK over HTTP and stdio;
+#  3. scripts/container-test.sh — the container image built with podman from a local Debian base, run and driven
+#     over MCP and REST, then compose.yaml up and down through docker-compose on the podman socket.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 export PATH="$JAVA_HOME/bin:$PATH"
-./scripts/install-deps.sh
+./scripts/install-deps.sh --test
 ./mvnw -B verify
 ./scripts/e2e.sh
+./scripts/container-test.sh

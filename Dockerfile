@@ -1,0 +1,72 @@
+# syntax=docker/dockerfile:1
+# code-exec-mcp: the MCP server plus every language runtime its sandbox offers, in one image.
+#
+#   docker build -t code-exec-mcp .
+#   docker run -d -p 127.0.0.1:8080:8080 -e API_KEY=change-me \
+#     --security-opt systempaths=unconfined --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     -v code-exec-data:/var/lib/code-exec-mcp code-exec-mcp
+#
+# The server listens on 0.0.0.0 in the image, and it refuses a non-loopback bind without API_KEY (or
+# API_KEYS_FILE): the container exits at once with a message naming HOST unless one of them is set.
+# Why the --security-opt flags: see the README's "Container" section (bubblewrap must mount a fresh /proc and
+# create user namespaces inside the container). scripts/container-test.sh builds and tests it with podman from a
+# local debootstrapped base (BASE_IMAGE) and a JDK image made from the host's JDK (JDK_IMAGE).
+
+# Any image with a JDK 25 at /opt/java/openjdk (the Temurin images' layout).
+ARG JDK_IMAGE=eclipse-temurin:25-jdk
+# Debian 12: the runtime packages and bookworm-backports (Go 1.23, runsc) that scripts/install-deps.sh installs.
+ARG BASE_IMAGE=debian:bookworm-slim
+
+FROM ${JDK_IMAGE} AS jdk
+
+# ---- build: the jar (and the admin console's npm build, when console/ exists, run by Maven) ----
+FROM ${BASE_IMAGE} AS build
+# Only for builds behind a TLS-intercepting proxy: a CA bundle file, mounted for the build, that npm should trust
+# (scripts/container-test.sh passes the host's). Not kept in the image.
+ARG NODE_EXTRA_CA_CERTS
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      ca-certificates curl unzip nodejs npm >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=jdk /opt/java/openjdk /opt/java/openjdk
+ENV JAVA_HOME=/opt/java/openjdk PATH=/opt/java/openjdk/bin:$PATH
+WORKDIR /build
+COPY . .
+# Maven's repository and the wrapper's Maven live in /root/.m2: mount a cache there
+# (`podman build -v $HOME/.m2:/root/.m2`, as scripts/container-test.sh does) to skip the downloads.
+RUN ./mvnw -B -q package -DskipTests && cp target/code-exec-mcp.jar /code-exec-mcp.jar
+
+# ---- runtime ----
+FROM ${BASE_IMAGE}
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="code-exec-mcp" \
+      org.opencontainers.image.description="MCP server that runs untrusted Python, Node.js, TypeScript, Go, Java, C and shell code in a bubblewrap sandbox" \
+      org.opencontainers.image.version="${VERSION}" \
+      dev.codeexec.run-options="--security-opt systempaths=unconfined (podman); Docker also needs seccomp=unconfined and apparmor=unconfined" \
+      dev.codeexec.required-env="API_KEY or API_KEYS_FILE (HOST is 0.0.0.0 in the image)"
+COPY --from=jdk /opt/java/openjdk /opt/java/openjdk
+ENV JAVA_HOME=/opt/java/openjdk PATH=/opt/java/openjdk/bin:$PATH
+# The same script (and so the same package list) as a bare-metal install; the JDK above satisfies its Java check.
+COPY scripts/install-deps.sh /tmp/install-deps.sh
+ARG NODE_EXTRA_CA_CERTS
+# tini as pid 1: it reaps orphans (a sandbox's bwrap can leave one when killed) and passes SIGTERM to the server,
+# which then lets running executions finish (SHUTDOWN_GRACE_SECONDS) and kills the rest.
+RUN /tmp/install-deps.sh \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tini >/dev/null \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /root/.npm /tmp/install-deps.sh
+COPY --from=build /code-exec-mcp.jar /opt/code-exec-mcp/code-exec-mcp.jar
+# The server runs as root inside the container: it creates each run's cgroup and starts every sandbox as the
+# unprivileged uid 65534 (SANDBOX_UID), so user code never runs as root or as the server's uid.
+# LANG: the JVM encodes file names with the locale's charset; under the POSIX default it cannot even name the
+# non-ASCII files in /etc/ssl/certs that the sandbox's /etc snapshot copies.
+ENV LANG=C.UTF-8 \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    DATA_DIR=/var/lib/code-exec-mcp \
+    WORKSPACE_ROOT=/var/lib/code-exec-mcp/workspaces
+VOLUME ["/var/lib/code-exec-mcp"]
+EXPOSE 8080
+# Healthy only when the sandbox works: /healthz says "degraded" when, say, the container options are missing.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD curl -fsS "http://127.0.0.1:${PORT}/healthz" | grep -q '"status":"ok"' || exit 1
+ENTRYPOINT ["/usr/bin/tini", "--", "/opt/java/openjdk/bin/java", "-jar", "/opt/code-exec-mcp/code-exec-mcp.jar"]
