@@ -42,7 +42,7 @@ ARG VERSION=dev
 LABEL org.opencontainers.image.title="code-exec-mcp" \
       org.opencontainers.image.description="MCP server that runs untrusted Python, Node.js, TypeScript, Go, Java, C and shell code in a bubblewrap sandbox" \
       org.opencontainers.image.version="${VERSION}" \
-      dev.codeexec.run-options="--security-opt systempaths=unconfined (podman); Docker also needs seccomp=unconfined and apparmor=unconfined" \
+      dev.codeexec.run-options="--security-opt systempaths=unconfined --security-opt seccomp=unconfined (and apparmor=unconfined on AppArmor hosts)" \
       dev.codeexec.required-env="API_KEY or API_KEYS_FILE (HOST is 0.0.0.0 in the image)"
 COPY --from=jdk /opt/java/openjdk /opt/java/openjdk
 ENV JAVA_HOME=/opt/java/openjdk PATH=/opt/java/openjdk/bin:$PATH
@@ -51,9 +51,17 @@ COPY scripts/install-deps.sh /tmp/install-deps.sh
 ARG NODE_EXTRA_CA_CERTS
 # tini as pid 1: it reaps orphans (a sandbox's bwrap can leave one when killed) and passes SIGTERM to the server,
 # which then lets running executions finish (SHUTDOWN_GRACE_SECONDS) and kills the rest.
-RUN /tmp/install-deps.sh \
+# Smaller image: no docs, man pages or translations; npm only served to install TypeScript (user code has no
+# network, so no npm at run time).
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+      'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
+      > /etc/dpkg/dpkg.cfg.d/code-exec-slim \
+ && /tmp/install-deps.sh \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tini >/dev/null \
+ && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq --auto-remove npm >/dev/null \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /root/.npm /tmp/install-deps.sh
+# SANDBOX=gvisor: `runsc do --cwd /work` also resolves /work outside the sandbox, so it must exist in the image.
+RUN mkdir -p /work
 COPY --from=build /code-exec-mcp.jar /opt/code-exec-mcp/code-exec-mcp.jar
 # The server runs as root inside the container: it creates each run's cgroup and starts every sandbox as the
 # unprivileged uid 65534 (SANDBOX_UID), so user code never runs as root or as the server's uid.

@@ -19,6 +19,7 @@ JDK_DIR=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 CACHE=/var/cache/code-exec-mcp
 IMAGE=localhost/code-exec-mcp:test
 log() { echo "container-test: $*" >&2; }
+T0=$(date +%s)
 
 # ---- tools: podman & friends are installed by install-deps.sh --test; install them here too when run alone ----
 if ! command -v podman >/dev/null || ! command -v docker-compose >/dev/null || ! command -v debootstrap >/dev/null \
@@ -78,8 +79,10 @@ if [ ! -s "$BASE_TAR" ]; then
   podman rmi -f "$BASE_IMAGE" >/dev/null 2>&1 || true
 fi
 if ! podman image exists "$BASE_IMAGE"; then
+  t=$(date +%s)
   log "importing $BASE_TAR as $BASE_IMAGE"
   podman import -q "$BASE_TAR" "$BASE_IMAGE" >/dev/null
+  log "imported in $(( $(date +%s) - t ))s"
 fi
 
 # ---- JDK image: the base plus the host's JDK where the Temurin images have theirs ----
@@ -167,7 +170,16 @@ if podman run --rm --no-healthcheck "${SECURITY[@]}" "$IMAGE" >"$TMP/nokey.log" 
 fi
 grep -q "API_KEY" "$TMP/nokey.log" || { log "no API_KEY hint when started without a key:"; cat "$TMP/nokey.log" >&2; exit 1; }
 log "without API_KEY the image refuses to start, naming API_KEY: ok"
-podman rm -f -t 5 "$CTR" >/dev/null
+podman rm -f -t 5 "$CTR" >/dev/null 2>&1
+
+# ---- the gVisor option: SANDBOX=gvisor in the same image (runsc needs CAP_SYS_ADMIN for its mount namespace) ----
+GPORT=$(free_port)
+podman run -d --name "$CTR" -p "127.0.0.1:$GPORT:8080" -e API_KEY="$API_KEY" -e SANDBOX=gvisor -e WARM_POOL=off \
+  "${SECURITY[@]}" --cap-add SYS_ADMIN "$IMAGE" >/dev/null 2>"$TMP/run.log" || { cat "$TMP/run.log" >&2; exit 1; }
+wait_healthz "http://127.0.0.1:$GPORT" "$CTR"
+CTEST_URL=http://127.0.0.1:$GPORT "$NODE" --test --test-reporter=spec e2e/container/gvisor.test.js \
+  || { podman logs --tail 30 "$CTR" >&2; exit 1; }
+podman rm -f -t 5 "$CTR" >/dev/null 2>&1
 
 # ---- compose through docker-compose on the podman socket ----
 SOCK=$TMP/podman.sock
@@ -191,4 +203,4 @@ CTEST_URL=http://127.0.0.1:$CPORT CTEST_COMPOSE=1 "$NODE" --test --test-reporter
 left=$(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" -q; podman volume ls -q --filter "label=com.docker.compose.project=$PROJECT")
 [ -z "$left" ] || { log "compose down left: $left"; exit 1; }
 log "compose up / check / down -v: ok"
-log "summary: build ${build_seconds}s, image $(( size / 1024 / 1024 )) MiB ($IMAGE)"
+log "summary: build ${build_seconds}s, image $(( size / 1024 / 1024 )) MiB ($IMAGE), whole test $(( $(date +%s) - T0 ))s"
