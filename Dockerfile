@@ -38,12 +38,6 @@ RUN ./mvnw -B -q package -DskipTests && cp target/code-exec-mcp.jar /code-exec-m
 
 # ---- runtime ----
 FROM ${BASE_IMAGE}
-ARG VERSION=dev
-LABEL org.opencontainers.image.title="code-exec-mcp" \
-      org.opencontainers.image.description="MCP server that runs untrusted Python, Node.js, TypeScript, Go, Java, C and shell code in a bubblewrap sandbox" \
-      org.opencontainers.image.version="${VERSION}" \
-      dev.codeexec.run-options="--security-opt systempaths=unconfined --security-opt seccomp=unconfined (and apparmor=unconfined on AppArmor hosts)" \
-      dev.codeexec.required-env="API_KEY or API_KEYS_FILE (HOST is 0.0.0.0 in the image)"
 COPY --from=jdk /opt/java/openjdk /opt/java/openjdk
 ENV JAVA_HOME=/opt/java/openjdk PATH=/opt/java/openjdk/bin:$PATH
 # The same script (and so the same package list) as a bare-metal install; the JDK above satisfies its Java check.
@@ -78,3 +72,10 @@ EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD curl -fsS "http://127.0.0.1:${PORT}/healthz" | grep -q '"status":"ok"' || exit 1
 ENTRYPOINT ["/usr/bin/tini", "--", "/opt/java/openjdk/bin/java", "-jar", "/opt/code-exec-mcp/code-exec-mcp.jar"]
+# Last: a new VERSION (the git commit) must not invalidate the cached layers above.
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="code-exec-mcp" \
+      org.opencontainers.image.description="MCP server that runs untrusted Python, Node.js, TypeScript, Go, Java, C and shell code in a bubblewrap sandbox" \
+      org.opencontainers.image.version="${VERSION}" \
+      dev.codeexec.run-options="--security-opt systempaths=unconfined --security-opt seccomp=unconfined (and apparmor=unconfined on AppArmor hosts)" \
+      dev.codeexec.required-env="API_KEY or API_KEYS_FILE (HOST is 0.0.0.0 in the image)"
