@@ -19,9 +19,10 @@ import java.util.stream.Collectors;
 
 /**
  * The checks every request passes before anything else sees it, in this order: Host (DNS rebinding), Origin and
- * CORS, body size by Content-Length, then the API key. /healthz needs no key. An authenticated request carries its
- * {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
- * server, or ALLOW_UNAUTHENTICATED) every request is {@link Principal#DEFAULT}.
+ * CORS, body size by Content-Length, then the API key. /healthz and the console's static files (/admin) need no
+ * key. An authenticated request carries its {@link Principal} as the request attribute
+ * {@link Principal#ATTRIBUTE}; without any key configured (a loopback server, or ALLOW_UNAUTHENTICATED) every
+ * request is {@link Principal#DEFAULT}.
  *
  * <p><b>Body size.</b> /api file uploads may be up to MAX_UPLOAD_MB (the API counts while streaming too);
  * everything else, /mcp above all, MAX_BODY_MB.
@@ -147,7 +148,7 @@ final class EdgeFilter extends HttpFilter {
         }
         if (!keys.required()) {
             request.setAttribute(Principal.ATTRIBUTE, Principal.DEFAULT);
-        } else if (!HEALTH_PATH.equals(path)) {
+        } else if (!HEALTH_PATH.equals(path) && !AdminConsoleServlet.isConsolePath(canonicalPath(request))) {
             Optional<Principal> who = authenticate(request.getHeader("Authorization"));
             if (who.isEmpty()) {
                 response.setHeader("WWW-Authenticate", "Bearer");
@@ -157,6 +158,15 @@ final class EdgeFilter extends HttpFilter {
             request.setAttribute(Principal.ATTRIBUTE, who.get());
         }
         chain.doFilter(request, response);
+    }
+
+    /**
+     * The decoded, normalised path the servlet mapping uses. The console's exemption from the key is decided on
+     * this, not on the raw URI, so that {@code /admin/../api/...} cannot borrow it for another servlet.
+     */
+    private static String canonicalPath(HttpServletRequest request) {
+        String info = request.getPathInfo();
+        return request.getServletPath() + (info == null ? "" : info);
     }
 
     private static void reject(HttpServletResponse response, boolean api, int status, String message)

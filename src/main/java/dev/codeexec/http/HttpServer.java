@@ -34,8 +34,9 @@ import java.util.concurrent.Executors;
 
 /**
  * The HTTP server: Jetty 12 with one servlet context holding the edge filter, the /mcp filter and the SDK's
- * Streamable HTTP servlet, the REST file API under /api ({@link ApiServlet}), and /healthz. Requests run on virtual threads, so a tool call that waits minutes for
- * its run costs no platform thread. Start with {@link #start}; {@link #close()} shuts down in order.
+ * Streamable HTTP servlet, the REST file API under /api ({@link ApiServlet}), the admin console at /admin
+ * ({@link AdminConsoleServlet}), and /healthz. Requests run on virtual threads, so a tool call that waits minutes
+ * for its run costs no platform thread. Start with {@link #start}; {@link #close()} shuts down in order.
  */
 public final class HttpServer implements AutoCloseable {
 
@@ -117,6 +118,9 @@ public final class HttpServer implements AutoCloseable {
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
                 64 * 1024));
         context.addServlet(api, JsonErrors.API_PATH + "/*");
+        ServletHolder console = new ServletHolder(new AdminConsoleServlet("admin"));
+        context.addServlet(console, AdminConsoleServlet.PATH);
+        context.addServlet(console, AdminConsoleServlet.PATH + "/*");
         context.addServlet(new ServletHolder(new HealthServlet(setup.executor(), setup.sandbox(), setup.version())),
                 EdgeFilter.HEALTH_PATH);
         ApiUriGuard guard = new ApiUriGuard();
