@@ -21,7 +21,8 @@ import java.util.stream.Collectors;
  * The checks every request passes before anything else sees it, in this order: Host (DNS rebinding), Origin and
  * CORS, body size by Content-Length, then the API key. /healthz needs no key. An authenticated request carries its
  * {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
- * server, or ALLOW_UNAUTHENTICATED) every request is {@link Principal#DEFAULT}.
+ * server, or ALLOW_UNAUTHENTICATED) every request is {@link #OPEN}: the default tenant with admin rights, as the
+ * single API_KEY would be (whoever can reach such a server can do everything anyway).
  *
  * <p><b>Body size.</b> /api file uploads may be up to MAX_UPLOAD_MB (the API counts while streaming too);
  * everything else, /mcp above all, MAX_BODY_MB.
@@ -42,6 +43,9 @@ final class EdgeFilter extends HttpFilter {
     static final String MCP_PATH = "/mcp";
     private static final List<String> ALLOWED_REQUEST_HEADERS = List.of("Mcp-Session-Id", "Authorization",
             "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept", "Range", "If-None-Match", "If-Range");
+
+    /** The caller on a server without keys. */
+    static final Principal OPEN = new Principal(Principal.DEFAULT.tenant(), true);
 
     private final ApiKeys keys;
     private final Set<String> corsOrigins;
@@ -146,7 +150,7 @@ final class EdgeFilter extends HttpFilter {
             return;
         }
         if (!keys.required()) {
-            request.setAttribute(Principal.ATTRIBUTE, Principal.DEFAULT);
+            request.setAttribute(Principal.ATTRIBUTE, OPEN);
         } else if (!HEALTH_PATH.equals(path)) {
             Optional<Principal> who = authenticate(request.getHeader("Authorization"));
             if (who.isEmpty()) {
