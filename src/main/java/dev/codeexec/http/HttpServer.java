@@ -8,6 +8,7 @@ import dev.codeexec.mcp.McpServers;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
 import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.ops.RunHistory;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import jakarta.servlet.DispatcherType;
@@ -71,6 +72,8 @@ public final class HttpServer implements AutoCloseable {
     public static HttpServer start(ServerSetup setup, ApiKeys keys) throws Exception {
         // Every surface of this server submits through one observed executor, so history and metrics see each run.
         List<RunObserver> observers = new ArrayList<>();
+        RunHistory history = new RunHistory();
+        observers.add(history);
         setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers));
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
@@ -112,7 +115,7 @@ public final class HttpServer implements AutoCloseable {
         mcpServlet.setAsyncSupported(true);
         context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(), EdgeFilter.maxUploadBytes(config),
-                multipartDir(config)));
+                multipartDir(config), new AdminApi(setup, history, maxBody)));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(multipartDir(config).toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
