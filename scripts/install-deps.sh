@@ -11,6 +11,8 @@ PKGS=(bubblewrap util-linux procps python3 python3-numpy python3-pandas python3-
       python3-requests python3-yaml python3-pil git curl make gcc g++ jq sqlite3 ca-certificates)
 command -v node >/dev/null || PKGS+=(nodejs)
 command -v npm >/dev/null || PKGS+=(npm)
+# The admin console's browser tests (e2e/test/console.test.js) drive Debian's Chromium through playwright-core.
+PKGS+=(chromium)
 
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done

@@ -113,10 +113,13 @@ export function formatMs(ms) {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
 }
 
-export function formatTime(iso) {
+/** Local time; `short` drops the date for today (tables, where width is scarce on a phone). */
+export function formatTime(iso, short = false) {
   if (!iso) return '–';
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+  if (Number.isNaN(d.getTime())) return iso;
+  if (short && d.toDateString() === new Date().toDateString()) return d.toLocaleTimeString();
+  return short ? d.toLocaleDateString() : d.toLocaleString();
 }
 
 export const LANGUAGES = ['python', 'nodejs', 'typescript', 'go', 'java', 'bash', 'shell'];
