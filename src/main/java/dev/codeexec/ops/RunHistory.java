@@ -26,11 +26,11 @@ import java.util.TreeMap;
  *
  * <p><b>Memory bound.</b> Keeping 64 KB of code and 2 × 16 KB of output for all 10,000 runs would allow about
  * 1 GB. So only the newest {@link #DETAILED} runs keep that much ({@link #CODE_BYTES}, {@link #OUTPUT_BYTES} per
- * stream); when a run becomes older than that its code is cut to {@link #OLD_CODE_BYTES} and each output stream to
- * {@link #OLD_OUTPUT_BYTES}. Worst case, counted in UTF-8 bytes of text: 1,000 × 96 KB + 9,000 × 4 KB ≈ 132 MB
- * (Java keeps Latin-1 text at one byte per character and other text at two, so up to about twice that for
- * non-Latin text). Measured here with every run at its caps (ASCII): about 140 MB of heap; ordinary runs (a
- * few hundred bytes of code and output) need about 1 KB each, 10 MB for a full history.
+ * stream, in UTF-8 bytes); when a run becomes older than that its code is cut to {@link #OLD_CODE_BYTES} and each
+ * output stream to {@link #OLD_OUTPUT_BYTES}: 1,000 × 96 KB + 9,000 × 4 KB ≈ 132 MB of text at most. Measured
+ * (10,000 runs, every one over every cap, heap after GC): 134 MB for ASCII text; Java stores a string with any
+ * character beyond Latin-1 at two bytes per character, so mostly-ASCII text with one such character can take up
+ * to about twice that. Ordinary runs (a few lines of code and output) take about 600 bytes each: 6 MB when full.
  *
  * <p>Counters ({@link #stats}) are per tenant since start, not bounded by the history; durations (p50, p95) are
  * over the finished runs the history holds. Thread-safe: observers are called on engine threads, queries on
