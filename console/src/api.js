@@ -123,5 +123,6 @@ export function formatTime(iso, short = false) {
 }
 
 export const LANGUAGES = ['python', 'nodejs', 'typescript', 'go', 'java', 'bash', 'shell'];
+/** The outcome filter: the run outcomes, plus the history's own `running`, `rejected` and `failed` (any failure). */
 export const OUTCOMES = ['exited', 'timeout', 'cancelled', 'memory_limit', 'cpu_limit', 'output_limit',
-  'killed_by_signal', 'failed_to_start', 'rejected'];
+  'killed_by_signal', 'failed_to_start', 'rejected', 'running', 'failed'];

@@ -305,7 +305,25 @@ describe('admin console', () => {
         assert.deepEqual(a.problems(), []);
         await a.close();
 
+        // Bob has run nothing: his dashboard and his executions say so, though alice has run code by now.
+        const b = await loggedIn(bobKey);
+        await b.page.getByTestId('stat-total').waitFor();
+        assert.match(await b.page.getByTestId('dash-scope').textContent(), /tenant bob/);
+        assert.equal(await b.page.getByTestId('stat-total').textContent(), '0');
+        await b.page.getByTestId('nav-executions').click();
+        await b.page.getByTestId('exec-count').filter({ hasText: '0 runs' }).waitFor();
+        assert.equal(await b.page.getByTestId('exec-row').count(), 0);
+        await b.page.getByTestId('nav-workspaces').click();
+        await b.page.getByTestId('ws-row').filter({ hasText: 'bobonly' }).waitFor();
+        assert.deepEqual((await b.page.getByTestId('ws-row').allTextContents()).filter((t) => /aliceonly|proj/.test(t)), []);
+        assert.deepEqual(b.problems(), []);
+        await b.close();
+
         const s = await loggedIn(adminKey);
+        // The admin's dashboard narrowed to alice counts only hers.
+        await s.page.getByTestId('dash-tenant').fill('alice');
+        await s.page.getByTestId('dash-scope').filter({ hasText: 'tenant alice' }).waitFor({ timeout: 10_000 });
+        assert.ok(Number(await s.page.getByTestId('stat-total').textContent()) >= 3);
         await s.page.getByTestId('nav-workspaces').click();
         const bobRow = s.page.getByTestId('ws-row').filter({ hasText: 'bobonly' });
         await bobRow.waitFor();
