@@ -129,7 +129,7 @@ final class EdgeFilter extends HttpFilter {
         String origin = request.getHeader("Origin");
         boolean preflight = "OPTIONS".equals(request.getMethod())
                 && request.getHeader("Access-Control-Request-Method") != null;
-        if (origin != null && !normalizeOrigin(origin).equals("http://" + String.valueOf(request.getHeader("Host")).toLowerCase(Locale.ROOT))) { // same-origin needs no CORS
+        if (origin != null && !sameOrigin(origin, request.getHeader("Host"))) { // same-origin needs no CORS
             if (!originAllowed(origin)) {
                 if (preflight || path.startsWith(MCP_PATH) || api) {
                     reject(response, api, 403, "Forbidden: origin not allowed");
@@ -206,6 +206,17 @@ final class EdgeFilter extends HttpFilter {
         }
         response.setHeader("Access-Control-Max-Age", "600");
         response.setStatus(204);
+    }
+
+    /**
+     * A page served by this server calling it back (the admin console). https counts too: behind a TLS proxy that
+     * keeps the Host header the console's origin is https://host while this server sees plain http.
+     */
+    static boolean sameOrigin(String origin, String hostHeader) {
+        if (hostHeader == null) return false;
+        String o = normalizeOrigin(origin);
+        String host = hostHeader.trim().toLowerCase(Locale.ROOT);
+        return o.equals("http://" + host) || o.equals("https://" + host);
     }
 
     boolean originAllowed(String origin) {

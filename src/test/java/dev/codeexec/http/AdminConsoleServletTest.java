@@ -153,6 +153,21 @@ class AdminConsoleServletTest {
     }
 
     @Test
+    void theConsolesOwnOriginMayCallTheApiAlsoBehindATlsProxy() throws Exception {
+        String self = "127.0.0.1:" + server.port();
+        for (String origin : new String[] {"http://" + self, "https://" + self}) {
+            HttpResponse<String> r = get("/api/auth/verify", "Authorization", "Bearer " + KEY, "Origin", origin);
+            assertThat(r.statusCode()).as(origin).isEqualTo(200);
+        }
+        HttpResponse<String> foreign = get("/api/auth/verify", "Authorization", "Bearer " + KEY,
+                "Origin", "https://evil.example");
+        assertThat(foreign.statusCode()).isEqualTo(403);
+        assertThat(EdgeFilter.sameOrigin("https://127.0.0.1:8080/", "127.0.0.1:8080")).isTrue();
+        assertThat(EdgeFilter.sameOrigin("https://127.0.0.1:8081", "127.0.0.1:8080")).isFalse();
+        assertThat(EdgeFilter.sameOrigin("https://127.0.0.1:8080", null)).isFalse();
+    }
+
+    @Test
     void onlyPlainSegmentsWithAKnownExtensionAreLookedUp() {
         assertThat(AdminConsoleServlet.safe("assets/app-AbCd12_-.js")).isTrue();
         assertThat(AdminConsoleServlet.safe("index.html")).isTrue();
