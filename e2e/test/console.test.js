@@ -267,6 +267,15 @@ describe('admin console', () => {
         r = await alice('GET', '/api/workspaces/proj/files/renamed.py');
         assert.equal(r.status, 200);
 
+        // A rename onto an existing file is refused by the server, and the page says why.
+        await page.locator('[data-testid=ws-entry][data-name="dropped.txt"] [data-testid=ws-rename]').click();
+        await page.getByTestId('ws-rename-input').fill('src/util.py');
+        await page.getByTestId('ws-rename-save').click();
+        await page.getByTestId('ws-failure').waitFor();
+        assert.match(await page.getByTestId('ws-failure').textContent(), /^Rename: .*exists/i);
+        r = await alice('GET', '/api/workspaces/proj/files/src/util.py');
+        assert.equal(await r.text(), 'def helper():\n    return 42\n', 'the refused rename changed nothing');
+
         // Download the file, then the whole workspace as a zip.
         let wait = page.waitForEvent('download');
         await page.locator('[data-testid=ws-entry][data-name="renamed.py"] [data-testid=ws-download]').click();
@@ -287,7 +296,7 @@ describe('admin console', () => {
         await page.locator('[data-testid=ws-entry][data-name="renamed.py"]').waitFor({ state: 'detached' });
         r = await alice('GET', '/api/workspaces/proj/files/renamed.py');
         assert.equal(r.status, 404);
-        assert.deepEqual(s.problems(), []);
+        assert.deepEqual(s.problems(/Failed to load resource: the server responded with a status of 409/), []);
         await s.close();
     });
 
