@@ -303,6 +303,7 @@ describe('admin console', () => {
     test('a tenant sees only its own workspaces; the admin sees and browses every tenant', async () => {
         const bob = restClient(srv.url, bobKey);
         assert.equal((await bob('POST', '/api/workspaces/bobonly/files/secret.txt', { body: 'bob secret\n' })).status, 201);
+        await runViaApi(aliceKey, 'print("alice ran this")');
         assert.equal((await restClient(srv.url, aliceKey)('POST', '/api/workspaces/aliceonly/files/a.txt',
             { body: 'alice\n' })).status, 201);
 
@@ -329,10 +330,15 @@ describe('admin console', () => {
         await b.close();
 
         const s = await loggedIn(adminKey);
-        // The admin's dashboard narrowed to alice counts only hers.
+        // The admin's dashboard narrowed to one tenant counts only that tenant's runs.
+        const aliceStats = await (await restClient(srv.url, adminKey)('GET', '/api/admin/stats?tenant=alice')).json();
+        assert.ok(aliceStats.executions.total >= 1);
         await s.page.getByTestId('dash-tenant').fill('alice');
         await s.page.getByTestId('dash-scope').filter({ hasText: 'tenant alice' }).waitFor({ timeout: 10_000 });
-        assert.ok(Number(await s.page.getByTestId('stat-total').textContent()) >= 3);
+        assert.equal(Number(await s.page.getByTestId('stat-total').textContent()), aliceStats.executions.total);
+        await s.page.getByTestId('dash-tenant').fill('bob');
+        await s.page.getByTestId('dash-scope').filter({ hasText: 'tenant bob' }).waitFor({ timeout: 10_000 });
+        assert.equal(await s.page.getByTestId('stat-total').textContent(), '0');
         await s.page.getByTestId('nav-workspaces').click();
         const bobRow = s.page.getByTestId('ws-row').filter({ hasText: 'bobonly' });
         await bobRow.waitFor();
@@ -362,6 +368,13 @@ describe('admin console', () => {
             await page.waitForLoadState('networkidle');
             assert.ok(await overflow() <= 0, `${id} is ${await overflow()} px too wide`);
             await shot(page, `narrow-${id}`);
+            if (id === 'workspaces') {
+                await page.getByTestId('ws-row').filter({ hasText: 'proj' }).click();
+                await page.locator('[data-testid=ws-entry][data-name="pic.png"] [data-testid=ws-open]').click();
+                await page.getByTestId('ws-preview-image').waitFor();
+                assert.ok(await overflow() <= 0, `the file browser is ${await overflow()} px too wide`);
+                await shot(page, 'narrow-workspace-browser');
+            }
         }
         assert.deepEqual(s.problems(), []);
         await s.close();
