@@ -99,15 +99,18 @@ class ObservedExecutorTest {
     }
 
     @Test
-    void aRefusedSubmitThrowsToTheCallerAndIsNotObserved() {
+    void aRefusedSubmitStillThrowsToTheCallerAndIsObservedAsRejected() {
         ManualExecutor inner = new ManualExecutor();
         inner.refuse = true;
         Recorder rec = new Recorder();
         ObservedExecutor ex = new ObservedExecutor(inner, List.of(rec));
         assertThatThrownBy(() -> ex.submit(request("bob"), OutputListener.NONE))
                 .isInstanceOf(ExecutionException.Busy.class);
-        assertThat(rec.starts).isEmpty();
-        assertThat(rec.ends).isEmpty();
+        assertThat(rec.starts).singleElement().satisfies(s -> assertThat(s.id()).startsWith("rejected-"));
+        assertThat(rec.ends).singleElement().satisfies(e -> {
+            assertThat(e.result()).isEmpty();
+            assertThat(e.error()).get().isInstanceOf(ExecutionException.Busy.class);
+        });
     }
 
     @Test
