@@ -23,7 +23,7 @@ public final class ObservedExecutor implements Executor {
     private final Executor delegate;
     private final List<RunObserver> observers;
     private final Clock clock;
-    private final AtomicLong rejectedIds = new AtomicLong();
+    private final AtomicLong rejected = new AtomicLong();
 
     public ObservedExecutor(Executor delegate, List<RunObserver> observers) {
         this(delegate, observers, Clock.systemUTC());
@@ -47,27 +47,27 @@ public final class ObservedExecutor implements Executor {
         try {
             handle = delegate.submit(request, listener);
         } catch (ExecutionException.Busy | ExecutionException.Unavailable e) {
-            // Refused before it had a handle (queue full, sandbox unusable, shutting down): still a rejected run
-            // for history and metrics. An invalid request is not a run and is not reported.
-            RunObserver.RunStart start = new RunObserver.RunStart("rejected-" + rejectedIds.incrementAndGet(),
+            // Refused at the door (queue full, shutting down): still a run someone asked for, so it is counted.
+            // An invalid request is not: it never was a run.
+            RunObserver.RunStart start = new RunObserver.RunStart("rejected-" + rejected.incrementAndGet(),
                     submittedAt, request);
-            submitted(start);
-            finished(new RunObserver.RunEnd(start, clock.instant(), Optional.empty(), Optional.of(e)));
+            tell(start);
+            tell(new RunObserver.RunEnd(start, clock.instant(), Optional.empty(), Optional.of(e)));
             throw e;
         }
         RunObserver.RunStart start = new RunObserver.RunStart(handle.id(), submittedAt, request);
-        submitted(start);
+        tell(start);
         handle.result().whenComplete((result, failure) -> {
             Throwable cause = failure instanceof CompletionException c && c.getCause() != null ? c.getCause() : failure;
             Optional<ExecutionException> error = cause instanceof ExecutionException e ? Optional.of(e)
                     : cause == null ? Optional.empty()
                     : Optional.of(new ExecutionException.Unavailable(cause.getMessage() == null ? cause.toString() : cause.getMessage()));
-            finished(new RunObserver.RunEnd(start, clock.instant(), Optional.ofNullable(result), error));
+            tell(new RunObserver.RunEnd(start, clock.instant(), Optional.ofNullable(result), error));
         });
         return handle;
     }
 
-    private void submitted(RunObserver.RunStart start) {
+    private void tell(RunObserver.RunStart start) {
         for (RunObserver o : observers) {
             try {
                 o.submitted(start);
@@ -77,7 +77,7 @@ public final class ObservedExecutor implements Executor {
         }
     }
 
-    private void finished(RunObserver.RunEnd end) {
+    private void tell(RunObserver.RunEnd end) {
         for (RunObserver o : observers) {
             try {
                 o.finished(end);
