@@ -96,18 +96,27 @@ class RequestIdTest {
     }
 
     @Test
+    void aLogLineWrittenWhileServingARequestCarriesItsId() throws Exception {
+        FakeExecutor executor = new FakeExecutor();
+        try (HttpServer server = TestServers.start(executor); JsonLog log = new JsonLog("dev.codeexec.http")) {
+            RawClient raw = new RawClient(server.port());
+            String session = raw.initialize();
+            var call = java.net.http.HttpClient.newHttpClient().sendAsync(raw.mcpPost(session,
+                    RawClient.call(1, "block")).build(), HttpResponse.BodyHandlers.ofString());
+            assertThat(executor.blockStarted.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+            // Ending the session cancels its run, which the /mcp filter logs on the DELETE's own thread.
+            HttpResponse<String> delete = raw.send(raw.request("/mcp").header("Mcp-Session-Id", session)
+                    .header("X-Request-Id", "delete-42").DELETE());
+            assertThat(delete.statusCode()).isLessThan(300);
+            JsonNode line = log.line("session ended: cancelled 1 run(s)");
+            assertThat(line.path("mdc").path("requestId").asString()).isEqualTo("delete-42");
+            call.get(30, java.util.concurrent.TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
     void theJsonAuditLineOfARunHasTheIdOfTheHttpRequestThatStartedIt() throws Exception {
-        LoggerContext ctx = (LoggerContext) LoggerFactory.getILoggerFactory();
-        ByteArrayOutputStream captured = new ByteArrayOutputStream();
-        OutputStreamAppender<ILoggingEvent> appender = new OutputStreamAppender<>();
-        appender.setContext(ctx);
-        appender.setName("json-capture");
-        appender.setEncoder(Main.logEncoder("json", ctx));
-        appender.setOutputStream(captured);
-        appender.start();
-        ch.qos.logback.classic.Logger audit = ctx.getLogger("audit");
-        audit.addAppender(appender);
-        try (RealServer server = new RealServer("WARM_POOL", "off")) {
+        try (JsonLog log = new JsonLog("audit"); RealServer server = new RealServer("WARM_POOL", "off")) {
             String session = server.session(RealServer.TENANT_KEY);
 
             HttpResponse<String> given = server.raw.send(server.python(session, 11, "print(11)", RealServer.TENANT_KEY)
@@ -118,32 +127,50 @@ class RequestIdTest {
             assertThat(given.body()).contains("11");
             assertThat(fresh.body()).contains("12");
 
-            JsonNode first = auditLine(captured, "code=\"print(11)\"");
+            JsonNode first = log.line("code=\"print(11)\"");
+            assertThat(first.path("loggerName").asString()).isEqualTo("audit");
             assertThat(first.path("mdc").path("requestId").asString()).isEqualTo("trace-given-1");
             assertThat(first.path("formattedMessage").asString()).contains("httpRequestId=trace-given-1")
                     .contains("requestId=11").contains("tenant=alice");
-            JsonNode second = auditLine(captured, "code=\"print(12)\"");
+            JsonNode second = log.line("code=\"print(12)\"");
             assertThat(second.path("mdc").path("requestId").asString()).isEqualTo(freshId);
             assertThat(second.path("formattedMessage").asString()).contains("httpRequestId=" + freshId);
-        } finally {
-            audit.detachAppender(appender);
-            appender.stop();
         }
     }
 
-    /** The JSON audit line whose message contains the text, waiting up to 10 s for the engine thread to write it. */
-    private static JsonNode auditLine(ByteArrayOutputStream captured, String text) throws InterruptedException {
-        long end = System.nanoTime() + 10_000_000_000L;
-        do {
-            Optional<JsonNode> found;
-            synchronized (captured) {
-                found = captured.toString(StandardCharsets.UTF_8).lines().map(JSON::readTree)
-                        .filter(n -> n.path("loggerName").asString().equals("audit"))
+    /** JSON log lines of one logger (and its children), encoded exactly as LOG_FORMAT=json writes them. */
+    private static final class JsonLog implements AutoCloseable {
+        private final ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        private final OutputStreamAppender<ILoggingEvent> appender = new OutputStreamAppender<>();
+        private final ch.qos.logback.classic.Logger logger;
+
+        JsonLog(String loggerName) {
+            LoggerContext ctx = (LoggerContext) LoggerFactory.getILoggerFactory();
+            appender.setContext(ctx);
+            appender.setName("json-capture");
+            appender.setEncoder(Main.logEncoder("json", ctx));
+            appender.setOutputStream(captured);
+            appender.start();
+            logger = ctx.getLogger(loggerName);
+            logger.addAppender(appender);
+        }
+
+        /** The first line whose message contains the text, waiting up to 10 s (engine threads log on their own). */
+        JsonNode line(String text) throws InterruptedException {
+            long end = System.nanoTime() + 10_000_000_000L;
+            do {
+                Optional<JsonNode> found = captured.toString(StandardCharsets.UTF_8).lines().map(JSON::readTree)
                         .filter(n -> n.path("formattedMessage").asString().contains(text)).findFirst();
-            }
-            if (found.isPresent()) return found.get();
-            Thread.sleep(50);
-        } while (System.nanoTime() < end);
-        throw new AssertionError("no audit line with " + text + " in:\n" + captured.toString(StandardCharsets.UTF_8));
+                if (found.isPresent()) return found.get();
+                Thread.sleep(50);
+            } while (System.nanoTime() < end);
+            throw new AssertionError("no log line with " + text + " in:\n" + captured.toString(StandardCharsets.UTF_8));
+        }
+
+        @Override
+        public void close() {
+            logger.detachAppender(appender);
+            appender.stop();
+        }
     }
 }
