@@ -135,8 +135,8 @@ public final class HttpServer implements AutoCloseable {
         jetty.setStopTimeout(5000);
         jetty.start();
         HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter, metrics);
-        LOG.info("listening on http://{}:{}/mcp (healthz at {})", config.get(Config.HOST), server.port(),
-                EdgeFilter.HEALTH_PATH);
+        LOG.info("listening on http://{}:{}/mcp (healthz at {}, metrics at {})", config.get(Config.HOST), server.port(),
+                EdgeFilter.HEALTH_PATH, EdgeFilter.METRICS_PATH);
         return server;
     }
 

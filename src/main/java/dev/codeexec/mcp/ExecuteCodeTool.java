@@ -140,8 +140,10 @@ final class ExecuteCodeTool {
     }
 
     /**
-     * The SDK runs the handler on a thread of its own, not the HTTP request's: the request id the edge gave the call
-     * comes through {@code _meta} (see {@link MessageInterceptor}) and is put into this thread's MDC for the call.
+     * The HTTP request id the edge gave the call comes through {@code _meta} (see {@link MessageInterceptor}), not
+     * through the thread: it must reach the run's audit line on an engine thread, and the handler runs on the
+     * request's own thread only because {@link McpServers#http} asks for immediate execution. It is also put into
+     * this thread's MDC for the call.
      */
     CallToolResult call(McpSyncServerExchange exchange, CallToolRequest call) {
         Map<String, Object> meta = call.meta() == null ? Map.of() : call.meta();
