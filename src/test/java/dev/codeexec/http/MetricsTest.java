@@ -122,6 +122,19 @@ class MetricsTest {
         }
     }
 
+    @Test
+    void aRunRefusedAtTheDoorCountsAsRejected() throws Exception {
+        try (var open = TestServers.start(new FakeExecutor())) {
+            RawClient raw = new RawClient(open.port());
+            String session = raw.initialize();
+            assertThat(raw.send(raw.mcpPost(session, RawClient.call(1, "busy"))).body()).contains("busy");
+            assertThat(raw.send(raw.mcpPost(session, RawClient.call(2, "print:x"))).body()).contains("x");
+            String text = raw.send(raw.request("/metrics").GET()).body();
+            assertThat(value(text, "codeexec_executions_total{language=\"python\",outcome=\"rejected\"}")).hasValue(1);
+            assertThat(value(text, "codeexec_executions_total{language=\"python\",outcome=\"exited\"}")).hasValue(1);
+        }
+    }
+
     /** Scrapes until the text satisfies the condition (at most 10 s), then returns the last scrape. */
     private static String scrapeUntil(Predicate<String> condition) throws Exception {
         long end = System.nanoTime() + 10_000_000_000L;
