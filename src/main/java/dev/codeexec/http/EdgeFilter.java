@@ -24,7 +24,8 @@ import java.util.stream.Collectors;
  * CORS, body size by Content-Length, then the API key. /healthz needs no key; /metrics needs an admin key or
  * METRICS_TOKEN (see {@link #metricsAllowed}). An authenticated request carries its
  * {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
- * server, or ALLOW_UNAUTHENTICATED) every request is {@link Principal#DEFAULT}.
+ * server, or ALLOW_UNAUTHENTICATED) every request is {@link #OPEN}: the default tenant with admin rights, as the
+ * single API_KEY would be (whoever can reach such a server can do everything anyway).
  *
  * <p><b>Body size.</b> /api file uploads may be up to MAX_UPLOAD_MB (the API counts while streaming too);
  * everything else, /mcp above all, MAX_BODY_MB.
@@ -46,6 +47,9 @@ final class EdgeFilter extends HttpFilter {
     static final String METRICS_PATH = "/metrics";
     private static final List<String> ALLOWED_REQUEST_HEADERS = List.of("Mcp-Session-Id", "Authorization",
             "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept", "Range", "If-None-Match", "If-Range");
+
+    /** The caller on a server without keys. */
+    static final Principal OPEN = new Principal(Principal.DEFAULT.tenant(), true);
 
     private final ApiKeys keys;
     private final Set<String> corsOrigins;
@@ -163,7 +167,7 @@ final class EdgeFilter extends HttpFilter {
             return;
         }
         if (!keys.required()) {
-            request.setAttribute(Principal.ATTRIBUTE, Principal.DEFAULT);
+            request.setAttribute(Principal.ATTRIBUTE, OPEN);
         } else if (!HEALTH_PATH.equals(path)) {
             Optional<Principal> who = authenticate(request.getHeader("Authorization"));
             if (who.isEmpty()) {

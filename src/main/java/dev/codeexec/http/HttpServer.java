@@ -9,6 +9,7 @@ import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
 import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.ops.Metrics;
+import dev.codeexec.ops.RunHistory;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import jakarta.servlet.DispatcherType;
@@ -76,6 +77,8 @@ public final class HttpServer implements AutoCloseable {
         List<RunObserver> observers = new ArrayList<>();
         Metrics metrics = Metrics.create(setup.executor());
         observers.add(metrics);
+        RunHistory history = new RunHistory();
+        observers.add(history);
         setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers));
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
@@ -117,7 +120,7 @@ public final class HttpServer implements AutoCloseable {
         mcpServlet.setAsyncSupported(true);
         context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(), EdgeFilter.maxUploadBytes(config),
-                multipartDir(config)));
+                multipartDir(config), new AdminApi(setup, history, maxBody)));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(multipartDir(config).toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,

@@ -88,6 +88,17 @@ class RequestIdTest {
             assertThat(executor.requests.getLast().audit().httpRequestId()).hasValueSatisfying(
                     id -> assertThat(id).isNotEqualTo("planted").matches(SANE));
         }
+        // The playground's runs carry the id of their POST too.
+        FakeExecutor playground = new FakeExecutor();
+        try (HttpServer server = TestServers.start(playground)) {
+            RawClient raw = new RawClient(server.port());
+            HttpResponse<String> r = raw.send(raw.request("/api/execute").header("Content-Type", "application/json")
+                    .header("X-Request-Id", "play-5").POST(java.net.http.HttpRequest.BodyPublishers.ofString(
+                            "{\"language\":\"python\",\"code\":\"print:hi\"}")));
+            assertThat(r.statusCode()).isEqualTo(200);
+            assertThat(r.body()).contains("\"type\":\"result\"");
+            assertThat(playground.requests.getLast().audit().httpRequestId()).hasValue("play-5");
+        }
         // Outside HTTP (stdio) there is no id at all, and a planted one is dropped.
         String out = new MessageInterceptor(new RunRegistry()).intercept("s", Principal.DEFAULT,
                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\","
