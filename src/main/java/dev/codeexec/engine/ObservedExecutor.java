@@ -118,6 +118,11 @@ public final class ObservedExecutor implements Executor {
     }
 
     @Override
+    public void addStartListener(StartListener listener) {
+        delegate.addStartListener(listener);
+    }
+
+    @Override
     public void close() {
         delegate.close();
     }

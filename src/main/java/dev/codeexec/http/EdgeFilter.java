@@ -10,6 +10,8 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -20,10 +22,10 @@ import java.util.stream.Collectors;
 /**
  * The checks every request passes before anything else sees it, in this order: Host (DNS rebinding), Origin and
  * CORS, body size by Content-Length, then the API key. /healthz and the console's static files (/admin) need no
- * key. An authenticated request carries its {@link Principal} as the request attribute
- * {@link Principal#ATTRIBUTE}; without any key configured (a loopback server, or ALLOW_UNAUTHENTICATED) every
- * request is {@link #OPEN}: the default tenant with admin rights, as the single API_KEY would be (whoever can
- * reach such a server can do everything anyway).
+ * key; /metrics needs an admin key or METRICS_TOKEN (see {@link #metricsAllowed}). An authenticated request carries
+ * its {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
+ * server, or ALLOW_UNAUTHENTICATED) every request is {@link #OPEN}: the default tenant with admin rights, as the
+ * single API_KEY would be (whoever can reach such a server can do everything anyway).
  *
  * <p><b>Body size.</b> /api file uploads may be up to MAX_UPLOAD_MB (the API counts while streaming too);
  * everything else, /mcp above all, MAX_BODY_MB.
@@ -42,6 +44,7 @@ final class EdgeFilter extends HttpFilter {
 
     static final String HEALTH_PATH = "/healthz";
     static final String MCP_PATH = "/mcp";
+    static final String METRICS_PATH = "/metrics";
     private static final List<String> ALLOWED_REQUEST_HEADERS = List.of("Mcp-Session-Id", "Authorization",
             "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept", "Range", "If-None-Match", "If-Range");
 
@@ -54,9 +57,13 @@ final class EdgeFilter extends HttpFilter {
     private final Set<String> allowedHosts;
     private final long maxBodyBytes;
     private final long maxUploadBytes;
+    /** SHA-256 of METRICS_TOKEN, or null when it is not set. */
+    private final byte[] metricsTokenHash;
 
     EdgeFilter(Config config, ApiKeys keys) {
         this.keys = keys;
+        String metricsToken = config.get(Config.METRICS_TOKEN);
+        this.metricsTokenHash = metricsToken.isEmpty() ? null : sha256(metricsToken);
         this.corsOrigins = config.corsOrigins().stream().map(EdgeFilter::normalizeOrigin).collect(Collectors.toSet());
         this.anyOrigin = corsOrigins.contains("*");
         this.allowedHosts = keys.required() && !Config.isLoopback(config.get(Config.HOST)) ? null : hostNames(config);
@@ -148,6 +155,15 @@ final class EdgeFilter extends HttpFilter {
         }
         if (request.getContentLengthLong() > (api ? maxUploadBytes + ENVELOPE_BYTES : maxBodyBytes)) {
             reject(response, api, 413, api ? "Request body exceeds MAX_UPLOAD_MB" : "Request body exceeds MAX_BODY_MB");
+            return;
+        }
+        if (METRICS_PATH.equals(path)) {
+            if (!metricsAllowed(request.getHeader("Authorization"))) {
+                response.setHeader("WWW-Authenticate", "Bearer");
+                reject(response, true, 401, "Unauthorized: /metrics needs an admin key or METRICS_TOKEN");
+                return;
+            }
+            chain.doFilter(request, response);
             return;
         }
         if (!keys.required()) {
@@ -245,11 +261,34 @@ final class EdgeFilter extends HttpFilter {
         return o.endsWith("/") ? o.substring(0, o.length() - 1) : o;
     }
 
+    /**
+     * /metrics: METRICS_TOKEN (compared as a hash in constant time) or an admin key; a tenant key is not enough.
+     * A server without keys and without METRICS_TOKEN (loopback only) serves it to anyone, like everything else.
+     */
+    private boolean metricsAllowed(String header) {
+        if (!keys.required() && metricsTokenHash == null) return true;
+        String token = bearer(header);
+        if (token == null) return false;
+        if (metricsTokenHash != null && MessageDigest.isEqual(metricsTokenHash, sha256(token))) return true;
+        return keys.required() && keys.authenticate(token).map(Principal::admin).orElse(false);
+    }
+
+    /** Hashing first gives equal lengths, so the comparison takes the same time wherever the token differs. */
+    private static byte[] sha256(String s) {
+        return ApiKeys.hashHex(s).getBytes(StandardCharsets.US_ASCII);
+    }
+
+    /** The token of an {@code Authorization: Bearer ...} header; null for none or another scheme. */
+    private static String bearer(String header) {
+        if (header == null) return null;
+        String h = header.trim();
+        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return null;
+        return h.substring(7).trim();
+    }
+
     /** The key is compared as a hash in constant time by {@link ApiKeys}. */
     private Optional<Principal> authenticate(String header) {
-        if (header == null) return Optional.empty();
-        String h = header.trim();
-        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return Optional.empty();
-        return keys.authenticate(h.substring(7).trim());
+        String token = bearer(header);
+        return token == null ? Optional.empty() : keys.authenticate(token);
     }
 }

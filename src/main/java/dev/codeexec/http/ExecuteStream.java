@@ -188,9 +188,9 @@ final class ExecuteStream implements OutputListener {
             } catch (ExecutionException.InvalidRequest e) {
                 throw new ApiException(400, "invalid_request", e.getMessage());
             }
-            String requestId = resp.getHeader("X-Request-Id");
-            request = request.withAudit(new AuditInfo(Optional.of(tenant), Optional.empty(),
-                    Optional.ofNullable(requestId)));
+            // No JSON-RPC id here: the run is known by its HTTP request's X-Request-Id (audit line, log MDC, history).
+            request = request.withAudit(new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.empty(),
+                    RequestTracker.requestId(req)));
             Optional<String> wsName = name(args, "workspace");
             if (wsName.isPresent()) {
                 Workspace ws = workspaces.open(tenant, wsName.get(), true);

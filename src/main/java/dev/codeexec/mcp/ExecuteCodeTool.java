@@ -5,6 +5,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.LogContext;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -138,17 +139,32 @@ final class ExecuteCodeTool {
                 "stderr", "durationMs", "timedOut", "truncated", "outcome", "sandbox"));
     }
 
+    /**
+     * The HTTP request id the edge gave the call comes through {@code _meta} (see {@link MessageInterceptor}), not
+     * through the thread: it must reach the run's audit line on an engine thread, and the handler runs on the
+     * request's own thread only because {@link McpServers#http} asks for immediate execution. It is also put into
+     * this thread's MDC for the call.
+     */
     CallToolResult call(McpSyncServerExchange exchange, CallToolRequest call) {
+        Map<String, Object> meta = call.meta() == null ? Map.of() : call.meta();
+        Optional<String> httpRequestId = Optional.ofNullable(meta.get(MessageInterceptor.HTTP_REQUEST_ID_META))
+                .map(Object::toString);
+        try (LogContext.Scope ignored = LogContext.requestId(httpRequestId)) {
+            return execute(exchange, call, meta, httpRequestId);
+        }
+    }
+
+    private CallToolResult execute(McpSyncServerExchange exchange, CallToolRequest call, Map<String, Object> meta,
+            Optional<String> httpRequestId) {
         try {
             ExecutionRequest parsed = converter.convert(call.arguments() == null ? Map.of() : call.arguments());
-            Map<String, Object> meta = call.meta() == null ? Map.of() : call.meta();
             String mcpSession = Optional.ofNullable(meta.get(MessageInterceptor.SESSION_META)).map(Object::toString)
                     .orElseGet(exchange::sessionId);
             Optional<String> requestId = Optional.ofNullable(meta.get(MessageInterceptor.REQUEST_ID_META))
                     .map(Object::toString);
             Principal who = MessageInterceptor.principalOf(meta);
-            ExecutionRequest request = parsed.withAudit(
-                    new AuditInfo(Optional.of(who.tenant()), Optional.ofNullable(mcpSession), requestId));
+            ExecutionRequest request = parsed.withAudit(new AuditInfo(Optional.of(who.tenant()),
+                    Optional.ofNullable(mcpSession), requestId, httpRequestId));
             Optional<Workspace> ws = workspace(call.arguments(), who);
             if (ws.isPresent()) request = request.inWorkspace(ws.get());
             Object session = call.arguments() == null ? null : call.arguments().get("session");

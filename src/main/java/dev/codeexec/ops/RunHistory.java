@@ -95,7 +95,7 @@ public final class RunHistory implements RunObserver {
             int slot = slot(seq);
             if (ring[slot] != null) seqById.remove(ring[slot].id());
             Run run = new Run(seq, start.id(), start.submittedAt(), tenant, req.language(),
-                    req.workspace().map(Workspace::name), req.session().map(SessionRef::name), req.audit().requestId(),
+                    req.workspace().map(Workspace::name), req.session().map(SessionRef::name), req.audit().httpRequestId(),
                     code.text(), code.truncated(), Optional.empty());
             ring[slot] = detailed(seq) ? run : run.shrunk();
             seqById.put(run.id(), seq);
@@ -222,6 +222,8 @@ public final class RunHistory implements RunObserver {
      * One run as the history keeps it.
      *
      * @param seq           its place in submission order since start
+     * @param requestId     the X-Request-Id of the HTTP request that started it (as in the log MDC and the audit
+     *                      line's {@code httpRequestId=}); empty outside HTTP
      * @param codeTruncated the code was longer than what is kept
      * @param end           how it ended; empty while it is in flight
      */

@@ -35,7 +35,7 @@ class RunHistoryTest {
 
     private RunStart start(RunHistory h, String tenant, String language, String code) {
         ExecutionRequest req = new ExecutionRequest(language, code, "", List.of(), java.util.Map.of(), LIMITS,
-                new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.of("req-" + (ids + 1))));
+                new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.empty(), Optional.of("req-" + (ids + 1))));
         return start(h, req);
     }
 
