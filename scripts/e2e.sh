@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 NODE=${NODE:-/usr/bin/node}
 [ -f target/code-exec-mcp.jar ] || { echo "e2e.sh: target/code-exec-mcp.jar missing: run ./mvnw -B -q package -DskipTests first" >&2; exit 1; }
-if [ ! -x e2e/node_modules/node/bin/node ] || [ ! -d e2e/node_modules/@modelcontextprotocol/sdk ]; then
+if [ ! -x e2e/node_modules/node/bin/node ] || [ ! -d e2e/node_modules/@modelcontextprotocol/sdk ] || [ ! -d e2e/node_modules/playwright-core ]; then
   # npm ci trips over an optional dependency of vite missing from the lock (an npm bug); install keeps the lock.
   (cd e2e && npm install --no-fund --no-audit --loglevel=error)
 fi

@@ -24,11 +24,11 @@ PKGS=(bubblewrap util-linux procps python3 python3-numpy python3-pandas python3-
       python3-requests python3-yaml python3-pil git curl make gcc g++ jq sqlite3 zip unzip ca-certificates)
 command -v node >/dev/null || PKGS+=(nodejs)
 command -v npm >/dev/null || PKGS+=(npm)
-
 # ---- test tools (--test only): containers and a browser --------------------------------------------------------
 # podman 4.3 + runc (this kernel's hybrid cgroups need runc; crun refuses), buildah, debootstrap for a local base
-# image, docker-compose 1.29 (driven against `podman system service`), rootless helpers, and chromium for
-# playwright-core. None of these go into the container image.
+# image, docker-compose 1.29 (driven against `podman system service`), rootless helpers; and Debian's Chromium,
+# which the admin console's browser tests (e2e/test/console.test.js) drive through playwright-core. None of these
+# go into the container image.
 if $WITH_TEST; then
   PKGS+=(podman buildah runc debootstrap docker-compose uidmap slirp4netns fuse-overlayfs chromium)
 fi

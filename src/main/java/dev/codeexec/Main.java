@@ -136,8 +136,29 @@ public final class Main {
     static void configureLogging(Config config) {
         if (!(LoggerFactory.getILoggerFactory() instanceof LoggerContext ctx)) return;
         ctx.reset();
+        Encoder<ILoggingEvent> encoder = logEncoder(config.get(Config.LOG_FORMAT), ctx);
+        ConsoleAppender<ILoggingEvent> appender = new ConsoleAppender<>();
+        appender.setContext(ctx);
+        appender.setName("stderr");
+        appender.setTarget("System.err");
+        appender.setEncoder(encoder);
+        appender.start();
+        ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+        Level level = Level.toLevel(config.get(Config.LOG_LEVEL), Level.INFO);
+        root.setLevel(level);
+        root.addAppender(appender);
+        if (level.isGreaterOrEqual(Level.INFO)) {
+            ctx.getLogger("org.eclipse.jetty").setLevel(Level.WARN);
+        }
+    }
+
+    /**
+     * The started encoder of LOG_FORMAT ({@code text} or {@code json}); public so tests read log lines exactly as
+     * the server writes them. JSON lines carry the MDC, and with it the request id ({@code "mdc":{"requestId":..}}).
+     */
+    public static Encoder<ILoggingEvent> logEncoder(String format, LoggerContext ctx) {
         Encoder<ILoggingEvent> encoder;
-        if ("json".equals(config.get(Config.LOG_FORMAT))) {
+        if ("json".equals(format)) {
             // One self-contained line per event: the formatted message, not logback's pattern-plus-arguments pair.
             JsonEncoder json = new JsonEncoder();
             json.setWithFormattedMessage(true);
@@ -154,19 +175,7 @@ public final class Main {
         }
         encoder.setContext(ctx);
         encoder.start();
-        ConsoleAppender<ILoggingEvent> appender = new ConsoleAppender<>();
-        appender.setContext(ctx);
-        appender.setName("stderr");
-        appender.setTarget("System.err");
-        appender.setEncoder(encoder);
-        appender.start();
-        ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
-        Level level = Level.toLevel(config.get(Config.LOG_LEVEL), Level.INFO);
-        root.setLevel(level);
-        root.addAppender(appender);
-        if (level.isGreaterOrEqual(Level.INFO)) {
-            ctx.getLogger("org.eclipse.jetty").setLevel(Level.WARN);
-        }
+        return encoder;
     }
 
     /** Builds the engine for production: the configured sandbox, the local executor and the request validator. */

@@ -64,8 +64,31 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session);
     }
 
-    /** Who asked for a run: only for logs, metrics and cancellation. */
-    public record AuditInfo(Optional<String> tenant, Optional<String> session, Optional<String> requestId) {
-        public static final AuditInfo NONE = new AuditInfo(Optional.empty(), Optional.empty(), Optional.empty());
+    /**
+     * Who asked for a run: only for logs, metrics and cancellation.
+     *
+     * @param tenant        the caller's tenant
+     * @param session       the MCP session of the call
+     * @param requestId     the JSON-RPC id of the MCP call (what {@code notifications/cancelled} names); the audit
+     *                      line writes it as {@code requestId=}
+     * @param httpRequestId the HTTP request's {@code X-Request-Id}, which is also the {@code requestId} in the MDC of
+     *                      JSON log lines; the audit line writes it as {@code httpRequestId=} and puts it in its MDC
+     */
+    public record AuditInfo(Optional<String> tenant, Optional<String> session, Optional<String> requestId,
+            Optional<String> httpRequestId) {
+        public static final AuditInfo NONE = new AuditInfo(Optional.empty(), Optional.empty(), Optional.empty(),
+                Optional.empty());
+
+        public AuditInfo {
+            tenant = tenant == null ? Optional.empty() : tenant;
+            session = session == null ? Optional.empty() : session;
+            requestId = requestId == null ? Optional.empty() : requestId;
+            httpRequestId = httpRequestId == null ? Optional.empty() : httpRequestId;
+        }
+
+        /** Without an HTTP request (stdio, in-process callers). */
+        public AuditInfo(Optional<String> tenant, Optional<String> session, Optional<String> requestId) {
+            this(tenant, session, requestId, Optional.empty());
+        }
     }
 }

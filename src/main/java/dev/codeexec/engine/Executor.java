@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import java.time.Duration;
 import java.util.Map;
 
 /**
@@ -36,6 +37,28 @@ public interface Executor extends AutoCloseable {
     /** Warm sandboxes per language: {@code {"python": {"ready": 2, "target": 2}}}; empty without a pool. */
     default Map<String, Map<String, Integer>> warmPoolLevels() {
         return Map.of();
+    }
+
+    /**
+     * Registers a listener told each time a run's sandbox has started, for metrics. Executors that start no
+     * sandboxes of their own (a remote one, a test double) ignore it.
+     */
+    default void addStartListener(StartListener listener) {
+    }
+
+    /** Told how long a run's sandbox took to start and whether a pre-started (warm) one served it. */
+    @FunctionalInterface
+    interface StartListener {
+
+        /**
+         * Called on the run's thread: must be quick and must not throw.
+         *
+         * @param language the run's language id
+         * @param warm     a warm sandbox from the pool was handed the code; false for a cold start
+         * @param elapsed  from the moment the run, holding its slot, began starting its sandbox until the sandbox
+         *                 process was running the program (staging the code file included)
+         */
+        void started(String language, boolean warm, Duration elapsed);
     }
 
     /** Stops accepting, waits up to the grace for running runs, kills the rest, cleans up. */

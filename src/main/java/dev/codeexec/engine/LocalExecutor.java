@@ -22,6 +22,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
@@ -87,6 +88,7 @@ public final class LocalExecutor implements Executor {
     final Optional<WarmPool> warmPool;
     /** Why there is no warm pool, when there is none. */
     private final String warmPoolOff;
+    private final List<StartListener> startListeners = new CopyOnWriteArrayList<>();
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
     public static LocalExecutor create(Config config, Sandbox sandbox) {
@@ -426,6 +428,22 @@ public final class LocalExecutor implements Executor {
     @Override
     public SessionControl sessions() {
         return sessions;
+    }
+
+    @Override
+    public void addStartListener(StartListener listener) {
+        startListeners.add(listener);
+    }
+
+    /** A run's sandbox is running its program: tells the listeners (a failing listener never fails the run). */
+    void sandboxStarted(String language, boolean warm, Duration elapsed) {
+        for (StartListener l : startListeners) {
+            try {
+                l.started(language, warm, elapsed);
+            } catch (RuntimeException e) {
+                log.warn("start listener {} failed: {}", l.getClass().getSimpleName(), e.toString());
+            }
+        }
     }
 
     @Override

@@ -113,8 +113,10 @@ final class LocalRun implements RunHandle {
     /** The run could not be attempted (queue full, queue timeout, shutting down). */
     void refuse(ExecutionException e) {
         state = State.FINISHED;
-        audit.info("run id={} language={} outcome=refused reason=\"{}\" codeBytes={}{}", id, language.id(),
-                e.getMessage(), codeBytes(), who());
+        try (LogContext.Scope ignored = LogContext.requestId(request.audit().httpRequestId())) {
+            audit.info("run id={} language={} outcome=refused reason=\"{}\" codeBytes={}{}", id, language.id(),
+                    e.getMessage(), codeBytes(), who());
+        }
         result.completeExceptionally(e);
     }
 
@@ -307,11 +309,13 @@ final class LocalRun implements RunHandle {
     private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,
             Optional<Path> workDirSource) {
         SandboxProcess started;
+        long startingAt = System.nanoTime();
         try {
             started = start(name, fileName, staged, limits, workDirSource);
         } catch (SandboxException e) {
             return failedToStart(e.getMessage());
         }
+        executor.sandboxStarted(language.id(), startedWarm, Duration.ofNanos(System.nanoTime() - startingAt));
         ListenerDispatcher progress = new ListenerDispatcher(listener, executor.virtualThreads);
         try (SandboxProcess p = started) {
             long t0 = System.nanoTime(); // the wall timer starts when the program does, not when it was queued
@@ -423,9 +427,11 @@ final class LocalRun implements RunHandle {
 
     void finish(ExecutionResult r) {
         state = State.FINISHED;
-        audit.info("run id={} language={} outcome={} exitCode={} durationMs={} start={} codeBytes={} truncated={}{} code=\"{}\"",
-                id, r.language(), r.outcome().wireName(), r.exitCode(), r.durationMs(), startedWarm ? "warm" : "cold",
-                codeBytes(), r.truncated(), who(), codePreview(request.code()));
+        try (LogContext.Scope ignored = LogContext.requestId(request.audit().httpRequestId())) {
+            audit.info("run id={} language={} outcome={} exitCode={} durationMs={} start={} codeBytes={} truncated={}{} code=\"{}\"",
+                    id, r.language(), r.outcome().wireName(), r.exitCode(), r.durationMs(), startedWarm ? "warm" : "cold",
+                    codeBytes(), r.truncated(), who(), codePreview(request.code()));
+        }
         result.complete(r);
     }
 
@@ -439,6 +445,7 @@ final class LocalRun implements RunHandle {
         a.tenant().ifPresent(t -> s.append(" tenant=").append(t));
         a.session().ifPresent(t -> s.append(" session=").append(t));
         a.requestId().ifPresent(t -> s.append(" requestId=").append(t));
+        a.httpRequestId().ifPresent(t -> s.append(" httpRequestId=").append(t));
         return s.toString();
     }
 

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * An {@link Executor} that tells {@link RunObserver}s about each run and otherwise passes everything through. It
@@ -22,6 +23,7 @@ public final class ObservedExecutor implements Executor {
     private final Executor delegate;
     private final List<RunObserver> observers;
     private final Clock clock;
+    private final AtomicLong rejected = new AtomicLong();
 
     public ObservedExecutor(Executor delegate, List<RunObserver> observers) {
         this(delegate, observers, Clock.systemUTC());
@@ -41,8 +43,31 @@ public final class ObservedExecutor implements Executor {
     @Override
     public RunHandle submit(ExecutionRequest request, OutputListener listener) {
         Instant submittedAt = clock.instant();
-        RunHandle handle = delegate.submit(request, listener);
+        RunHandle handle;
+        try {
+            handle = delegate.submit(request, listener);
+        } catch (ExecutionException.Busy | ExecutionException.Unavailable e) {
+            // Refused at the door (queue full, shutting down): still a run someone asked for, so it is counted.
+            // An invalid request is not: it never was a run.
+            RunObserver.RunStart start = new RunObserver.RunStart("rejected-" + rejected.incrementAndGet(),
+                    submittedAt, request);
+            tell(start);
+            tell(new RunObserver.RunEnd(start, clock.instant(), Optional.empty(), Optional.of(e)));
+            throw e;
+        }
         RunObserver.RunStart start = new RunObserver.RunStart(handle.id(), submittedAt, request);
+        tell(start);
+        handle.result().whenComplete((result, failure) -> {
+            Throwable cause = failure instanceof CompletionException c && c.getCause() != null ? c.getCause() : failure;
+            Optional<ExecutionException> error = cause instanceof ExecutionException e ? Optional.of(e)
+                    : cause == null ? Optional.empty()
+                    : Optional.of(new ExecutionException.Unavailable(cause.getMessage() == null ? cause.toString() : cause.getMessage()));
+            tell(new RunObserver.RunEnd(start, clock.instant(), Optional.ofNullable(result), error));
+        });
+        return handle;
+    }
+
+    private void tell(RunObserver.RunStart start) {
         for (RunObserver o : observers) {
             try {
                 o.submitted(start);
@@ -50,21 +75,16 @@ public final class ObservedExecutor implements Executor {
                 LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
             }
         }
-        handle.result().whenComplete((result, failure) -> {
-            Throwable cause = failure instanceof CompletionException c && c.getCause() != null ? c.getCause() : failure;
-            Optional<ExecutionException> error = cause instanceof ExecutionException e ? Optional.of(e)
-                    : cause == null ? Optional.empty()
-                    : Optional.of(new ExecutionException.Unavailable(cause.getMessage() == null ? cause.toString() : cause.getMessage()));
-            RunObserver.RunEnd end = new RunObserver.RunEnd(start, clock.instant(), Optional.ofNullable(result), error);
-            for (RunObserver o : observers) {
-                try {
-                    o.finished(end);
-                } catch (RuntimeException e) {
-                    LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
-                }
+    }
+
+    private void tell(RunObserver.RunEnd end) {
+        for (RunObserver o : observers) {
+            try {
+                o.finished(end);
+            } catch (RuntimeException e) {
+                LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
             }
-        });
-        return handle;
+        }
     }
 
     @Override
@@ -95,6 +115,11 @@ public final class ObservedExecutor implements Executor {
     @Override
     public Map<String, Map<String, Integer>> warmPoolLevels() {
         return delegate.warmPoolLevels();
+    }
+
+    @Override
+    public void addStartListener(StartListener listener) {
+        delegate.addStartListener(listener);
     }
 
     @Override

@@ -29,7 +29,8 @@ public interface RunObserver {
      * @param start      the run as it was accepted
      * @param endedAt    when its result (or error) was known
      * @param result     the result, when the run was attempted
-     * @param error      why it was not attempted (queue full, queue timeout, unavailable), otherwise empty
+     * @param error      why it was not attempted (queue full, queue timeout, unavailable: also when {@code submit}
+     *                   itself refused it — such a run has an id {@code rejected-N}), otherwise empty
      */
     record RunEnd(RunStart start, Instant endedAt, Optional<ExecutionResult> result, Optional<ExecutionException> error) {
         public RunEnd {

@@ -26,6 +26,11 @@ public interface SessionControl {
         }
     };
 
+    /** Sessions open now, of every tenant (for metrics and the admin view). */
+    default int count() {
+        return 0;
+    }
+
     /** The tenant's sessions, sorted by name. */
     List<SessionInfo> list(String tenant);
 

@@ -79,7 +79,8 @@ final class Sessions implements SessionControl {
         return idle;
     }
 
-    int count() {
+    @Override
+    public int count() {
         return sessions.size();
     }
 

@@ -88,7 +88,7 @@ record ApiRoute(String resource, String workspace, RelPath path, boolean directo
     }
 
     /** The query string parsed here, never through the servlet API, which may read a form body to find parameters. */
-    private static Map<String, String> query(String raw) {
+    static Map<String, String> query(String raw) {
         Map<String, String> out = new HashMap<>();
         if (raw == null || raw.isEmpty()) return out;
         for (String pair : raw.split("&")) {

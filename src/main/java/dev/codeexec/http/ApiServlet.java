@@ -41,7 +41,9 @@ import java.util.zip.ZipOutputStream;
 /**
  * The REST file API under /api, a plain servlet on the server's Jetty. The edge filter has authenticated the
  * caller; every route works only in the caller's tenant, taken from the {@link Principal} request attribute and
- * never from the URL or body. Every path goes through {@link RelPath} and {@link WorkspaceFs}. Errors are
+ * never from the URL or body, except that an admin key may name another tenant with {@code ?tenant=}
+ * ({@link AdminApi#actingTenant}). The admin console's routes ({@code /api/admin/...}, {@code /api/execute}) are
+ * {@link AdminApi}'s. Every path goes through {@link RelPath} and {@link WorkspaceFs}. Errors are
  * {@code {"error", "message"}} with the status of their cause ({@link #fail}), never a stack trace.
  *
  * <p>Routes: {@code GET /api/auth/verify}; {@code GET /api/workspaces}; {@code GET|DELETE /api/workspaces/{ws}};
@@ -60,15 +62,17 @@ final class ApiServlet extends HttpServlet {
     private final Workspaces workspaces;
     private final long maxUploadBytes;
     private final Path multipartDir;
+    private final AdminApi admin;
 
     /**
      * @param multipartDir where multipart parts larger than the in-memory threshold are spooled before they are
      *                     copied into the workspace (under DATA_DIR, never visible to sandboxed code)
      */
-    ApiServlet(Workspaces workspaces, long maxUploadBytes, Path multipartDir) {
+    ApiServlet(Workspaces workspaces, long maxUploadBytes, Path multipartDir, AdminApi admin) {
         this.workspaces = workspaces;
         this.maxUploadBytes = maxUploadBytes;
         this.multipartDir = multipartDir;
+        this.admin = admin;
     }
 
     @Override
@@ -98,7 +102,12 @@ final class ApiServlet extends HttpServlet {
                 fail(resp, 401, "unauthorized", "not authenticated");
                 return;
             }
-            route(method, ApiRoute.parse(req.getRequestURI(), req.getQueryString()), who.tenant(), who, req, resp);
+            if (AdminApi.handles(req.getRequestURI())) {
+                admin.handle(method, who, req, resp);
+                return;
+            }
+            ApiRoute r = ApiRoute.parse(req.getRequestURI(), req.getQueryString());
+            route(method, r, AdminApi.actingTenant(who, r.query().get("tenant")), who, req, resp);
         } catch (WorkspaceException e) {
             if (e.kind() == Kind.IO) LOG.warn("REST {} {}: {}", method, req.getRequestURI(), e.getMessage());
             fail(resp, e.kind().httpStatus, e.code(), e.getMessage());
@@ -194,7 +203,7 @@ final class ApiServlet extends HttpServlet {
         json(resp, 200, out);
     }
 
-    private static Map<String, Object> infoMap(Workspace.Info info) {
+    static Map<String, Object> infoMap(Workspace.Info info) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("name", info.name());
         m.put("size", info.sizeBytes());

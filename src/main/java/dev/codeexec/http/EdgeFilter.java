@@ -10,6 +10,8 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -19,9 +21,11 @@ import java.util.stream.Collectors;
 
 /**
  * The checks every request passes before anything else sees it, in this order: Host (DNS rebinding), Origin and
- * CORS, body size by Content-Length, then the API key. /healthz needs no key. An authenticated request carries its
- * {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
- * server, or ALLOW_UNAUTHENTICATED) every request is {@link Principal#DEFAULT}.
+ * CORS, body size by Content-Length, then the API key. /healthz and the console's static files (/admin) need no
+ * key; /metrics needs an admin key or METRICS_TOKEN (see {@link #metricsAllowed}). An authenticated request carries
+ * its {@link Principal} as the request attribute {@link Principal#ATTRIBUTE}; without any key configured (a loopback
+ * server, or ALLOW_UNAUTHENTICATED) every request is {@link #OPEN}: the default tenant with admin rights, as the
+ * single API_KEY would be (whoever can reach such a server can do everything anyway).
  *
  * <p><b>Body size.</b> /api file uploads may be up to MAX_UPLOAD_MB (the API counts while streaming too);
  * everything else, /mcp above all, MAX_BODY_MB.
@@ -40,8 +44,12 @@ final class EdgeFilter extends HttpFilter {
 
     static final String HEALTH_PATH = "/healthz";
     static final String MCP_PATH = "/mcp";
+    static final String METRICS_PATH = "/metrics";
     private static final List<String> ALLOWED_REQUEST_HEADERS = List.of("Mcp-Session-Id", "Authorization",
             "Content-Type", "Mcp-Protocol-Version", "Last-Event-ID", "Accept", "Range", "If-None-Match", "If-Range");
+
+    /** The caller on a server without keys. */
+    static final Principal OPEN = new Principal(Principal.DEFAULT.tenant(), true);
 
     private final ApiKeys keys;
     private final Set<String> corsOrigins;
@@ -49,9 +57,13 @@ final class EdgeFilter extends HttpFilter {
     private final Set<String> allowedHosts;
     private final long maxBodyBytes;
     private final long maxUploadBytes;
+    /** SHA-256 of METRICS_TOKEN, or null when it is not set. */
+    private final byte[] metricsTokenHash;
 
     EdgeFilter(Config config, ApiKeys keys) {
         this.keys = keys;
+        String metricsToken = config.get(Config.METRICS_TOKEN);
+        this.metricsTokenHash = metricsToken.isEmpty() ? null : sha256(metricsToken);
         this.corsOrigins = config.corsOrigins().stream().map(EdgeFilter::normalizeOrigin).collect(Collectors.toSet());
         this.anyOrigin = corsOrigins.contains("*");
         this.allowedHosts = keys.required() && !Config.isLoopback(config.get(Config.HOST)) ? null : hostNames(config);
@@ -124,7 +136,7 @@ final class EdgeFilter extends HttpFilter {
         String origin = request.getHeader("Origin");
         boolean preflight = "OPTIONS".equals(request.getMethod())
                 && request.getHeader("Access-Control-Request-Method") != null;
-        if (origin != null && !normalizeOrigin(origin).equals("http://" + String.valueOf(request.getHeader("Host")).toLowerCase(Locale.ROOT))) { // same-origin needs no CORS
+        if (origin != null && !sameOrigin(origin, request.getHeader("Host"))) { // same-origin needs no CORS
             if (!originAllowed(origin)) {
                 if (preflight || path.startsWith(MCP_PATH) || api) {
                     reject(response, api, 403, "Forbidden: origin not allowed");
@@ -145,9 +157,18 @@ final class EdgeFilter extends HttpFilter {
             reject(response, api, 413, api ? "Request body exceeds MAX_UPLOAD_MB" : "Request body exceeds MAX_BODY_MB");
             return;
         }
+        if (METRICS_PATH.equals(path)) {
+            if (!metricsAllowed(request.getHeader("Authorization"))) {
+                response.setHeader("WWW-Authenticate", "Bearer");
+                reject(response, true, 401, "Unauthorized: /metrics needs an admin key or METRICS_TOKEN");
+                return;
+            }
+            chain.doFilter(request, response);
+            return;
+        }
         if (!keys.required()) {
-            request.setAttribute(Principal.ATTRIBUTE, Principal.DEFAULT);
-        } else if (!HEALTH_PATH.equals(path)) {
+            request.setAttribute(Principal.ATTRIBUTE, OPEN);
+        } else if (!HEALTH_PATH.equals(path) && !AdminConsoleServlet.isConsolePath(canonicalPath(request))) {
             Optional<Principal> who = authenticate(request.getHeader("Authorization"));
             if (who.isEmpty()) {
                 response.setHeader("WWW-Authenticate", "Bearer");
@@ -157,6 +178,15 @@ final class EdgeFilter extends HttpFilter {
             request.setAttribute(Principal.ATTRIBUTE, who.get());
         }
         chain.doFilter(request, response);
+    }
+
+    /**
+     * The decoded, normalised path the servlet mapping uses. The console's exemption from the key is decided on
+     * this, not on the raw URI, so that {@code /admin/../api/...} cannot borrow it for another servlet.
+     */
+    private static String canonicalPath(HttpServletRequest request) {
+        String info = request.getPathInfo();
+        return request.getServletPath() + (info == null ? "" : info);
     }
 
     private static void reject(HttpServletResponse response, boolean api, int status, String message)
@@ -194,6 +224,17 @@ final class EdgeFilter extends HttpFilter {
         response.setStatus(204);
     }
 
+    /**
+     * A page served by this server calling it back (the admin console). https counts too: behind a TLS proxy that
+     * keeps the Host header the console's origin is https://host while this server sees plain http.
+     */
+    static boolean sameOrigin(String origin, String hostHeader) {
+        if (hostHeader == null) return false;
+        String o = normalizeOrigin(origin);
+        String host = hostHeader.trim().toLowerCase(Locale.ROOT);
+        return o.equals("http://" + host) || o.equals("https://" + host);
+    }
+
     boolean originAllowed(String origin) {
         return anyOrigin || corsOrigins.contains(normalizeOrigin(origin));
     }
@@ -220,11 +261,34 @@ final class EdgeFilter extends HttpFilter {
         return o.endsWith("/") ? o.substring(0, o.length() - 1) : o;
     }
 
+    /**
+     * /metrics: METRICS_TOKEN (compared as a hash in constant time) or an admin key; a tenant key is not enough.
+     * A server without keys and without METRICS_TOKEN (loopback only) serves it to anyone, like everything else.
+     */
+    private boolean metricsAllowed(String header) {
+        if (!keys.required() && metricsTokenHash == null) return true;
+        String token = bearer(header);
+        if (token == null) return false;
+        if (metricsTokenHash != null && MessageDigest.isEqual(metricsTokenHash, sha256(token))) return true;
+        return keys.required() && keys.authenticate(token).map(Principal::admin).orElse(false);
+    }
+
+    /** Hashing first gives equal lengths, so the comparison takes the same time wherever the token differs. */
+    private static byte[] sha256(String s) {
+        return ApiKeys.hashHex(s).getBytes(StandardCharsets.US_ASCII);
+    }
+
+    /** The token of an {@code Authorization: Bearer ...} header; null for none or another scheme. */
+    private static String bearer(String header) {
+        if (header == null) return null;
+        String h = header.trim();
+        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return null;
+        return h.substring(7).trim();
+    }
+
     /** The key is compared as a hash in constant time by {@link ApiKeys}. */
     private Optional<Principal> authenticate(String header) {
-        if (header == null) return Optional.empty();
-        String h = header.trim();
-        if (h.length() < 7 || !h.regionMatches(true, 0, "Bearer ", 0, 7)) return Optional.empty();
-        return keys.authenticate(h.substring(7).trim());
+        String token = bearer(header);
+        return token == null ? Optional.empty() : keys.authenticate(token);
     }
 }

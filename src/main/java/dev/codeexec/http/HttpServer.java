@@ -8,6 +8,8 @@ import dev.codeexec.mcp.McpServers;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
 import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.ops.Metrics;
+import dev.codeexec.ops.RunHistory;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import jakarta.servlet.DispatcherType;
@@ -34,8 +36,10 @@ import java.util.concurrent.Executors;
 
 /**
  * The HTTP server: Jetty 12 with one servlet context holding the edge filter, the /mcp filter and the SDK's
- * Streamable HTTP servlet, the REST file API under /api ({@link ApiServlet}), and /healthz. Requests run on virtual threads, so a tool call that waits minutes for
- * its run costs no platform thread. Start with {@link #start}; {@link #close()} shuts down in order.
+ * Streamable HTTP servlet, the REST file API under /api ({@link ApiServlet}), the admin console at /admin
+ * ({@link AdminConsoleServlet}), /healthz and /metrics; around it all {@link RequestTracker} (request ids, HTTP
+ * metrics). Requests run on virtual threads, so a tool call that waits minutes for its run costs no platform
+ * thread. Start with {@link #start}; {@link #close()} shuts down in order.
  */
 public final class HttpServer implements AutoCloseable {
 
@@ -49,11 +53,13 @@ public final class HttpServer implements AutoCloseable {
     private final ServerSetup setup;
     private final RunRegistry registry;
     private final McpEndpointFilter endpoint;
+    private final Metrics metrics;
     private boolean closed;
 
     private HttpServer(Server jetty, ServerConnector connector, McpSyncServer mcp, ServerSetup setup,
-            RunRegistry registry, McpEndpointFilter endpoint) {
+            RunRegistry registry, McpEndpointFilter endpoint, Metrics metrics) {
         this.endpoint = endpoint;
+        this.metrics = metrics;
         this.jetty = jetty;
         this.connector = connector;
         this.mcp = mcp;
@@ -70,6 +76,10 @@ public final class HttpServer implements AutoCloseable {
     public static HttpServer start(ServerSetup setup, ApiKeys keys) throws Exception {
         // Every surface of this server submits through one observed executor, so history and metrics see each run.
         List<RunObserver> observers = new ArrayList<>();
+        Metrics metrics = Metrics.create(setup.executor());
+        observers.add(metrics);
+        RunHistory history = new RunHistory();
+        observers.add(history);
         setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers));
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
@@ -111,23 +121,29 @@ public final class HttpServer implements AutoCloseable {
         mcpServlet.setAsyncSupported(true);
         context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(), EdgeFilter.maxUploadBytes(config),
-                multipartDir(config)));
+                multipartDir(config), new AdminApi(setup, history, maxBody)));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(multipartDir(config).toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
                 64 * 1024));
         context.addServlet(api, JsonErrors.API_PATH + "/*");
+        ServletHolder console = new ServletHolder(new AdminConsoleServlet("admin"));
+        context.addServlet(console, AdminConsoleServlet.PATH);
+        context.addServlet(console, AdminConsoleServlet.PATH + "/*");
         context.addServlet(new ServletHolder(new HealthServlet(setup.executor(), setup.sandbox(), setup.version())),
                 EdgeFilter.HEALTH_PATH);
+        context.addServlet(new ServletHolder(new MetricsServlet(metrics)), EdgeFilter.METRICS_PATH);
         ApiUriGuard guard = new ApiUriGuard();
         guard.setHandler(context);
-        jetty.setHandler(guard);
+        RequestTracker tracker = new RequestTracker(metrics);
+        tracker.setHandler(guard);
+        jetty.setHandler(tracker);
         jetty.setErrorHandler(JsonErrorHandler.server());
         jetty.setStopTimeout(5000);
         jetty.start();
-        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter);
-        LOG.info("listening on http://{}:{}/mcp (healthz at {})", config.get(Config.HOST), server.port(),
-                EdgeFilter.HEALTH_PATH);
+        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter, metrics);
+        LOG.info("listening on http://{}:{}/mcp (healthz at {}, metrics at {})", config.get(Config.HOST), server.port(),
+                EdgeFilter.HEALTH_PATH, EdgeFilter.METRICS_PATH);
         return server;
     }
 
@@ -176,5 +192,6 @@ public final class HttpServer implements AutoCloseable {
         } catch (Exception e) {
             LOG.warn("HTTP server did not stop cleanly: {}", e.toString());
         }
+        metrics.close();
     }
 }

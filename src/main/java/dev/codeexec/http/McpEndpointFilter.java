@@ -101,7 +101,8 @@ final class McpEndpointFilter extends HttpFilter {
             }
             String text = new String(body, StandardCharsets.UTF_8);
             try {
-                String out = interceptor.intercept(session == null ? "" : session, principal(request), text);
+                String out = interceptor.intercept(session == null ? "" : session, principal(request),
+                        RequestTracker.requestId(request).orElse(null), text);
                 forward = new BufferedBodyRequest(request, out.equals(text) ? body : out.getBytes(StandardCharsets.UTF_8));
             } catch (JacksonException e) {
                 JsonErrors.write(response, 400, -32700, "Parse error: the body is not valid JSON");

@@ -5,6 +5,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.LogContext;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -138,17 +139,32 @@ final class ExecuteCodeTool {
                 "stderr", "durationMs", "timedOut", "truncated", "outcome", "sandbox"));
     }
 
+    /**
+     * The HTTP request id the edge gave the call comes through {@code _meta} (see {@link MessageInterceptor}), not
+     * through the thread: it must reach the run's audit line on an engine thread, and the handler runs on the
+     * request's own thread only because {@link McpServers#http} asks for immediate execution. It is also put into
+     * this thread's MDC for the call.
+     */
     CallToolResult call(McpSyncServerExchange exchange, CallToolRequest call) {
+        Map<String, Object> meta = call.meta() == null ? Map.of() : call.meta();
+        Optional<String> httpRequestId = Optional.ofNullable(meta.get(MessageInterceptor.HTTP_REQUEST_ID_META))
+                .map(Object::toString);
+        try (LogContext.Scope ignored = LogContext.requestId(httpRequestId)) {
+            return execute(exchange, call, meta, httpRequestId);
+        }
+    }
+
+    private CallToolResult execute(McpSyncServerExchange exchange, CallToolRequest call, Map<String, Object> meta,
+            Optional<String> httpRequestId) {
         try {
             ExecutionRequest parsed = converter.convert(call.arguments() == null ? Map.of() : call.arguments());
-            Map<String, Object> meta = call.meta() == null ? Map.of() : call.meta();
             String mcpSession = Optional.ofNullable(meta.get(MessageInterceptor.SESSION_META)).map(Object::toString)
                     .orElseGet(exchange::sessionId);
             Optional<String> requestId = Optional.ofNullable(meta.get(MessageInterceptor.REQUEST_ID_META))
                     .map(Object::toString);
             Principal who = MessageInterceptor.principalOf(meta);
-            ExecutionRequest request = parsed.withAudit(
-                    new AuditInfo(Optional.of(who.tenant()), Optional.ofNullable(mcpSession), requestId));
+            ExecutionRequest request = parsed.withAudit(new AuditInfo(Optional.of(who.tenant()),
+                    Optional.ofNullable(mcpSession), requestId, httpRequestId));
             Optional<Workspace> ws = workspace(call.arguments(), who);
             if (ws.isPresent()) request = request.inWorkspace(ws.get());
             Object session = call.arguments() == null ? null : call.arguments().get("session");
@@ -166,7 +182,7 @@ final class ExecuteCodeTool {
                     result = await(handle);
                 }
                 if (progress != null) progress.close();
-                return withSession(success(result, ws), result);
+                return success(result, ws);
             }
         } catch (ExecutionException e) {
             return error(e);
@@ -204,88 +220,39 @@ final class ExecuteCodeTool {
         }
     }
 
+    /**
+     * A run's result: {@link ResultMaps#structured} as structuredContent, and as content the summary text (with
+     * the workspace's changed files and the session's extras), the workspace's images or links, the session's figures.
+     */
     CallToolResult success(ExecutionResult r, Optional<Workspace> ws) {
-        CallToolResult plain = success(r);
-        if (ws.isEmpty()) return plain;
-        Map<String, Object> s = new LinkedHashMap<>(plain.structuredContent() instanceof Map<?, ?> m
-                ? castMap(m) : Map.of());
-        s.put("workspace", ws.get().name());
-        List<Map<String, Object>> files = new ArrayList<>();
-        for (ExecutionResult.FileArtifact f : r.files()) {
-            files.add(Map.of("path", f.path(), "size", f.size(), "mimeType", f.mimeType(), "status", f.status()));
-        }
-        s.put("files", files);
-        s.put("filesTruncated", r.filesTruncated());
+        Map<String, Object> s = ResultMaps.structured(r, ws.map(Workspace::name), artifacts.maxImageKb() << 10);
         StringBuilder text = new StringBuilder(summary(r));
-        if (!r.files().isEmpty()) {
+        if (ws.isPresent() && !r.files().isEmpty()) {
             text.append("\n--- files created or changed in workspace ").append(ws.get().name()).append(" ---");
             for (ExecutionResult.FileArtifact f : r.files())
                 text.append('\n').append(f.status()).append(' ').append(f.path()).append(" (").append(f.size()).append(" bytes)");
         }
+        List<Content> images = List.of();
+        if (r.session().isPresent()) {
+            ExecutionResult.SessionOutput so = r.session().get();
+            images = artifacts.figures(so.figures());
+            text.append("\nsession ").append(so.name()).append(so.created() ? " (new: its state was empty)" : "");
+            so.result().ifPresent(v -> text.append("\n--- result ---\n").append(v));
+            int omitted = so.figures().size() - images.size();
+            if (!so.figures().isEmpty())
+                text.append("\n").append(so.figures().size()).append(so.figures().size() == 1 ? " figure" : " figures")
+                        .append(omitted > 0 ? " (" + omitted + " not shown: over " + artifacts.maxImageKb()
+                                + " KB or more than " + Artifacts.MAX_INLINE_IMAGES + ")" : "");
+        }
         List<Content> content = new ArrayList<>();
         content.add(new TextContent(text.toString()));
-        List<Artifacts.FileInfo> shown = r.files().stream().limit(MAX_FILE_CONTENTS)
-                .map(f -> new Artifacts.FileInfo(f.path(), f.size(), f.mimeType())).toList();
-        content.addAll(artifacts.contents(ws.get(), shown));
-        return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
-    }
-
-    /** A session call's extras: its session, the final expression's value, its figures as images. */
-    CallToolResult withSession(CallToolResult base, ExecutionResult r) {
-        if (r.session().isEmpty()) return base;
-        ExecutionResult.SessionOutput so = r.session().get();
-        Map<String, Object> s = new LinkedHashMap<>(base.structuredContent() instanceof Map<?, ?> m
-                ? castMap(m) : Map.of());
-        s.put("session", so.name());
-        s.put("sessionCreated", so.created());
-        so.result().ifPresent(v -> s.put("result", v));
-        List<Content> images = artifacts.figures(so.figures());
-        List<Map<String, Object>> figures = new ArrayList<>();
-        int shown = 0;
-        for (ExecutionResult.Figure f : so.figures()) {
-            // the same rule as Artifacts.figures: in order, up to the count, none over the size limit
-            boolean inline = shown < images.size() && f.data().length <= artifacts.maxImageKb() << 10;
-            if (inline) shown++;
-            figures.add(Map.of("mimeType", f.mimeType(), "size", f.data().length, "shown", inline));
-        }
-        s.put("figures", figures);
-        List<Content> content = new ArrayList<>(base.content());
-        StringBuilder extra = new StringBuilder();
-        extra.append("session ").append(so.name()).append(so.created() ? " (new: its state was empty)" : "");
-        so.result().ifPresent(v -> extra.append("\n--- result ---\n").append(v));
-        int omitted = so.figures().size() - images.size();
-        if (!so.figures().isEmpty())
-            extra.append("\n").append(so.figures().size()).append(so.figures().size() == 1 ? " figure" : " figures")
-                    .append(omitted > 0 ? " (" + omitted + " not shown: over " + artifacts.maxImageKb()
-                            + " KB or more than " + Artifacts.MAX_INLINE_IMAGES + ")" : "");
-        if (!content.isEmpty() && content.getFirst() instanceof TextContent t) {
-            content.set(0, new TextContent(t.text() + "\n" + extra));
-        } else {
-            content.addFirst(new TextContent(extra.toString()));
+        if (ws.isPresent()) {
+            List<Artifacts.FileInfo> shown = r.files().stream().limit(MAX_FILE_CONTENTS)
+                    .map(f -> new Artifacts.FileInfo(f.path(), f.size(), f.mimeType())).toList();
+            content.addAll(artifacts.contents(ws.get(), shown));
         }
         content.addAll(images);
         return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
-    }
-
-    @SuppressWarnings("unchecked")
-    private static Map<String, Object> castMap(Map<?, ?> m) {
-        return (Map<String, Object>) m;
-    }
-
-    static CallToolResult success(ExecutionResult r) {
-        Map<String, Object> s = new LinkedHashMap<>();
-        s.put("language", r.language());
-        s.put("exitCode", r.exitCode());
-        s.put("stdout", r.stdout());
-        s.put("stderr", r.stderr());
-        s.put("durationMs", r.durationMs());
-        s.put("timedOut", r.timedOut());
-        s.put("truncated", r.truncated());
-        s.put("outcome", r.outcome().wireName());
-        r.peakMemoryBytes().ifPresent(v -> s.put("peakMemoryBytes", v));
-        r.cpuTimeMs().ifPresent(v -> s.put("cpuTimeMs", v));
-        s.put("sandbox", r.sandbox());
-        return CallToolResult.builder().structuredContent(s).addTextContent(summary(r)).isError(false).build();
     }
 
     /** What a person (or a model reading plain text) needs: how it ended, then the output. */

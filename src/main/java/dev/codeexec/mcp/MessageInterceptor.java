@@ -17,7 +17,8 @@ import java.util.Optional;
  * <ul>
  *   <li>{@code notifications/cancelled}: cancels the run registered under (session, params.requestId).</li>
  *   <li>{@code tools/call}: writes the call's id and session into {@code params._meta} under keys of our own,
- *   always overwriting what a client may have put there, so the handler can register its run for cancellation.</li>
+ *   always overwriting what a client may have put there, so the handler can register its run for cancellation;
+ *   over HTTP also the request's X-Request-Id (removed when there is none, so a client cannot plant one).</li>
  *   <li>every request with params (tools, resources, prompts, completions): writes the caller's tenant and admin
  *   flag, as authenticated at the edge, into {@code params._meta}, again overwriting whatever the client sent.
  *   Handlers read the tenant only from there ({@link #principalOf}).</li>
@@ -30,6 +31,8 @@ public final class MessageInterceptor {
     static final String SESSION_META = "dev.codeexec/session";
     static final String TENANT_META = "dev.codeexec/tenant";
     static final String ADMIN_META = "dev.codeexec/admin";
+    /** The X-Request-Id of the HTTP request that carried a tools/call, for the run's audit line and log MDC. */
+    static final String HTTP_REQUEST_ID_META = "dev.codeexec/httpRequestId";
 
     private static final JsonMapper JSON = JsonMapper.builder().build();
 
@@ -46,6 +49,15 @@ public final class MessageInterceptor {
      * @throws NotAMessage      when it is JSON but not an object
      */
     public String intercept(String session, Principal principal, String message) {
+        return intercept(session, principal, null, message);
+    }
+
+    /**
+     * As {@link #intercept(String, Principal, String)}, for a message that came in an HTTP request.
+     *
+     * @param httpRequestId the request's X-Request-Id, or null outside HTTP
+     */
+    public String intercept(String session, Principal principal, String httpRequestId, String message) {
         JsonNode node = JSON.readTree(message);
         if (!(node instanceof ObjectNode msg)) throw new NotAMessage();
         String method = msg.path("method").asString("");
@@ -67,6 +79,8 @@ public final class MessageInterceptor {
                 ObjectNode m = meta instanceof ObjectNode o ? o : p.putObject("_meta");
                 m.put(REQUEST_ID_META, id.get());
                 m.put(SESSION_META, session);
+                if (httpRequestId == null) m.remove(HTTP_REQUEST_ID_META);
+                else m.put(HTTP_REQUEST_ID_META, httpRequestId);
                 withPrincipal(p, principal);
                 return JSON.writeValueAsString(msg);
             }

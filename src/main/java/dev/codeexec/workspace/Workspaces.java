@@ -116,15 +116,25 @@ public final class Workspaces {
     /** Names of the tenant's workspaces, sorted. */
     public List<String> names(String tenant) {
         Path t = root.resolve(checkName("tenant", tenant));
+        if (!Files.isDirectory(t, NOFOLLOW)) return new ArrayList<>();
+        return subdirectories(t, "workspaces");
+    }
+
+    /** Tenants that have a directory under the root (an admin's view of every tenant's workspaces), sorted. */
+    public List<String> tenants() {
+        return subdirectories(root, "tenants");
+    }
+
+    /** Directories (not links) with valid names in {@code dir}, sorted. */
+    private static List<String> subdirectories(Path dir, String what) {
         List<String> out = new ArrayList<>();
-        if (!Files.isDirectory(t, NOFOLLOW)) return out;
-        try (DirectoryStream<Path> ds = Files.newDirectoryStream(t)) {
+        try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir)) {
             for (Path p : ds) {
                 String n = p.getFileName().toString();
                 if (NAME.matcher(n).matches() && Files.isDirectory(p, NOFOLLOW)) out.add(n);
             }
         } catch (IOException e) {
-            throw new WorkspaceException(Kind.IO, "workspaces cannot be listed");
+            throw new WorkspaceException(Kind.IO, what + " cannot be listed");
         }
         out.sort(null);
         return out;

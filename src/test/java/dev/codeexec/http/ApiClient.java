@@ -25,6 +25,7 @@ final class ApiClient implements AutoCloseable {
     final Path root;
     final Path dataDir;
     final HttpServer server;
+    final FakeExecutor fake = new FakeExecutor();
     final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     final String base;
     String key;
@@ -34,7 +35,7 @@ final class ApiClient implements AutoCloseable {
         dataDir = Files.createTempDirectory("api-data");
         List<String> pairs = new ArrayList<>(List.of("WORKSPACE_ROOT", root.toString(), "DATA_DIR", dataDir.toString()));
         pairs.addAll(List.of(config));
-        server = TestServers.start(new FakeExecutor(), pairs.toArray(String[]::new));
+        server = TestServers.start(fake, pairs.toArray(String[]::new));
         base = "http://127.0.0.1:" + server.port();
     }
 

@@ -372,12 +372,12 @@ class ApiFilesTest {
     }
 
     @Test
-    void authVerifyWithoutKeysIsTheDefaultTenant() throws Exception {
+    void authVerifyWithoutKeysIsTheDefaultTenantAsAdmin() throws Exception {
         api = new ApiClient();
         HttpResponse<String> r = api.get("/api/auth/verify");
         assertThat(r.statusCode()).isEqualTo(200);
         assertThat(json(r).path("tenant").asString()).isEqualTo("default");
-        assertThat(json(r).path("admin").asBoolean()).isFalse();
+        assertThat(json(r).path("admin").asBoolean()).isTrue();
     }
 
     @Test

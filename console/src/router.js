@@ -1,0 +1,29 @@
+// Four pages, so a tiny history router instead of a dependency: the path below /admin/ names the page, and the
+// server answers every such path with index.html (AdminConsoleServlet's SPA fallback), so reloads and links work.
+import { ref } from 'vue';
+
+export const BASE = '/admin/';
+export const PAGES = [
+  { id: 'dashboard', title: 'Dashboard' },
+  { id: 'executions', title: 'Executions' },
+  { id: 'workspaces', title: 'Workspaces' },
+  { id: 'playground', title: 'Playground' },
+];
+
+function pageOf(pathname) {
+  const rest = pathname.startsWith(BASE) ? pathname.slice(BASE.length) : '';
+  const id = rest.split('/')[0];
+  return PAGES.some((p) => p.id === id) ? id : 'dashboard';
+}
+
+export const route = ref(pageOf(window.location.pathname));
+
+export function navigate(id) {
+  if (route.value === id) return;
+  window.history.pushState({}, '', `${BASE}${id}`);
+  route.value = id;
+}
+
+window.addEventListener('popstate', () => {
+  route.value = pageOf(window.location.pathname);
+});

@@ -1,0 +1,392 @@
+// Issue #5 end to end: the admin console at /admin in a real browser (Debian's Chromium, headless, driven by
+// playwright-core) against the real jar. One server with an API_KEYS_FILE holding an admin key and two tenant
+// keys (alice, bob). Every page is checked for console errors and CSP violations; screenshots of each page go to
+// e2e/artifacts/console/ (look at them).
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { makeBase, keysAdd, keysAppend, startServer3, restClient, REPO } from '../lib/server3.js';
+
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+// PLATFORM.md: without the networking flags Chromium floods the closed network with connection attempts.
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARTIFACTS = join(REPO, 'e2e', 'artifacts', 'console');
+// A 1×1 red PNG.
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==', 'base64');
+// Chromium logs every failed fetch as a console error; a refused key is expected where a test provokes one.
+const REFUSED_401 = /Failed to load resource: the server responded with a status of 401/;
+
+let base; let srv; let browser;
+let adminKey; let aliceKey; let bobKey;
+
+before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    base = makeBase();
+    const keys = join(base.dir, 'keys');
+    adminKey = keysAdd(keys, 'ops', true);
+    aliceKey = keysAppend(keys, 'alice');
+    bobKey = keysAppend(keys, 'bob');
+    srv = await startServer3(base, { API_KEYS_FILE: keys, WORKSPACE_ROOT: base.workspaceRoot('ws') });
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+});
+
+after(async () => {
+    await browser?.close();
+    await srv?.stop();
+    base?.remove();
+});
+
+/**
+ * A fresh browser context (its own sessionStorage) and page on /admin/, recording console errors, uncaught
+ * exceptions and CSP violations. `problems(allowed)` returns those not matching `allowed`.
+ */
+async function open(options = {}) {
+    const context = await browser.newContext({ acceptDownloads: true, ...options });
+    const page = await context.newPage();
+    const errors = [];
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+    page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+    // Added through the DevTools protocol, so the page's own CSP does not apply to it.
+    await page.addInitScript(() => {
+        document.addEventListener('securitypolicyviolation', (e) => {
+            console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`);
+        });
+    });
+    await page.goto(`${srv.url}/admin/`);
+    return {
+        page, context, errors,
+        problems: (allowed = null) => errors.filter((e) => !(allowed && allowed.test(e))),
+        close: () => context.close(),
+    };
+}
+
+async function login(page, key) {
+    await page.getByTestId('login-key').fill(key);
+    await page.getByTestId('login-submit').click();
+}
+
+async function loggedIn(key, options) {
+    const s = await open(options);
+    await login(s.page, key);
+    await s.page.getByTestId('who').waitFor();
+    return s;
+}
+
+const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+/** One run through POST /api/execute, its NDJSON read to the end; returns the parsed lines. */
+async function runViaApi(key, code) {
+    const r = await fetch(`${srv.url}/api/execute`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ language: 'python', code }),
+    });
+    assert.equal(r.status, 200, await r.clone().text());
+    return (await r.text()).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+}
+
+describe('admin console', () => {
+    test('the page loads without a key, under the strict CSP', async () => {
+        const r = await fetch(`${srv.url}/admin/`);
+        assert.equal(r.status, 200);
+        const csp = r.headers.get('content-security-policy');
+        assert.match(csp, /script-src 'self';/);
+        assert.match(csp, /style-src 'self';/);
+        const html = await r.text();
+        assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script');
+        assert.doesNotMatch(html, /<style|style="/, 'no inline style');
+        const script = html.match(/src="(\/admin\/assets\/[^"]+\.js)"/)[1];
+        const js = await fetch(`${srv.url}${script}`);
+        assert.equal(js.status, 200);
+        assert.match(js.headers.get('cache-control'), /immutable/);
+    });
+
+    test('a bad key is refused; a good key logs in; logout forgets the key', async () => {
+        const s = await open();
+        await login(s.page, 'not-a-key');
+        await s.page.getByTestId('login-error').waitFor();
+        assert.match(await s.page.getByTestId('login-error').textContent(), /refused/);
+        await shot(s.page, 'login-refused');
+        assert.equal(await s.page.evaluate(() => sessionStorage.length), 0, 'a refused key is not kept');
+
+        await login(s.page, adminKey);
+        await s.page.getByTestId('who').waitFor();
+        assert.match(await s.page.getByTestId('who').textContent(), /ops\s*admin/);
+        // A reload keeps the session (sessionStorage), never localStorage.
+        await s.page.reload();
+        await s.page.getByTestId('who').waitFor();
+        assert.equal(await s.page.evaluate(() => localStorage.length), 0);
+
+        await s.page.getByTestId('logout').click();
+        await s.page.getByTestId('login-form').waitFor();
+        assert.equal(await s.page.evaluate(() => sessionStorage.length), 0);
+        await s.page.reload();
+        await s.page.getByTestId('login-form').waitFor();
+        assert.deepEqual(s.problems(REFUSED_401), []);
+        await s.close();
+    });
+
+    test('a key that stops working anywhere sends the user back to the login', async () => {
+        const s = await open();
+        await s.page.evaluate(() => sessionStorage.setItem('code-exec-mcp.key', 'revoked-key'));
+        await s.page.goto(`${srv.url}/admin/executions`);
+        await s.page.getByTestId('login-form').waitFor();
+        assert.equal(await s.page.evaluate(() => sessionStorage.length), 0);
+        assert.deepEqual(s.problems(REFUSED_401), []);
+        await s.close();
+    });
+
+    test('the dashboard counts a run live, without a reload', async () => {
+        const s = await loggedIn(adminKey);
+        const total = s.page.getByTestId('stat-total');
+        await total.waitFor();
+        const before = Number(await total.textContent());
+        const lines = await runViaApi(aliceKey, 'print("counted")');
+        assert.equal(lines.at(-1).type, 'result');
+        await s.page.waitForFunction((n) => Number(document.querySelector('[data-testid=stat-total]').textContent) === n,
+            before + 1, { timeout: 15_000 });
+        await s.page.getByText('python', { exact: true }).first().waitFor();
+        await shot(s.page, 'dashboard');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
+    test('playground: output streams in before the result; Stop cancels a run', async () => {
+        const s = await loggedIn(aliceKey);
+        await s.page.getByTestId('nav-playground').click();
+        await s.page.getByTestId('play-language').selectOption('python');
+        await s.page.getByTestId('play-code').fill(
+            'import time\nprint("first-line", flush=True)\ntime.sleep(3)\nprint("second-line")\n');
+        await s.page.getByTestId('play-run').click();
+        const output = s.page.getByTestId('play-output');
+        await s.page.waitForFunction(() => document.querySelector('[data-testid=play-output]').textContent.includes('first-line'),
+            null, { timeout: 60_000 });
+        // The moment the first line shows, the run has not finished: no second line and no result yet.
+        assert.doesNotMatch(await output.textContent(), /second-line/);
+        assert.equal(await s.page.getByTestId('play-result').count(), 0);
+        await shot(s.page, 'playground-streaming');
+        await s.page.getByTestId('play-outcome').waitFor({ timeout: 60_000 });
+        assert.match(await s.page.getByTestId('play-outcome').textContent(), /exited with code 0/);
+        assert.match(await output.textContent(), /first-line\s*second-line/);
+        await shot(s.page, 'playground');
+
+        await s.page.getByTestId('play-code').fill('import time\nprint("long", flush=True)\ntime.sleep(60)\n');
+        await s.page.getByTestId('play-run').click();
+        await s.page.waitForFunction(() => document.querySelector('[data-testid=play-output]').textContent.includes('long'),
+            null, { timeout: 60_000 });
+        await s.page.getByTestId('play-stop').click();
+        await s.page.getByTestId('play-error').waitFor();
+        assert.match(await s.page.getByTestId('play-error').textContent(), /Stopped/);
+        // Closing the stream cancels the run on the server.
+        assert.equal(await srv.alive(), true);
+        const idle = await waitIdle(20_000);
+        assert.equal(idle, true, 'the stopped run is still running on the server');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
+    test('executions: filter by code, open a run, see its code and output', async () => {
+        await runViaApi(aliceKey, 'print("needle-" + "in-haystack")');
+        const s = await loggedIn(adminKey);
+        await s.page.getByTestId('nav-executions').click();
+        await s.page.getByTestId('exec-row').first().waitFor();
+        await s.page.getByTestId('filter-q').fill('needle-');
+        await s.page.waitForFunction(() => document.querySelectorAll('[data-testid=exec-row]').length === 1);
+        await s.page.getByTestId('exec-row').first().click();
+        await s.page.getByTestId('exec-stdout').waitFor();
+        assert.match(await s.page.getByTestId('exec-stdout').textContent(), /needle-in-haystack/);
+        assert.match(await s.page.getByTestId('exec-code').textContent(), /print\("needle-" \+ "in-haystack"\)/);
+        assert.ok(await s.page.locator('[data-testid=exec-code] .hljs-string').count() > 0, 'code is highlighted');
+        await shot(s.page, 'executions');
+
+        await s.page.getByTestId('filter-q').fill('');
+        await s.page.getByTestId('filter-outcome').selectOption('cancelled');
+        await s.page.waitForFunction(() => [...document.querySelectorAll('[data-testid=exec-row]')]
+            .every((r) => r.textContent.includes('cancelled')));
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
+    test('workspaces: upload (input and drop), browse, preview, rename, download, zip, delete', async () => {
+        const alice = restClient(srv.url, aliceKey);
+        const nested = await alice('POST', '/api/workspaces/proj/files/src/util.py', { body: 'def helper():\n    return 42\n' });
+        assert.equal(nested.status, 201);
+        const s = await loggedIn(aliceKey);
+        const { page } = s;
+        await page.getByTestId('nav-workspaces').click();
+        await page.getByTestId('ws-row').filter({ hasText: 'proj' }).click();
+        await page.locator('[data-testid=ws-entry][data-name=src]').waitFor();
+
+        // Upload through the file input: a program and an image.
+        await page.getByTestId('ws-upload').setInputFiles([
+            { name: 'hello.py', mimeType: 'text/x-python', buffer: Buffer.from('def main():\n    print("hello")\n') },
+            { name: 'pic.png', mimeType: 'image/png', buffer: PNG },
+        ]);
+        await page.locator('[data-testid=ws-entry][data-name="hello.py"]').waitFor();
+        await page.locator('[data-testid=ws-entry][data-name="pic.png"]').waitFor();
+
+        // Drag and drop: a DataTransfer with a file, dropped on the browser panel.
+        const dt = await page.evaluateHandle(() => {
+            const d = new DataTransfer();
+            d.items.add(new File(['dropped content\n'], 'dropped.txt', { type: 'text/plain' }));
+            return d;
+        });
+        await page.getByTestId('ws-browser').dispatchEvent('drop', { dataTransfer: dt });
+        await page.locator('[data-testid=ws-entry][data-name="dropped.txt"]').waitFor();
+        let r = await alice('GET', '/api/workspaces/proj/files/dropped.txt');
+        assert.equal(await r.text(), 'dropped content\n');
+
+        // Browse into src/ and back.
+        await page.locator('[data-testid=ws-entry][data-name=src] a').click();
+        await page.locator('[data-testid=ws-entry][data-name="util.py"]').waitFor();
+        await page.getByTestId('ws-crumbs').getByText('proj').click();
+        await page.locator('[data-testid=ws-entry][data-name="hello.py"]').waitFor();
+
+        // Preview: highlighted text, and an image through a blob: URL.
+        await page.locator('[data-testid=ws-entry][data-name="hello.py"] [data-testid=ws-open]').click();
+        await page.getByTestId('ws-preview-text').waitFor();
+        assert.match(await page.getByTestId('ws-preview-text').textContent(), /def main\(\):/);
+        assert.ok(await page.locator('[data-testid=ws-preview-text] .hljs-keyword').count() > 0, 'highlighted');
+        await shot(page, 'workspaces-preview-text');
+        await page.locator('[data-testid=ws-entry][data-name="pic.png"] [data-testid=ws-open]').click();
+        const img = page.getByTestId('ws-preview-image');
+        await img.waitFor();
+        await page.waitForFunction(() => document.querySelector('[data-testid=ws-preview-image]').naturalWidth === 1);
+        assert.match(await img.getAttribute('src'), /^blob:/);
+        await shot(page, 'workspaces');
+
+        // Rename hello.py → renamed.py.
+        await page.locator('[data-testid=ws-entry][data-name="hello.py"] [data-testid=ws-rename]').click();
+        await page.getByTestId('ws-rename-input').fill('renamed.py');
+        await page.getByTestId('ws-rename-save').click();
+        await page.locator('[data-testid=ws-entry][data-name="renamed.py"]').waitFor();
+        assert.equal(await page.locator('[data-testid=ws-entry][data-name="hello.py"]').count(), 0);
+        r = await alice('GET', '/api/workspaces/proj/files/renamed.py');
+        assert.equal(r.status, 200);
+
+        // A rename onto an existing file is refused by the server, and the page says why.
+        await page.locator('[data-testid=ws-entry][data-name="dropped.txt"] [data-testid=ws-rename]').click();
+        await page.getByTestId('ws-rename-input').fill('src/util.py');
+        await page.getByTestId('ws-rename-save').click();
+        await page.getByTestId('ws-failure').waitFor();
+        assert.match(await page.getByTestId('ws-failure').textContent(), /^Rename: .*exists/i);
+        r = await alice('GET', '/api/workspaces/proj/files/src/util.py');
+        assert.equal(await r.text(), 'def helper():\n    return 42\n', 'the refused rename changed nothing');
+
+        // Download the file, then the whole workspace as a zip.
+        let wait = page.waitForEvent('download');
+        await page.locator('[data-testid=ws-entry][data-name="renamed.py"] [data-testid=ws-download]').click();
+        let download = await wait;
+        assert.equal(download.suggestedFilename(), 'renamed.py');
+        assert.equal(readFileSync(await download.path(), 'utf8'), 'def main():\n    print("hello")\n');
+        wait = page.waitForEvent('download');
+        await page.getByTestId('ws-zip').click();
+        download = await wait;
+        assert.equal(download.suggestedFilename(), 'proj.zip');
+        const zip = readFileSync(await download.path());
+        assert.equal(zip.subarray(0, 2).toString('latin1'), 'PK');
+        assert.ok(zip.includes(Buffer.from('src/util.py')), 'the zip holds the nested file');
+
+        // Delete (after the confirm dialog).
+        page.once('dialog', (d) => d.accept());
+        await page.locator('[data-testid=ws-entry][data-name="renamed.py"] [data-testid=ws-remove]').click();
+        await page.locator('[data-testid=ws-entry][data-name="renamed.py"]').waitFor({ state: 'detached' });
+        r = await alice('GET', '/api/workspaces/proj/files/renamed.py');
+        assert.equal(r.status, 404);
+        assert.deepEqual(s.problems(/Failed to load resource: the server responded with a status of 409/), []);
+        await s.close();
+    });
+
+    test('a tenant sees only its own workspaces; the admin sees and browses every tenant', async () => {
+        const bob = restClient(srv.url, bobKey);
+        assert.equal((await bob('POST', '/api/workspaces/bobonly/files/secret.txt', { body: 'bob secret\n' })).status, 201);
+        await runViaApi(aliceKey, 'print("alice ran this")');
+        assert.equal((await restClient(srv.url, aliceKey)('POST', '/api/workspaces/aliceonly/files/a.txt',
+            { body: 'alice\n' })).status, 201);
+
+        const a = await loggedIn(aliceKey);
+        await a.page.getByTestId('nav-workspaces').click();
+        await a.page.getByTestId('ws-row').filter({ hasText: 'aliceonly' }).waitFor();
+        const aliceRows = await a.page.getByTestId('ws-row').allTextContents();
+        assert.ok(!aliceRows.some((t) => t.includes('bobonly')), `alice sees bob's workspace: ${aliceRows}`);
+        assert.deepEqual(a.problems(), []);
+        await a.close();
+
+        // Bob has run nothing: his dashboard and his executions say so, though alice has run code by now.
+        const b = await loggedIn(bobKey);
+        await b.page.getByTestId('stat-total').waitFor();
+        assert.match(await b.page.getByTestId('dash-scope').textContent(), /tenant bob/);
+        assert.equal(await b.page.getByTestId('stat-total').textContent(), '0');
+        await b.page.getByTestId('nav-executions').click();
+        await b.page.getByTestId('exec-count').filter({ hasText: '0 runs' }).waitFor();
+        assert.equal(await b.page.getByTestId('exec-row').count(), 0);
+        await b.page.getByTestId('nav-workspaces').click();
+        await b.page.getByTestId('ws-row').filter({ hasText: 'bobonly' }).waitFor();
+        assert.deepEqual((await b.page.getByTestId('ws-row').allTextContents()).filter((t) => /aliceonly|proj/.test(t)), []);
+        assert.deepEqual(b.problems(), []);
+        await b.close();
+
+        const s = await loggedIn(adminKey);
+        // The admin's dashboard narrowed to one tenant counts only that tenant's runs.
+        const aliceStats = await (await restClient(srv.url, adminKey)('GET', '/api/admin/stats?tenant=alice')).json();
+        assert.ok(aliceStats.executions.total >= 1);
+        await s.page.getByTestId('dash-tenant').fill('alice');
+        await s.page.getByTestId('dash-scope').filter({ hasText: 'tenant alice' }).waitFor({ timeout: 10_000 });
+        assert.equal(Number(await s.page.getByTestId('stat-total').textContent()), aliceStats.executions.total);
+        await s.page.getByTestId('dash-tenant').fill('bob');
+        await s.page.getByTestId('dash-scope').filter({ hasText: 'tenant bob' }).waitFor({ timeout: 10_000 });
+        assert.equal(await s.page.getByTestId('stat-total').textContent(), '0');
+        await s.page.getByTestId('nav-workspaces').click();
+        const bobRow = s.page.getByTestId('ws-row').filter({ hasText: 'bobonly' });
+        await bobRow.waitFor();
+        assert.match(await bobRow.textContent(), /bob/);
+        await s.page.getByTestId('ws-row').filter({ hasText: 'aliceonly' }).waitFor();
+        await bobRow.click();
+        await s.page.locator('[data-testid=ws-entry][data-name="secret.txt"] [data-testid=ws-open]').click();
+        await s.page.getByTestId('ws-preview-text').waitFor();
+        assert.match(await s.page.getByTestId('ws-preview-text').textContent(), /bob secret/);
+        await shot(s.page, 'workspaces-admin');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
+    test('narrow screen (390 px): no sideways scrolling, the menu opens, every page renders', async () => {
+        const s = await loggedIn(adminKey, { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+        const { page } = s;
+        const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        await page.getByTestId('stat-total').waitFor();
+        assert.ok(await overflow() <= 0, `dashboard is ${await overflow()} px too wide`);
+        await shot(page, 'narrow-dashboard');
+        for (const id of ['executions', 'workspaces', 'playground']) {
+            assert.equal(await page.getByTestId(`nav-${id}`).isVisible(), false, 'the menu starts closed');
+            await page.getByRole('button', { name: 'Menu' }).click();
+            await page.getByTestId(`nav-${id}`).click();
+            await page.locator('main h2').filter({ hasText: new RegExp(id, 'i') }).waitFor();
+            await page.waitForLoadState('networkidle');
+            assert.ok(await overflow() <= 0, `${id} is ${await overflow()} px too wide`);
+            await shot(page, `narrow-${id}`);
+            if (id === 'workspaces') {
+                await page.getByTestId('ws-row').filter({ hasText: 'proj' }).click();
+                await page.locator('[data-testid=ws-entry][data-name="pic.png"] [data-testid=ws-open]').click();
+                await page.getByTestId('ws-preview-image').waitFor();
+                assert.ok(await overflow() <= 0, `the file browser is ${await overflow()} px too wide`);
+                await shot(page, 'narrow-workspace-browser');
+            }
+        }
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+});
+
+async function waitIdle(timeoutMs) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+        const h = await (await fetch(`${srv.url}/healthz`)).json();
+        if (h.running === 0) return true;
+        if (Date.now() > end) return false;
+        await new Promise((res) => setTimeout(res, 200));
+    }
+}

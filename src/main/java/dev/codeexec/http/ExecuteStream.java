@@ -1,0 +1,249 @@
+package dev.codeexec.http;
+
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.mcp.RequestConverter;
+import dev.codeexec.mcp.ResultMaps;
+import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.Workspaces;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import tools.jackson.core.JacksonException;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletionException;
+
+/**
+ * One {@code POST /api/execute} response: the run's output as NDJSON lines while it runs, then its result.
+ *
+ * <p>The engine hands output to {@link #onOutput} without waiting; the request's own thread writes it, merging
+ * what arrived since its last write into one line per stream, so a program printing many tiny lines costs a few
+ * writes. A client that goes away must cancel its run, but a servlet container only learns that a connection is
+ * gone when a write to it fails (Jetty 12 reports nothing to a request that is not reading or writing). So while
+ * a run is silent a {@code {"type":"keepalive"}} line goes out every {@link #KEEPALIVE_MILLIS}: the first write
+ * after the client closed draws a reset, the next fails, and the run is cancelled within about two intervals.
+ */
+final class ExecuteStream implements OutputListener {
+
+    static final long KEEPALIVE_MILLIS = 1000;
+    private static final Logger LOG = LoggerFactory.getLogger(ExecuteStream.class);
+    private static final byte[] KEEPALIVE = "{\"type\":\"keepalive\"}\n".getBytes(StandardCharsets.UTF_8);
+
+    private record Chunk(Stream stream, StringBuilder text) {
+    }
+
+    private final Object lock = new Object();
+    private final List<Chunk> pending = new ArrayList<>();
+    private boolean ended;
+
+    @Override
+    public void onOutput(Stream stream, String text) {
+        if (text.isEmpty()) return;
+        synchronized (lock) {
+            Chunk last = pending.isEmpty() ? null : pending.getLast();
+            if (last != null && last.stream() == stream) last.text().append(text);
+            else pending.add(new Chunk(stream, new StringBuilder(text)));
+            lock.notifyAll();
+        }
+    }
+
+    /**
+     * Writes output as it comes, then the result line, until the run has ended or the client has gone (then the
+     * run is cancelled). Output the engine delivers after the result is dropped: the result carries all of it.
+     */
+    void pump(RunHandle handle, HttpServletResponse resp, Optional<String> workspace, long maxImageBytes) {
+        handle.result().whenComplete((r, e) -> {
+            synchronized (lock) {
+                ended = true;
+                lock.notifyAll();
+            }
+        });
+        try {
+            OutputStream out = resp.getOutputStream();
+            resp.flushBuffer();
+            long lastWrite = System.nanoTime();
+            boolean done = false;
+            while (!done) {
+                List<Chunk> batch;
+                synchronized (lock) {
+                    long waitMs;
+                    while (pending.isEmpty() && !ended
+                            && (waitMs = KEEPALIVE_MILLIS - (System.nanoTime() - lastWrite) / 1_000_000) > 0) {
+                        lock.wait(waitMs);
+                    }
+                    batch = new ArrayList<>(pending);
+                    pending.clear();
+                    done = ended;
+                }
+                if (!batch.isEmpty()) {
+                    for (Chunk c : batch) out.write(line(output(c)));
+                } else if (!done) {
+                    out.write(KEEPALIVE);
+                }
+                out.flush();
+                lastWrite = System.nanoTime();
+            }
+            out.write(line(last(handle, workspace, maxImageBytes)));
+            out.flush();
+        } catch (IOException e) {
+            LOG.debug("playground client went away; cancelling run {}: {}", handle.id(), e.toString());
+            handle.cancel();
+        } catch (InterruptedException e) {
+            handle.cancel();
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static Map<String, Object> output(Chunk c) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("type", "output");
+        m.put("stream", c.stream() == Stream.STDOUT ? "stdout" : "stderr");
+        m.put("text", c.text().toString());
+        return m;
+    }
+
+    /** The result line, or the error line of a run that was not attempted. */
+    private static Map<String, Object> last(RunHandle handle, Optional<String> workspace, long maxImageBytes) {
+        try {
+            ExecutionResult r = handle.result().join();
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("type", "result");
+            m.put("result", ResultMaps.structured(r, workspace, maxImageBytes));
+            return m;
+        } catch (CompletionException | java.util.concurrent.CancellationException e) {
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            if (cause instanceof ExecutionException ee) return error(ee);
+            LOG.warn("playground run {} failed: {}", handle.id(), cause.toString());
+            return error("unavailable", "the run failed inside the server");
+        }
+    }
+
+    static Map<String, Object> error(ExecutionException e) {
+        String code = switch (e) {
+            case ExecutionException.Busy x -> "busy";
+            case ExecutionException.InvalidRequest x -> "invalid_request";
+            default -> "unavailable";
+        };
+        return error(code, e.getMessage());
+    }
+
+    private static Map<String, Object> error(String code, String message) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("type", "error");
+        m.put("error", code);
+        m.put("message", message);
+        return m;
+    }
+
+    private static byte[] line(Map<String, Object> m) {
+        byte[] json = JsonErrors.JSON.writeValueAsBytes(m);
+        byte[] out = new byte[json.length + 1];
+        System.arraycopy(json, 0, out, 0, json.length);
+        out[json.length] = '\n';
+        return out;
+    }
+
+    /**
+     * The route: validates the body with the engine's validator (execute_code's arguments), resolves workspace and
+     * session in the acting tenant, then streams. Everything that can be refused is refused with a JSON error
+     * before the first line goes out.
+     */
+    static final class Endpoint {
+
+        private final Executor executor;
+        private final RequestConverter converter;
+        private final Workspaces workspaces;
+        private final long maxBodyBytes;
+        private final long maxImageBytes;
+
+        Endpoint(ServerSetup setup, long maxBodyBytes) {
+            this.executor = setup.executor();
+            this.converter = setup.converter();
+            this.workspaces = setup.workspaces();
+            this.maxBodyBytes = maxBodyBytes;
+            this.maxImageBytes = (long) setup.config().get(dev.codeexec.config.Config.MAX_IMAGE_KB) << 10;
+        }
+
+        void handle(String tenant, HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            Map<String, Object> args = body(req);
+            ExecutionRequest request;
+            try {
+                request = converter.convert(args);
+            } catch (ExecutionException.InvalidRequest e) {
+                throw new ApiException(400, "invalid_request", e.getMessage());
+            }
+            // No JSON-RPC id here: the run is known by its HTTP request's X-Request-Id (audit line, log MDC, history).
+            request = request.withAudit(new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.empty(),
+                    RequestTracker.requestId(req)));
+            Optional<String> wsName = name(args, "workspace");
+            if (wsName.isPresent()) {
+                Workspace ws = workspaces.open(tenant, wsName.get(), true);
+                request = request.inWorkspace(ws);
+            }
+            Optional<String> session = name(args, "session");
+            if (session.isPresent()) request = request.inSession(new SessionRef(tenant, session.get()));
+
+            ExecuteStream stream = new ExecuteStream();
+            RunHandle handle;
+            try {
+                handle = executor.submit(request, stream);
+            } catch (ExecutionException.InvalidRequest e) {
+                throw new ApiException(400, "invalid_request", e.getMessage());
+            } catch (ExecutionException e) {
+                start(resp);
+                resp.getOutputStream().write(line(error(e)));
+                return;
+            }
+            start(resp);
+            stream.pump(handle, resp, wsName, maxImageBytes);
+        }
+
+        private static void start(HttpServletResponse resp) {
+            resp.setStatus(200);
+            resp.setContentType("application/x-ndjson");
+            resp.setCharacterEncoding(StandardCharsets.UTF_8.name());
+            resp.setHeader("Cache-Control", "no-store");
+            resp.setHeader("X-Content-Type-Options", "nosniff");
+            // Proxies that buffer (nginx) would hold the stream back until the run ends.
+            resp.setHeader("X-Accel-Buffering", "no");
+        }
+
+        private Map<String, Object> body(HttpServletRequest req) throws IOException {
+            byte[] bytes = req.getInputStream().readNBytes((int) Math.min(Integer.MAX_VALUE - 8, maxBodyBytes + 1));
+            if (bytes.length > maxBodyBytes) throw new ApiException(413, "too_large", "request body exceeds MAX_BODY_MB");
+            Object parsed;
+            try {
+                parsed = JsonErrors.JSON.readValue(bytes, Object.class);
+            } catch (JacksonException e) {
+                throw ApiException.badRequest("the body is not valid JSON");
+            }
+            if (!(parsed instanceof Map<?, ?> map)) throw ApiException.badRequest("the body must be a JSON object");
+            Map<String, Object> args = new LinkedHashMap<>();
+            map.forEach((k, v) -> args.put(String.valueOf(k), v));
+            return args;
+        }
+
+        private static Optional<String> name(Map<String, Object> args, String key) {
+            Object v = args.get(key);
+            if (v == null) return Optional.empty();
+            if (!(v instanceof String s)) throw ApiException.badRequest("'" + key + "' must be a string");
+            return Optional.of(Workspaces.checkName(key, s));
+        }
+    }
+}

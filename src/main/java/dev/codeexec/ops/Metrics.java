@@ -1,0 +1,177 @@
+package dev.codeexec.ops;
+
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.RunObserver;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
+import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
+import io.micrometer.core.instrument.binder.system.UptimeMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The server's Prometheus metrics (served at /metrics): runs as an {@link RunObserver} and a sandbox
+ * {@link Executor.StartListener}, engine levels as gauges read at scrape time, HTTP requests as the edge reports
+ * them, and the JVM's own binders. Every tag value comes from a small fixed set (language ids, outcomes, route
+ * groups, methods, status classes), never from a URI or other client text, so the number of series stays bounded.
+ *
+ * <p>Meters (Prometheus names):
+ * <ul>
+ *   <li>{@code codeexec_executions_total{language,outcome}}: every run that ended, by how; runs refused before
+ *   they could start (queue full, queue timeout, server unavailable) count with {@code outcome="rejected"}.</li>
+ *   <li>{@code codeexec_execution_duration_seconds{language}}: how long programs ran (the run's own wall time,
+ *   not its wait in the queue), histogram with buckets from 10 ms to 120 s.</li>
+ *   <li>{@code codeexec_sandbox_start_seconds{language,start="warm"|"cold"}}: from a run beginning to start its
+ *   sandbox (slot held) until its program was running; buckets from 1 ms to 10 s.</li>
+ *   <li>{@code codeexec_queue_depth}, {@code codeexec_running}, {@code codeexec_max_concurrent}.</li>
+ *   <li>{@code codeexec_warm_pool_ready{language}}, {@code codeexec_warm_pool_target{language}}.</li>
+ *   <li>{@code codeexec_sessions_active}.</li>
+ *   <li>{@code codeexec_http_requests_seconds{method,status,route}}: status as a class ({@code 2xx}), route as a
+ *   {@link Route} group.</li>
+ *   <li>{@code jvm_*}, {@code process_*}, {@code system_cpu_*}: memory, GC, threads, class loading, CPU, uptime.</li>
+ * </ul>
+ */
+public final class Metrics implements RunObserver, Executor.StartListener, AutoCloseable {
+
+    /** The Prometheus text exposition format, as /metrics answers it. */
+    public static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+    /** Outcome tag of a run refused before it could start. */
+    static final String REJECTED = "rejected";
+
+    private static final Duration[] RUN_BUCKETS = durations(10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000,
+            30_000, 60_000, 120_000);
+    private static final Duration[] START_BUCKETS = durations(1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500,
+            5_000, 10_000);
+    private static final Set<String> METHODS = Set.of("GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH");
+
+    /** Where a request went, by the first segment of its path: the only path information a metric carries. */
+    public enum Route {
+        MCP, API, ADMIN, HEALTHZ, METRICS, OTHER;
+
+        /** "/mcp" → MCP, "/api/workspaces/x" → API, "/admin/..." → ADMIN, anything unknown → OTHER. */
+        public static Route of(String path) {
+            if (path == null) return OTHER;
+            return switch (firstSegment(path)) {
+                case "mcp" -> MCP;
+                case "api" -> API;
+                case "admin" -> ADMIN;
+                case "healthz" -> HEALTHZ;
+                case "metrics" -> METRICS;
+                default -> OTHER;
+            };
+        }
+
+        private static String firstSegment(String path) {
+            int from = path.startsWith("/") ? 1 : 0;
+            int end = path.indexOf('/', from);
+            return end < 0 ? path.substring(from) : path.substring(from, end);
+        }
+
+        String tag() {
+            return name().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    private final JvmGcMetrics gc = new JvmGcMetrics();
+
+    private Metrics(Executor executor) {
+        new ClassLoaderMetrics().bindTo(registry);
+        new JvmMemoryMetrics().bindTo(registry);
+        gc.bindTo(registry);
+        new JvmThreadMetrics().bindTo(registry);
+        new ProcessorMetrics().bindTo(registry);
+        new UptimeMetrics().bindTo(registry);
+
+        Gauge.builder("codeexec.queue.depth", executor, Executor::queued).strongReference(true)
+                .description("Runs waiting for an execution slot").register(registry);
+        Gauge.builder("codeexec.running", executor, Executor::running).strongReference(true)
+                .description("Runs executing now").register(registry);
+        Gauge.builder("codeexec.max.concurrent", executor, Executor::maxConcurrent).strongReference(true)
+                .description("Runs that may execute at once (MAX_CONCURRENT)").register(registry);
+        Gauge.builder("codeexec.sessions.active", executor, e -> e.sessions().count()).strongReference(true)
+                .description("Stateful sessions open now, all tenants").register(registry);
+        // The pool's languages are fixed when the executor starts; only their levels change.
+        for (String language : executor.warmPoolLevels().keySet()) {
+            Gauge.builder("codeexec.warm.pool.ready", executor, e -> level(e, language, "ready")).strongReference(true)
+                    .tag("language", language).description("Warm sandboxes ready to take a run").register(registry);
+            Gauge.builder("codeexec.warm.pool.target", executor, e -> level(e, language, "target")).strongReference(true)
+                    .tag("language", language).description("Warm sandboxes the pool keeps ready").register(registry);
+        }
+        executor.addStartListener(this);
+    }
+
+    /** Metrics of this executor's runs and levels; the caller adds it to the executor's observers. */
+    public static Metrics create(Executor executor) {
+        return new Metrics(executor);
+    }
+
+    private static double level(Executor executor, String language, String which) {
+        Map<String, Integer> levels = executor.warmPoolLevels().get(language);
+        Integer v = levels == null ? null : levels.get(which);
+        return v == null ? Double.NaN : v;
+    }
+
+    @Override
+    public void finished(RunEnd run) {
+        if (run.result().isEmpty()) {
+            executions(run.start().request().language(), REJECTED).increment();
+            return;
+        }
+        ExecutionResult r = run.result().get();
+        executions(r.language(), r.outcome().wireName()).increment();
+        Timer.builder("codeexec.execution.duration").description("Wall time of runs, from program start to end")
+                .tag("language", r.language()).serviceLevelObjectives(RUN_BUCKETS).register(registry)
+                .record(Duration.ofMillis(r.durationMs()));
+    }
+
+    private Counter executions(String language, String outcome) {
+        return Counter.builder("codeexec.executions").description("Runs that ended, by language and outcome")
+                .tag("language", language).tag("outcome", outcome).register(registry);
+    }
+
+    @Override
+    public void started(String language, boolean warm, Duration elapsed) {
+        Timer.builder("codeexec.sandbox.start").description("From a run starting its sandbox to its program running")
+                .tag("language", language).tag("start", warm ? "warm" : "cold")
+                .serviceLevelObjectives(START_BUCKETS).register(registry).record(elapsed);
+    }
+
+    /** One HTTP request answered: method (unknown methods as "OTHER"), status class, route group. */
+    public void httpRequest(String method, int status, Route route, Duration elapsed) {
+        String m = method == null ? "OTHER" : method.toUpperCase(Locale.ROOT);
+        Timer.builder("codeexec.http.requests").description("HTTP requests answered")
+                .tag("method", METHODS.contains(m) ? m : "OTHER")
+                .tag("status", status >= 100 && status < 600 ? (status / 100) + "xx" : "unknown")
+                .tag("route", route.tag()).register(registry).record(elapsed);
+    }
+
+    /** Every meter in the Prometheus text format ({@link #CONTENT_TYPE}). */
+    public String scrape() {
+        return registry.scrape();
+    }
+
+    @Override
+    public void close() {
+        gc.close();
+        registry.close();
+    }
+
+    private static Duration[] durations(long... millis) {
+        Duration[] d = new Duration[millis.length];
+        for (int i = 0; i < millis.length; i++) d[i] = Duration.ofMillis(millis[i]);
+        return d;
+    }
+}

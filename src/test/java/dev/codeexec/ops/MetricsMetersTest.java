@@ -1,0 +1,189 @@
+package dev.codeexec.ops;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.Limits;
+import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.RunObserver;
+import dev.codeexec.engine.SessionControl;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** What each engine event and HTTP request does to the meters, read back in the Prometheus text. */
+class MetricsMetersTest {
+
+    final AtomicInteger ready = new AtomicInteger(2);
+    final AtomicInteger sessions = new AtomicInteger(0);
+    Executor.StartListener registered;
+    final StubExecutor executor = new StubExecutor();
+    final Metrics metrics = Metrics.create(executor);
+
+    @AfterEach
+    void close() {
+        metrics.close();
+    }
+
+    @Test
+    void runsCountByOutcomeRefusedRunsAsRejectedAndOnlyRunsThatRanHaveADuration() {
+        metrics.finished(end("python", Optional.of(result("python", Outcome.EXITED, 40)), Optional.empty()));
+        metrics.finished(end("python", Optional.of(result("python", Outcome.TIMEOUT, 3000)), Optional.empty()));
+        metrics.finished(end("nodejs", Optional.empty(), Optional.of(new ExecutionException.Busy("queue full"))));
+        metrics.finished(end("nodejs", Optional.empty(), Optional.of(new ExecutionException.Unavailable("closing"))));
+
+        String text = metrics.scrape();
+        assertThat(text).contains("codeexec_executions_total{language=\"python\",outcome=\"exited\"} 1.0")
+                .contains("codeexec_executions_total{language=\"python\",outcome=\"timeout\"} 1.0")
+                .contains("codeexec_executions_total{language=\"nodejs\",outcome=\"rejected\"} 2.0");
+        assertThat(text).contains("codeexec_execution_duration_seconds_count{language=\"python\"} 2")
+                .contains("codeexec_execution_duration_seconds_bucket{language=\"python\",le=\"0.05\"} 1")
+                .contains("codeexec_execution_duration_seconds_bucket{language=\"python\",le=\"5.0\"} 2")
+                .doesNotContain("codeexec_execution_duration_seconds_count{language=\"nodejs\"}");
+    }
+
+    @Test
+    void sandboxStartsAreTimedByLanguageAndWarmth() {
+        assertThat(registered).isSameAs(metrics);
+        registered.started("python", true, Duration.ofMillis(3));
+        registered.started("python", false, Duration.ofMillis(400));
+        String text = metrics.scrape();
+        assertThat(text).contains("codeexec_sandbox_start_seconds_bucket{language=\"python\",start=\"warm\",le=\"0.005\"} 1")
+                .contains("codeexec_sandbox_start_seconds_bucket{language=\"python\",start=\"cold\",le=\"0.25\"} 0")
+                .contains("codeexec_sandbox_start_seconds_bucket{language=\"python\",start=\"cold\",le=\"0.5\"} 1");
+    }
+
+    @Test
+    void gaugesReadTheEngineAtScrapeTime() {
+        assertThat(metrics.scrape()).contains("codeexec_warm_pool_ready{language=\"python\"} 2.0")
+                .contains("codeexec_warm_pool_target{language=\"python\"} 2.0").contains("codeexec_sessions_active 0.0")
+                .contains("codeexec_queue_depth 3.0").contains("codeexec_running 1.0").contains("codeexec_max_concurrent 4.0");
+        ready.set(0);
+        sessions.set(5);
+        assertThat(metrics.scrape()).contains("codeexec_warm_pool_ready{language=\"python\"} 0.0")
+                .contains("codeexec_sessions_active 5.0");
+    }
+
+    @Test
+    void httpRequestsAreTaggedOnlyWithFixedValues() {
+        metrics.httpRequest("GET", 200, Metrics.Route.of("/healthz"), Duration.ofMillis(1));
+        metrics.httpRequest("PROPFIND", 405, Metrics.Route.of("/webdav/secret-name"), Duration.ofMillis(1));
+        metrics.httpRequest("post", 0, Metrics.Route.of("/mcp"), Duration.ofMillis(1));
+        String text = metrics.scrape();
+        assertThat(text).contains("codeexec_http_requests_seconds_count{method=\"GET\",route=\"healthz\",status=\"2xx\"} 1")
+                .contains("codeexec_http_requests_seconds_count{method=\"OTHER\",route=\"other\",status=\"4xx\"} 1")
+                .contains("codeexec_http_requests_seconds_count{method=\"POST\",route=\"mcp\",status=\"unknown\"} 1")
+                .doesNotContain("PROPFIND").doesNotContain("secret-name").doesNotContain("webdav");
+    }
+
+    @Test
+    void routeGroupsGoByTheWholeFirstSegment() {
+        assertThat(Metrics.Route.of("/mcp")).isEqualTo(Metrics.Route.MCP);
+        assertThat(Metrics.Route.of("/mcp/x")).isEqualTo(Metrics.Route.MCP);
+        assertThat(Metrics.Route.of("/mcpx")).isEqualTo(Metrics.Route.OTHER);
+        assertThat(Metrics.Route.of("/api")).isEqualTo(Metrics.Route.API);
+        assertThat(Metrics.Route.of("/api/admin/stats")).isEqualTo(Metrics.Route.API);
+        assertThat(Metrics.Route.of("/admin")).isEqualTo(Metrics.Route.ADMIN);
+        assertThat(Metrics.Route.of("/admin/assets/index-1a2b.js")).isEqualTo(Metrics.Route.ADMIN);
+        assertThat(Metrics.Route.of("/healthz")).isEqualTo(Metrics.Route.HEALTHZ);
+        assertThat(Metrics.Route.of("/metrics")).isEqualTo(Metrics.Route.METRICS);
+        assertThat(Metrics.Route.of("/metricsz")).isEqualTo(Metrics.Route.OTHER);
+        assertThat(Metrics.Route.of("/")).isEqualTo(Metrics.Route.OTHER);
+        assertThat(Metrics.Route.of("")).isEqualTo(Metrics.Route.OTHER);
+        assertThat(Metrics.Route.of(null)).isEqualTo(Metrics.Route.OTHER);
+    }
+
+    private static RunObserver.RunEnd end(String language, Optional<ExecutionResult> result,
+            Optional<ExecutionException> error) {
+        Config config = Config.of();
+        ExecutionRequest request = new ExecutionRequest(language, "x", "", List.of(), Map.of(),
+                Limits.defaults(config, Duration.ofSeconds(1)), ExecutionRequest.AuditInfo.NONE);
+        return new RunObserver.RunEnd(new RunObserver.RunStart("run-1", Instant.now(), request), Instant.now(), result, error);
+    }
+
+    private static ExecutionResult result(String language, Outcome outcome, long durationMs) {
+        return new ExecutionResult(language, 0, "", "", durationMs, outcome, false, OptionalLong.empty(),
+                OptionalDouble.empty(), "fake");
+    }
+
+    /** Levels the test sets; records the start listener the metrics register. */
+    final class StubExecutor implements Executor {
+        @Override
+        public RunHandle submit(ExecutionRequest request, OutputListener listener) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public Map<String, Object> runtimeInfo() {
+            return Map.of();
+        }
+
+        @Override
+        public int running() {
+            return 1;
+        }
+
+        @Override
+        public int queued() {
+            return 3;
+        }
+
+        @Override
+        public int maxConcurrent() {
+            return 4;
+        }
+
+        @Override
+        public Map<String, Map<String, Integer>> warmPoolLevels() {
+            return Map.of("python", Map.of("ready", ready.get(), "target", 2));
+        }
+
+        @Override
+        public SessionControl sessions() {
+            return new SessionControl() {
+                @Override
+                public int count() {
+                    return sessions.get();
+                }
+
+                @Override
+                public List<SessionInfo> list(String tenant) {
+                    return List.of();
+                }
+
+                @Override
+                public boolean reset(String tenant, String name) {
+                    return false;
+                }
+
+                @Override
+                public boolean close(String tenant, String name) {
+                    return false;
+                }
+            };
+        }
+
+        @Override
+        public void addStartListener(StartListener listener) {
+            registered = listener;
+        }
+
+        @Override
+        public void close() {
+        }
+    }
+}
