@@ -33,6 +33,18 @@ test('the API key is required: /mcp and /api without it get 401', async () => {
     assert.equal(r.status, 401);
 });
 
+test('the admin console is in the image (built by the Dockerfile\'s build stage) and its script is served', async () => {
+    const r = await fetch(`${URL_BASE}/admin/`);
+    assert.equal(r.status, 200);
+    const html = await r.text();
+    assert.match(html, /<title>code-exec-mcp console<\/title>/);
+    const src = html.match(/<script[^>]+src="([^"]+\.js)"/)?.[1];
+    assert.ok(src, `a built script tag in ${html}`);
+    const js = await fetch(new URL(src, `${URL_BASE}/admin/`));
+    assert.equal(js.status, 200, src);
+    assert.match(js.headers.get('content-type'), /javascript/);
+});
+
 test('runtime_info: every language available; what the sandbox has in the container', async (t) => {
     const info = await tool(client, 'runtime_info', {});
     assert.equal(info.isError, false);
