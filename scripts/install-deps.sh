@@ -59,7 +59,7 @@ if ! dpkg-query -W -f='${Status}' runsc 2>/dev/null | grep -q "ok installed"; th
 fi
 
 # TypeScript compiler, used by the sandbox's TypeScript loader (transpile, then run on node).
-if [ ! -f /usr/local/lib/node_modules/typescript/package.json ]; then
+if [ ! -f "$(npm root -g)/typescript/package.json" ]; then  # npm's global prefix: /usr/local, or /usr per npmrc
   echo "install-deps: installing typescript from npm" >&2
   npm install -g --no-fund --no-audit typescript@5 >/dev/null
 fi
