@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # code-exec-mcp: the MCP server plus every language runtime its sandbox offers, in one image.
 #
 #   docker build -t code-exec-mcp .
@@ -8,9 +7,9 @@
 #
 # The server listens on 0.0.0.0 in the image, and it refuses a non-loopback bind without API_KEY (or
 # API_KEYS_FILE): the container exits at once with a message naming HOST unless one of them is set.
-# Why the --security-opt flags: see the README's "Container" section (bubblewrap must mount a fresh /proc and
-# create user namespaces inside the container). scripts/container-test.sh builds and tests it with podman from a
-# local debootstrapped base (BASE_IMAGE) and a JDK image made from the host's JDK (JDK_IMAGE).
+# Why the --security-opt flags: see the README's "Container" section (bubblewrap must create namespaces, set a
+# hostname and mount a fresh /proc inside the container). scripts/container-test.sh builds and tests the image
+# with podman from a local debootstrapped base (BASE_IMAGE) and a JDK image made from the host's JDK (JDK_IMAGE).
 
 # Any image with a JDK 25 at /opt/java/openjdk (the Temurin images' layout).
 ARG JDK_IMAGE=eclipse-temurin:25-jdk

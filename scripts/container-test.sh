@@ -107,6 +107,10 @@ EOF
   podman build -f "$TMP/Containerfile.jdk" -t "$JDK_IMAGE" "$TMP" >"$TMP/jdk-build.log" 2>&1 \
     || { tail -20 "$TMP/jdk-build.log" >&2; exit 1; }
   podman rmi -f "$JDK_IMAGE.tmp" >/dev/null
+  # JDK images of an earlier host JDK are not needed any more.
+  for old in $(podman images --format '{{.Repository}}:{{.Tag}}' localhost/code-exec-jdk); do
+    [ "$old" = "$JDK_IMAGE" ] || podman rmi "$old" >/dev/null 2>&1 || true
+  done
 fi
 
 # ---- build ----
