@@ -201,11 +201,12 @@ class RunnerScriptsTest {
                         console.log(Object.keys(process.env).filter((k) => k.startsWith('CODE_EXEC')));
                         """, List.of("a", "b c"), ""),
                 Arguments.of("event loop order", """
-                        setTimeout(() => console.log('timeout'), 30);
+                        // far enough apart that a loaded machine cannot reorder them (30 ms could, before setImmediate)
+                        setTimeout(() => console.log('timeout'), 250);
                         setImmediate(() => console.log('immediate'));
                         process.nextTick(() => console.log('tick'));
                         Promise.resolve().then(() => console.log('microtask'));
-                        (async () => { await new Promise((r) => setTimeout(r, 60)); console.log('awaited'); })();
+                        (async () => { await new Promise((r) => setTimeout(r, 500)); console.log('awaited'); })();
                         console.log('sync');
                         """, List.of(), ""),
                 Arguments.of("stdin", """

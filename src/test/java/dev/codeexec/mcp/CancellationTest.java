@@ -81,6 +81,9 @@ class CancellationTest {
 
         HttpResponse<String> deleted = raw.send(raw.request("/mcp").header("Mcp-Session-Id", session).DELETE());
         assertThat(deleted.statusCode()).isEqualTo(200);
+        // The cancel may land just after the DELETE's answer.
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (executor.cancels.get() == 0 && System.nanoTime() < end) Thread.sleep(10);
         assertThat(executor.cancels.get()).isEqualTo(1);
         call.get(10, TimeUnit.SECONDS);
         assertThat(executor.activeRuns()).isZero();
