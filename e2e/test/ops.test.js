@@ -73,3 +73,24 @@ test('SIGTERM: a short run finishes within the grace, a long one is killed, the 
     assert.deepEqual(hostProcessesWith(longMarker), [], 'the long run was killed');
     assert.deepEqual(hostProcessesWith(shortMarker), []);
 });
+
+test('a POSIX locale (LANG=C) does not stop the server: /etc entries with non-ASCII names are copied into the sandbox', { timeout: 90_000 }, async () => {
+    const { mkdtempSync, readdirSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    // Debian's /etc/ssl/certs has names such as NetLock_..._Főtanúsítvány.pem; a fresh DATA_DIR makes the server copy them.
+    const nonAscii = readdirSync('/etc/ssl/certs').filter((n) => /[^\x00-\x7f]/.test(n));
+    const posix = await startServer({ LANG: 'C', LC_ALL: 'C', WARM_POOL: 'off', DATA_DIR: mkdtempSync(join(tmpdir(), 'code-exec-posix-')) });
+    try {
+        const { client: c } = await posix.connect();
+        try {
+            const r = await exec(c, { language: 'python', code: 'import os; print(sum(1 for n in os.listdir(b"/etc/ssl/certs") if any(ch > 127 for ch in n)))' });
+            assert.equal(r.sc.outcome, 'exited', r.sc.stderr);
+            assert.equal(r.sc.stdout.trim(), String(nonAscii.length));
+        } finally {
+            await c.close().catch(() => {});
+        }
+    } finally {
+        await posix.stop();
+    }
+});

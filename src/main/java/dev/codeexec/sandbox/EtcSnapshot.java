@@ -54,7 +54,7 @@ final class EtcSnapshot {
         try {
             try (var entries = Files.list(hostEtc)) {
                 for (Path e : entries.sorted().toList()) {
-                    if (wanted(e.getFileName().toString())) copyTree(e, fresh.resolve(e.getFileName().toString()));
+                    if (wanted(e.getFileName().toString())) copyTree(e, fresh.resolve(e.getFileName()));
                 }
             }
             Files.setPosixFilePermissions(fresh, PosixFilePermissions.fromString("rwxr-xr-x"));
@@ -114,7 +114,7 @@ final class EtcSnapshot {
             @Override
             public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) throws IOException {
                 if (!worldAccessible(dir, PosixFilePermission.OTHERS_EXECUTE)) return FileVisitResult.SKIP_SUBTREE;
-                Files.createDirectory(dst.resolve(src.relativize(dir).toString()));
+                Files.createDirectory(dst.resolve(src.relativize(dir)));
                 return FileVisitResult.CONTINUE;
             }
 
@@ -122,7 +122,7 @@ final class EtcSnapshot {
             public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
                 if (!attrs.isSymbolicLink() && !(attrs.isRegularFile() && worldAccessible(file, PosixFilePermission.OTHERS_READ)))
                     return FileVisitResult.CONTINUE;
-                Files.copy(file, dst.resolve(src.relativize(file).toString()), LinkOption.NOFOLLOW_LINKS,
+                Files.copy(file, dst.resolve(src.relativize(file)), LinkOption.NOFOLLOW_LINKS,
                         StandardCopyOption.COPY_ATTRIBUTES);
                 return FileVisitResult.CONTINUE;
             }
@@ -134,7 +134,7 @@ final class EtcSnapshot {
 
             @Override
             public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
-                Path d = dst.resolve(src.relativize(dir).toString());
+                Path d = dst.resolve(src.relativize(dir));
                 Files.setPosixFilePermissions(d, Files.getPosixFilePermissions(dir, LinkOption.NOFOLLOW_LINKS));
                 return FileVisitResult.CONTINUE;
             }
