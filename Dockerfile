@@ -53,8 +53,6 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tini >/dev/null \
  && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq --auto-remove npm >/dev/null \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /root/.npm /tmp/install-deps.sh
-# SANDBOX=gvisor: `runsc do --cwd /work` also resolves /work outside the sandbox, so it must exist in the image.
-RUN mkdir -p /work
 COPY --from=build /code-exec-mcp.jar /opt/code-exec-mcp/code-exec-mcp.jar
 # The server runs as root inside the container: it creates each run's cgroup and starts every sandbox as the
 # unprivileged uid 65534 (SANDBOX_UID), so user code never runs as root or as the server's uid.

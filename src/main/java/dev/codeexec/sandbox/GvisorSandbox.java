@@ -107,7 +107,9 @@ final class GvisorSandbox implements Sandbox {
                 argv.add(e.getKey() + "=" + e.getValue());
             }
             argv.addAll(List.of(RUNSC, "--rootless", "--network=none", "--platform=ptrace", "--root=" + state,
-                    "do", "--quiet", "--root", root.toString(), "--cwd", workDir));
+                    // runsc checks --cwd on the host side too, where the sandbox's /work need not exist (a
+                    // container): start in / and let coreutils' env change into the work dir inside the sandbox.
+                    "do", "--quiet", "--root", root.toString(), "--cwd", "/", "/usr/bin/env", "-C", workDir));
             argv.addAll(spec.command());
             Limits limits = spec.limits();
             // The sandboxed program's processes live inside gVisor's sentry; the host pids are gVisor's own

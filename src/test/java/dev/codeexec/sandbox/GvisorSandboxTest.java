@@ -72,4 +72,16 @@ class GvisorSandboxTest {
         }
         assertThat(liveProcessesOfSandboxUid()).isEmpty();
     }
+
+    @Test
+    void theWorkDirNeedNotExistOnTheHost() throws Exception {
+        assumeTrue(sandbox.unavailableReason().isEmpty(), "runsc not installed");
+        String workDir = "/code-exec-not-on-host-" + ProcessHandle.current().pid();
+        assertThat(Path.of(workDir)).doesNotExist();
+        Result r = run(sandbox, new SandboxSpec(runId(), List.of(PY, "-c", "import os; print(os.getcwd())"), workDir,
+                Map.of(), List.of(), ENV, limits()), "", java.time.Duration.ofSeconds(30));
+        assertThat(r.exit()).as("out=" + r.out() + " err=" + r.err()).isZero();
+        assertThat(r.out()).isEqualTo(workDir + "\n");
+        assertThat(Path.of(workDir)).doesNotExist();
+    }
 }
