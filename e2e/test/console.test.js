@@ -188,6 +188,27 @@ describe('admin console', () => {
         await s.close();
     });
 
+    test('playground: a session keeps state between runs and shows its matplotlib figure', async () => {
+        const s = await loggedIn(aliceKey);
+        await s.page.getByTestId('nav-playground').click();
+        await s.page.getByTestId('play-language').selectOption('python');
+        await s.page.getByTestId('play-session').fill('plots');
+        await s.page.getByTestId('play-code').fill('import matplotlib.pyplot as plt\nxs = [1, 4, 9]\n');
+        await s.page.getByTestId('play-run').click();
+        await s.page.getByTestId('play-outcome').waitFor({ timeout: 60_000 });
+        await s.page.getByTestId('play-code').fill('plt.plot(xs)\nplt.show()\nlen(xs)\n');
+        await s.page.getByTestId('play-run').click();
+        await s.page.getByTestId('play-figures').locator('img').first().waitFor({ timeout: 60_000 });
+        // The image really decoded (a broken data: URL has no natural size), and the final expression came back.
+        const width = await s.page.getByTestId('play-figures').locator('img').first()
+            .evaluate((img) => img.complete ? img.naturalWidth : 0);
+        assert.ok(width > 100, `figure width ${width}`);
+        await s.page.getByTestId('play-result').getByText('3', { exact: true }).waitFor();
+        await shot(s.page, 'playground-figure');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
     test('executions: filter by code, open a run, see its code and output', async () => {
         await runViaApi(aliceKey, 'print("needle-" + "in-haystack")');
         const s = await loggedIn(adminKey);

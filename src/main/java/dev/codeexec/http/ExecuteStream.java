@@ -23,6 +23,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -99,7 +100,7 @@ final class ExecuteStream implements OutputListener {
                 out.flush();
                 lastWrite = System.nanoTime();
             }
-            out.write(line(last(handle, workspace, maxImageBytes)));
+            for (Map<String, Object> m : last(handle, workspace, maxImageBytes)) out.write(line(m));
             out.flush();
         } catch (IOException e) {
             LOG.debug("playground client went away; cancelling run {}: {}", handle.id(), e.toString());
@@ -118,19 +119,38 @@ final class ExecuteStream implements OutputListener {
         return m;
     }
 
-    /** The result line, or the error line of a run that was not attempted. */
-    private static Map<String, Object> last(RunHandle handle, Optional<String> workspace, long maxImageBytes) {
+    /**
+     * The session figures a call produced, one {@code {"type":"figure","mimeType","data"(base64)}} line each (those
+     * the result marks {@code shown}: the same choice as execute_code's image content), then the result line; or
+     * the error line of a run that was not attempted.
+     */
+    private static List<Map<String, Object>> last(RunHandle handle, Optional<String> workspace, long maxImageBytes) {
         try {
             ExecutionResult r = handle.result().join();
+            Map<String, Object> structured = ResultMaps.structured(r, workspace, maxImageBytes);
+            List<Map<String, Object>> lines = new ArrayList<>();
+            if (structured.get("figures") instanceof List<?> described && r.session().isPresent()) {
+                List<ExecutionResult.Figure> figures = r.session().get().figures();
+                for (int i = 0; i < figures.size() && i < described.size(); i++) {
+                    if (described.get(i) instanceof Map<?, ?> d && Boolean.TRUE.equals(d.get("shown"))) {
+                        Map<String, Object> f = new LinkedHashMap<>();
+                        f.put("type", "figure");
+                        f.put("mimeType", figures.get(i).mimeType());
+                        f.put("data", Base64.getEncoder().encodeToString(figures.get(i).data()));
+                        lines.add(f);
+                    }
+                }
+            }
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("type", "result");
-            m.put("result", ResultMaps.structured(r, workspace, maxImageBytes));
-            return m;
+            m.put("result", structured);
+            lines.add(m);
+            return lines;
         } catch (CompletionException | java.util.concurrent.CancellationException e) {
             Throwable cause = e.getCause() == null ? e : e.getCause();
-            if (cause instanceof ExecutionException ee) return error(ee);
+            if (cause instanceof ExecutionException ee) return List.of(error(ee));
             LOG.warn("playground run {} failed: {}", handle.id(), cause.toString());
-            return error("unavailable", "the run failed inside the server");
+            return List.of(error("unavailable", "the run failed inside the server"));
         }
     }
 

@@ -67,6 +67,29 @@ class PlaygroundRealRunTest {
     }
 
     @Test
+    void aSessionCallsFigureComesAsAFigureLineBeforeTheResult() throws Exception {
+        String code = "import matplotlib.pyplot as plt\\nplt.plot([1, 2, 3])\\nplt.show()\\n6 * 7";
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base() + "/api/execute"))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString("{\"language\":\"python\",\"session\":\"plots\",\"code\":\""
+                        + code + "\"}")).build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+        List<JsonNode> lines = r.body().lines().map(JsonErrors.JSON::readTree)
+                .filter(n -> !n.path("type").asString().equals("keepalive")).toList();
+        assertThat(lines.getLast().path("type").asString()).as(r.body()).isEqualTo("result");
+        JsonNode result = lines.getLast().path("result");
+        assertThat(result.path("result").asString()).as(r.body()).isEqualTo("42");
+        assertThat(result.path("figures")).hasSize(1);
+        List<JsonNode> figures = lines.stream().filter(n -> n.path("type").asString().equals("figure")).toList();
+        assertThat(figures).as(r.body()).hasSize(1);
+        assertThat(figures.getFirst().path("mimeType").asString()).isEqualTo("image/png");
+        byte[] png = java.util.Base64.getDecoder().decode(figures.getFirst().path("data").asString());
+        assertThat(png).startsWith(0x89, 'P', 'N', 'G');
+        assertThat(png).hasSize(result.path("figures").get(0).path("size").asInt());
+        executor.sessions().close("default", "plots");
+    }
+
+    @Test
     void pythonOutputArrivesLineByLineBeforeTheResult() throws Exception {
         String code = "import time\\nprint('first', flush=True)\\ntime.sleep(0.3)\\nprint('second')";
         HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base() + "/api/execute"))
