@@ -74,6 +74,38 @@ export async function request(path, { method = 'GET', body, headers = {}, signal
   return r;
 }
 
+/**
+ * POST a body with upload progress (fetch cannot report it): XMLHttpRequest with the key; `onProgress(sent, total)`
+ * while the body goes out. Resolves with the parsed JSON answer; a 401 logs out; other errors throw ApiError.
+ */
+export function upload(path, body, onProgress) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', path);
+    xhr.setRequestHeader('Authorization', `Bearer ${session.key}`);
+    xhr.upload.onprogress = (e) => { if (e.lengthComputable) onProgress(e.loaded, e.total); };
+    xhr.onerror = () => reject(new ApiError(0, 'network', 'The upload failed: the connection was lost.'));
+    xhr.onload = () => {
+      let json = null;
+      try {
+        json = JSON.parse(xhr.responseText);
+      } catch {
+        // not JSON: the status says enough
+      }
+      if (xhr.status === 401) {
+        logout(true);
+        reject(new ApiError(401, 'unauthorized', 'The key is no longer accepted.'));
+      } else if (xhr.status < 200 || xhr.status >= 300) {
+        reject(new ApiError(xhr.status, json?.error || `http_${xhr.status}`,
+          json?.message || `${xhr.status} ${xhr.statusText}`));
+      } else {
+        resolve(json);
+      }
+    };
+    xhr.send(body);
+  });
+}
+
 /** A JSON call: the parsed body, or null for 204. */
 export async function api(path, options = {}) {
   const init = { ...options };

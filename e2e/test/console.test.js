@@ -249,6 +249,25 @@ describe('admin console', () => {
         await page.locator('[data-testid=ws-entry][data-name="hello.py"]').waitFor();
         await page.locator('[data-testid=ws-entry][data-name="pic.png"]').waitFor();
 
+        // A bigger upload shows a progress bar while its body goes out (recorded by an observer: it is brief here).
+        await page.evaluate(() => {
+            window.progressSeen = [];
+            new MutationObserver(() => {
+                const p = document.querySelector('[data-testid=ws-progress]');
+                if (p) window.progressSeen.push(Number(p.value));
+            }).observe(document.body, { subtree: true, childList: true, attributes: true, attributeFilter: ['value'] });
+        });
+        const big = Buffer.alloc(24 * 1024 * 1024, 7);
+        await page.getByTestId('ws-upload').setInputFiles([{ name: 'big.bin', mimeType: 'application/octet-stream', buffer: big }]);
+        await page.locator('[data-testid=ws-entry][data-name="big.bin"]').waitFor({ timeout: 60_000 });
+        const seen = await page.evaluate(() => window.progressSeen);
+        assert.ok(seen.length > 0, 'the progress bar was shown');
+        assert.ok(seen.every((v) => v >= 0 && v <= 1), `progress values ${seen}`);
+        assert.equal(await page.getByTestId('ws-progress').count(), 0, 'the bar is gone after the upload');
+        const bigInfo = (await alice('HEAD', '/api/workspaces/proj/files/big.bin')).headers.get('content-length');
+        assert.equal(Number(bigInfo), big.length);
+        await alice('DELETE', '/api/workspaces/proj/files/big.bin');
+
         // Drag and drop: a DataTransfer with a file, dropped on the browser panel.
         const dt = await page.evaluateHandle(() => {
             const d = new DataTransfer();
