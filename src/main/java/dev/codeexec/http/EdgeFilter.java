@@ -127,7 +127,9 @@ final class EdgeFilter extends HttpFilter {
 
     private void edge(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
-        String path = request.getRequestURI();
+        // Every decision below is made on the path the servlet mapping uses (decoded, normalised, without ;params),
+        // never on the raw URI: /%6detrics, /metrics;x or /x/../metrics reach the metrics servlet as /metrics does.
+        String path = canonicalPath(request);
         boolean api = JsonErrors.isApi(path);
         if (!hostAllowed(request.getHeader("Host"))) {
             reject(response, api, 403, "Forbidden: Host header not allowed");
@@ -168,7 +170,7 @@ final class EdgeFilter extends HttpFilter {
         }
         if (!keys.required()) {
             request.setAttribute(Principal.ATTRIBUTE, OPEN);
-        } else if (!HEALTH_PATH.equals(path) && !AdminConsoleServlet.isConsolePath(canonicalPath(request))) {
+        } else if (!HEALTH_PATH.equals(path) && !AdminConsoleServlet.isConsolePath(path)) {
             Optional<Principal> who = authenticate(request.getHeader("Authorization"));
             if (who.isEmpty()) {
                 response.setHeader("WWW-Authenticate", "Bearer");

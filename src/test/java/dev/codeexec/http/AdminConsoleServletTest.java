@@ -47,9 +47,15 @@ class AdminConsoleServletTest {
 
     /** A request whose target reaches the server byte for byte (java.net.http would normalise the dots). */
     static String raw(String method, String target) throws IOException {
-        try (Socket s = new Socket("127.0.0.1", server.port())) {
-            s.getOutputStream().write((method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                    .getBytes(StandardCharsets.ISO_8859_1));
+        return raw(server.port(), method, target);
+    }
+
+    /** As {@link #raw(String, String)}, to any local server, with extra header lines ("Name: value"). */
+    static String raw(int port, String method, String target, String... headerLines) throws IOException {
+        try (Socket s = new Socket("127.0.0.1", port)) {
+            StringBuilder head = new StringBuilder(method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+            for (String h : headerLines) head.append(h).append("\r\n");
+            s.getOutputStream().write((head + "Connection: close\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             InputStream in = s.getInputStream();
             in.transferTo(out);

@@ -70,9 +70,16 @@ class MetricsTest {
         assertThat(none.headers().firstValue("Content-Type")).hasValueSatisfying(ct -> assertThat(ct).startsWith("application/json"));
         assertThat(none.body()).contains("\"error\":\"unauthorized\"").doesNotContain("codeexec_");
 
-        HttpResponse<String> tenant = server.get("/metrics", "Bearer " + TENANT_KEY);
-        assertThat(tenant.statusCode()).isEqualTo(401);
-        assertThat(tenant.body()).doesNotContain("codeexec_");
+        // The same servlet under other spellings of its path: the check must see what the servlet mapping sees.
+        for (String path : new String[] {"/metrics", "/metrics;x", "/%6detrics", "/./metrics", "/x/../metrics", "/metrics/"}) {
+            HttpResponse<String> tenant = server.get(path, "Bearer " + TENANT_KEY);
+            assertThat(tenant.statusCode()).as(path).isIn(400, 401, 404);
+            assertThat(tenant.body()).as(path).doesNotContain("codeexec_");
+            assertThat(server.get(path, null).body()).as(path).doesNotContain("codeexec_");
+            // byte for byte too (java.net.http normalises dots away)
+            String raw = AdminConsoleServletTest.raw(server.server.port(), "GET", path, "Authorization: Bearer " + TENANT_KEY);
+            assertThat(raw).as(path).doesNotContain("codeexec_").doesNotStartWith("HTTP/1.1 200");
+        }
         assertThat(server.get("/metrics", "Bearer " + METRICS_TOKEN + "x").statusCode()).isEqualTo(401);
         assertThat(server.get("/metrics", "Basic " + METRICS_TOKEN).statusCode()).isEqualTo(401);
         // The token is for /metrics only: it is no key to anything else.
@@ -115,6 +122,9 @@ class MetricsTest {
         try (var guarded = TestServers.start(new FakeExecutor(), "METRICS_TOKEN", "tok-1")) {
             RawClient raw = new RawClient(guarded.port());
             assertThat(raw.send(raw.request("/metrics").GET()).statusCode()).isEqualTo(401);
+            for (String path : new String[] {"/metrics;x", "/%6detrics", "/./metrics"}) {
+                assertThat(raw.send(raw.request(path).GET()).body()).as(path).doesNotContain("codeexec_");
+            }
             assertThat(raw.send(raw.request("/metrics").header("Authorization", "Bearer tok-1").GET()).statusCode())
                     .isEqualTo(200);
             // Everything else of a keyless loopback server stays open.
