@@ -141,8 +141,10 @@ final class AdminApi {
     private Map<String, Object> executions(Optional<String> scope, Map<String, String> query) {
         int limit = Math.min(MAX_LIMIT, intParam(query, "limit", DEFAULT_LIMIT, 1));
         int offset = intParam(query, "offset", 0, 0);
-        RunHistory.Filter filter = new RunHistory.Filter(scope, param(query, "language"), param(query, "outcome"),
-                param(query, "q"));
+        Optional<String> q = param(query, "q");
+        if (q.isPresent() && q.get().length() > RunHistory.Filter.MAX_QUERY)
+            throw ApiException.badRequest("q: at most " + RunHistory.Filter.MAX_QUERY + " characters");
+        RunHistory.Filter filter = new RunHistory.Filter(scope, param(query, "language"), param(query, "outcome"), q);
         RunHistory.Page page = history.query(filter, offset, limit);
         List<Map<String, Object>> list = new ArrayList<>();
         for (Run r : page.runs()) list.add(entry(r));

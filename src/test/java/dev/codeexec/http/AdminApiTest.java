@@ -169,6 +169,7 @@ class AdminApiTest {
         assertThat(paged.path("total").asInt()).isEqualTo(2);
         assertError(api.as(ROOT).get("/api/admin/executions?limit=abc"), 400, "bad_request");
         assertError(api.as(ROOT).get("/api/admin/executions?offset=-1"), 400, "bad_request");
+        assertError(api.as(ROOT).get("/api/admin/executions?q=" + "a".repeat(201)), 400, "bad_request");
         assertThat(get(ROOT, "/api/admin/executions?limit=100000").path("executions").size()).isEqualTo(2);
     }
 

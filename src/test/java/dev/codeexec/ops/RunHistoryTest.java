@@ -253,4 +253,30 @@ class RunHistoryTest {
         assertThat(RunHistory.excerpt("a".repeat(119) + "😀")).hasSize(119);
         assertThat(RunHistory.excerpt("")).isEmpty();
     }
+
+    @Test
+    void theCodeSearchIsCaseInsensitiveAndFindsOverlappingStarts() {
+        RunHistory.FoldedSearch aab = new RunHistory.FoldedSearch("aAb");
+        assertThat(aab.test("xaaab")).isTrue();      // a partial match "aa" must fall back, not restart after it
+        assertThat(aab.test("AAAAB")).isTrue();
+        assertThat(aab.test("aaaa")).isFalse();
+        assertThat(new RunHistory.FoldedSearch("abab").test("abaabab")).isTrue();
+        assertThat(new RunHistory.FoldedSearch("abab").test("abaabaab")).isFalse();
+        assertThat(new RunHistory.FoldedSearch("PRINT(").test("x = 1\nprint(x)")).isTrue();
+        assertThat(new RunHistory.FoldedSearch("Ärger").test("kein äRGER hier")).isTrue();
+        assertThat(new RunHistory.FoldedSearch("").test("anything")).isTrue();
+        // The adversarial shape a naive search is quadratic on: still a plain yes/no.
+        String code = "a".repeat(64 * 1024);
+        assertThat(new RunHistory.FoldedSearch("a".repeat(199) + "b").test(code)).isFalse();
+        assertThat(new RunHistory.FoldedSearch("a".repeat(199) + "b").test(code + "b")).isTrue();
+    }
+
+    @Test
+    void aQueryLongerThanTheLimitIsRefused() {
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> new Filter(Optional.empty(), Optional.empty(),
+                Optional.empty(), Optional.of("x".repeat(Filter.MAX_QUERY + 1))))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("200");
+        assertThat(new Filter(Optional.empty(), Optional.empty(), Optional.empty(),
+                Optional.of("x".repeat(Filter.MAX_QUERY))).q()).isPresent();
+    }
 }
