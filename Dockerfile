@@ -1,7 +1,7 @@
 # code-exec-mcp: the MCP server plus every language runtime its sandbox offers, in one image.
 #
 #   docker build -t code-exec-mcp .
-#   docker run -d -p 127.0.0.1:8080:8080 -e API_KEY=change-me \
+#   docker run -d -p 127.0.0.1:8080:8080 -e API_KEY="$(openssl rand -hex 24)" \
 #     --security-opt systempaths=unconfined --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
 #     -v code-exec-data:/var/lib/code-exec-mcp code-exec-mcp
 #

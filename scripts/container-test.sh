@@ -121,20 +121,23 @@ if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
   build_ca=(-v "$NODE_EXTRA_CA_CERTS:/run/code-exec-build-ca.pem:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/code-exec-build-ca.pem)
 fi
 log "building $IMAGE (BASE_IMAGE=$BASE_IMAGE JDK_IMAGE=$JDK_IMAGE)"
+# The images our tags point at now: replaced by this build, they are removed after it (only ours, never others').
+old_ids=$(podman image inspect --format '{{.Id}}' "$IMAGE" "$IMAGE-build" 2>/dev/null || true)
 start=$(date +%s)
 build=(podman build --format docker -v "$HOME/.m2:/root/.m2" "${build_ca[@]}"
   --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg JDK_IMAGE="$JDK_IMAGE")
-# The build stage gets a tag of its own: untagged, it would go with the prune below and the next run would build
-# the jar again.
+# The build stage gets a tag of its own, so the next run finds its layers and need not build the jar again.
 "${build[@]}" --target build -t "$IMAGE-build" . >"$TMP/build.log" 2>&1 \
   && "${build[@]}" -t "$IMAGE" --build-arg VERSION="$(git describe --always --dirty 2>/dev/null || echo dev)" . \
     >>"$TMP/build.log" 2>&1 \
   || { tail -40 "$TMP/build.log" >&2; exit 1; }
 build_seconds=$(( $(date +%s) - start ))
 size=$(podman image inspect "$IMAGE" --format '{{.Size}}')
-# Images of earlier builds (replaced tags) would pile up on a CI machine: ~1.7 GB per change of the runtime layer.
-# (This removes every dangling image of the machine's podman store, which holds only this project's on CI.)
-podman image prune -f >/dev/null
+# Images of earlier builds (replaced tags) would pile up: ~1.7 GB per change of the runtime layer.
+new_ids=$(podman image inspect --format '{{.Id}}' "$IMAGE" "$IMAGE-build" 2>/dev/null || true)
+for id in $old_ids; do
+  case " $(echo $new_ids) " in *" $id "*) ;; *) podman rmi "$id" >/dev/null 2>&1 || true ;; esac
+done
 log "build time ${build_seconds}s, image size $(( size / 1024 / 1024 )) MiB"
 
 # ---- run it and drive it with the MCP client ----

@@ -8,6 +8,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -57,14 +58,37 @@ public final class ObservedExecutor implements Executor {
         }
         RunObserver.RunStart start = new RunObserver.RunStart(handle.id(), submittedAt, request);
         tell(start);
-        handle.result().whenComplete((result, failure) -> {
+        // The caller's future completes only after the observers have seen the end: whoever has a result can count
+        // on history and metrics already showing it (CompletableFuture runs dependants last-registered first, so
+        // a callback of ours on the engine's future could run after the caller's).
+        CompletableFuture<ExecutionResult> observed = handle.result().whenComplete((result, failure) -> {
             Throwable cause = failure instanceof CompletionException c && c.getCause() != null ? c.getCause() : failure;
-            Optional<ExecutionException> error = cause instanceof ExecutionException e ? Optional.of(e)
-                    : cause == null ? Optional.empty()
-                    : Optional.of(new ExecutionException.Unavailable(cause.getMessage() == null ? cause.toString() : cause.getMessage()));
+            Optional<ExecutionException> error = Optional.empty();
+            if (cause instanceof ExecutionException e) {
+                error = Optional.of(e);
+            } else if (cause != null) {
+                // Not ours to show (history returns errors to clients): the detail stays in the server log.
+                LOG.warn("run {} failed inside the server: {}", start.id(), cause.toString());
+                error = Optional.of(new ExecutionException.Unavailable("the run failed inside the server"));
+            }
             tell(new RunObserver.RunEnd(start, clock.instant(), Optional.ofNullable(result), error));
         });
-        return handle;
+        return new RunHandle() {
+            @Override
+            public String id() {
+                return handle.id();
+            }
+
+            @Override
+            public CompletableFuture<ExecutionResult> result() {
+                return observed;
+            }
+
+            @Override
+            public void cancel() {
+                handle.cancel();
+            }
+        };
     }
 
     private void tell(RunObserver.RunStart start) {

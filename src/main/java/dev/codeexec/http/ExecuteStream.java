@@ -108,6 +108,10 @@ final class ExecuteStream implements OutputListener {
         } catch (InterruptedException e) {
             handle.cancel();
             Thread.currentThread().interrupt();
+        } catch (RuntimeException e) {
+            // nobody will read this run's output any more: it must not go on
+            handle.cancel();
+            throw e;
         }
     }
 

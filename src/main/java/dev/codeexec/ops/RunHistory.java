@@ -178,8 +178,10 @@ public final class RunHistory implements RunObserver {
         Run[] runs = newestFirst();
         long[] durations = new long[runs.length];
         int n = 0;
+        int held = 0;
         for (Run r : runs) {
             if (tenant.isPresent() && !tenant.get().equals(r.tenant())) continue;
+            held++;
             OptionalLong d = r.end().map(End::durationMs).orElse(OptionalLong.empty());
             if (d.isPresent()) durations[n++] = d.getAsLong();
         }
@@ -189,7 +191,7 @@ public final class RunHistory implements RunObserver {
         byOutcome.put(REJECTED, 0L);
         sum.byOutcome.forEach(byOutcome::put);
         return new Stats(sum.total, sum.failed, sum.timedOut, running, new TreeMap<>(sum.byLanguage), byOutcome,
-                percentile(durations, n, 50), percentile(durations, n, 95), n, runs.length, capacity);
+                percentile(durations, n, 50), percentile(durations, n, 95), n, held, capacity);
     }
 
     /** Nearest-rank percentile of the first {@code n} sorted values. */
@@ -378,7 +380,7 @@ public final class RunHistory implements RunObserver {
      * @param total     runs ended since start (rejected ones included; in-flight ones are only in {@code running})
      * @param running   runs submitted and not ended (queued or executing)
      * @param window    finished runs the durations are taken over
-     * @param size      runs the history holds
+     * @param size      runs the history holds (of the tenant asked about, or of all)
      */
     public record Stats(long total, long failed, long timedOut, int running, Map<String, Long> byLanguage,
             Map<String, Long> byOutcome, OptionalLong p50, OptionalLong p95, int window, int size, int capacity) {

@@ -142,4 +142,30 @@ class ObservedExecutorTest {
         assertThat(ex.runtimeInfo()).containsEntry("k", "v");
         assertThat(ex.delegate()).isSameAs(inner);
     }
+
+    @Test
+    void whoeverWaitsForTheResultFindsTheObserversAlreadyTold() {
+        ManualExecutor inner = new ManualExecutor();
+        Recorder rec = new Recorder();
+        ObservedExecutor ex = new ObservedExecutor(inner, List.of(rec));
+        RunHandle h = ex.submit(request("dave"), OutputListener.NONE);
+        List<Integer> endsSeenByTheCaller = new CopyOnWriteArrayList<>();
+        h.result().thenRun(() -> endsSeenByTheCaller.add(rec.ends.size()));
+        // a dependant registered on the engine's own future after ours runs before ours: the trap this avoids
+        inner.futures.getFirst().thenRun(() -> { });
+        inner.futures.getFirst().complete(result());
+        assertThat(endsSeenByTheCaller).containsExactly(1);
+    }
+
+    @Test
+    void anUnexpectedFailureReachesObserversWithoutItsInternalText() {
+        ManualExecutor inner = new ManualExecutor();
+        Recorder rec = new Recorder();
+        ObservedExecutor ex = new ObservedExecutor(inner, List.of(rec));
+        RunHandle h = ex.submit(request("erin"), OutputListener.NONE);
+        inner.futures.getFirst().completeExceptionally(new IllegalStateException("/srv/secret/path exploded"));
+        assertThat(rec.ends).singleElement().satisfies(e -> assertThat(e.error()).get()
+                .satisfies(err -> assertThat(err.getMessage()).isEqualTo("the run failed inside the server")));
+        assertThat(h.result()).isCompletedExceptionally();
+    }
 }

@@ -123,6 +123,7 @@ class AdminApiTest {
         assertThat(alice.path("executions").path("total").asLong()).isEqualTo(1);
         assertThat(alice.path("executions").path("failed").asLong()).isZero();
         assertThat(alice.path("executions").path("byLanguage").has("go")).isFalse();
+        assertThat(alice.path("history").path("size").asInt()).as("a tenant's history holds its own runs").isEqualTo(1);
         assertThat(get(BOB, "/api/admin/stats").path("executions").path("failed").asLong()).isEqualTo(1);
         assertThat(get(ROOT, "/api/admin/stats?tenant=bob").path("executions").path("total").asLong()).isEqualTo(1);
         assertError(api.as(ALICE).get("/api/admin/stats?tenant=bob"), 403, "forbidden");
