@@ -323,4 +323,28 @@ class AdminApiTest {
         assertThat(get(null, "/api/admin/executions").path("executions").get(0).path("tenant").asString())
                 .isEqualTo("default");
     }
+
+    @Test
+    void anExecuteCodeCallOverMcpIsInTheHistoryOfItsTenant() throws Exception {
+        dev.codeexec.mcp.RawClient raw = new dev.codeexec.mcp.RawClient(api.server.port());
+        HttpResponse<String> init = raw.send(raw.mcpPost(null, dev.codeexec.mcp.RawClient.INIT)
+                .header("Authorization", "Bearer " + ALICE));
+        assertThat(init.statusCode()).as(init.body()).isEqualTo(200);
+        String session = init.headers().firstValue("Mcp-Session-Id").orElseThrow();
+        raw.send(raw.mcpPost(session, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}")
+                .header("Authorization", "Bearer " + ALICE));
+        HttpResponse<String> call = raw.send(raw.mcpPost(session, dev.codeexec.mcp.RawClient.call(1, "print:via-mcp"))
+                .header("Authorization", "Bearer " + ALICE));
+        assertThat(call.body()).contains("via-mcp");
+
+        // The MCP caller has its result: the history already shows the run, ended, under the caller's tenant.
+        JsonNode mine = get(ALICE, "/api/admin/executions");
+        assertThat(mine.path("total").asInt()).isEqualTo(1);
+        JsonNode run = mine.path("executions").get(0);
+        assertThat(run.path("tenant").asString()).isEqualTo("alice");
+        assertThat(run.path("codeExcerpt").asString()).isEqualTo("print:via-mcp");
+        assertThat(run.path("outcome").asString()).isEqualTo("exited");
+        assertThat(get(ALICE, "/api/admin/stats").path("executions").path("total").asLong()).isEqualTo(1);
+        assertThat(get(BOB, "/api/admin/executions").path("total").asInt()).isZero();
+    }
 }
