@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 ./scripts/install-deps.sh >&2
 jar=target/code-exec-mcp.jar
-if [ ! -f "$jar" ] || [ -n "$(find src pom.xml -newer "$jar" -print -quit)" ]; then
+if [ ! -f "$jar" ] || [ -n "$(find src pom.xml console -name node_modules -prune -o -newer "$jar" -print -quit)" ]; then
   echo "run.sh: building $jar" >&2
   ./mvnw -B -q package -DskipTests >&2
 fi
