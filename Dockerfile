@@ -56,8 +56,8 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
 COPY --from=build /code-exec-mcp.jar /opt/code-exec-mcp/code-exec-mcp.jar
 # The server runs as root inside the container: it creates each run's cgroup and starts every sandbox as the
 # unprivileged uid 65534 (SANDBOX_UID), so user code never runs as root or as the server's uid.
-# LANG: the JVM encodes file names with the locale's charset; under the POSIX default it cannot even name the
-# non-ASCII files in /etc/ssl/certs that the sandbox's /etc snapshot copies.
+# LANG: UTF-8 for the JVM's file names and for the programs' I/O (the server copes with the POSIX locale too, but
+# file names outside ASCII would then be unnameable from Java).
 ENV LANG=C.UTF-8 \
     HOST=0.0.0.0 \
     PORT=8080 \
