@@ -11,6 +11,7 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 /**
  * An {@link Executor} that tells {@link RunObserver}s about each run and otherwise passes everything through. It
@@ -92,19 +93,17 @@ public final class ObservedExecutor implements Executor {
     }
 
     private void tell(RunObserver.RunStart start) {
-        for (RunObserver o : observers) {
-            try {
-                o.submitted(start);
-            } catch (RuntimeException e) {
-                LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
-            }
-        }
+        tell(o -> o.submitted(start));
     }
 
     private void tell(RunObserver.RunEnd end) {
+        tell(o -> o.finished(end));
+    }
+
+    private void tell(Consumer<RunObserver> event) {
         for (RunObserver o : observers) {
             try {
-                o.finished(end);
+                event.accept(o);
             } catch (RuntimeException e) {
                 LOG.warn("run observer {} failed: {}", o.getClass().getSimpleName(), e.toString());
             }

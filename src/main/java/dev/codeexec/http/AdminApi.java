@@ -6,7 +6,6 @@ import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.ops.RunHistory;
 import dev.codeexec.ops.RunHistory.Run;
 import dev.codeexec.workspace.Workspace;
-import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.Workspaces;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -220,14 +219,7 @@ final class AdminApi {
         List<String> tenants = scope.map(List::of).orElseGet(all::tenants);
         List<Map<String, Object>> out = new ArrayList<>();
         for (String tenant : tenants) {
-            for (String name : all.names(tenant)) {
-                Workspace.Info info;
-                try {
-                    info = all.open(tenant, name, false).info();
-                } catch (WorkspaceException e) {
-                    if (e.kind() == WorkspaceException.Kind.NOT_FOUND) continue; // deleted or expired meanwhile
-                    throw e;
-                }
+            for (Workspace.Info info : all.infos(tenant)) {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("tenant", tenant);
                 m.putAll(ApiServlet.infoMap(info));

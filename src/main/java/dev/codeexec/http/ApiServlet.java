@@ -190,16 +190,7 @@ final class ApiServlet extends HttpServlet {
 
     private void listWorkspaces(String tenant, HttpServletResponse resp) throws IOException {
         List<Map<String, Object>> out = new ArrayList<>();
-        for (String name : workspaces.names(tenant)) {
-            Workspace.Info info;
-            try {
-                info = workspaces.open(tenant, name, false).info();
-            } catch (WorkspaceException e) {
-                if (e.kind() == Kind.NOT_FOUND) continue; // deleted or expired while we listed
-                throw e;
-            }
-            out.add(infoMap(info));
-        }
+        for (Workspace.Info info : workspaces.infos(tenant)) out.add(infoMap(info));
         json(resp, 200, out);
     }
 

@@ -230,13 +230,7 @@ final class FileTools {
         }
         List<Map<String, Object>> all = new ArrayList<>();
         StringBuilder text = new StringBuilder();
-        for (String name : workspaces.names(who.tenant())) {
-            Workspace.Info info;
-            try {
-                info = workspaces.open(who.tenant(), name, false).info();
-            } catch (WorkspaceException gone) {
-                continue; // removed (expired, deleted) between the listing and now
-            }
+        for (Workspace.Info info : workspaces.infos(who.tenant())) {
             all.add(infoMap(info));
             text.append(text.isEmpty() ? "" : "\n").append(describe(info));
         }
