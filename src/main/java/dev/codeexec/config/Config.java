@@ -86,6 +86,35 @@ public final class Config {
             "Sessions one tenant may have open at once; 0 turns sessions off.");
     public static final ConfigKey<String> METRICS_TOKEN = ConfigKey.string("METRICS_TOKEN", "",
             "Bearer token that may read /metrics (besides an admin key), for a Prometheus scraper; not a tenant key.");
+    public static final ConfigKey<String> WORKERS = ConfigKey.string("WORKERS", "",
+            "Gateway mode: run code on gRPC workers instead of here: `dns:///workers.<ns>.svc.cluster.local:30031` "
+                    + "(a headless Service) or `static:///h1:30031,h2:30031`. Empty: this server runs code itself.");
+    public static final ConfigKey<String> WORKER_HOST = ConfigKey.string("WORKER_HOST", "127.0.0.1",
+            "Worker (`java -jar code-exec-mcp.jar worker`): address to bind. A non-loopback address needs WORKER_TOKEN.");
+    public static final ConfigKey<Integer> WORKER_PORT = ConfigKey.integer("WORKER_PORT", 30031, 0, 65535,
+            "Worker: gRPC port (0 = any free port, printed at start).");
+    public static final ConfigKey<String> WORKER_TOKEN = ConfigKey.string("WORKER_TOKEN", "",
+            "Shared secret between gateways and workers: a worker requires it in every call; a gateway sends it.");
+    public static final ConfigKey<String> WORKER_TLS_CERT = ConfigKey.string("WORKER_TLS_CERT", "",
+            "PEM certificate chain: a worker's server certificate; on a gateway, its client certificate for mTLS.");
+    public static final ConfigKey<String> WORKER_TLS_KEY = ConfigKey.string("WORKER_TLS_KEY", "",
+            "PEM private key (PKCS#8) of WORKER_TLS_CERT.");
+    public static final ConfigKey<String> WORKER_TLS_CA = ConfigKey.string("WORKER_TLS_CA", "",
+            "PEM CA certificates: on a gateway, the roots that workers' certificates must chain to (TLS to workers); "
+                    + "on a worker, when set, clients must present a certificate from them (mTLS).");
+    public static final ConfigKey<Boolean> WORKER_PLAINTEXT = ConfigKey.bool("WORKER_PLAINTEXT", false,
+            "Allow plaintext gRPC between gateway and workers on non-loopback addresses (e.g. inside a cluster "
+                    + "network guarded by a NetworkPolicy). Without it, plaintext is used on loopback only.");
+    public static final ConfigKey<String> WORKER_NAME = ConfigKey.string("WORKER_NAME", "",
+            "Worker: the name results and the gateway's views show (default: the host name, a pod's name).");
+    public static final ConfigKey<String> WORKER_BALANCING = ConfigKey.oneOf("WORKER_BALANCING", "weighted_round_robin",
+            "Gateway: how stateless runs spread over healthy workers: `weighted_round_robin` (ORCA load reports) "
+                    + "or `least_request`. Sessions always pin by consistent hashing.",
+            "weighted_round_robin", "least_request");
+    public static final ConfigKey<Integer> WORKER_MAX_CONNECTION_AGE_SECONDS = ConfigKey.integer(
+            "WORKER_MAX_CONNECTION_AGE_SECONDS", 30, 1, 86400,
+            "Worker: gateways' connections are recycled after this long, which makes gateways re-resolve "
+                    + "WORKERS (new pods are found); runs in flight finish on the old connection.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
@@ -96,7 +125,9 @@ public final class Config {
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
             MAX_OUTPUT_KB, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
             WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
-            MAX_SESSIONS, METRICS_TOKEN, LOG_FORMAT, LOG_LEVEL);
+            MAX_SESSIONS, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
+            WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
+            LOG_FORMAT, LOG_LEVEL);
 
     private final Map<ConfigKey<?>, Object> values;
 

@@ -21,14 +21,24 @@ import java.util.OptionalLong;
  * @param files          files the run created or changed in its workspace (empty for stateless runs)
  * @param filesTruncated true when the workspace had more entries than a run's file scan covers
  * @param session        what a call in a stateful session returned besides its output; empty for other runs
+ * @param worker         the name of the worker that ran it, when a gateway sent it to one; empty for local runs
  */
 public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
         Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-        List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session) {
+        List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker) {
 
     public ExecutionResult {
         files = files == null ? List.of() : List.copyOf(files);
         session = session == null ? Optional.empty() : session;
+        worker = worker == null ? Optional.empty() : worker;
+    }
+
+    /** A result of a local run (no worker). */
+    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
+            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session) {
+        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
+                files, filesTruncated, session, Optional.empty());
     }
 
     /** A result without session output. */
@@ -49,13 +59,19 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
     /** The same result with the files a workspace run created or changed. */
     public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, changed, scanTruncated, session);
+                cpuTimeMs, sandbox, changed, scanTruncated, session, worker);
     }
 
     /** The same result with what a session call returned (final-expression value, figures). */
     public ExecutionResult withSession(SessionOutput out) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out));
+                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker);
+    }
+
+    /** The same result, naming the worker that ran it. */
+    public ExecutionResult withWorker(String name) {
+        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
+                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name));
     }
 
     /**

@@ -5,7 +5,8 @@ import java.util.Map;
 
 /**
  * The one seam between surfaces (MCP, HTTP, gRPC) and whatever runs code. Implementations: the local engine
- * ({@link LocalExecutor}); later a remote one.
+ * ({@link LocalExecutor}), and the gateway's executor that sends runs to gRPC workers, each of which runs a local
+ * engine.
  */
 public interface Executor extends AutoCloseable {
 
@@ -37,6 +38,14 @@ public interface Executor extends AutoCloseable {
     /** Warm sandboxes per language: {@code {"python": {"ready": 2, "target": 2}}}; empty without a pool. */
     default Map<String, Map<String, Integer>> warmPoolLevels() {
         return Map.of();
+    }
+
+    /**
+     * The workers this executor sends runs to, sorted by address; empty for an executor that runs code itself.
+     * Surfaces show them (runtime_info, /healthz, /metrics, the console).
+     */
+    default java.util.List<WorkerStatus> workers() {
+        return java.util.List.of();
     }
 
     /**

@@ -129,8 +129,14 @@ final class LocalRun implements RunHandle {
                 Outcome.CANCELLED, false, OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
     }
 
+    /** The run holds its slot now; its listener hears of it before anything of the program starts. */
     void markRunning() {
         state = State.RUNNING;
+        try {
+            listener.onStart();
+        } catch (RuntimeException e) {
+            log.warn("run {}: start listener failed: {}", id, e.toString());
+        }
     }
 
     /**
@@ -410,7 +416,7 @@ final class LocalRun implements RunHandle {
     private String terminatedLine(Outcome outcome, int exitCode) {
         Limits l = request.limits();
         return switch (outcome) {
-            case EXITED, FAILED_TO_START -> "";
+            case EXITED, FAILED_TO_START, WORKER_LOST -> "";
             case TIMEOUT -> "[terminated] timeout after " + l.timeout().toMillis() + " ms\n";
             case CANCELLED -> "[terminated] cancelled\n";
             case MEMORY_LIMIT -> "[terminated] memory limit " + l.memoryMb() + " MB exceeded\n";

@@ -17,7 +17,12 @@ public enum Outcome {
     /** The program died from a signal that is not explained by one of our limits. */
     KILLED_BY_SIGNAL("killed_by_signal"),
     /** The sandbox or the interpreter could not be started. */
-    FAILED_TO_START("failed_to_start");
+    FAILED_TO_START("failed_to_start"),
+    /**
+     * The worker running it (gateway mode) was lost after it had started the run: the process died, the connection
+     * broke or it stopped answering within the deadline. What the run did is unknown; it is never re-run.
+     */
+    WORKER_LOST("worker_lost");
 
     private final String wireName;
 

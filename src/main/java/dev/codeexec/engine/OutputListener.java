@@ -12,4 +12,12 @@ public interface OutputListener {
     enum Stream { STDOUT, STDERR }
 
     void onOutput(Stream stream, String text);
+
+    /**
+     * Called once when the run has taken its execution slot, right before its sandbox starts (or its session is
+     * handed the code): nothing of the program has run yet. Not called for a run refused or cancelled while
+     * queued. A worker uses it to acknowledge the job to its gateway before starting it. Must be quick.
+     */
+    default void onStart() {
+    }
 }

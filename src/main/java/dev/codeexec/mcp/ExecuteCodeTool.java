@@ -115,11 +115,13 @@ final class ExecuteCodeTool {
         props.put("durationMs", Map.of("type", "integer"));
         props.put("timedOut", Map.of("type", "boolean"));
         props.put("truncated", Map.of("type", "boolean"));
-        props.put("outcome", Map.of("type", "string", "enum", List.of("exited", "timeout", "cancelled", "memory_limit",
-                "cpu_limit", "output_limit", "killed_by_signal", "failed_to_start")));
+        props.put("outcome", Map.of("type", "string", "enum",
+                java.util.Arrays.stream(dev.codeexec.engine.Outcome.values()).map(dev.codeexec.engine.Outcome::wireName).toList()));
         props.put("peakMemoryBytes", Map.of("type", "integer"));
         props.put("cpuTimeMs", Map.of("type", "number"));
         props.put("sandbox", Map.of("type", "string"));
+        props.put("worker", Map.of("type", "string",
+                "description", "Gateway mode: the name of the worker that ran the code (absent when the server ran it)."));
         props.put("workspace", Map.of("type", "string"));
         props.put("files", Map.of("type", "array", "description", "Files the run created or changed in its workspace.",
                 "items", Map.of("type", "object", "properties", Map.of("path", Map.of("type", "string"),
@@ -252,7 +254,9 @@ final class ExecuteCodeTool {
             content.addAll(artifacts.contents(ws.get(), shown));
         }
         content.addAll(images);
-        return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
+        // A lost worker is the service's failure, not the program's: the call is an error (with what was streamed).
+        boolean failed = r.outcome() == dev.codeexec.engine.Outcome.WORKER_LOST;
+        return CallToolResult.builder().structuredContent(s).content(content).isError(failed).build();
     }
 
     /** What a person (or a model reading plain text) needs: how it ended, then the output. */
@@ -261,7 +265,8 @@ final class ExecuteCodeTool {
         b.append("outcome: ").append(r.outcome().wireName())
                 .append(", exit code ").append(r.exitCode())
                 .append(", ").append(r.durationMs()).append(" ms")
-                .append(" (").append(r.language()).append(", sandbox ").append(r.sandbox()).append(')');
+                .append(" (").append(r.language()).append(", sandbox ").append(r.sandbox())
+                .append(r.worker().map(w -> ", worker " + w).orElse("")).append(')');
         if (r.truncated()) b.append("\noutput was truncated at the output limit");
         if (!r.stdout().isEmpty()) b.append("\n--- stdout ---\n").append(r.stdout());
         if (!r.stderr().isEmpty()) {

@@ -34,6 +34,7 @@ public final class ResultMaps {
         r.peakMemoryBytes().ifPresent(v -> s.put("peakMemoryBytes", v));
         r.cpuTimeMs().ifPresent(v -> s.put("cpuTimeMs", v));
         s.put("sandbox", r.sandbox());
+        r.worker().ifPresent(w -> s.put("worker", w));
         if (workspace.isPresent()) {
             s.put("workspace", workspace.get());
             List<Map<String, Object>> files = new ArrayList<>();

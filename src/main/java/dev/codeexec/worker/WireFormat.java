@@ -1,0 +1,161 @@
+package dev.codeexec.worker;
+
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Limits;
+import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.SessionControl.SessionInfo;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.worker.v1.Audit;
+import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.FileArtifact;
+import dev.codeexec.worker.v1.Figure;
+import dev.codeexec.worker.v1.Result;
+import dev.codeexec.worker.v1.SessionOutput;
+import dev.codeexec.workspace.Workspace;
+import com.google.protobuf.ByteString;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Arrays;
+import java.util.Optional;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import java.util.function.BiFunction;
+
+/**
+ * The one translation between the engine's values and the worker API's messages ({@code worker.proto}), used by
+ * both sides: the gateway writes requests and reads results, the worker reads requests and writes results.
+ */
+public final class WireFormat {
+
+    private WireFormat() {
+    }
+
+    /** A request as the gateway sends it; the workspace travels by name (both sides share WORKSPACE_ROOT). */
+    public static ExecuteRequest toProto(ExecutionRequest r, Optional<String> sessionWorker) {
+        Limits l = r.limits();
+        ExecuteRequest.Builder b = ExecuteRequest.newBuilder()
+                .setLanguage(r.language())
+                .setCode(r.code())
+                .setStdin(r.stdin())
+                .addAllArgs(r.args())
+                .putAllEnv(r.env())
+                .setLimits(dev.codeexec.worker.v1.Limits.newBuilder()
+                        .setTimeoutMs(l.timeout().toMillis())
+                        .setCpuSeconds(l.cpuSeconds())
+                        .setMemoryBytes(l.memoryBytes())
+                        .setMaxProcesses(l.maxProcesses())
+                        .setOutputBytes(l.outputBytes())
+                        .setDiskBytes(l.diskBytes()))
+                .setAudit(Audit.newBuilder()
+                        .setTenant(r.audit().tenant().orElse(""))
+                        .setMcpSession(r.audit().session().orElse(""))
+                        .setRequestId(r.audit().requestId().orElse(""))
+                        .setHttpRequestId(r.audit().httpRequestId().orElse("")));
+        String tenant = r.session().map(SessionRef::tenant)
+                .or(() -> r.workspace().map(Workspace::tenant))
+                .or(() -> r.audit().tenant()).orElse("");
+        b.setTenant(tenant);
+        r.workspace().ifPresent(ws -> b.setWorkspace(ws.name()));
+        r.session().ifPresent(s -> b.setSession(s.name()));
+        sessionWorker.ifPresent(b::setSessionWorker);
+        return b.build();
+    }
+
+    /**
+     * A request as the worker reads it. The limits are taken as sent: the caller clamps them to its own maxima.
+     *
+     * @param openWorkspace (tenant, name) → the existing workspace; throws when it is missing or the names are bad
+     * @throws IllegalArgumentException limits that are not positive
+     */
+    public static ExecutionRequest fromProto(ExecuteRequest p, BiFunction<String, String, Workspace> openWorkspace) {
+        dev.codeexec.worker.v1.Limits pl = p.getLimits();
+        Limits limits = new Limits(Duration.ofMillis(pl.getTimeoutMs()), pl.getCpuSeconds(), pl.getMemoryBytes(),
+                pl.getMaxProcesses(), pl.getOutputBytes(), pl.getDiskBytes());
+        Audit a = p.getAudit();
+        AuditInfo audit = new AuditInfo(nonEmpty(a.getTenant()), nonEmpty(a.getMcpSession()),
+                nonEmpty(a.getRequestId()), nonEmpty(a.getHttpRequestId()));
+        Optional<Workspace> ws = p.getWorkspace().isEmpty() ? Optional.empty()
+                : Optional.of(openWorkspace.apply(p.getTenant(), p.getWorkspace()));
+        Optional<SessionRef> session = p.getSession().isEmpty() ? Optional.empty()
+                : Optional.of(new SessionRef(p.getTenant(), p.getSession()));
+        return new ExecutionRequest(p.getLanguage(), p.getCode(), p.getStdin(), p.getArgsList(), p.getEnvMap(),
+                limits, audit, ws, session);
+    }
+
+    /** A result as the worker sends it, naming the worker. */
+    public static Result toProto(ExecutionResult r, String worker) {
+        Result.Builder b = Result.newBuilder()
+                .setLanguage(r.language())
+                .setExitCode(r.exitCode())
+                .setStdout(r.stdout())
+                .setStderr(r.stderr())
+                .setDurationMs(r.durationMs())
+                .setOutcome(r.outcome().wireName())
+                .setTruncated(r.truncated())
+                .setSandbox(r.sandbox())
+                .setFilesTruncated(r.filesTruncated())
+                .setWorker(worker);
+        r.peakMemoryBytes().ifPresent(b::setPeakMemoryBytes);
+        r.cpuTimeMs().ifPresent(b::setCpuTimeMs);
+        for (ExecutionResult.FileArtifact f : r.files()) {
+            b.addFiles(FileArtifact.newBuilder().setPath(f.path()).setSize(f.size()).setMimeType(f.mimeType())
+                    .setStatus(f.status()));
+        }
+        r.session().ifPresent(so -> {
+            SessionOutput.Builder sb = SessionOutput.newBuilder().setName(so.name()).setCreated(so.created());
+            so.result().ifPresent(sb::setResult);
+            for (ExecutionResult.Figure f : so.figures()) {
+                sb.addFigures(Figure.newBuilder().setMimeType(f.mimeType()).setData(ByteString.copyFrom(f.data())));
+            }
+            b.setSession(sb);
+        });
+        return b.build();
+    }
+
+    /** A result as the gateway reads it; {@code worker} in the result names the worker that ran it. */
+    public static ExecutionResult fromProto(Result p) {
+        ExecutionResult r = new ExecutionResult(p.getLanguage(), p.getExitCode(), p.getStdout(), p.getStderr(),
+                p.getDurationMs(), outcome(p.getOutcome()), p.getTruncated(),
+                p.hasPeakMemoryBytes() ? OptionalLong.of(p.getPeakMemoryBytes()) : OptionalLong.empty(),
+                p.hasCpuTimeMs() ? OptionalDouble.of(p.getCpuTimeMs()) : OptionalDouble.empty(), p.getSandbox(),
+                p.getFilesList().stream().map(f -> new ExecutionResult.FileArtifact(f.getPath(), f.getSize(),
+                        f.getMimeType(), f.getStatus())).toList(), p.getFilesTruncated());
+        if (p.hasSession()) {
+            SessionOutput s = p.getSession();
+            r = r.withSession(new ExecutionResult.SessionOutput(s.getName(), s.getCreated(),
+                    s.hasResult() ? Optional.of(s.getResult()) : Optional.empty(),
+                    s.getFiguresList().stream().map(f -> new ExecutionResult.Figure(f.getMimeType(),
+                            f.getData().toByteArray())).toList()));
+        }
+        return p.getWorker().isEmpty() ? r : r.withWorker(p.getWorker());
+    }
+
+    /** The outcome of a wire name; an unknown one (a newer worker) reads as killed_by_signal rather than failing. */
+    public static Outcome outcome(String wireName) {
+        return Arrays.stream(Outcome.values()).filter(o -> o.wireName().equals(wireName)).findFirst()
+                .orElse(Outcome.KILLED_BY_SIGNAL);
+    }
+
+    public static dev.codeexec.worker.v1.SessionInfo toProto(SessionInfo s) {
+        dev.codeexec.worker.v1.SessionInfo.Builder b = dev.codeexec.worker.v1.SessionInfo.newBuilder()
+                .setName(s.name()).setLanguage(s.language()).setWorkspace(s.workspace().orElse(""))
+                .setCreatedEpochMs(s.created().toEpochMilli()).setLastUsedEpochMs(s.lastUsed().toEpochMilli())
+                .setCalls(s.calls()).setBusy(s.busy());
+        s.memoryBytes().ifPresent(b::setMemoryBytes);
+        return b.build();
+    }
+
+    public static SessionInfo fromProto(dev.codeexec.worker.v1.SessionInfo p) {
+        return new SessionInfo(p.getName(), p.getLanguage(), nonEmpty(p.getWorkspace()),
+                Instant.ofEpochMilli(p.getCreatedEpochMs()), Instant.ofEpochMilli(p.getLastUsedEpochMs()),
+                p.hasMemoryBytes() ? OptionalLong.of(p.getMemoryBytes()) : OptionalLong.empty(), p.getCalls(),
+                p.getBusy());
+    }
+
+    private static Optional<String> nonEmpty(String s) {
+        return s == null || s.isEmpty() ? Optional.empty() : Optional.of(s);
+    }
+}
