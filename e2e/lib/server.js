@@ -39,8 +39,11 @@ export const INTERPRETER_RUNNER = /\/runtime\/(warm|session)_(python\.py|node\.j
 /**
  * Starts `java -jar target/code-exec-mcp.jar` over HTTP on a free loopback port.
  * @param {Record<string,string>} env extra/override environment variables for the server
+ * @param {{ready?: (httpStatus: number, body: object) => boolean}} opts `ready` says when /healthz means started
+ *        (default: `status` is "ok"); a gateway whose workers all refuse it is started but not "ok"
  */
-export async function startServer(env = {}) {
+export async function startServer(env = {}, opts = {}) {
+    const ready = opts.ready ?? ((status, body) => status === 200 && body.status === 'ok');
     if (!existsSync(JAR)) throw new Error(`server jar missing: ${JAR} (build it with ./mvnw -B -q package -DskipTests)`);
     const port = await freePort();
     // scripts/e2e.sh gives all files of one run the same fresh DATA_DIR, so that only the first server warms the
@@ -82,11 +85,9 @@ export async function startServer(env = {}) {
         }
         try {
             const r = await fetch(`${base}/healthz`);
-            if (r.ok) {
-                const h = await r.json();
-                if (h.status === 'ok') break;
-                lastErr = `healthz status ${h.status}`;
-            } else lastErr = `healthz HTTP ${r.status}`;
+            const h = await r.json().catch(() => ({}));
+            if (ready(r.status, h)) break;
+            lastErr = `healthz HTTP ${r.status} status ${h.status}`;
         } catch (e) {
             lastErr = e.message;
         }

@@ -1,0 +1,446 @@
+// Issue #6, the worker tier end to end: real processes on loopback (e2e/lib/cluster.js), driven by the official
+// TypeScript MCP SDK through the gateways. One cluster for the whole file: three workers (w1 and w2 with
+// MAX_CONCURRENT=4, w3 with MAX_CONCURRENT=1: the slow one), gateway A (WORKER_BALANCING=weighted_round_robin, the
+// default) and gateway B (least_request), one tenant, one shared WORKSPACE_ROOT with WORKSPACE_QUOTA_MB=2.
+// Tests that kill, stop or drain a worker start it again on the same port before they end, so the order of the
+// tests matters only for time. The worker's own gRPC surface (health, token refusal) is reached with Node's
+// HTTP/2 (e2e/lib/grpc.js), no gRPC library.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+
+import { exec, sleep, hostProcessesWith, looksLikeStackTrace } from '../lib/server.js';
+import { restClient } from '../lib/server3.js';
+import { startCluster, workersOf } from '../lib/cluster.js';
+import { Code, workerExecute } from '../lib/grpc.js';
+
+const MiB = 1024 * 1024;
+const SLOTS = { w1: 4, w2: 4, w3: 1 };
+const SLEEP_CODE = (s) => `import time\ntime.sleep(${s})\nprint("done")\n`;
+const TICKER = 'import sys, time\ni = 0\nwhile True:\n    print("tick", i, flush=True)\n    i += 1\n    time.sleep(0.1)\n';
+
+let cluster; let A; let B; let clientA; let clientB; let key; let apiA; let apiB;
+
+before(async () => {
+    cluster = await startCluster({
+        workers: [{ name: 'w1' }, { name: 'w2' }, { name: 'w3', env: { MAX_CONCURRENT: '1' } }],
+        gateways: [{ name: 'A' }, { name: 'B', env: { WORKER_BALANCING: 'least_request' } }],
+        env: { WORKSPACE_QUOTA_MB: '2', WARM_POOL: 'python=1' },
+        workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '20' },
+        tenants: ['alice'],
+    });
+    ({ A, B } = cluster.gateways);
+    key = cluster.keys.alice;
+    clientA = await A.connect(key);
+    clientB = await B.connect(key);
+    apiA = restClient(A.base, key);
+    apiB = restClient(B.base, key);
+    await cluster.waitWorkers(['w1', 'w2', 'w3'], true, 30_000);
+});
+
+after(async () => {
+    await clientA?.close().catch(() => {});
+    await clientB?.close().catch(() => {});
+    if (process.env.E2E_CLUSTER_LOGS && cluster) {
+        for (const w of Object.values(cluster.workers)) process.stderr.write(`\n==== worker ${w.name}\n${w.log().slice(-20000)}`);
+        for (const g of Object.values(cluster.gateways)) process.stderr.write(`\n==== gateway ${g.name}\n${g.log().slice(-20000)}`);
+    }
+    await cluster?.stop();
+});
+
+/** Any tool; { isError, sc, text }. */
+async function tool(client, name, args = {}, timeout = 60_000) {
+    const raw = await client.callTool({ name, arguments: args }, undefined, { timeout });
+    const text = (raw.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+    return { isError: raw.isError === true, sc: raw.structuredContent, text, raw };
+}
+
+/** execute_code that never rejects: { r, error, ms, worker } (error: the client-side failure, e.g. a timeout). */
+async function run(client, args, { timeout = 60_000, signal } = {}) {
+    const t0 = Date.now();
+    try {
+        const r = await exec(client, args, { timeout, signal });
+        return { r, ms: Date.now() - t0, worker: r.sc?.worker };
+    } catch (error) {
+        return { error, ms: Date.now() - t0 };
+    }
+}
+
+/** Closed-loop load: `concurrency` callers run `args` back to back until `seconds` pass. */
+async function load(client, args, { seconds, concurrency = 8, timeout = 60_000 }) {
+    const end = Date.now() + seconds * 1000;
+    const results = [];
+    await Promise.all(Array.from({ length: concurrency }, async () => {
+        while (Date.now() < end) results.push(await run(client, args, { timeout }));
+    }));
+    return results;
+}
+
+const ok = (x, stdout = 'done\n') => !x.error && !x.r.isError && x.r.sc?.exitCode === 0 && x.r.sc?.stdout === stdout;
+const describeFailure = (x) => (x.error ? `client error: ${x.error.message}` : `${x.r.sc?.outcome} ${x.r.text.slice(0, 300)}`);
+
+function countBy(results) {
+    const c = {};
+    for (const x of results) c[x.worker ?? '?'] = (c[x.worker ?? '?'] ?? 0) + 1;
+    return c;
+}
+
+/** The gateway's /healthz entry of worker `name` (matched by name or by address). */
+async function viewOf(gateway, name) {
+    const w = cluster.workers[name];
+    return workersOf((await gateway.healthz()).body)
+        .find((x) => x.name === name || String(x.address ?? '').includes(w.address));
+}
+
+async function until(fn, timeoutMs, stepMs = 100) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+        if (await fn()) return true;
+        if (Date.now() > end) return false;
+        await sleep(stepMs);
+    }
+}
+
+/** Restarts a worker on its port and waits until both gateways see it healthy again. */
+async function restart(name) {
+    await cluster.workers[name].restart();
+    return cluster.waitWorkers([name], true, 30_000, [A, B]);
+}
+
+describe('a gateway in front of three workers', () => {
+    test('runtime_info and /healthz list the workers: address, name, healthy, slots', async () => {
+        for (const g of [A, B]) {
+            const { status, body } = await g.healthz();
+            assert.equal(status, 200, JSON.stringify(body));
+            const views = workersOf(body);
+            assert.equal(views.length, 3, JSON.stringify(body.workers));
+            for (const [name, slots] of Object.entries(SLOTS)) {
+                const v = await viewOf(g, name);
+                assert.ok(v, `${name} listed: ${JSON.stringify(body.workers)}`);
+                assert.equal(v.name, name);
+                assert.ok(String(v.address).includes(cluster.workers[name].address), JSON.stringify(v));
+                assert.equal(v.healthy, true, JSON.stringify(v));
+                assert.equal(v.slots, slots, JSON.stringify(v));
+            }
+        }
+        const ri = await tool(clientA, 'runtime_info');
+        assert.equal(ri.isError, false, ri.text);
+        const info = ri.sc ?? JSON.parse(ri.text);
+        assert.equal(info.mode, 'gateway', JSON.stringify(info).slice(0, 500));
+        assert.deepEqual(info.workers.map((w) => w.name).sort(), ['w1', 'w2', 'w3']);
+        for (const w of info.workers) {
+            assert.equal(w.healthy, true, JSON.stringify(w));
+            assert.equal(w.slots, SLOTS[w.name], JSON.stringify(w));
+            assert.equal(typeof w.running, 'number', JSON.stringify(w));
+            assert.ok(String(w.address).includes(cluster.workers[w.name].address), JSON.stringify(w));
+        }
+        // Languages still come from the workers.
+        assert.match(JSON.stringify(info), /python/);
+        const r = await exec(clientA, { language: 'python', code: 'print("hello")' });
+        assert.equal(r.sc.stdout, 'hello\n');
+        assert.ok(Object.keys(SLOTS).includes(r.sc.worker), `worker named in the result: ${r.sc.worker}`);
+    });
+
+    test('load spreads by capacity: the slow worker (1 slot) gets clearly fewer runs', { timeout: 180_000 }, async (t) => {
+        const args = { language: 'python', code: SLEEP_CODE(0.3), timeout_ms: 30_000 };
+        // weighted_round_robin weighs workers only after its blackout period (10 s by default) of load reports:
+        // a warm-up phase is run, checked, and not counted.
+        const warm = await load(clientA, args, { seconds: 12 });
+        t.diagnostic(`A (weighted_round_robin) warm-up: ${JSON.stringify(countBy(warm))}`);
+        assert.deepEqual(warm.filter((x) => !ok(x)).map(describeFailure), []);
+        for (const [label, client] of [['A (weighted_round_robin)', clientA], ['B (least_request)', clientB]]) {
+            const results = await load(client, args, { seconds: 10 });
+            const c = countBy(results);
+            t.diagnostic(`${label}: ${results.length} runs at concurrency 8: ${JSON.stringify(c)}`);
+            assert.deepEqual(results.filter((x) => !ok(x)).map(describeFailure), [], `${label}: every run succeeds`);
+            assert.deepEqual(Object.keys(c).filter((w) => !SLOTS[w]), [], 'every result names its worker');
+            const fast = Math.min(c.w1 ?? 0, c.w2 ?? 0);
+            assert.ok(fast > 0, `${label}: both fast workers ran code: ${JSON.stringify(c)}`);
+            assert.ok((c.w3 ?? 0) < 0.6 * fast, `${label}: w3 (1 slot) got clearly fewer runs than each fast worker: ${JSON.stringify(c)}`);
+        }
+    });
+
+    test('shared workspaces: REST upload at A, runs on several workers read it, REST download at B, quota', { timeout: 120_000 }, async () => {
+        const content = `from-rest-${randomBytes(8).toString('hex')}`;
+        let res = await apiA('POST', '/api/workspaces/shared/files/input.txt', { body: content });
+        assert.equal(res.status, 201, await res.text());
+        const reads = await Promise.all(Array.from({ length: 9 }, () => run(clientA,
+            { language: 'python', workspace: 'shared', code: 'import time\nprint(open("input.txt").read())\ntime.sleep(0.5)\n' })));
+        assert.deepEqual(reads.filter((x) => !ok(x, `${content}\n`)).map(describeFailure), []);
+        const workers = new Set(reads.map((x) => x.worker));
+        assert.ok(workers.size >= 2, `the reads ran on several workers: ${JSON.stringify(countBy(reads))}`);
+
+        // Each worker writes a file of its own; the other gateway serves all of them.
+        const writes = await Promise.all(Array.from({ length: 9 }, (_, i) => run(clientB, { language: 'python', workspace: 'shared',
+            code: `import time\nopen("out-${i}.txt", "w").write("written-${i}")\ntime.sleep(0.5)\nprint("done")\n` })));
+        assert.deepEqual(writes.filter((x) => !ok(x)).map(describeFailure), []);
+        assert.ok(new Set(writes.map((x) => x.worker)).size >= 2, `writes on several workers: ${JSON.stringify(countBy(writes))}`);
+        for (let i = 0; i < 9; i++) {
+            res = await apiA('GET', `/api/workspaces/shared/files/out-${i}.txt`);
+            assert.equal(res.status, 200, `out-${i}.txt (written on ${writes[i].worker})`);
+            assert.equal(await res.text(), `written-${i}`);
+        }
+        const r = await exec(clientA, { language: 'python', workspace: 'shared', code: 'open("made.txt", "w").write("made on a worker")' });
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        assert.ok(r.sc.files.some((f) => f.path === 'made.txt'), `the result lists the file: ${JSON.stringify(r.sc.files)}`);
+        res = await apiB('GET', '/api/workspaces/shared/files/made.txt');
+        assert.equal(await res.text(), 'made on a worker');
+
+        // WORKSPACE_QUOTA_MB=2: the gateway refuses an upload over it, a worker's run cannot write past it.
+        res = await apiB('POST', '/api/workspaces/shared/files/big.bin', { body: randomBytes(3 * MiB) });
+        assert.equal(res.status, 507);
+        assert.equal((await res.json()).error, 'quota_exceeded');
+        const big = await Promise.all(Array.from({ length: 3 }, () => run(clientA, { language: 'python', workspace: 'shared', code: [
+            'import os, time',
+            'try:',
+            '    with open("big-%d.bin" % os.getpid(), "wb") as f:',
+            '        f.write(b"x" * (3 * 1024 * 1024))',
+            '    print("WROTE")',
+            'except OSError as e:',
+            '    print("ERRNO", e.errno)',
+            'time.sleep(0.3)',
+        ].join('\n') })));
+        for (const x of big) {
+            assert.ok(!x.error && !x.r.isError, describeFailure(x));
+            assert.equal(x.r.sc.stdout, 'ERRNO 27\n', `on ${x.worker}: ${x.r.sc.stdout} ${x.r.sc.stderr}`);
+        }
+        const info = await (await apiA('GET', '/api/workspaces/shared')).json();
+        assert.ok(info.size <= 2 * MiB, `workspace size ${info.size} over the 2 MB quota`);
+    });
+
+    test('sessions are sticky across two gateway replicas; a session whose worker died says it was lost', { timeout: 180_000 }, async (t) => {
+        const names = Array.from({ length: 6 }, (_, i) => `sticky-${i}`);
+        const home = {};
+        for (const [i, session] of names.entries()) {
+            const r = await exec(clientA, { language: 'python', session, code: `x = ${i} * 10` });
+            assert.equal(r.isError, false, r.text);
+            assert.equal(r.sc.sessionCreated, true);
+            home[session] = r.sc.worker;
+        }
+        t.diagnostic(`session → worker: ${JSON.stringify(home)}`);
+        assert.ok(new Set(Object.values(home)).size >= 2, 'sessions hash onto more than one worker');
+        for (const [i, session] of names.entries()) {
+            const r = await exec(clientB, { language: 'python', session, code: 'x + 1' });
+            assert.equal(r.isError, false, r.text);
+            assert.equal(r.sc.sessionCreated, false, `${session} continued at B, not created again`);
+            assert.equal(r.sc.result, String(i * 10 + 1), `${session}: the variable from gateway A`);
+            assert.equal(r.sc.worker, home[session], `${session} on the same worker through B`);
+        }
+        const listed = (await tool(clientB, 'session_list')).sc.sessions.map((s) => s.name);
+        for (const n of names) assert.ok(listed.includes(n), `session_list at B lists ${n}: ${listed}`);
+
+        // kill -9 the worker of sticky-0: its sessions are lost (and say so), the others keep their state.
+        const victim = home[names[0]];
+        await cluster.workers[victim].kill();
+        try {
+            const lost = await exec(clientB, { language: 'python', session: names[0], code: 'x' });
+            t.diagnostic(`a session call after its worker died: ${lost.sc?.outcome} ${lost.text.slice(0, 200)}`);
+            assert.equal(lost.isError, true, lost.text);
+            assert.equal(lost.sc?.outcome ?? 'failed_to_start', 'failed_to_start', lost.text);
+            assert.match(lost.text, /session/i);
+            assert.match(lost.text, /lost/i);
+            assert.equal(looksLikeStackTrace(lost.text), false, lost.text);
+            for (const [i, session] of names.entries()) {
+                if (home[session] === victim) continue;
+                const r = await exec(clientA, { language: 'python', session, code: 'x' });
+                assert.equal(r.isError, false, r.text);
+                assert.equal(r.sc.result, String(i * 10), `${session} on ${home[session]} kept its state`);
+                assert.equal(r.sc.worker, home[session]);
+            }
+        } finally {
+            await restart(victim);
+        }
+    });
+
+    test('cancel through the gateway (SDK AbortSignal) kills the run on the worker', { timeout: 60_000 }, async (t) => {
+        const marker = `cancel-${randomBytes(8).toString('hex')}`;
+        const ac = new AbortController();
+        t.after(() => ac.abort());
+        const call = run(clientA, { language: 'python', code: TICKER, args: [marker], timeout_ms: 60_000 }, { signal: ac.signal });
+        assert.ok(await until(() => hostProcessesWith(marker).length > 0, 15_000), 'the run started');
+        const pid = Number(hostProcessesWith(marker)[0].trim().split(/\s+/)[0]);
+        const owner = Object.values(cluster.workers).find((w) => w.owns(pid));
+        assert.ok(owner, `the run's process ${pid} descends from a worker JVM`);
+        assert.ok(owner.sandboxProcesses().length > 0, `it is one of ${owner.name}'s sandboxes`);
+        ac.abort('test cancels');
+        const settled = await call;
+        assert.ok(settled.error, `the aborted call rejects on the client (got ${JSON.stringify(settled.r?.sc)})`);
+        assert.ok(await until(() => hostProcessesWith(marker).length === 0, 5000),
+            `no process of the cancelled run remains on ${owner.name}: ${hostProcessesWith(marker)}`);
+        assert.ok(await until(async () => (await owner.status()).running === 0, 5000), `${owner.name} reports nothing running`);
+        assert.ok(await until(async () => (await viewOf(A, owner.name))?.running === 0, 10_000), 'the gateway view agrees');
+    });
+
+    test('the worker token: raw gRPC without or with a wrong token is refused; a gateway with a wrong token runs nothing', { timeout: 120_000 }, async () => {
+        const w1 = cluster.workers.w1;
+        let res = await apiA('POST', '/api/workspaces/tok/files/seed.txt', { body: 'seed' });
+        assert.equal(res.status, 201, await res.text());
+        const proof = (label) => `open("proof-${label}.txt", "w").write("ran")\nprint("ran")\n`;
+        // Positive control: the raw client does reach a worker and run code when it has the token.
+        const good = await workerExecute(w1.address, cluster.token, { language: 'python', code: proof('good'), tenant: 'alice', workspace: 'tok' });
+        assert.equal(good.status, Code.OK, `${good.message} ${good.error}`);
+        assert.equal(good.events[0], 'accepted');
+        assert.equal(good.events.at(-1).result.stdout, 'ran\n');
+        assert.equal(good.events.at(-1).result.worker, 'w1');
+        for (const [label, token] of [['missing', undefined], ['wrong', 'wt-not-the-token'], ['empty', '']]) {
+            const bad = await workerExecute(w1.address, token, { language: 'python', code: proof(label), tenant: 'alice', workspace: 'tok' });
+            assert.equal(bad.status, Code.UNAUTHENTICATED, `${label} token: ${bad.status} ${bad.message} ${bad.error}`);
+            assert.deepEqual(bad.events, [], `${label} token: no event at all`);
+            assert.equal((await w1.status(token)).status, Code.UNAUTHENTICATED, `${label} token: Status refused too`);
+        }
+        assert.equal(await w1.health(), 'SERVING', 'the health service needs no token (probes)');
+
+        // Gateways with a wrong or no token: clear errors, and no code reaches a worker.
+        for (const [name, env] of [['wrongtoken', { WORKER_TOKEN: 'wt-not-the-token' }], ['notoken', { WORKER_TOKEN: '' }]]) {
+            const g = await cluster.startGateway({ name, env, ready: (status, body) => [200, 503].includes(status) && !!body.status });
+            try {
+                const c = await g.connect(key);
+                const t0 = Date.now();
+                const r = await exec(c, { language: 'python', workspace: 'tok', code: proof(name), timeout_ms: 5000 }, { timeout: 60_000 });
+                assert.equal(r.isError, true, `${name}: ${r.text}`);
+                assert.ok(Date.now() - t0 < 40_000, `${name}: the refusal came in ${Date.now() - t0} ms`);
+                assert.match(r.text, /unauthenticated|token|authori[sz]|refused|no (healthy )?worker/i, `${name}: a clear error: ${r.text}`);
+                assert.equal(looksLikeStackTrace(r.text), false, r.text);
+                const h = await g.healthz();
+                for (const v of workersOf(h.body)) assert.equal(v.healthy, false, `${name}: a worker that refuses the gateway is not healthy for it: ${JSON.stringify(v)}`);
+                await c.close();
+            } finally {
+                await g.stop();
+                delete cluster.gateways[name];
+            }
+        }
+        const tree = await (await apiA('GET', '/api/workspaces/tok/tree')).json();
+        assert.deepEqual(tree.map((e) => e.name).sort(), ['proof-good.txt', 'seed.txt'], 'only the authenticated call ran code');
+    });
+
+    test('drain: SIGTERM a worker during a 2 s run: the run completes, new runs go elsewhere, it exits 0', { timeout: 120_000 }, async (t) => {
+        const w2 = cluster.workers.w2;
+        const marker = `drain-${randomBytes(6).toString('hex')}`;
+        const longRuns = Array.from({ length: 8 }, () => run(clientA,
+            { language: 'python', code: SLEEP_CODE(2), args: [marker], timeout_ms: 30_000 }));
+        assert.ok(await until(() => hostProcessesWith(marker).some((l) => w2.owns(Number(l.trim().split(/\s+/)[0]))), 10_000),
+            'a 2 s run is running on w2');
+        w2.signal('SIGTERM');
+        const health = [];
+        const watch = (async () => {
+            while (w2.alive()) {
+                health.push(await w2.health(500));
+                await sleep(50);
+            }
+        })();
+        const during = [];
+        for (let i = 0; i < 6; i++) during.push(await run(clientB, { language: 'python', code: 'print("done")' }));
+        const finished = await Promise.all(longRuns);
+        const exit = await w2.waitExit(40_000);
+        await watch;
+        t.diagnostic(`long runs: ${JSON.stringify(countBy(finished))}; during the drain: ${JSON.stringify(countBy(during))}; w2 health seen: ${[...new Set(health)]}`);
+        assert.deepEqual(finished.filter((x) => !ok(x)).map(describeFailure), [], 'every 2 s run completed, those on w2 too');
+        assert.ok(finished.some((x) => x.worker === 'w2'), 'w2 finished its run');
+        assert.deepEqual(during.filter((x) => !ok(x)).map(describeFailure), []);
+        assert.deepEqual(during.filter((x) => x.worker === 'w2').length, 0, 'no new run on the draining worker');
+        assert.ok(health.includes('NOT_SERVING'), `health said NOT_SERVING while draining: ${health}`);
+        assert.deepEqual(exit, { code: 0, signal: null }, 'the drained worker exits 0');
+        await restart('w2');
+    });
+
+    test('a SIGSTOPped worker: calls fail within their deadline, new calls avoid it', { timeout: 180_000 }, async (t) => {
+        const w1 = cluster.workers.w1;
+        const TIMEOUT = 3000;
+        w1.signal('SIGSTOP');
+        const t0 = Date.now();
+        try {
+            const first = await Promise.all(Array.from({ length: 9 }, () => run(clientA,
+                { language: 'python', code: 'print("done")', timeout_ms: TIMEOUT }, { timeout: 120_000 })));
+            const slowest = Math.max(...first.map((x) => x.ms));
+            const failed = first.filter((x) => !ok(x));
+            t.diagnostic(`first batch after SIGSTOP: ${first.length - failed.length} ok ${JSON.stringify(countBy(first))}, ` +
+                `${failed.length} failed in ${failed.map((x) => x.ms)} ms: ${failed.slice(0, 2).map(describeFailure)}`);
+            for (const x of failed) {
+                assert.ok(!x.error, `the gateway answers, the client does not time out: ${describeFailure(x)}`);
+                assert.equal(x.r.isError, true);
+                assert.equal(looksLikeStackTrace(x.r.text), false, x.r.text);
+            }
+            assert.ok(slowest < TIMEOUT + 30_000, `every call ended within its deadline (timeout + slack): slowest ${slowest} ms`);
+            assert.equal(first.filter((x) => x.worker === 'w1' && ok(x)).length, 0, 'nothing ran on the stopped worker');
+
+            const noticed = await until(async () => (await viewOf(A, 'w1'))?.healthy === false, 40_000, 250);
+            t.diagnostic(`gateway A lists w1 unhealthy ${noticed ? `after ${Date.now() - t0} ms` : 'never (40 s)'}`);
+            const next = await load(clientA, { language: 'python', code: 'print("done")', timeout_ms: TIMEOUT }, { seconds: 3, concurrency: 4 });
+            t.diagnostic(`after keepalive: ${JSON.stringify(countBy(next))}`);
+            assert.deepEqual(next.filter((x) => !ok(x)).map(describeFailure), [], 'new calls succeed');
+            assert.equal(next.filter((x) => x.worker === 'w1').length, 0, 'new calls avoid the stopped worker');
+            assert.ok(noticed, 'the gateway marks the stopped worker unhealthy');
+        } finally {
+            w1.signal('SIGCONT');
+        }
+        const back = await cluster.waitWorkers(['w1'], true, 60_000, [A, B]);
+        t.diagnostic(`w1 healthy again ${back} ms after SIGCONT`);
+    });
+
+    test('kill -9 a worker under load: lost runs say so, nothing reruns, nothing hangs; it rejoins on restart', { timeout: 240_000 }, async (t) => {
+        const w1 = cluster.workers.w1;
+        let res = await apiA('POST', '/api/workspaces/kill/files/seed.txt', { body: 'seed' });
+        assert.equal(res.status, 201, await res.text());
+        const marker = `kill-${randomBytes(6).toString('hex')}`;
+        const TIMEOUT = 20_000;
+        // Each run appends its id to runs.log first: a silent rerun would show as an id twice.
+        const code = (id) => `import time\nwith open("runs.log", "a") as f:\n    f.write("${id}\\n")\ntime.sleep(2)\nprint("done")\n`;
+        const calls = Array.from({ length: 12 }, (_, i) => run(i % 2 ? clientB : clientA,
+            { language: 'python', workspace: 'kill', code: code(`r${i}`), args: [marker], timeout_ms: TIMEOUT }, { timeout: 120_000 }));
+        assert.ok(await until(() => hostProcessesWith(marker).some((l) => w1.owns(Number(l.trim().split(/\s+/)[0]))), 15_000),
+            'a run is running on w1');
+        await w1.kill();
+        const killedAt = Date.now();
+        const unhealthy = until(async () => (await viewOf(A, 'w1'))?.healthy === false, 5000, 100).then((v) => ({ v, ms: Date.now() - killedAt }));
+        // Calls made right after the kill succeed elsewhere.
+        const afterKill = Array.from({ length: 6 }, (_, i) => run(clientA,
+            { language: 'python', workspace: 'kill', code: code(`n${i}`), timeout_ms: TIMEOUT }, { timeout: 120_000 }));
+        const first = await Promise.all(calls);
+        const second = await Promise.all(afterKill);
+        const all = [...first, ...second];
+        const seen = await unhealthy;
+        t.diagnostic(`under load: ${JSON.stringify(countBy(first))}; after the kill: ${JSON.stringify(countBy(second))}; ` +
+            `A lists w1 unhealthy after ${seen.v ? seen.ms : 'more than 5000'} ms`);
+        const lost = first.filter((x) => !ok(x));
+        for (const x of lost) {
+            assert.ok(!x.error, `the gateway answered: ${describeFailure(x)}`);
+            assert.equal(x.r.isError, true);
+            assert.equal(x.r.sc?.outcome, 'worker_lost', describeFailure(x));
+            assert.match(x.r.sc?.stderr ?? x.r.text, /worker lost/i);
+            if (x.worker) assert.equal(x.worker, 'w1', 'only runs on the killed worker are lost');
+            assert.equal(looksLikeStackTrace(x.r.text), false, x.r.text);
+        }
+        assert.ok(lost.length >= 1, 'the run seen on w1 was lost');
+        assert.ok(lost.length <= SLOTS.w1, `at most w1's ${SLOTS.w1} started runs are lost (queued ones are retried): ${lost.length}`);
+        assert.deepEqual(second.filter((x) => !ok(x)).map(describeFailure), [], 'calls after the kill succeed');
+        assert.equal(second.filter((x) => x.worker === 'w1').length, 0);
+        for (const x of all) assert.ok(x.ms < TIMEOUT + 15_000, `no call hangs: ${x.ms} ms`);
+        assert.ok(seen.v, 'the killed worker shows unhealthy within 5 s');
+
+        // No silent rerun: every successful id exactly once, a lost one at most once (if it had started), no other.
+        const lines = (await (await apiB('GET', '/api/workspaces/kill/files/runs.log')).text()).split('\n').filter(Boolean);
+        const ids = (list, prefix) => list.map((x, i) => [`${prefix}${i}`, x]);
+        const expected = [...ids(first, 'r'), ...ids(second, 'n')];
+        for (const [id, x] of expected) {
+            const n = lines.filter((l) => l === id).length;
+            if (ok(x)) assert.equal(n, 1, `${id} succeeded and ran exactly once (${n})`);
+            else assert.ok(n <= 1, `${id} was lost and ran at most once (${n})`);
+        }
+        assert.equal(lines.length, new Set(lines).size, `no id twice: ${lines}`);
+        assert.ok(lines.every((l) => expected.some(([id]) => id === l)), lines.join(','));
+        assert.ok(await until(() => w1.sandboxProcesses().length === 0, 5000), `the killed worker's sandboxes died with it: ${w1.sandboxProcesses()}`);
+
+        // The restarted worker (same port) gets runs again.
+        await w1.restart();
+        const upAt = Date.now();
+        let rejoinedAfter = null;
+        while (rejoinedAfter === null && Date.now() - upAt < 30_000) {
+            const batch = await load(clientA, { language: 'python', code: SLEEP_CODE(0.2) }, { seconds: 1, concurrency: 8 });
+            assert.deepEqual(batch.filter((x) => !ok(x)).map(describeFailure), []);
+            if (batch.some((x) => x.worker === 'w1')) rejoinedAfter = Date.now() - upAt;
+        }
+        t.diagnostic(`w1 restarted: first run on it ${rejoinedAfter} ms after it was SERVING`);
+        assert.ok(rejoinedAfter !== null && rejoinedAfter < 20_000, `the restarted worker rejoins (${rejoinedAfter} ms)`);
+        await cluster.waitWorkers(['w1'], true, 30_000, [A, B]);
+    });
+});
