@@ -9,7 +9,7 @@
 // warming Go at once would take minutes, so only the first worker warms the Go build cache and the others get a
 // copy of it before they start (a warm cache is marked as such; the copy is what a persistent volume would hold).
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, chmodSync } from 'node:fs';
+import { existsSync, mkdirSync, chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -19,11 +19,17 @@ import { health, workerStatus } from './grpc.js';
 
 export const GO_CACHE_MARKER = join('go-cache', '.code-exec-warm');
 
-/** Copies a warm Go build cache into a DATA_DIR that has none (cp -a keeps the modes the sandbox relies on). */
+/**
+ * Copies a warm Go build cache into a DATA_DIR that has none (cp -a keeps the modes the sandbox relies on). The
+ * server's marker of a warm cache names the cache's own path (its Go environment), so the copy's marker is
+ * rewritten to the new DATA_DIR; Go itself keys the standard library's entries by GOROOT, not by GOCACHE.
+ */
 function seedGoCache(fromDataDir, toDataDir) {
     if (!fromDataDir || !existsSync(join(fromDataDir, GO_CACHE_MARKER)) || existsSync(join(toDataDir, GO_CACHE_MARKER))) return;
     mkdirSync(toDataDir, { recursive: true, mode: 0o711 });
     execFileSync('cp', ['-a', join(fromDataDir, 'go-cache'), toDataDir]);
+    const marker = join(toDataDir, GO_CACHE_MARKER);
+    writeFileSync(marker, readFileSync(marker, 'utf8').replaceAll(fromDataDir, toDataDir));
 }
 
 function childProcesses(pid) {
@@ -107,13 +113,13 @@ export async function startWorker({ name, dataDir, port, token, env = {}, startT
         exitInfo: () => exited,
         /** The standard health service's answer ('SERVING', 'NOT_SERVING', 'timeout', 'unreachable: ...'). */
         health: (timeoutMs) => health(address, '', timeoutMs),
-        /** Worker.Status with the cluster's token (or another one). */
-        status: (withToken = token) => workerStatus(address, withToken),
+        /** Worker.Status with the worker's token, or with the one given (undefined: no token at all). */
+        status: (...withToken) => workerStatus(address, withToken.length ? withToken[0] : token),
         signal(sig) {
             process.kill(child.pid, sig);
         },
         /** Waits until the health service says SERVING and start-up work is done; throws after the timeout. */
-        async waitServing(timeoutMs = startTimeoutMs) {
+        async waitServing(timeoutMs = startTimeoutMs, { quiet = true } = {}) {
             const end = Date.now() + timeoutMs;
             let last = '';
             for (;;) {
@@ -125,7 +131,7 @@ export async function startWorker({ name, dataDir, port, token, env = {}, startT
                 }
                 await sleep(100);
             }
-            if (!(await worker.waitQuiet(Math.max(5000, end - Date.now() + 120_000)))) {
+            if (quiet && !(await worker.waitQuiet(Math.max(5000, end - Date.now() + 120_000)))) {
                 process.stderr.write(`e2e: worker ${name} still busy with start-up work\n`);
             }
         },
@@ -166,11 +172,14 @@ export async function startWorker({ name, dataDir, port, token, env = {}, startT
             child.kill('SIGKILL');
             return waitExit(30_000);
         },
-        /** Starts the worker again on the same port, DATA_DIR and environment (a restarted pod). */
-        async restart() {
+        /**
+         * Starts the worker again on the same port, DATA_DIR and environment (a restarted pod); resolves when it
+         * is SERVING and, with `quiet`, done with its start-up work.
+         */
+        async restart({ quiet = true } = {}) {
             if (!exited) await worker.stop();
             spawnIt();
-            await worker.waitServing();
+            await worker.waitServing(startTimeoutMs, { quiet });
         },
     };
     spawnIt();
@@ -179,14 +188,12 @@ export async function startWorker({ name, dataDir, port, token, env = {}, startT
 }
 
 /**
- * A gateway's view of its workers from /healthz, as a list of { address, name, healthy, running, slots, ... },
- * whether /healthz gives them as an array or as an object keyed by address or name.
+ * A gateway's view of its workers from /healthz (`workers: {total, healthy, list: [...]}`), as the list of
+ * { address, name, healthy, draining, running, queued, slots, sessions, warmPool, lastSeen, error }.
  */
 export function workersOf(healthzBody) {
     const w = healthzBody?.workers;
-    if (Array.isArray(w)) return w;
-    if (w && typeof w === 'object') return Object.entries(w).map(([k, v]) => ({ address: k, ...v }));
-    return [];
+    return Array.isArray(w) ? w : Array.isArray(w?.list) ? w.list : [];
 }
 
 /**

@@ -165,7 +165,8 @@ export async function workerStatus(address, token, timeoutMs = 3000) {
  * event is 'accepted', 'output' or { result: { exitCode, stdout, stderr, outcome, worker } }.
  */
 export async function workerExecute(address, token, { language, code, tenant = '', workspace = '', timeoutMs = 10_000 }) {
-    const request = encode([[1, language], [2, code], [6, [[1, timeoutMs]]], [7, tenant], [8, workspace]]);
+    const limits = [[1, timeoutMs], [2, 10], [3, 256 * 1024 * 1024], [4, 64], [5, 1024 * 1024], [6, 64 * 1024 * 1024]];
+    const request = encode([[1, language], [2, code], [6, limits], [7, tenant], [8, workspace]]);
     const r = await call(address, '/codeexec.worker.v1.Worker/Execute', request,
         { metadata: bearer(token), timeoutMs: timeoutMs + 10_000 });
     const events = r.messages.map((m) => {
