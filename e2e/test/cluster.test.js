@@ -151,7 +151,10 @@ describe('a gateway in front of three workers', () => {
         const warm = await load(clientA, args, { seconds: 12 });
         t.diagnostic(`A (weighted_round_robin) warm-up: ${JSON.stringify(countBy(warm))}`);
         assert.deepEqual(warm.filter((x) => !ok(x)).map(describeFailure), []);
-        for (const [label, client] of [['A (weighted_round_robin)', clientA], ['B (least_request)', clientB]]) {
+        // weighted_round_robin weighs by capacity (qps / utilization), so w3 should get about a quarter of a fast
+        // worker's share; least_request evens out calls in flight, and w3's queue counts as in flight, so it keeps
+        // more (measured ~0.5×).
+        for (const [label, client, bound] of [['A (weighted_round_robin)', clientA, 0.5], ['B (least_request)', clientB, 0.8]]) {
             const results = await load(client, args, { seconds: 10 });
             const c = countBy(results);
             t.diagnostic(`${label}: ${results.length} runs at concurrency 8: ${JSON.stringify(c)}`);
@@ -159,7 +162,7 @@ describe('a gateway in front of three workers', () => {
             assert.deepEqual(Object.keys(c).filter((w) => !SLOTS[w]), [], 'every result names its worker');
             const fast = Math.min(c.w1 ?? 0, c.w2 ?? 0);
             assert.ok(fast > 0, `${label}: both fast workers ran code: ${JSON.stringify(c)}`);
-            assert.ok((c.w3 ?? 0) < 0.6 * fast, `${label}: w3 (1 slot) got clearly fewer runs than each fast worker: ${JSON.stringify(c)}`);
+            assert.ok((c.w3 ?? 0) < bound * fast, `${label}: w3 (1 slot) got clearly fewer runs (< ${bound}×) than each fast worker: ${JSON.stringify(c)}`);
         }
     });
 
@@ -361,7 +364,7 @@ describe('a gateway in front of three workers', () => {
         w1.signal('SIGSTOP');
         const t0 = Date.now();
         try {
-            const s = await run(clientB, { language: 'python', session: pinned, code: 'print("done")', timeout_ms: TIMEOUT }, { timeout: 120_000 });
+            const s = await run(clientA, { language: 'python', session: pinned, code: 'print("done")', timeout_ms: TIMEOUT }, { timeout: 120_000 });
             t.diagnostic(`a call in ${pinned} (on the stopped w1) ended in ${s.ms} ms: ${describeFailure(s).slice(0, 300)}`);
             assert.ok(!s.error, `the gateway answers: ${describeFailure(s)}`);
             assert.ok(!ok(s), 'it did not run');
