@@ -25,6 +25,8 @@ class WorkerMainTest {
     Path tmp;
 
     private Process start(Map<String, String> env) throws Exception {
+        // WORKSPACE_ROOT must be reachable by the sandbox uid, or the engine refuses to start.
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         ProcessBuilder pb = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
                 "dev.codeexec.Main", "worker");
