@@ -50,8 +50,8 @@ public final class WorkerMain {
             LOG.error("worker could not start: {}", e.toString(), e);
             return 1;
         }
-        LOG.info("code-exec-mcp worker {} ({}) listening on {}:{}: TLS {}, token {}, sandbox {}, {} slots, queue {}",
-                server.name(), server.instanceId(), config.get(Config.WORKER_HOST), server.port(),
+        LOG.info("code-exec-mcp {} worker {} ({}) listening on {}:{}: TLS {}, token {}, sandbox {}, {} slots, queue {}",
+                ServerSetup.versionOf(WorkerMain.class), server.name(), server.instanceId(), config.get(Config.WORKER_HOST), server.port(),
                 server.tls() ? (WorkerSecurity.mutualTls(config) ? "on (client certificates required)" : "on") : "off",
                 config.get(Config.WORKER_TOKEN).isEmpty() ? "off" : "on", engine.sandbox().name(),
                 config.get(Config.MAX_CONCURRENT), config.get(Config.QUEUE_SIZE));

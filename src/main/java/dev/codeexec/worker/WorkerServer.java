@@ -51,6 +51,7 @@ public final class WorkerServer implements AutoCloseable {
     private final HealthStatusManager health;
     private final LoadReport load;
     private final WorkerService.Identity identity;
+    private final java.util.concurrent.atomic.AtomicBoolean terminal = new java.util.concurrent.atomic.AtomicBoolean();
 
     private WorkerServer(Config config, Executor executor, Server server, WorkerService service,
             HealthStatusManager health, LoadReport load, WorkerService.Identity identity) {
@@ -170,7 +171,7 @@ public final class WorkerServer implements AutoCloseable {
     public void drain(Duration grace) {
         log.info("draining: health NOT_SERVING, new runs refused; {} running, {} queued", executor.running(),
                 executor.queued());
-        health.enterTerminalState();
+        notServing();
         int bounced = service.startDraining();
         if (bounced > 0) log.info("draining: {} queued runs sent back to their gateways to run elsewhere", bounced);
         long end = System.nanoTime() + grace.toNanos();
@@ -203,10 +204,15 @@ public final class WorkerServer implements AutoCloseable {
         log.info("drained: worker stopped");
     }
 
+    /** Every health service name NOT_SERVING for good (the health manager warns when told twice). */
+    private void notServing() {
+        if (terminal.compareAndSet(false, true)) health.enterTerminalState();
+    }
+
     /** Stops serving at once, cancelling calls in flight; the executor is the caller's to close. */
     @Override
     public void close() {
-        health.enterTerminalState();
+        notServing();
         server.shutdownNow();
         try {
             server.awaitTermination(10, TimeUnit.SECONDS);
