@@ -43,7 +43,7 @@ import java.util.function.ToIntFunction;
  *   sandbox (slot held) until its program was running; buckets from 1 ms to 10 s.</li>
  *   <li>{@code codeexec_queue_depth}, {@code codeexec_running}, {@code codeexec_max_concurrent}.</li>
  *   <li>{@code codeexec_warm_pool_ready{language}}, {@code codeexec_warm_pool_target{language}}.</li>
-   *   <li>{@code codeexec_sessions_active}.</li>
+ *   <li>{@code codeexec_sessions_active}.</li>
  *   <li>Gateway only: {@code codeexec_worker_up{worker}} (1 healthy, 0 not), {@code codeexec_worker_running{worker}},
  *   {@code codeexec_worker_queued{worker}}, {@code codeexec_worker_slots{worker}} ({@code worker} = the address
  *   the gateway connects to), and {@code codeexec_workers{state="healthy"|"unhealthy"}}. They follow the
