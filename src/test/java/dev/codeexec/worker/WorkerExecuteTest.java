@@ -115,6 +115,23 @@ class WorkerExecuteTest {
     }
 
     @Test
+    void aCallCancelledWhileQueuedNeverRuns() throws Exception {
+        Workspace ws = engine.workspaces().open("alice", "queue", true);
+        WorkerTesting.Recorded first = execute(channel, null, request("bash", "sleep 2").build());
+        assertThat(eventually(30_000, first::accepted)).isTrue();
+        WorkerTesting.Recorded second = execute(channel, null,
+                request("bash", "touch ran").setWorkspace("queue").build());
+        assertThat(eventually(10_000, () -> engine.executor().queued() == 1)).isTrue();
+        second.call.cancel("gateway gave up", null);
+        assertThat(second.await().getCode()).isEqualTo(Status.Code.CANCELLED);
+        assertThat(second.events).isEmpty();
+        assertThat(eventually(5_000, () -> engine.executor().queued() == 0)).isTrue();
+        assertThat(first.await().getCode()).isEqualTo(Status.Code.OK);
+        assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
+        assertThat(Files.exists(ws.fs().root().resolve("ran"))).isFalse();
+    }
+
+    @Test
     void cancellingTheCallKillsTheRun() throws Exception {
         WorkerTesting.Recorded call = execute(channel, null,
                 request("bash", "echo started; sleep 30; echo never").build());
