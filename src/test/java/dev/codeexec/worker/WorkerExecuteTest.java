@@ -98,7 +98,7 @@ class WorkerExecuteTest {
 
     @Test
     void aQueuedRunIsNotAcknowledgedUntilItTakesTheSlot() throws Exception {
-        WorkerTesting.Recorded first = execute(channel, null, request("bash", "echo first; sleep 3").build());
+        WorkerTesting.Recorded first = execute(channel, null, request("bash", "echo first; sleep 4").build());
         assertThat(eventually(30_000, first::accepted)).isTrue();
         WorkerTesting.Recorded second = execute(channel, null, request("python", "print('second')").build());
         assertThat(eventually(10_000, () -> engine.executor().queued() == 1)).isTrue();
