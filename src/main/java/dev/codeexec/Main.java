@@ -11,9 +11,11 @@ import dev.codeexec.config.Config;
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.auth.KeysCommand;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.gateway.RemoteExecutor;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.http.WorkspaceExpiry;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.LocalExecutor;
 import dev.codeexec.engine.RequestValidator;
@@ -32,6 +34,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Function;
 
@@ -188,16 +191,25 @@ public final class Main {
      * in test scope only).
      */
     public static ServerSetup wire(Config config, List<McpExtension> extensions) {
-        Sandbox sandbox = Sandboxes.create(config);
         Languages languages = Languages.load();
-        LocalExecutor executor = LocalExecutor.create(config, sandbox);
         RequestValidator validator = new RequestValidator(config, languages);
+        Executor executor;
+        SandboxStatus sandboxStatus;
+        if (config.get(Config.WORKERS).isBlank()) {
+            Sandbox sandbox = Sandboxes.create(config);
+            executor = LocalExecutor.create(config, sandbox);
+            sandboxStatus = new SandboxStatus(sandbox.name(), sandbox.unavailableReason());
+        } else {
+            // Gateway: code runs on the workers, which have the sandbox; requests are validated here all the same.
+            executor = RemoteExecutor.create(config, languages);
+            sandboxStatus = new SandboxStatus("workers", Optional.empty());
+        }
         Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
                 config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
                 Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
                 config.get(Config.SANDBOX_GID));
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), new SandboxStatus(sandbox.name(), sandbox.unavailableReason()),
+                languages.names(), sandboxStatus,
                 ServerSetup.versionOf(Main.class), extensions, workspaces);
     }
 }
