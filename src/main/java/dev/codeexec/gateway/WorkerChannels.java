@@ -98,12 +98,28 @@ final class WorkerChannels {
             return InsecureChannelCredentials.create();
         }
         try {
-            TlsChannelCredentials.Builder b = TlsChannelCredentials.newBuilder().trustManager(readable("WORKER_TLS_CA", ca));
-            if (!cert.isBlank()) b.keyManager(readable("WORKER_TLS_CERT", cert), readable("WORKER_TLS_KEY", key));
+            TlsChannelCredentials.Builder b = TlsChannelCredentials.newBuilder().trustManager(certificates("WORKER_TLS_CA", ca));
+            if (!cert.isBlank()) b.keyManager(certificates("WORKER_TLS_CERT", cert), readable("WORKER_TLS_KEY", key));
             return b.build();
         } catch (IOException | IllegalArgumentException e) {
             throw new ConfigException("WORKER_TLS_CA/WORKER_TLS_CERT/WORKER_TLS_KEY could not be loaded: " + e.getMessage());
         }
+    }
+
+    /**
+     * grpc reads PEM files lazily, at the first connection: a wrong file would only show as failing runs. Parsing
+     * here makes it a start-up error naming the key.
+     */
+    private static File certificates(String key, String path) {
+        File f = readable(key, path);
+        try (var in = new java.io.FileInputStream(f)) {
+            if (java.security.cert.CertificateFactory.getInstance("X.509").generateCertificates(in).isEmpty()) {
+                throw new ConfigException(key + " " + path + " holds no PEM certificate");
+            }
+        } catch (IOException | java.security.cert.CertificateException e) {
+            throw new ConfigException(key + " " + path + " is not a PEM certificate file: " + e.getMessage());
+        }
+        return f;
     }
 
     private static File readable(String key, String path) {
