@@ -17,6 +17,7 @@ import dev.codeexec.worker.v1.WorkerGrpc;
 import io.grpc.Metadata;
 import io.grpc.Server;
 import io.grpc.ServerCall;
+import io.grpc.ServerCredentials;
 import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.ServerInterceptors;
@@ -73,6 +74,7 @@ final class FakeWorker implements AutoCloseable {
     /** Sessions living here: tenant + "/" + name. */
     final Set<String> sessions = ConcurrentHashMap.newKeySet();
     private final HealthStatusManager health = new HealthStatusManager();
+    private final ServerCredentials credentials;
     private volatile Server server;
 
     FakeWorker(String name) throws IOException {
@@ -80,7 +82,13 @@ final class FakeWorker implements AutoCloseable {
     }
 
     FakeWorker(String name, int port) throws IOException {
+        this(name, port, null);
+    }
+
+    /** With server credentials (TLS, mTLS); null for plaintext. */
+    FakeWorker(String name, int port, ServerCredentials credentials) throws IOException {
         this.name = name;
+        this.credentials = credentials;
         this.server = start(port);
         this.port = server.getPort();
     }
@@ -102,7 +110,10 @@ final class FakeWorker implements AutoCloseable {
                 return next.startCall(call, headers);
             }
         };
-        return NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", p))
+        InetSocketAddress at = new InetSocketAddress("127.0.0.1", p);
+        NettyServerBuilder b = credentials == null ? NettyServerBuilder.forAddress(at)
+                : NettyServerBuilder.forAddress(at, credentials);
+        return b
                 .permitKeepAliveTime(1, TimeUnit.SECONDS)
                 .permitKeepAliveWithoutCalls(true)
                 .addService(ServerInterceptors.intercept(new Service(), auth))
