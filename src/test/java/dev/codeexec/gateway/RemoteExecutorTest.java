@@ -389,4 +389,31 @@ class RemoteExecutorTest {
         assertThatThrownBy(() -> gw.submit(request(Duration.ofSeconds(1)), OutputListener.NONE))
                 .isInstanceOf(ExecutionException.Unavailable.class);
     }
+
+    @Test
+    void leastRequestBalancingAlsoSpreadsAndSkipsANotServingWorker() throws Exception {
+        FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
+        w3.serving(false);
+        RemoteExecutor gw = gateway(List.of(w1, w2, w3), "WORKER_BALANCING", "least_request");
+        Set<String> names = new HashSet<>();
+        for (int i = 0; i < 30; i++) names.add(run(gw, request(Duration.ofSeconds(5))).worker().orElseThrow());
+        assertThat(names).containsExactlyInAnyOrder("w1", "w2");
+        assertThat(w3.calls.get()).isZero();
+    }
+
+    @Test
+    void productionWiringUsesTheWorkersWhenWorkersIsSet(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        FakeWorker w = worker("w");
+        dev.codeexec.mcp.ServerSetup setup = dev.codeexec.Main.wire(Config.of("WORKERS", "static:///" + w.address(),
+                "WORKSPACE_ROOT", dir.toString(), "SHUTDOWN_GRACE_SECONDS", "1"), List.of());
+        toClose.add(setup.executor());
+        assertThat(setup.executor()).isInstanceOf(RemoteExecutor.class);
+        assertThat(setup.sandbox().name()).isEqualTo("workers");
+        assertThat(setup.sandbox().available()).isTrue();
+        assertThat(setup.languages()).contains("python");
+        assertThatThrownBy(() -> setup.converter().convert(Map.of("language", "cobol", "code", "x")))
+                .as("requests are validated at the gateway").isInstanceOf(ExecutionException.InvalidRequest.class);
+        assertThat(run((RemoteExecutor) setup.executor(), request(Duration.ofSeconds(5))).worker()).contains("w");
+    }
 }
