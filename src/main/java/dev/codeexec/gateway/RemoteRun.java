@@ -155,7 +155,7 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
 
     /** Before {@code accepted}: the run never started; grpc has already retried where that was safe. */
     private static ExecutionException refusal(Status s) {
-        String detail = s.getDescription() == null ? s.getCode().toString() : s.getDescription();
+        String detail = description(s).orElse(s.getCode().toString());
         return switch (s.getCode()) {
             case INVALID_ARGUMENT -> new ExecutionException.InvalidRequest(detail);
             case RESOURCE_EXHAUSTED -> new ExecutionException.Busy("all workers are busy: " + detail);
@@ -171,10 +171,23 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     private String reason(Status s) {
         return switch (s.getCode()) {
             case DEADLINE_EXCEEDED -> "did not finish the run within its deadline (timeout + queue wait + slack)";
-            case UNAVAILABLE -> "connection lost" + (s.getDescription() == null ? "" : " (" + s.getDescription() + ")");
-            case CANCELLED -> "the call was cancelled" + (s.getDescription() == null ? "" : " (" + s.getDescription() + ")");
-            default -> s.getCode() + (s.getDescription() == null ? "" : " " + s.getDescription());
+            case UNAVAILABLE -> "connection lost" + description(s).map(d -> " (" + d + ")").orElse("");
+            case CANCELLED -> "the call was cancelled" + description(s).map(d -> " (" + d + ")").orElse("");
+            default -> s.getCode() + description(s).map(d -> " " + d).orElse("");
         };
+    }
+
+    /**
+     * A status description fit for a client: grpc appends connection diagnostics in brackets (timings, addresses)
+     * to some; those stay out, and a long text is cut.
+     */
+    static Optional<String> description(Status s) {
+        String d = s.getDescription();
+        if (d == null) return Optional.empty();
+        int bracket = d.indexOf(" [");
+        if (bracket >= 0) d = d.substring(0, bracket);
+        if (d.length() > 200) d = d.substring(0, 200) + "...";
+        return d.isBlank() ? Optional.empty() : Optional.of(d);
     }
 
     /** After {@code accepted}: what streamed so far, and a last line saying what is (not) known. */

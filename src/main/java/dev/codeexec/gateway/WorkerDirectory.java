@@ -44,6 +44,8 @@ final class WorkerDirectory implements AutoCloseable {
 
     static final Duration POLL_PERIOD = Duration.ofSeconds(2);
     static final Duration POLL_DEADLINE = Duration.ofMillis(1500);
+    /** The first poll also connects (and, first in a JVM, loads and initialises Netty): it gets longer. */
+    static final Duration FIRST_POLL_DEADLINE = Duration.ofSeconds(5);
 
     /** One worker: its channel and what its last poll said. */
     static final class Node {
@@ -76,7 +78,7 @@ final class WorkerDirectory implements AutoCloseable {
 
     /** Polls once now (so a fresh gateway knows its workers before its first request), then every period. */
     void start() {
-        poll();
+        poll(FIRST_POLL_DEADLINE);
         poller.scheduleWithFixedDelay(this::pollSafely, POLL_PERIOD.toMillis(), POLL_PERIOD.toMillis(),
                 TimeUnit.MILLISECONDS);
     }
@@ -89,8 +91,12 @@ final class WorkerDirectory implements AutoCloseable {
         }
     }
 
-    /** One round: resolve, add and drop workers, ask each (in parallel) for health and status. */
     void poll() {
+        poll(POLL_DEADLINE);
+    }
+
+    /** One round: resolve, add and drop workers, ask each (in parallel) for health and status. */
+    private void poll(Duration deadline) {
         if (closed) return;
         List<WorkersTarget.HostPort> addresses = resolve();
         Map<String, WorkersTarget.HostPort> wanted = new LinkedHashMap<>();
@@ -116,27 +122,28 @@ final class WorkerDirectory implements AutoCloseable {
         List<Pending> pending = new ArrayList<>();
         for (Node n : nodes.values()) {
             pending.add(new Pending(n,
-                    HealthGrpc.newFutureStub(n.channel).withDeadlineAfter(POLL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
+                    HealthGrpc.newFutureStub(n.channel).withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS)
                             .check(HealthCheckRequest.newBuilder().setService(WorkerChannels.SERVICE).build()),
-                    WorkerGrpc.newFutureStub(n.channel).withDeadlineAfter(POLL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
+                    WorkerGrpc.newFutureStub(n.channel).withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS)
                             .status(StatusRequest.getDefaultInstance())));
         }
-        for (Pending p : pending) update(p.node(), p.health(), p.status());
+        for (Pending p : pending) update(p.node(), p.health(), p.status(), deadline);
     }
 
-    private void update(Node n, ListenableFuture<HealthCheckResponse> health, ListenableFuture<StatusResponse> status) {
+    private void update(Node n, ListenableFuture<HealthCheckResponse> health, ListenableFuture<StatusResponse> status,
+            Duration deadline) {
         WorkerStatus before = n.status;
         Optional<String> error = Optional.empty();
         boolean serving = false;
         try {
-            serving = await(health).getStatus() == HealthCheckResponse.ServingStatus.SERVING;
+            serving = await(health, deadline).getStatus() == HealthCheckResponse.ServingStatus.SERVING;
             if (!serving) error = Optional.of("health check says not serving");
         } catch (Failure f) {
             error = Optional.of("health check failed: " + f.getMessage());
         }
         StatusResponse s = null;
         try {
-            s = await(status);
+            s = await(status, deadline);
             n.lastStatus = Optional.of(s);
         } catch (Failure f) {
             if (error.isEmpty()) error = Optional.of("status failed: " + f.getMessage());
@@ -169,12 +176,11 @@ final class WorkerDirectory implements AutoCloseable {
         }
     }
 
-    private static <T> T await(ListenableFuture<T> f) throws Failure {
+    private static <T> T await(ListenableFuture<T> f, Duration deadline) throws Failure {
         try {
-            return f.get(POLL_DEADLINE.toMillis() + 1000, TimeUnit.MILLISECONDS);
+            return f.get(deadline.toMillis() + 1000, TimeUnit.MILLISECONDS);
         } catch (ExecutionException e) {
-            Status s = Status.fromThrowable(e.getCause());
-            throw new Failure(s.getCode() + (s.getDescription() == null ? "" : " " + s.getDescription()));
+            throw new Failure(brief(Status.fromThrowable(e.getCause()), deadline));
         } catch (TimeoutException e) {
             f.cancel(true);
             throw new Failure("no answer");
@@ -182,6 +188,12 @@ final class WorkerDirectory implements AutoCloseable {
             Thread.currentThread().interrupt();
             throw new Failure("interrupted");
         }
+    }
+
+    /** A status in a few words: grpc's descriptions can carry long connection diagnostics in brackets. */
+    static String brief(Status s, Duration deadline) {
+        if (s.getCode() == Status.Code.DEADLINE_EXCEEDED) return "no answer within " + deadline.toMillis() + " ms";
+        return s.getCode() + RemoteRun.description(s).map(d -> " " + d).orElse("");
     }
 
     /** The addresses WORKERS names now; for a DNS name, one per address it resolves to (empty when it does not). */

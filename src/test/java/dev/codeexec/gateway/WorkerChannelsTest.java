@@ -96,4 +96,16 @@ class WorkerChannelsTest {
         assertThat(t.text()).isEqualTo("abcé");
         assertThat(List.of(t.truncated())).containsExactly(true);
     }
+
+    @Test
+    void statusDescriptionsShownToClientsLeaveGrpcDiagnosticsOut() {
+        io.grpc.Status s = io.grpc.Status.UNAVAILABLE.withDescription(
+                "io exception [closed=[], open=[[connecting_and_lb_delay=1009012821ns, remote_addr=10.0.0.5:1]]]");
+        assertThat(RemoteRun.description(s)).contains("io exception");
+        assertThat(RemoteRun.description(io.grpc.Status.UNAVAILABLE)).isEmpty();
+        assertThat(RemoteRun.description(io.grpc.Status.INTERNAL.withDescription("x".repeat(500))).orElseThrow())
+                .hasSize(203);
+        assertThat(WorkerDirectory.brief(io.grpc.Status.DEADLINE_EXCEEDED.withDescription("after 1.5s [x]"),
+                java.time.Duration.ofMillis(1500))).isEqualTo("no answer within 1500 ms");
+    }
 }
