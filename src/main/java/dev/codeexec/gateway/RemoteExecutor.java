@@ -1,7 +1,5 @@
 package dev.codeexec.gateway;
 
-import tools.jackson.core.type.TypeReference;
-import tools.jackson.databind.json.JsonMapper;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
@@ -16,21 +14,32 @@ import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.worker.WireFormat;
+import dev.codeexec.worker.v1.ExecuteEvent;
 import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.ListSessionsRequest;
+import dev.codeexec.worker.v1.ListSessionsResponse;
+import dev.codeexec.worker.v1.SessionRequest;
 import dev.codeexec.worker.v1.WorkerGrpc;
+import com.google.common.util.concurrent.ListenableFuture;
 import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientInterceptors;
 import io.grpc.ClientCall;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
+import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.MetadataUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import tools.jackson.core.type.TypeReference;
+import tools.jackson.databind.json.JsonMapper;
 
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -38,6 +47,7 @@ import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -95,8 +105,9 @@ public final class RemoteExecutor implements Executor {
     }
 
     static RemoteExecutor create(Config config, Languages languages, Duration slack) {
-        WorkerChannels channels = new WorkerChannels(config);
+        // Before any lookup: the JDK reads its DNS cache policy once, at the first.
         WorkerChannels.shortDnsCache();
+        WorkerChannels channels = new WorkerChannels(config);
         if (config.get(Config.WORKER_TOKEN).isEmpty() && !channels.target.allLoopback()) {
             LOG.warn("WARNING: WORKERS {} without WORKER_TOKEN: workers on other hosts refuse such a gateway",
                     channels.target.target());
@@ -121,15 +132,15 @@ public final class RemoteExecutor implements Executor {
         ExecuteRequest proto = WireFormat.toProto(request, session.map(pins::get));
         Duration deadline = request.limits().timeout().plus(queueTimeout).plus(slack);
         CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS);
-        io.grpc.Channel channel = stateless;
+        Channel channel = stateless;
         if (session.isPresent()) {
             Metadata md = new Metadata();
             md.put(WorkerChannels.SESSION_KEY, sessionKey(session.get()));
-            channel = io.grpc.ClientInterceptors.intercept(sessionChannel, MetadataUtils.newAttachHeadersInterceptor(md));
+            channel = ClientInterceptors.intercept(sessionChannel, MetadataUtils.newAttachHeadersInterceptor(md));
         }
         RemoteRun run = new RemoteRun(UUID.randomUUID().toString(), request, listener, this);
         inFlight.add(run);
-        ClientCall<ExecuteRequest, dev.codeexec.worker.v1.ExecuteEvent> call =
+        ClientCall<ExecuteRequest, ExecuteEvent> call =
                 channel.newCall(WorkerGrpc.getExecuteMethod(), options);
         ClientCalls.asyncServerStreamingCall(call, proto, run);
         return run;
@@ -208,7 +219,7 @@ public final class RemoteExecutor implements Executor {
                     + "runs fail until a worker is healthy");
         }
         info.put("mode", "gateway");
-        Map<String, Object> result = java.util.Collections.unmodifiableMap(info);
+        Map<String, Object> result = Collections.unmodifiableMap(info);
         if (json.isPresent()) cachedInfo = new CachedInfo(Instant.now(), result);
         return result;
     }
@@ -311,16 +322,15 @@ public final class RemoteExecutor implements Executor {
 
         @Override
         public List<SessionInfo> list(String tenant) {
-            record Pending(WorkerDirectory.Node node,
-                    com.google.common.util.concurrent.ListenableFuture<dev.codeexec.worker.v1.ListSessionsResponse> f) {
+            record Pending(WorkerDirectory.Node node, ListenableFuture<ListSessionsResponse> f) {
             }
             List<Pending> pending = directory.nodes().stream().map(n -> new Pending(n,
                     WorkerGrpc.newFutureStub(n.channel)
                             .withDeadlineAfter(WorkerDirectory.POLL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
-                            .listSessions(dev.codeexec.worker.v1.ListSessionsRequest.newBuilder().setTenant(tenant)
+                            .listSessions(ListSessionsRequest.newBuilder().setTenant(tenant)
                                     .build()))).toList();
             // One entry per name: a session that moved (its worker restarted) may briefly exist twice.
-            Map<String, SessionInfo> byName = new java.util.TreeMap<>();
+            Map<String, SessionInfo> byName = new TreeMap<>();
             for (Pending p : pending) {
                 try {
                     for (dev.codeexec.worker.v1.SessionInfo s : p.f().get(WorkerDirectory.POLL_DEADLINE.toMillis() + 1000,
@@ -356,11 +366,11 @@ public final class RemoteExecutor implements Executor {
             WorkerGrpc.WorkerBlockingStub stub = WorkerGrpc.newBlockingStub(sessionChannel)
                     .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md))
                     .withDeadlineAfter(SESSION_CALL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS);
-            dev.codeexec.worker.v1.SessionRequest req = dev.codeexec.worker.v1.SessionRequest.newBuilder()
+            SessionRequest req = SessionRequest.newBuilder()
                     .setTenant(tenant).setName(name).build();
             try {
                 return (reset ? stub.resetSession(req) : stub.closeSession(req)).getFound();
-            } catch (io.grpc.StatusRuntimeException e) {
+            } catch (StatusRuntimeException e) {
                 throw new ExecutionException.Unavailable("the worker of session '" + name + "' could not be reached: "
                         + e.getStatus().getCode());
             }

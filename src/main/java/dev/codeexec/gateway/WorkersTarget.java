@@ -22,11 +22,11 @@ import java.util.Set;
  */
 record WorkersTarget(String target, boolean dns, List<HostPort> addresses) {
 
-    /** One {@code host:port}; the host is a name or an IPv4 literal. */
+    /** One {@code host:port}; the host is a name or an IP literal (IPv6 only as a DNS answer, shown in brackets). */
     record HostPort(String host, int port) {
         @Override
         public String toString() {
-            return host + ":" + port;
+            return (host.contains(":") ? "[" + host + "]" : host) + ":" + port;
         }
     }
 

@@ -416,4 +416,16 @@ class RemoteExecutorTest {
                 .as("requests are validated at the gateway").isInstanceOf(ExecutionException.InvalidRequest.class);
         assertThat(run((RemoteExecutor) setup.executor(), request(Duration.ofSeconds(5))).worker()).contains("w");
     }
+
+    @Test
+    void aDnsTargetFindsItsWorkersByLookingTheNameUp() throws Exception {
+        FakeWorker w = worker("w");
+        RemoteExecutor gw = RemoteExecutor.create(Config.of("WORKERS", "dns:///localhost:" + w.port,
+                "SHUTDOWN_GRACE_SECONDS", "1"), Languages.load(), Duration.ofSeconds(1));
+        toClose.add(gw);
+        assertThat(run(gw, request(Duration.ofSeconds(5))).worker()).contains("w");
+        // localhost may also resolve to ::1, where nothing listens: that address is listed, not healthy
+        assertThat(gw.workers()).filteredOn(WorkerStatus::healthy).extracting(WorkerStatus::address)
+                .containsExactly(w.address());
+    }
 }
