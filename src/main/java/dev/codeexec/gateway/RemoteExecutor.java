@@ -93,7 +93,12 @@ public final class RemoteExecutor implements Executor {
         this.slack = slack;
         this.stateless = channels.stateless();
         this.sessionChannel = channels.sessions();
-        this.directory = new WorkerDirectory(channels);
+        // A worker back at its address (restarted, or a network partition healed) takes runs at once, rather
+        // than when the balanced channels' connect backoff next lets them try.
+        this.directory = new WorkerDirectory(channels, () -> {
+            stateless.resetConnectBackoff();
+            sessionChannel.resetConnectBackoff();
+        });
     }
 
     /**

@@ -63,12 +63,15 @@ final class WorkerDirectory implements AutoCloseable {
     }
 
     private final WorkerChannels channels;
+    private final Runnable onRecovered;
     private final Map<String, Node> nodes = new ConcurrentHashMap<>();
     private final ScheduledExecutorService poller;
     private volatile boolean closed;
 
-    WorkerDirectory(WorkerChannels channels) {
+    /** @param onRecovered told (on the poll thread) when a worker that was not healthy is healthy again */
+    WorkerDirectory(WorkerChannels channels, Runnable onRecovered) {
         this.channels = channels;
+        this.onRecovered = onRecovered;
         this.poller = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "worker-directory");
             t.setDaemon(true);
@@ -161,12 +164,21 @@ final class WorkerDirectory implements AutoCloseable {
                     s.getDraining(), s.getRunning(), s.getQueued(), s.getSlots(), s.getSessions(), warm,
                     Optional.of(Instant.now()), error);
         }
-        if (before.healthy() != now.healthy()) {
-            if (now.healthy()) LOG.info("worker {} ({}) is healthy", now.address(), now.name().orElse("?"));
-            else LOG.warn("worker {} ({}) is not healthy: {}", now.address(), now.name().orElse("?"),
-                    now.error().orElse("?"));
-        }
         n.status = now;
+        if (!now.healthy()) {
+            // grpc waits longer after each failed connect (up to two minutes): a worker that restarts at the same
+            // address would be found late. Polls are the gateway's own pace of trying.
+            n.channel.resetConnectBackoff();
+        }
+        if (before.healthy() != now.healthy()) {
+            if (now.healthy()) {
+                LOG.info("worker {} ({}) is healthy", now.address(), now.name().orElse("?"));
+                onRecovered.run();
+            } else {
+                LOG.warn("worker {} ({}) is not healthy: {}", now.address(), now.name().orElse("?"),
+                        now.error().orElse("?"));
+            }
+        }
     }
 
     /** A failed worker call, with a short reason fit for logs and status views. */

@@ -428,4 +428,30 @@ class RemoteExecutorTest {
         assertThat(gw.workers()).filteredOn(WorkerStatus::healthy).extracting(WorkerStatus::address)
                 .containsExactly(w.address());
     }
+
+    @Test
+    void aKilledWorkerIsAvoidedAndRejoinsAfterItsRestart() throws Exception {
+        FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
+        RemoteExecutor gw = gateway(List.of(w1, w2, w3));
+        for (int i = 0; i < 6; i++) run(gw, request(Duration.ofSeconds(5)));
+        w1.kill();
+        for (int i = 0; i < 20; i++) {
+            ExecutionResult r = run(gw, request(Duration.ofSeconds(5)));
+            assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+            assertThat(r.worker()).isNotEqualTo(Optional.of("w1"));
+        }
+        await(() -> gw.workers().stream().anyMatch(s -> s.address().equals(w1.address()) && !s.healthy()),
+                Duration.ofSeconds(6), "w1 shown unhealthy");
+        Thread.sleep(4000); // several failed connects: grpc's backoff has grown
+        int before = w1.ran.get();
+        w1.restart();
+        await(() -> {
+            try {
+                run(gw, request(Duration.ofSeconds(5)));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+            return w1.ran.get() > before;
+        }, Duration.ofSeconds(8), "runs reach the restarted w1");
+    }
 }
