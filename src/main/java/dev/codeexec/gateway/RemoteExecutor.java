@@ -170,10 +170,6 @@ public final class RemoteExecutor implements Executor {
         run.session().ifPresent(ref -> pins.put(ref, instanceId));
     }
 
-    void forgetSession(RemoteRun run) {
-        run.session().ifPresent(pins::remove);
-    }
-
     /**
      * The worker that held the session is gone (the one the ring picks now is another process and has no such
      * session): like the local engine's notice for a session that ended, the code did not run and the client is told

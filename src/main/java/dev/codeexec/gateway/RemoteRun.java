@@ -190,9 +190,13 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
         return d.isBlank() ? Optional.empty() : Optional.of(d);
     }
 
-    /** After {@code accepted}: what streamed so far, and a last line saying what is (not) known. */
+    /**
+     * After {@code accepted}: what streamed so far, and a last line saying what is (not) known. A session call keeps
+     * its session's pin: if the worker process is really gone, the next call is refused by whichever worker the ring
+     * picks now and the client gets the explicit lost-session notice instead of a silently fresh interpreter; if
+     * the connection only broke, the session goes on where it was.
+     */
     ExecutionResult workerLost(String why) {
-        owner.forgetSession(this);
         String who = worker.isEmpty() ? "?" : worker;
         String line = "[terminated] worker lost: " + who + (instanceId.isEmpty() ? "" : " (instance " + instanceId + ")")
                 + " " + why + "; the run's outcome is unknown and it was not re-run\n";

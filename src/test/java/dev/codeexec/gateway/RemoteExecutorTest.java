@@ -454,4 +454,25 @@ class RemoteExecutorTest {
             return w1.ran.get() > before;
         }, Duration.ofSeconds(8), "runs reach the restarted w1");
     }
+
+    @Test
+    void aSessionCallWhoseWorkerDiesIsLostAndTheNextCallSaysTheSessionIsGone() throws Exception {
+        FakeWorker w = worker("w1");
+        RemoteExecutor gw = gateway(List.of(w));
+        ExecutionRequest r = request(Duration.ofSeconds(5)).inSession(new SessionRef("t", "nb"));
+        assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+        w.behaviour = (fw, req, out) -> {
+            fw.accept(out);
+            Thread.ofVirtual().start(fw::kill);
+        };
+        ExecutionResult lost = run(gw, r);
+        assertThat(lost.outcome()).isEqualTo(Outcome.WORKER_LOST);
+        assertThat(lost.session()).hasValueSatisfying(s -> assertThat(s.name()).isEqualTo("nb"));
+        w.behaviour = FakeWorker.NORMAL;
+        w.restart();
+        ExecutionResult notice = run(gw, r);
+        assertThat(notice.outcome()).as(notice.stderr()).isEqualTo(Outcome.FAILED_TO_START);
+        assertThat(notice.stderr()).contains("the session 'nb' was lost with its worker");
+        assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+    }
 }
