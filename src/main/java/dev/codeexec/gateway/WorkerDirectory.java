@@ -124,6 +124,10 @@ final class WorkerDirectory implements AutoCloseable {
         }
         List<Pending> pending = new ArrayList<>();
         for (Node n : nodes.values()) {
+            // grpc waits longer after each failed connect (up to two minutes), and a call made meanwhile fails at
+            // once: a worker that came back at the same address would be seen late. Polls set the pace of trying
+            // instead; a call made while the channel connects waits for the outcome.
+            if (!n.status.healthy()) n.channel.resetConnectBackoff();
             pending.add(new Pending(n,
                     HealthGrpc.newFutureStub(n.channel).withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS)
                             .check(HealthCheckRequest.newBuilder().setService(WorkerChannels.SERVICE).build()),
@@ -165,11 +169,6 @@ final class WorkerDirectory implements AutoCloseable {
                     Optional.of(Instant.now()), error);
         }
         n.status = now;
-        if (!now.healthy()) {
-            // grpc waits longer after each failed connect (up to two minutes): a worker that restarts at the same
-            // address would be found late. Polls are the gateway's own pace of trying.
-            n.channel.resetConnectBackoff();
-        }
         if (before.healthy() != now.healthy()) {
             if (now.healthy()) {
                 LOG.info("worker {} ({}) is healthy", now.address(), now.name().orElse("?"));
