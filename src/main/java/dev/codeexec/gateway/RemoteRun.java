@@ -41,7 +41,6 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     private final CompletableFuture<ExecutionResult> result = new CompletableFuture<>();
     private final BoundedText stdout;
     private final BoundedText stderr;
-    private final long startNanos = System.nanoTime();
 
     private ClientCallStreamObserver<ExecuteRequest> call;
     private volatile boolean accepted;
@@ -229,10 +228,6 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     private void fail(ExecutionException e) {
         owner.ended(this);
         result.completeExceptionally(e);
-    }
-
-    long ageMillis() {
-        return (System.nanoTime() - startNanos) / 1_000_000;
     }
 
     /** Output kept for a lost run's result, capped like the engine caps it (bytes of UTF-8). */
