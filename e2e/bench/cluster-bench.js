@@ -9,7 +9,7 @@
 //    sleep-bound run (time.sleep). On a 2-core machine all workers share the same two cores, so only the
 //    sleep-bound case can scale with workers; concurrency 8 over 4 slots caps its ratio at 2×.
 //
-// Environment: BENCH_ITERATIONS (40), BENCH_WARMUP (30 untimed calls per server before timing),
+// Environment: BENCH_ITERATIONS (40), BENCH_WARMUP (150 untimed calls per server before timing),
 // BENCH_THROUGHPUT_SECONDS (10), BENCH_SLEEP_SECONDS (0.5), BENCH_JSON (write the figures there too),
 // CODE_EXEC_JAR (another jar).
 import { writeFileSync } from 'node:fs';
@@ -19,7 +19,7 @@ import { startCluster } from '../lib/cluster.js';
 import { RawSession } from '../lib/rawmcp.js';
 
 const N = Number(process.env.BENCH_ITERATIONS || 40);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 30);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 150);
 const TP_SECONDS = Number(process.env.BENCH_THROUGHPUT_SECONDS || 10);
 const SLEEP_S = Number(process.env.BENCH_SLEEP_SECONDS || 0.5);
 const CONCURRENCY = 8;
