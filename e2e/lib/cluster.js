@@ -32,6 +32,23 @@ function seedGoCache(fromDataDir, toDataDir) {
     writeFileSync(marker, readFileSync(marker, 'utf8').replaceAll(fromDataDir, toDataDir));
 }
 
+/**
+ * Unmounts what is still mounted below `dir`: a worker killed with -9 cannot take down the mount of its
+ * DATA_DIR/late (where warm sandboxes get their working directory), and rm would fail with EBUSY on it.
+ */
+function unmountBelow(dir) {
+    const mounts = readFileSync('/proc/self/mounts', 'utf8').split('\n')
+        .map((l) => l.split(' ')[1]).filter((m) => m && (m === dir || m.startsWith(`${dir}/`)))
+        .sort((a, b) => b.length - a.length);
+    for (const m of mounts) {
+        try {
+            execFileSync('umount', ['-l', m]);
+        } catch (e) {
+            process.stderr.write(`e2e: umount ${m}: ${e.message}\n`);
+        }
+    }
+}
+
 function childProcesses(pid) {
     try {
         return execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(pid)], { encoding: 'utf8' })
@@ -219,7 +236,12 @@ export async function startCluster(spec) {
     const stopAll = async () => {
         await Promise.all(Object.values(cluster.gateways).map((g) => g.stop().catch(() => {})));
         await Promise.all(Object.values(cluster.workers).map((w) => w.stop(20_000).catch(() => {})));
-        base.remove();
+        unmountBelow(base.dir);
+        try {
+            base.remove();
+        } catch (e) {
+            process.stderr.write(`e2e: could not remove ${base.dir}: ${e.message}\n`);
+        }
     };
     cluster.stop = stopAll;
     try {

@@ -265,6 +265,29 @@ describe('a gateway in front of three workers', () => {
         }
     });
 
+    test('a session lost with its worker is reported at the gateway that served it, even after another gateway reused the name', {
+        timeout: 120_000,
+        todo: 'known gap: gateway B, which never served the session, sends no session_worker and silently gets a fresh '
+            + 'session on another worker; gateway A then continues that fresh one (sessionCreated false, state gone) '
+            + 'because the new worker has a session of that name',
+    }, async (t) => {
+        const r = await exec(clientA, { language: 'python', session: 'cross-gw', code: 'x = 7' });
+        assert.equal(r.isError, false, r.text);
+        const home = r.sc.worker;
+        await cluster.workers[home].kill();
+        try {
+            const viaB = await exec(clientB, { language: 'python', session: 'cross-gw', code: 'print(globals().get("x"))' });
+            t.diagnostic(`via B (never served it): outcome ${viaB.sc?.outcome}, sessionCreated ${viaB.sc?.sessionCreated}, on ${viaB.sc?.worker}`);
+            const viaA = await exec(clientA, { language: 'python', session: 'cross-gw', code: 'print(globals().get("x"))' });
+            t.diagnostic(`via A (served it on ${home}): outcome ${viaA.sc?.outcome}, sessionCreated ${viaA.sc?.sessionCreated}, stdout ${JSON.stringify(viaA.sc?.stdout)}`);
+            assert.ok(viaA.sc?.outcome === 'failed_to_start' || viaA.sc?.sessionCreated === true,
+                `A's client must learn that x is gone: ${JSON.stringify(viaA.sc)}`);
+        } finally {
+            await tool(clientA, 'session_close', { session: 'cross-gw' }).catch(() => {});
+            await restart(home);
+        }
+    });
+
     test('cancel through the gateway (SDK AbortSignal) kills the run on the worker', { timeout: 60_000 }, async (t) => {
         const marker = `cancel-${randomBytes(8).toString('hex')}`;
         const ac = new AbortController();
