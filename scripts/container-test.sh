@@ -29,7 +29,7 @@ T0=$(date +%s)
 
 # ---- tools: podman & friends are installed by install-deps.sh --test; install them here too when run alone ----
 if ! command -v podman >/dev/null || ! command -v docker-compose >/dev/null || ! command -v debootstrap >/dev/null \
-   || ! command -v runc >/dev/null; then
+   || ! command -v runc >/dev/null || [ ! -x /usr/lib/cni/dnsname ]; then
   ./scripts/install-deps.sh --test
 fi
 if [ ! -d e2e/node_modules/@modelcontextprotocol/sdk ]; then
@@ -261,7 +261,7 @@ for w in worker1 worker2; do
   published=$(podman port "$id" 2>/dev/null || true)
   [ -z "$published" ] || { log "$w publishes $published"; exit 1; }
 done
-CTEST_URL=http://127.0.0.1:$KPORT "$NODE" --test --test-reporter=spec e2e/container/cluster.test.js \
+CTEST_URL=http://127.0.0.1:$KPORT CTEST_API_KEY=$API_KEY "$NODE" --test --test-reporter=spec e2e/container/cluster.test.js \
   || { cluster logs --tail 60 >&2 || true; exit 1; }
 log "cluster up to tests passed: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 cluster down -v -t 15 >>"$TMP/cluster.log" 2>&1 || { cat "$TMP/cluster.log" >&2; exit 1; }
