@@ -43,6 +43,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -59,7 +61,7 @@ class KubernetesManifestsTest {
     private static final String GATEWAY_COMPONENT = "gateway";
     private static final String COMPONENT_LABEL = "app.kubernetes.io/component";
     /** The JVM's own variable; every other env name must be a configuration key. */
-    private static final Set<String> NON_CONFIG_ENV = Set.of("JAVA_TOOL_OPTIONS");
+    private static final Set<String> NON_CONFIG_ENV = Set.of("JDK_JAVA_OPTIONS");
 
     private final List<Document> applied = Manifests.applied();
     private final List<HasMetadata> objects = applied.stream().map(Document::object).toList();
@@ -95,7 +97,7 @@ class KubernetesManifestsTest {
         Path path = Manifests.KUBERNETES_DIR.resolve(file);
         String original = Files.readString(path);
         assertThat(original).contains(from);
-        String mutated = original.replaceFirst(java.util.regex.Pattern.quote(from), to);
+        String mutated = original.replaceFirst(Pattern.quote(from), to);
         assertThatThrownBy(() -> Manifests.parse(path, mutated)).isInstanceOf(InvalidManifest.class)
                 .hasMessageContaining(named);
     }
@@ -307,10 +309,25 @@ class KubernetesManifestsTest {
         }
         Deployment workers = deployment(WORKER_COMPONENT);
         Config config = config(workers);
-        long slots = (long) config.get(Config.MAX_CONCURRENT) * config.get(Config.MEMORY_LIMIT_MB) * 1024 * 1024;
-        long jvm = 512L * 1024 * 1024;
+        long slots = (long) config.get(Config.MAX_CONCURRENT) * config.get(Config.MEMORY_LIMIT_MB) * MIB;
         assertThat(bytes(container(workers).getResources().getLimits().get("memory")))
-                .as("MAX_CONCURRENT × MEMORY_LIMIT_MB + the JVM").isGreaterThanOrEqualTo(slots + jvm);
+                .as("MAX_CONCURRENT × MEMORY_LIMIT_MB + the JVM").isGreaterThanOrEqualTo(slots + jvmBytes(workers));
+        Deployment gateway = deployment(GATEWAY_COMPONENT);
+        assertThat(bytes(container(gateway).getResources().getLimits().get("memory"))).as("the gateway's JVM")
+                .isGreaterThanOrEqualTo(jvmBytes(gateway));
+    }
+
+    private static final long MIB = 1024 * 1024;
+    private static final Pattern JVM_SIZE = Pattern.compile("-X(?:mx|X:MaxDirectMemorySize=)(\\d+)([mMgG])");
+
+    /** Heap and direct memory as JDK_JAVA_OPTIONS caps them, plus 128 MiB for metaspace, code cache and threads. */
+    private static long jvmBytes(Deployment d) {
+        String options = env(d).get("JDK_JAVA_OPTIONS");
+        assertThat(options).as(d.getMetadata().getName() + " caps the JVM").contains("-Xmx").contains("MaxDirectMemorySize");
+        long total = 128 * MIB;
+        Matcher m = JVM_SIZE.matcher(options);
+        while (m.find()) total += Long.parseLong(m.group(1)) * (m.group(2).equalsIgnoreCase("g") ? 1024 : 1) * MIB;
+        return total;
     }
 
     @Test
