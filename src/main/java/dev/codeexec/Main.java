@@ -23,6 +23,7 @@ import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 import dev.codeexec.mcp.StdioServer;
+import dev.codeexec.worker.WorkerMain;
 import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -38,7 +39,8 @@ import java.util.function.Function;
 /**
  * Starts code-exec-mcp: configuration from the environment, logging, the engine, then the HTTP server or stdio.
  * Exit codes: 0 after a clean shutdown, 2 for bad configuration, 1 when the server could not start.
- * With arguments it runs a command instead ({@code keys add TENANT [--admin]}, see {@link KeysCommand}).
+ * With arguments it runs a command instead ({@code keys add TENANT [--admin]}, see {@link KeysCommand}), or
+ * {@code worker}: the worker role of a gateway's pool ({@link WorkerMain}).
  */
 public final class Main {
 
@@ -48,6 +50,7 @@ public final class Main {
     }
 
     public static void main(String[] args) {
+        if (args.length > 0 && args[0].equals("worker")) System.exit(WorkerMain.run(System.getenv()));
         if (args.length > 0) System.exit(KeysCommand.run(List.of(args), System.getenv(), System.out, System.err));
         System.exit(run(System.getenv(), Main::wire));
     }
@@ -133,7 +136,7 @@ public final class Main {
     }
 
     /** LOG_FORMAT and LOG_LEVEL, applied to every logger (the engine's "audit" logger included), always on stderr. */
-    static void configureLogging(Config config) {
+    public static void configureLogging(Config config) {
         if (!(LoggerFactory.getILoggerFactory() instanceof LoggerContext ctx)) return;
         ctx.reset();
         Encoder<ILoggingEvent> encoder = logEncoder(config.get(Config.LOG_FORMAT), ctx);
@@ -188,16 +191,32 @@ public final class Main {
      * in test scope only).
      */
     public static ServerSetup wire(Config config, List<McpExtension> extensions) {
-        Sandbox sandbox = Sandboxes.create(config);
+        LocalEngine engine = localEngine(config);
         Languages languages = Languages.load();
-        LocalExecutor executor = LocalExecutor.create(config, sandbox);
         RequestValidator validator = new RequestValidator(config, languages);
+        return new ServerSetup(config, engine.executor(), args -> validator.fromArguments(args, AuditInfo.NONE),
+                languages.names(), engine.sandboxStatus(), ServerSetup.versionOf(Main.class), extensions,
+                engine.workspaces());
+    }
+
+    /**
+     * The engine that runs code on this machine, built the same way for the server and for a worker: the
+     * configured sandbox, the local executor (warm pool, sessions) and the workspaces under WORKSPACE_ROOT.
+     */
+    public static LocalEngine localEngine(Config config) {
+        Sandbox sandbox = Sandboxes.create(config);
+        LocalExecutor executor = LocalExecutor.create(config, sandbox);
         Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
                 config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
                 Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
                 config.get(Config.SANDBOX_GID));
-        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), new SandboxStatus(sandbox.name(), sandbox.unavailableReason()),
-                ServerSetup.versionOf(Main.class), extensions, workspaces);
+        return new LocalEngine(sandbox, executor, workspaces);
+    }
+
+    /** What {@link #localEngine} builds. */
+    public record LocalEngine(Sandbox sandbox, LocalExecutor executor, Workspaces workspaces) {
+        public SandboxStatus sandboxStatus() {
+            return new SandboxStatus(sandbox.name(), sandbox.unavailableReason());
+        }
     }
 }

@@ -49,6 +49,15 @@ public interface Executor extends AutoCloseable {
     }
 
     /**
+     * True for an executor that sends runs to workers (a gateway), even while it knows no worker yet or none is
+     * left: surfaces then say mode "gateway" and report "no worker" as unavailable, where a local server would
+     * look fine.
+     */
+    default boolean remote() {
+        return false;
+    }
+
+    /**
      * Registers a listener told each time a run's sandbox has started, for metrics. Executors that start no
      * sandboxes of their own (a remote one, a test double) ignore it.
      */

@@ -141,6 +141,16 @@ public final class ObservedExecutor implements Executor {
     }
 
     @Override
+    public List<WorkerStatus> workers() {
+        return delegate.workers();
+    }
+
+    @Override
+    public boolean remote() {
+        return delegate.remote();
+    }
+
+    @Override
     public void addStartListener(StartListener listener) {
         delegate.addStartListener(listener);
     }

@@ -2,6 +2,8 @@ package dev.codeexec.http;
 
 import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.mcp.ResultMaps;
 import dev.codeexec.mcp.ServerSetup;
 import dev.codeexec.ops.RunHistory;
 import dev.codeexec.ops.RunHistory.Run;
@@ -22,7 +24,8 @@ import java.util.OptionalInt;
 import java.util.OptionalLong;
 
 /**
- * The data behind the admin console: {@code GET /api/admin/stats}, {@code /api/admin/executions[/{id}]},
+ * The data behind the admin console: {@code GET /api/admin/stats} (with {@code mode} and the gateway's
+ * {@code workers}), {@code /api/admin/executions[/{id}]} (each run with the {@code worker} that ran it),
  * {@code /api/admin/workspaces}, and the playground's {@code POST /api/execute} ({@link ExecuteStream}). Reached
  * through {@link ApiServlet}, which has authenticated the caller and maps errors to statuses. An admin key sees
  * every tenant (or one, with {@code ?tenant=}); a tenant key sees only its own runs, counters and workspaces, and
@@ -107,6 +110,10 @@ final class AdminApi {
         out.put("version", setup.version());
         out.put("uptimeSeconds", Duration.between(started, Instant.now()).toSeconds());
         out.put("sandbox", setup.sandbox().name());
+        // Workers are shared infrastructure like the queue: every key sees them, a tenant's view included.
+        List<WorkerStatus> workers = executor.workers();
+        out.put("mode", ResultMaps.mode(executor, workers));
+        out.put("workers", ResultMaps.workers(workers));
         Map<String, Object> ex = new LinkedHashMap<>();
         ex.put("total", s.total());
         ex.put("failed", s.failed());
@@ -143,7 +150,8 @@ final class AdminApi {
         Optional<String> q = param(query, "q");
         if (q.isPresent() && q.get().length() > RunHistory.Filter.MAX_QUERY)
             throw ApiException.badRequest("q: at most " + RunHistory.Filter.MAX_QUERY + " characters");
-        RunHistory.Filter filter = new RunHistory.Filter(scope, param(query, "language"), param(query, "outcome"), q);
+        RunHistory.Filter filter = new RunHistory.Filter(scope, param(query, "language"), param(query, "outcome"), q,
+                param(query, "worker"));
         RunHistory.Page page = history.query(filter, offset, limit);
         List<Map<String, Object>> list = new ArrayList<>();
         for (Run r : page.runs()) list.add(entry(r));
@@ -183,6 +191,7 @@ final class AdminApi {
         m.put("codeExcerpt", RunHistory.excerpt(r.code()));
         m.put("workspace", r.workspace().orElse(null));
         m.put("session", r.session().orElse(null));
+        m.put("worker", r.worker().orElse(null));
         m.put("running", r.running());
         m.put("failed", r.failed());
         return m;

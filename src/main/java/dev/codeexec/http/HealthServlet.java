@@ -1,6 +1,8 @@
 package dev.codeexec.http;
 
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.mcp.ResultMaps;
 import dev.codeexec.mcp.SandboxStatus;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
@@ -8,15 +10,27 @@ import jakarta.servlet.http.HttpServletResponse;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
- * GET /healthz, open without a key so load balancers and operators can probe it. "degraded" means the server is
- * up but cannot run code (the sandbox does not work here); the reason is in runtime_info and the start-up log,
- * not here, because this endpoint is unauthenticated.
+ * GET /healthz, open without a key so load balancers and operators can probe it.
+ *
+ * <p>A local server: "ok", or "degraded" when it is up but cannot run code (the sandbox does not work here), both
+ * with 200. A gateway: "ok" while every worker is healthy, "degraded" (200) while some are not but at least one is,
+ * and "unavailable" with 503 when none is (or none is known), so a readiness probe takes a gateway that can run
+ * nothing out of rotation.
+ *
+ * <p>Reasons (why the sandbox or a worker is not usable) are in runtime_info, the admin stats and the log, not here,
+ * because this endpoint is unauthenticated: a worker's entry here is {@link ResultMaps#worker} without its error.
  */
 final class HealthServlet extends HttpServlet {
+
+    static final String OK = "ok";
+    static final String DEGRADED = "degraded";
+    static final String UNAVAILABLE = "unavailable";
 
     private final Executor executor;
     private final SandboxStatus sandbox;
@@ -31,8 +45,16 @@ final class HealthServlet extends HttpServlet {
 
     @Override
     protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+        List<WorkerStatus> workers = executor.workers();
+        String mode = ResultMaps.mode(executor, workers);
+        int healthy = (int) workers.stream().filter(WorkerStatus::healthy).count();
+        String status;
+        if (mode.equals(ResultMaps.LOCAL)) status = sandbox.available() ? OK : DEGRADED;
+        else status = healthy == 0 ? UNAVAILABLE : healthy < workers.size() ? DEGRADED : OK;
+
         Map<String, Object> body = new LinkedHashMap<>();
-        body.put("status", sandbox.available() ? "ok" : "degraded");
+        body.put("status", status);
+        body.put("mode", mode);
         body.put("version", version);
         body.put("uptime", (System.nanoTime() - startNanos) / 1_000_000_000L);
         body.put("running", executor.running());
@@ -40,8 +62,21 @@ final class HealthServlet extends HttpServlet {
         body.put("queued", executor.queued());
         body.put("sandbox", sandbox.name());
         body.put("warmPool", executor.warmPoolLevels());
+        if (mode.equals(ResultMaps.GATEWAY)) {
+            List<Map<String, Object>> list = new ArrayList<>();
+            for (WorkerStatus w : workers) {
+                Map<String, Object> m = ResultMaps.worker(w);
+                m.remove("error");
+                list.add(m);
+            }
+            Map<String, Object> ws = new LinkedHashMap<>();
+            ws.put("total", workers.size());
+            ws.put("healthy", healthy);
+            ws.put("list", list);
+            body.put("workers", ws);
+        }
         byte[] bytes = JsonErrors.JSON.writeValueAsBytes(body);
-        resp.setStatus(200);
+        resp.setStatus(status.equals(UNAVAILABLE) ? 503 : 200);
         resp.setContentType("application/json");
         resp.setCharacterEncoding(StandardCharsets.UTF_8.name());
         resp.setHeader("Cache-Control", "no-store");

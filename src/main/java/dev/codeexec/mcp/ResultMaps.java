@@ -1,6 +1,8 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.WorkerStatus;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -10,11 +12,54 @@ import java.util.Optional;
 
 /**
  * A run's result as the plain map every surface sends: {@code execute_code}'s {@code structuredContent} and the
- * {@code result} line of the REST playground stream are this one map, so a field added here reaches both.
+ * {@code result} line of the REST playground stream are this one map, so a field added here reaches both. Likewise
+ * one worker's map ({@link #worker}) is what runtime_info, /healthz and the admin stats show.
  */
 public final class ResultMaps {
 
     private ResultMaps() {
+    }
+
+    /** Mode value of a server that runs code itself. */
+    public static final String LOCAL = "local";
+    /** Mode value of a gateway, which sends runs to workers. */
+    public static final String GATEWAY = "gateway";
+
+    /**
+     * {@link #GATEWAY} when the executor sends runs to workers (it says so, or it knows some), else {@link #LOCAL}.
+     *
+     * @param workers the executor's {@link Executor#workers()}, already read by the caller (one snapshot per answer)
+     */
+    public static String mode(Executor executor, List<WorkerStatus> workers) {
+        return !workers.isEmpty() || executor.remote() ? GATEWAY : LOCAL;
+    }
+
+    /**
+     * One worker as every surface shows it. Fields a worker has not told yet (name, instance id, last seen, error)
+     * are null rather than missing, so a table has the same columns for every row.
+     */
+    public static Map<String, Object> worker(WorkerStatus w) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("address", w.address());
+        m.put("name", w.name().orElse(null));
+        m.put("instanceId", w.instanceId().orElse(null));
+        m.put("healthy", w.healthy());
+        m.put("draining", w.draining());
+        m.put("running", w.running());
+        m.put("queued", w.queued());
+        m.put("slots", w.slots());
+        m.put("sessions", w.sessions());
+        m.put("warmPool", w.warmPool());
+        m.put("lastSeen", w.lastSeen().map(Object::toString).orElse(null));
+        m.put("error", w.error().orElse(null));
+        return m;
+    }
+
+    /** {@link #worker} of each, in the executor's order (sorted by address). */
+    public static List<Map<String, Object>> workers(List<WorkerStatus> workers) {
+        List<Map<String, Object>> out = new ArrayList<>(workers.size());
+        for (WorkerStatus w : workers) out.add(worker(w));
+        return out;
     }
 
     /**

@@ -1,6 +1,7 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.WorkerStatus;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
@@ -10,9 +11,15 @@ import org.slf4j.LoggerFactory;
 import tools.jackson.databind.SerializationFeature;
 import tools.jackson.databind.json.JsonMapper;
 
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
-/** The {@code runtime_info} tool: the executor's own description of languages, tools, sandbox and limits. */
+/**
+ * The {@code runtime_info} tool: the executor's own description of languages, tools, sandbox and limits, plus
+ * {@code mode} ("local" or "gateway") and, on a gateway, {@code workers} (each as {@link ResultMaps#worker}), so a
+ * client can see where its runs may go and which workers are up.
+ */
 final class RuntimeInfoTool {
 
     static final String NAME = "runtime_info";
@@ -30,7 +37,8 @@ final class RuntimeInfoTool {
                 .name(NAME)
                 .title("Runtime info")
                 .description("Versions and availability of each language and of common tools (git, curl, make, gcc, "
-                        + "jq, sqlite3, ...), the sandbox in use and the limits.")
+                        + "jq, sqlite3, ...), the sandbox in use and the limits; mode \"local\" or \"gateway\", and "
+                        + "on a gateway the workers (address, name, healthy, running, queued, slots, sessions).")
                 .inputSchema(Map.of("type", "object", "properties", Map.of(), "additionalProperties", false))
                 .outputSchema(Map.of("type", "object"))
                 .annotations(new ToolAnnotations("Runtime info", true, false, true, false, null))
@@ -40,7 +48,13 @@ final class RuntimeInfoTool {
 
     CallToolResult call() {
         try {
-            Map<String, Object> info = executor.runtimeInfo();
+            Map<String, Object> info = new LinkedHashMap<>(executor.runtimeInfo());
+            List<WorkerStatus> workers = executor.workers();
+            // A gateway's own description says "gateway" even before its first worker answered.
+            String mode = ResultMaps.GATEWAY.equals(info.get("mode")) ? ResultMaps.GATEWAY
+                    : ResultMaps.mode(executor, workers);
+            info.put("mode", mode);
+            if (mode.equals(ResultMaps.GATEWAY)) info.put("workers", ResultMaps.workers(workers));
             return CallToolResult.builder().structuredContent(info).addTextContent(PRETTY.writeValueAsString(info))
                     .isError(false).build();
         } catch (RuntimeException e) {

@@ -3,8 +3,11 @@ package dev.codeexec.ops;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.RunObserver;
+import dev.codeexec.engine.WorkerStatus;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MultiGauge;
+import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
 import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
@@ -16,15 +19,19 @@ import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.ToIntFunction;
 
 /**
  * The server's Prometheus metrics (served at /metrics): runs as an {@link RunObserver} and a sandbox
  * {@link Executor.StartListener}, engine levels as gauges read at scrape time, HTTP requests as the edge reports
  * them, and the JVM's own binders. Every tag value comes from a small fixed set (language ids, outcomes, route
- * groups, methods, status classes), never from a URI or other client text, so the number of series stays bounded.
+ * groups, methods, status classes, worker addresses), never from a URI or other client text, so the number of
+ * series stays bounded.
  *
  * <p>Meters (Prometheus names):
  * <ul>
@@ -37,6 +44,10 @@ import java.util.Set;
  *   <li>{@code codeexec_queue_depth}, {@code codeexec_running}, {@code codeexec_max_concurrent}.</li>
  *   <li>{@code codeexec_warm_pool_ready{language}}, {@code codeexec_warm_pool_target{language}}.</li>
  *   <li>{@code codeexec_sessions_active}.</li>
+ *   <li>Gateway only: {@code codeexec_worker_up{worker}} (1 healthy, 0 not), {@code codeexec_worker_running{worker}},
+ *   {@code codeexec_worker_queued{worker}}, {@code codeexec_worker_slots{worker}} ({@code worker} = the address
+ *   the gateway connects to), and {@code codeexec_workers{state="healthy"|"unhealthy"}}. They follow the
+ *   executor's current worker list at each scrape: a worker that is dropped (gone from DNS) loses its series.</li>
  *   <li>{@code codeexec_http_requests_seconds{method,status,route}}: status as a class ({@code 2xx}), route as a
  *   {@link Route} group.</li>
  *   <li>{@code jvm_*}, {@code process_*}, {@code system_cpu_*}: memory, GC, threads, class loading, CPU, uptime.</li>
@@ -86,8 +97,17 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
 
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     private final JvmGcMetrics gc = new JvmGcMetrics();
+    private final Executor executor;
+    private final MultiGauge workerUp;
+    private final MultiGauge workerRunning;
+    private final MultiGauge workerQueued;
+    private final MultiGauge workerSlots;
+    private final MultiGauge workersByState;
+    /** Whether the worker meters exist yet: a local server never gets them; a gateway keeps them once it had them. */
+    private boolean workerMeters;
 
     private Metrics(Executor executor) {
+        this.executor = executor;
         new ClassLoaderMetrics().bindTo(registry);
         new JvmMemoryMetrics().bindTo(registry);
         gc.bindTo(registry);
@@ -110,6 +130,16 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
             Gauge.builder("codeexec.warm.pool.target", executor, e -> level(e, language, "target")).strongReference(true)
                     .tag("language", language).description("Warm sandboxes the pool keeps ready").register(registry);
         }
+        workerUp = MultiGauge.builder("codeexec.worker.up").description("1 when the worker is healthy, else 0")
+                .register(registry);
+        workerRunning = MultiGauge.builder("codeexec.worker.running").description("Runs executing on the worker")
+                .register(registry);
+        workerQueued = MultiGauge.builder("codeexec.worker.queued").description("Runs waiting for a slot on the worker")
+                .register(registry);
+        workerSlots = MultiGauge.builder("codeexec.worker.slots").description("The worker's MAX_CONCURRENT")
+                .register(registry);
+        workersByState = MultiGauge.builder("codeexec.workers").description("Workers the gateway knows, by health")
+                .register(registry);
         executor.addStartListener(this);
     }
 
@@ -160,7 +190,32 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
 
     /** Every meter in the Prometheus text format ({@link #CONTENT_TYPE}). */
     public String scrape() {
+        refreshWorkers();
         return registry.scrape();
+    }
+
+    /**
+     * Sets the worker gauges from the executor's list now. Rows are rewritten at each scrape (overwrite), so a
+     * worker no longer listed loses its series instead of repeating its last value. Synchronized: two scrapes at
+     * once would otherwise interleave their rewrites.
+     */
+    private synchronized void refreshWorkers() {
+        List<WorkerStatus> workers = executor.workers();
+        if (!workerMeters && workers.isEmpty() && !executor.remote()) return;
+        workerMeters = true;
+        workerUp.register(rows(workers, w -> w.healthy() ? 1 : 0), true);
+        workerRunning.register(rows(workers, WorkerStatus::running), true);
+        workerQueued.register(rows(workers, WorkerStatus::queued), true);
+        workerSlots.register(rows(workers, WorkerStatus::slots), true);
+        long healthy = workers.stream().filter(WorkerStatus::healthy).count();
+        workersByState.register(List.of(MultiGauge.Row.of(Tags.of("state", "healthy"), healthy),
+                MultiGauge.Row.of(Tags.of("state", "unhealthy"), workers.size() - healthy)), true);
+    }
+
+    private static List<MultiGauge.Row<?>> rows(List<WorkerStatus> workers, ToIntFunction<WorkerStatus> value) {
+        List<MultiGauge.Row<?>> rows = new ArrayList<>(workers.size());
+        for (WorkerStatus w : workers) rows.add(MultiGauge.Row.of(Tags.of("worker", w.address()), value.applyAsInt(w)));
+        return rows;
     }
 
     @Override

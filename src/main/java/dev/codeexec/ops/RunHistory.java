@@ -249,6 +249,11 @@ public final class RunHistory implements RunObserver {
             return end.map(End::failed).orElse(false);
         }
 
+        /** The worker that ran it (gateway mode), once it has ended; empty for local and rejected runs. */
+        public Optional<String> worker() {
+            return end.flatMap(End::worker);
+        }
+
         Run withEnd(End e) {
             return new Run(seq, id, submittedAt, tenant, language, workspace, session, requestId, code, codeTruncated,
                     Optional.of(e));
@@ -270,21 +275,22 @@ public final class RunHistory implements RunObserver {
      * @param durationMs      the run's own wall time; empty for a rejected run
      * @param outputTruncated the engine cut the output at its cap, or the history cut what it keeps
      * @param error           why a rejected run was not attempted (the engine's client-safe message)
+     * @param worker          the name of the worker that ran it, from its result (gateway mode)
      */
     public record End(Instant endedAt, String outcome, OptionalInt exitCode, OptionalLong durationMs, String stdout,
             String stderr, boolean outputTruncated, boolean timedOut, OptionalDouble cpuTimeMs,
-            OptionalLong peakMemoryBytes, Optional<String> error) {
+            OptionalLong peakMemoryBytes, Optional<String> error, Optional<String> worker) {
 
         static End of(RunEnd e) {
             if (e.result().isEmpty()) {
                 String why = e.error().map(Throwable::getMessage).orElse("the run was not attempted");
                 return new End(e.endedAt(), REJECTED, OptionalInt.empty(), OptionalLong.empty(), "", "", false, false,
-                        OptionalDouble.empty(), OptionalLong.empty(), Optional.of(why));
+                        OptionalDouble.empty(), OptionalLong.empty(), Optional.of(why), Optional.empty());
             }
             ExecutionResult r = e.result().get();
             return new End(e.endedAt(), r.outcome().wireName(), OptionalInt.of(r.exitCode()),
                     OptionalLong.of(r.durationMs()), r.stdout(), r.stderr(), r.truncated(), r.timedOut(), r.cpuTimeMs(),
-                    r.peakMemoryBytes(), Optional.empty()).cut(OUTPUT_BYTES);
+                    r.peakMemoryBytes(), Optional.empty(), r.worker()).cut(OUTPUT_BYTES);
         }
 
         boolean failed() {
@@ -299,7 +305,7 @@ public final class RunHistory implements RunObserver {
             Cut err = Cut.of(stderr, maxBytes);
             if (!out.truncated() && !err.truncated()) return this;
             return new End(endedAt, outcome, exitCode, durationMs, out.text(), err.text(), true, timedOut, cpuTimeMs,
-                    peakMemoryBytes, error);
+                    peakMemoryBytes, error, worker);
         }
     }
 
@@ -308,12 +314,18 @@ public final class RunHistory implements RunObserver {
      *
      * @param outcome an outcome's wire name, {@link #RUNNING}, {@link #REJECTED} or {@link #FAILED}
      * @param q       a piece of the code (at most {@link #MAX_QUERY} characters), matched without regard to case
+     * @param worker  the name of the worker that ran it (exact)
      */
     public record Filter(Optional<String> tenant, Optional<String> language, Optional<String> outcome,
-            Optional<String> q) {
+            Optional<String> q, Optional<String> worker) {
 
         public static final int MAX_QUERY = 200;
         public static final Filter ALL = new Filter(Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty());
+
+        /** A filter on any worker. */
+        public Filter(Optional<String> tenant, Optional<String> language, Optional<String> outcome, Optional<String> q) {
+            this(tenant, language, outcome, q, Optional.empty());
+        }
 
         public Filter {
             if (q.isPresent() && q.get().length() > MAX_QUERY)
@@ -326,6 +338,7 @@ public final class RunHistory implements RunObserver {
             return r -> {
                 if (tenant.isPresent() && !tenant.get().equals(r.tenant())) return false;
                 if (language.isPresent() && !language.get().equals(r.language())) return false;
+                if (worker.isPresent() && !worker.equals(r.worker())) return false;
                 if (outcome.isPresent()) {
                     String o = outcome.get();
                     if (o.equals(FAILED) ? !r.failed() : !o.equals(r.outcome())) return false;

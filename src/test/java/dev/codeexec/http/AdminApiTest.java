@@ -313,6 +313,46 @@ class AdminApiTest {
     }
 
     @Test
+    void aGatewaysStatsListTheWorkersAndEachRunNamesItsWorker() throws Exception {
+        JsonNode local = get(ROOT, "/api/admin/stats");
+        assertThat(local.path("mode").asString()).isEqualTo("local");
+        assertThat(local.path("workers").isArray()).isTrue();
+        assertThat(local.path("workers").size()).isZero();
+
+        api.fake.workers = List.of(dev.codeexec.mcp.FakeExecutor.worker("10.0.0.1:30031", "w-1", true, 1, 4),
+                dev.codeexec.mcp.FakeExecutor.worker("10.0.0.2:30031", "w-2", false, 0, 0));
+        api.fake.worker = "w-1";
+        JsonNode first = last(execute(ALICE, "", "{\"language\":\"python\",\"code\":\"print:one\"}"));
+        assertThat(first.path("result").path("worker").asString()).isEqualTo("w-1");
+        api.fake.worker = "w-3";
+        execute(ALICE, "", "{\"language\":\"python\",\"code\":\"print:two\"}");
+
+        for (String key : List.of(ROOT, ALICE)) {
+            JsonNode stats = get(key, "/api/admin/stats");
+            assertThat(stats.path("mode").asString()).isEqualTo("gateway");
+            JsonNode workers = stats.path("workers");
+            assertThat(texts(workers, "address")).containsExactly("10.0.0.1:30031", "10.0.0.2:30031");
+            assertThat(workers.get(0).path("name").asString()).isEqualTo("w-1");
+            assertThat(workers.get(0).path("healthy").asBoolean()).isTrue();
+            assertThat(workers.get(0).path("running").asInt()).isEqualTo(1);
+            assertThat(workers.get(0).path("slots").asInt()).isEqualTo(4);
+            assertThat(workers.get(0).path("sessions").asInt()).isEqualTo(1);
+            assertThat(workers.get(0).path("lastSeen").asString()).isEqualTo("2026-11-30T12:00:00Z");
+            assertThat(workers.get(1).path("healthy").asBoolean()).isFalse();
+            assertThat(workers.get(1).path("name").isNull()).isTrue();
+            assertThat(workers.get(1).path("error").asString()).contains("UNAVAILABLE");
+        }
+
+        JsonNode runs = get(ROOT, "/api/admin/executions").path("executions");
+        assertThat(texts(runs, "worker")).containsExactly("w-3", "w-1");
+        assertThat(texts(runs, "codeExcerpt")).containsExactly("print:two", "print:one");
+        String firstId = runs.get(1).path("id").asString();
+        assertThat(get(ALICE, "/api/admin/executions/" + firstId).path("worker").asString()).isEqualTo("w-1");
+        assertThat(texts(get(ROOT, "/api/admin/executions?worker=w-1").path("executions"), "id")).containsExactly(firstId);
+        assertThat(get(ROOT, "/api/admin/executions?worker=w-9").path("total").asInt()).isZero();
+    }
+
+    @Test
     void aServerWithoutKeysIsOneAdmin() throws Exception {
         api.close();
         api = new ApiClient();

@@ -7,6 +7,7 @@ import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.WorkerStatus;
 
 import java.util.List;
 import java.util.Map;
@@ -29,6 +30,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <li>{@code sleep:MS} prints nothing for MS milliseconds, then "done"</li>
  *   <li>{@code busy} / {@code unavailable}: submit throws Busy / Unavailable</li>
  * </ul>
+ * Set {@link #workers}, {@link #remote} and {@link #worker} to look like a gateway to the surfaces.
  */
 public final class FakeExecutor implements Executor {
 
@@ -36,6 +38,12 @@ public final class FakeExecutor implements Executor {
     public final AtomicInteger cancels = new AtomicInteger();
     public volatile CountDownLatch blockStarted = new CountDownLatch(1);
     public volatile boolean closed;
+    /** What {@link #workers()} answers. */
+    public volatile List<WorkerStatus> workers = List.of();
+    /** What {@link #remote()} answers. */
+    public volatile boolean remote;
+    /** When set, the worker name each result carries (as a gateway's results do). */
+    public volatile String worker;
     private final Map<String, FakeRun> active = new ConcurrentHashMap<>();
     private final AtomicInteger ids = new AtomicInteger();
 
@@ -52,6 +60,15 @@ public final class FakeExecutor implements Executor {
         return run;
     }
 
+    /** A worker as a gateway's status poll would report it; an unhealthy one carries an error and has not answered. */
+    public static WorkerStatus worker(String address, String name, boolean healthy, int running, int slots) {
+        return new WorkerStatus(address, healthy ? java.util.Optional.of(name) : java.util.Optional.empty(),
+                healthy ? java.util.Optional.of("inst-" + name) : java.util.Optional.empty(), healthy, false, running,
+                0, slots, healthy ? 1 : 0, Map.of("python", Map.of("ready", 1, "target", 2)),
+                healthy ? java.util.Optional.of(java.time.Instant.parse("2026-11-30T12:00:00Z")) : java.util.Optional.empty(),
+                healthy ? java.util.Optional.empty() : java.util.Optional.of("UNAVAILABLE: connection refused to 10.9.8.7"));
+    }
+
     public int activeRuns() {
         return active.size();
     }
@@ -59,6 +76,16 @@ public final class FakeExecutor implements Executor {
     @Override
     public Map<String, Object> runtimeInfo() {
         return Map.of("sandbox", Map.of("kind", "fake"), "languages", Map.of("python", Map.of("available", true)));
+    }
+
+    @Override
+    public List<WorkerStatus> workers() {
+        return workers;
+    }
+
+    @Override
+    public boolean remote() {
+        return remote;
     }
 
     @Override
@@ -140,9 +167,11 @@ public final class FakeExecutor implements Executor {
                 Thread.currentThread().interrupt();
             } finally {
                 active.remove(id);
-                result.complete(new ExecutionResult(request.language(), exit, out.toString(), err.toString(),
+                ExecutionResult r = new ExecutionResult(request.language(), exit, out.toString(), err.toString(),
                         (System.nanoTime() - start) / 1_000_000, outcome, false, OptionalLong.of(1234567),
-                        OptionalDouble.empty(), "fake"));
+                        OptionalDouble.empty(), "fake");
+                String by = worker;
+                result.complete(by == null ? r : r.withWorker(by));
             }
         }
 

@@ -11,6 +11,7 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.RunObserver;
 import dev.codeexec.engine.SessionControl;
+import dev.codeexec.engine.WorkerStatus;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -30,6 +31,8 @@ class MetricsMetersTest {
 
     final AtomicInteger ready = new AtomicInteger(2);
     final AtomicInteger sessions = new AtomicInteger(0);
+    volatile List<WorkerStatus> workers = List.of();
+    volatile boolean remote;
     Executor.StartListener registered;
     final StubExecutor executor = new StubExecutor();
     final Metrics metrics = Metrics.create(executor);
@@ -76,6 +79,50 @@ class MetricsMetersTest {
         sessions.set(5);
         assertThat(metrics.scrape()).contains("codeexec_warm_pool_ready{language=\"python\"} 0.0")
                 .contains("codeexec_sessions_active 5.0");
+    }
+
+    @Test
+    void workerGaugesFollowTheCurrentListAndADroppedWorkerLosesItsSeries() {
+        remote = true;
+        workers = List.of(worker("10.0.0.1:30031", true, 2, 1, 4), worker("10.0.0.2:30031", true, 0, 0, 4));
+        String text = metrics.scrape();
+        assertThat(text).contains("codeexec_worker_up{worker=\"10.0.0.1:30031\"} 1.0")
+                .contains("codeexec_worker_up{worker=\"10.0.0.2:30031\"} 1.0")
+                .contains("codeexec_worker_running{worker=\"10.0.0.1:30031\"} 2.0")
+                .contains("codeexec_worker_queued{worker=\"10.0.0.1:30031\"} 1.0")
+                .contains("codeexec_worker_slots{worker=\"10.0.0.2:30031\"} 4.0")
+                .contains("codeexec_workers{state=\"healthy\"} 2.0")
+                .contains("codeexec_workers{state=\"unhealthy\"} 0.0");
+
+        // the first goes down and the second is dropped (gone from DNS); a third appears
+        workers = List.of(worker("10.0.0.1:30031", false, 0, 0, 4), worker("10.0.0.3:30031", true, 3, 0, 8));
+        text = metrics.scrape();
+        assertThat(text).contains("codeexec_worker_up{worker=\"10.0.0.1:30031\"} 0.0")
+                .contains("codeexec_worker_running{worker=\"10.0.0.1:30031\"} 0.0")
+                .contains("codeexec_worker_up{worker=\"10.0.0.3:30031\"} 1.0")
+                .contains("codeexec_worker_running{worker=\"10.0.0.3:30031\"} 3.0")
+                .contains("codeexec_worker_slots{worker=\"10.0.0.3:30031\"} 8.0")
+                .contains("codeexec_workers{state=\"healthy\"} 1.0")
+                .contains("codeexec_workers{state=\"unhealthy\"} 1.0")
+                .doesNotContain("10.0.0.2");
+
+        workers = List.of();
+        text = metrics.scrape();
+        assertThat(text).doesNotContain("codeexec_worker_up{").doesNotContain("codeexec_worker_slots{")
+                .contains("codeexec_workers{state=\"healthy\"} 0.0")
+                .contains("codeexec_workers{state=\"unhealthy\"} 0.0");
+    }
+
+    @Test
+    void aLocalServerHasNoWorkerMetersAndCountsLostRunsByOutcome() {
+        assertThat(metrics.scrape()).doesNotContain("codeexec_worker").doesNotContain("codeexec_workers");
+        metrics.finished(end("python", Optional.of(result("python", Outcome.WORKER_LOST, 900)), Optional.empty()));
+        assertThat(metrics.scrape()).contains("codeexec_executions_total{language=\"python\",outcome=\"worker_lost\"} 1.0");
+    }
+
+    private static WorkerStatus worker(String address, boolean healthy, int running, int queued, int slots) {
+        return new WorkerStatus(address, Optional.of("w"), Optional.of("i"), healthy, false, running, queued, slots, 0,
+                Map.of(), Optional.of(Instant.now()), healthy ? Optional.empty() : Optional.of("UNAVAILABLE"));
     }
 
     @Test
@@ -175,6 +222,16 @@ class MetricsMetersTest {
                     return false;
                 }
             };
+        }
+
+        @Override
+        public List<WorkerStatus> workers() {
+            return workers;
+        }
+
+        @Override
+        public boolean remote() {
+            return remote;
         }
 
         @Override

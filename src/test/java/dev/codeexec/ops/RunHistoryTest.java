@@ -172,6 +172,46 @@ class RunHistoryTest {
         assertThat(r.tenant()).isEqualTo("bob");
     }
 
+    @Test
+    void eachRunKeepsTheWorkerThatRanItAndTheListFiltersByIt() {
+        RunHistory h = new RunHistory(10, 2);
+        RunStart a = start(h, "alice", "python", "print(1)");
+        RunStart b = start(h, "alice", "python", "print(2)");
+        RunStart c = start(h, "alice", "python", "print(3)");
+        RunStart local = start(h, "alice", "python", "print(4)");
+        RunStart refused = start(h, "alice", "python", "print(5)");
+        assertThat(h.find(a.id()).orElseThrow().worker()).as("in flight: not known yet").isEmpty();
+        finish(h, a, Outcome.EXITED, "w-1");
+        finish(h, b, Outcome.EXITED, "w-2");
+        finish(h, c, Outcome.WORKER_LOST, "w-1");
+        end(h, local, Outcome.EXITED, 0, 5);
+        reject(h, refused);
+
+        assertThat(h.find(a.id()).orElseThrow().worker()).hasValue("w-1");
+        assertThat(h.find(local.id()).orElseThrow().worker()).isEmpty();
+        assertThat(h.find(refused.id()).orElseThrow().worker()).isEmpty();
+        // runs 1 and 2 are older than the 2 detailed ones: shrinking keeps the worker
+        assertThat(h.find(b.id()).orElseThrow().worker()).hasValue("w-2");
+        Run lost = h.find(c.id()).orElseThrow();
+        assertThat(lost.outcome()).isEqualTo("worker_lost");
+        assertThat(lost.failed()).as("a lost worker is a failed run").isTrue();
+
+        Filter w1 = new Filter(Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty(), Optional.of("w-1"));
+        assertThat(ids(h.query(w1, 0, 50))).containsExactly(c.id(), a.id());
+        Filter w1Lost = new Filter(Optional.empty(), Optional.empty(), Optional.of("worker_lost"), Optional.empty(),
+                Optional.of("w-1"));
+        assertThat(ids(h.query(w1Lost, 0, 50))).containsExactly(c.id());
+        assertThat(h.query(new Filter(Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty(),
+                Optional.of("w-9")), 0, 50).total()).isZero();
+        assertThat(h.stats(Optional.empty()).byOutcome()).containsEntry("worker_lost", 1L);
+    }
+
+    private static void finish(RunHistory h, RunStart s, Outcome outcome, String worker) {
+        ExecutionResult r = new ExecutionResult(s.request().language(), outcome == Outcome.EXITED ? 0 : -1, "out", "",
+                7, outcome, false, OptionalLong.empty(), OptionalDouble.empty(), "bwrap").withWorker(worker);
+        h.finished(new RunEnd(s, s.submittedAt().plusMillis(7), Optional.of(r), Optional.empty()));
+    }
+
     private static Filter filter(String tenant, String language, String outcome, String q) {
         return new Filter(Optional.ofNullable(tenant), Optional.ofNullable(language), Optional.ofNullable(outcome),
                 Optional.ofNullable(q));

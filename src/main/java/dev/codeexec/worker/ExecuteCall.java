@@ -1,0 +1,150 @@
+package dev.codeexec.worker;
+
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.worker.v1.Accepted;
+import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.Output;
+import io.grpc.Status;
+import io.grpc.stub.ServerCallStreamObserver;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One Execute call: the engine's listener on one side, the gRPC stream on the other. Every send happens under this
+ * object's lock, because the engine calls from several threads (the slot holder for {@code onStart}, one reader per
+ * pipe for output) and a gRPC stream takes one writer at a time.
+ *
+ * <p>The ordering promise of worker.proto lives here: nothing goes out before {@code accepted} (gRPC commits a call
+ * for retry on its first response headers or message, and the gateway's retry is what makes a never-started job safe
+ * to run elsewhere), {@code accepted} goes out once the run holds its slot, output follows, {@code result} is last.
+ */
+final class ExecuteCall implements OutputListener {
+
+    private final ServerCallStreamObserver<ExecuteEvent> stream;
+    private final String worker;
+    private final String instanceId;
+    private RunHandle handle;
+    private boolean started;
+    private boolean acceptedSent;
+    private boolean bounced;
+    private boolean ended;
+    /** The call was cancelled before the executor returned the handle. */
+    private boolean cancelRequested;
+    /** Output read before the handle (and with it the run id for {@code accepted}) was known: a tiny window. */
+    private final List<ExecuteEvent> early = new ArrayList<>();
+
+    ExecuteCall(ServerCallStreamObserver<ExecuteEvent> stream, String worker, String instanceId) {
+        this.stream = stream;
+        this.worker = worker;
+        this.instanceId = instanceId;
+    }
+
+    /**
+     * The run holds its slot and its sandbox is about to start. The executor may call this inside
+     * {@code submit}, before the handle exists, so {@code accepted} waits for {@link #submitted} in that case.
+     */
+    @Override
+    public synchronized void onStart() {
+        if (bounced) return;
+        started = true;
+        sendAcceptedOnceKnown();
+    }
+
+    @Override
+    public synchronized void onOutput(Stream s, String text) {
+        ExecuteEvent e = ExecuteEvent.newBuilder().setOutput(Output.newBuilder()
+                .setStream(s == Stream.STDERR ? Output.Stream.STDERR : Output.Stream.STDOUT).setText(text)).build();
+        if (ended) return;
+        if (!acceptedSent) {
+            early.add(e);
+            return;
+        }
+        send(e);
+    }
+
+    /** The executor took the run. */
+    synchronized void submitted(RunHandle h) {
+        handle = h;
+        if (cancelRequested) h.cancel();
+        sendAcceptedOnceKnown();
+    }
+
+    /**
+     * The worker is draining: a run that has not taken a slot yet is cancelled and its call ends with UNAVAILABLE,
+     * so the gateway retries it on another worker. It cannot have started: cancelling a queued run makes its slot
+     * holder skip it (LocalRun.execute checks the flag after onStart), and onStart after this does nothing.
+     *
+     * @return true when this call was bounced
+     */
+    synchronized boolean bounceIfQueued() {
+        if (started || ended || handle == null) return false;
+        bounced = true;
+        handle.cancel();
+        return true;
+    }
+
+    /** Kills the run (call cancelled, deadline passed, drain grace over). */
+    void cancel() {
+        RunHandle h;
+        synchronized (this) {
+            cancelRequested = true;
+            h = handle;
+        }
+        if (h != null) h.cancel();
+    }
+
+    synchronized boolean accepted() {
+        return acceptedSent;
+    }
+
+    /** The run ended: its result, or why it could not be attempted. */
+    synchronized void finish(ExecutionResult result, Throwable error) {
+        if (ended) return;
+        ended = true;
+        if (bounced) {
+            stream.onError(Status.UNAVAILABLE.withDescription("the worker is shutting down; the run did not start")
+                    .asRuntimeException());
+            return;
+        }
+        if (error != null) {
+            // A run refused after it was accepted (an internal failure) still ends with a status, never a retry.
+            Throwable cause = error instanceof java.util.concurrent.CompletionException c && c.getCause() != null
+                    ? c.getCause() : error;
+            stream.onError(WorkerService.status(cause).asRuntimeException());
+            return;
+        }
+        // The contract says accepted exactly once: a run that ended without taking a slot (cancelled in the queue)
+        // still acknowledges, which only ever stops a retry.
+        if (!acceptedSent) {
+            started = true;
+            sendAcceptedOnceKnown();
+        }
+        send(ExecuteEvent.newBuilder().setResult(WireFormat.toProto(result, worker)).build());
+        stream.onCompleted();
+    }
+
+    /** Ends a call before the executor took it. */
+    synchronized void refuse(Status status) {
+        if (ended) return;
+        ended = true;
+        stream.onError(status.asRuntimeException());
+    }
+
+    private void sendAcceptedOnceKnown() {
+        if (acceptedSent || !started || handle == null) return;
+        acceptedSent = true;
+        send(ExecuteEvent.newBuilder().setAccepted(Accepted.newBuilder().setWorker(worker)
+                .setInstanceId(instanceId).setRunId(handle.id())).build());
+        early.forEach(this::send);
+        early.clear();
+    }
+
+    /** After a cancel gRPC drops messages (an on-cancel handler is set), so sending never throws here. */
+    private void send(ExecuteEvent e) {
+        stream.onNext(e);
+    }
+
+}

@@ -1,0 +1,239 @@
+package dev.codeexec.worker;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.Languages;
+import dev.codeexec.engine.Limits;
+import dev.codeexec.engine.RequestValidator;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionControl;
+import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.ListSessionsRequest;
+import dev.codeexec.worker.v1.ListSessionsResponse;
+import dev.codeexec.worker.v1.RuntimeInfoRequest;
+import dev.codeexec.worker.v1.RuntimeInfoResponse;
+import dev.codeexec.worker.v1.SessionRequest;
+import dev.codeexec.worker.v1.SessionResponse;
+import dev.codeexec.worker.v1.StatusRequest;
+import dev.codeexec.worker.v1.StatusResponse;
+import dev.codeexec.worker.v1.WarmLevel;
+import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.Workspaces;
+import io.grpc.Status;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.time.Instant;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The Worker service of worker.proto over this process's local engine. It trusts the gateway no more than it has
+ * to: requests are validated again and their limits clamped to this worker's own maxima, so a caller holding the
+ * token cannot get more than WORKER's configuration allows.
+ */
+final class WorkerService extends WorkerGrpc.WorkerImplBase {
+
+    private static final Logger log = LoggerFactory.getLogger(WorkerService.class);
+
+    private final Config config;
+    private final Executor executor;
+    private final Workspaces workspaces;
+    private final RequestValidator validator;
+    private final Identity identity;
+    private final LoadReport load;
+    private final Set<ExecuteCall> calls = ConcurrentHashMap.newKeySet();
+    private volatile boolean draining;
+
+    /**
+     * Who this worker is, as Status, Accepted and results tell it.
+     *
+     * @param name       WORKER_NAME or the host name
+     * @param instanceId random per process: a restarted worker is a new instance (its sessions are gone)
+     */
+    record Identity(String name, String instanceId, String version, String sandbox, Instant started) {
+    }
+
+    WorkerService(Config config, Executor executor, Workspaces workspaces, Identity identity, LoadReport load) {
+        this.config = config;
+        this.executor = executor;
+        this.workspaces = workspaces;
+        this.validator = new RequestValidator(config, Languages.load());
+        this.identity = identity;
+        this.load = load;
+    }
+
+    @Override
+    public void execute(ExecuteRequest req, StreamObserver<ExecuteEvent> observer) {
+        ServerCallStreamObserver<ExecuteEvent> stream = (ServerCallStreamObserver<ExecuteEvent>) observer;
+        ExecuteCall call = new ExecuteCall(stream, identity.name(), identity.instanceId());
+        // Set before anything can be sent: with a handler, a cancelled call drops messages instead of throwing,
+        // and the cancel (client gone, deadline passed) kills the run.
+        stream.setOnCancelHandler(call::cancel);
+        load.callArrived();
+        if (draining) {
+            call.refuse(Status.UNAVAILABLE.withDescription("the worker is shutting down; run elsewhere"));
+            return;
+        }
+        if (sessionIsGone(req)) {
+            call.refuse(Status.FAILED_PRECONDITION.withDescription("session '" + req.getSession()
+                    + "' lived on a worker that is gone; its state is lost; call again to start a new session"));
+            return;
+        }
+        ExecutionRequest request;
+        try {
+            request = toRequest(req);
+        } catch (WorkspaceException e) {
+            call.refuse(status(e));
+            return;
+        } catch (ExecutionException e) {
+            call.refuse(status(e));
+            return;
+        } catch (IllegalArgumentException e) {
+            call.refuse(Status.INVALID_ARGUMENT.withDescription("bad limits: " + e.getMessage()));
+            return;
+        }
+        calls.add(call);
+        RunHandle handle;
+        try {
+            handle = executor.submit(request, call);
+        } catch (ExecutionException e) {
+            calls.remove(call);
+            call.refuse(status(e));
+            return;
+        } catch (RuntimeException e) {
+            calls.remove(call);
+            log.error("execute: unexpected error", e);
+            call.refuse(Status.INTERNAL.withDescription("the worker could not take the run (internal error)"));
+            return;
+        }
+        call.submitted(handle);
+        handle.result().whenComplete((r, e) -> {
+            calls.remove(call);
+            call.finish(r, e);
+        });
+    }
+
+    /**
+     * The gateway last saw this session on another worker process, and this one does not have it: running the call
+     * would silently start a fresh interpreter, so the client is told its state is gone instead.
+     */
+    private boolean sessionIsGone(ExecuteRequest req) {
+        if (req.getSession().isEmpty() || req.getSessionWorker().isEmpty()
+                || req.getSessionWorker().equals(identity.instanceId())) return false;
+        return executor.sessions().list(req.getTenant()).stream().noneMatch(s -> s.name().equals(req.getSession()));
+    }
+
+    /** The request validated again (language, sizes, args, env) with limits clamped to this worker's maxima. */
+    private ExecutionRequest toRequest(ExecuteRequest req) {
+        ExecutionRequest wire = WireFormat.fromProto(req, (tenant, name) -> workspaces.open(tenant, name, false));
+        Limits limits = clamp(wire.limits(), Limits.defaults(config, config.maxTimeout()));
+        ExecutionRequest checked = validator.validate(req.getLanguage(), wire.code(), wire.stdin(),
+                limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit());
+        return new ExecutionRequest(checked.language(), checked.code(), checked.stdin(), checked.args(), checked.env(),
+                limits, wire.audit(), wire.workspace(), wire.session());
+    }
+
+    static Limits clamp(Limits asked, Limits max) {
+        return new Limits(asked.timeout().compareTo(max.timeout()) > 0 ? max.timeout() : asked.timeout(),
+                Math.min(asked.cpuSeconds(), max.cpuSeconds()), Math.min(asked.memoryBytes(), max.memoryBytes()),
+                Math.min(asked.maxProcesses(), max.maxProcesses()), Math.min(asked.outputBytes(), max.outputBytes()),
+                Math.min(asked.diskBytes(), max.diskBytes()));
+    }
+
+    /** The one mapping of refusals to gRPC statuses; descriptions are the exceptions' client-safe messages. */
+    static Status status(Throwable t) {
+        return switch (t) {
+            case ExecutionException.InvalidRequest e -> Status.INVALID_ARGUMENT.withDescription(e.getMessage());
+            case ExecutionException.Busy e -> Status.RESOURCE_EXHAUSTED.withDescription(e.getMessage());
+            case ExecutionException.Unavailable e -> Status.UNAVAILABLE.withDescription(e.getMessage());
+            case WorkspaceException e -> switch (e.kind()) {
+                case NOT_FOUND -> Status.NOT_FOUND.withDescription(e.getMessage());
+                case BAD_NAME, BAD_PATH -> Status.INVALID_ARGUMENT.withDescription(e.getMessage());
+                default -> Status.UNAVAILABLE.withDescription(e.getMessage());
+            };
+            default -> Status.INTERNAL.withDescription("the worker could not run the request (internal error)");
+        };
+    }
+
+    @Override
+    public void listSessions(ListSessionsRequest req, StreamObserver<ListSessionsResponse> out) {
+        List<SessionControl.SessionInfo> list = executor.sessions().list(req.getTenant());
+        out.onNext(ListSessionsResponse.newBuilder().addAllSessions(list.stream().map(WireFormat::toProto).toList())
+                .setWorker(identity.name()).setInstanceId(identity.instanceId()).build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void resetSession(SessionRequest req, StreamObserver<SessionResponse> out) {
+        boolean found = executor.sessions().reset(req.getTenant(), req.getName());
+        out.onNext(SessionResponse.newBuilder().setFound(found).setWorker(identity.name()).build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void closeSession(SessionRequest req, StreamObserver<SessionResponse> out) {
+        boolean found = executor.sessions().close(req.getTenant(), req.getName());
+        out.onNext(SessionResponse.newBuilder().setFound(found).setWorker(identity.name()).build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void status(StatusRequest req, StreamObserver<StatusResponse> out) {
+        StatusResponse.Builder b = StatusResponse.newBuilder()
+                .setWorker(identity.name()).setInstanceId(identity.instanceId()).setVersion(identity.version())
+                .setRunning(executor.running()).setQueued(executor.queued()).setSlots(executor.maxConcurrent())
+                .setSessions(executor.sessions().count()).setDraining(draining).setSandbox(identity.sandbox())
+                .setStartedEpochMs(identity.started().toEpochMilli());
+        executor.warmPoolLevels().forEach((lang, level) -> b.putWarmPool(lang, WarmLevel.newBuilder()
+                .setReady(level.getOrDefault("ready", 0)).setTarget(level.getOrDefault("target", 0)).build()));
+        out.onNext(b.build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void runtimeInfo(RuntimeInfoRequest req, StreamObserver<RuntimeInfoResponse> out) {
+        String json = JsonMapper.shared().writeValueAsString(executor.runtimeInfo());
+        out.onNext(RuntimeInfoResponse.newBuilder().setJson(json).build());
+        out.onCompleted();
+    }
+
+    /** From now on Execute answers UNAVAILABLE; returns how many queued calls were sent back to be run elsewhere. */
+    int startDraining() {
+        draining = true;
+        return bounceQueued();
+    }
+
+    /** Sends back calls whose runs have not taken a slot (the gateway retries them elsewhere). */
+    int bounceQueued() {
+        int n = 0;
+        for (ExecuteCall c : calls) {
+            if (c.bounceIfQueued()) n++;
+        }
+        return n;
+    }
+
+    boolean draining() {
+        return draining;
+    }
+
+    /** Calls whose result has not been sent yet. */
+    int inFlight() {
+        return calls.size();
+    }
+
+    /** Kills every run still going (the drain grace is over). */
+    int cancelAll() {
+        int n = calls.size();
+        calls.forEach(ExecuteCall::cancel);
+        return n;
+    }
+}
