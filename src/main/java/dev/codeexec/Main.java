@@ -11,9 +11,11 @@ import dev.codeexec.config.Config;
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.auth.KeysCommand;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.gateway.RemoteExecutor;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.http.WorkspaceExpiry;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.LocalExecutor;
 import dev.codeexec.engine.RequestValidator;
@@ -33,6 +35,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Function;
 
@@ -191,12 +194,25 @@ public final class Main {
      * in test scope only).
      */
     public static ServerSetup wire(Config config, List<McpExtension> extensions) {
-        LocalEngine engine = localEngine(config);
         Languages languages = Languages.load();
         RequestValidator validator = new RequestValidator(config, languages);
-        return new ServerSetup(config, engine.executor(), args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), engine.sandboxStatus(), ServerSetup.versionOf(Main.class), extensions,
-                engine.workspaces());
+        Executor executor;
+        SandboxStatus sandboxStatus;
+        Workspaces workspaces;
+        if (config.get(Config.WORKERS).isBlank()) {
+            LocalEngine engine = localEngine(config);
+            executor = engine.executor();
+            sandboxStatus = engine.sandboxStatus();
+            workspaces = engine.workspaces();
+        } else {
+            // Gateway: code runs on the workers, which have the sandbox; requests are validated here all the same,
+            // and the workspaces (on a volume shared with the workers) are served here.
+            executor = RemoteExecutor.create(config, languages);
+            sandboxStatus = new SandboxStatus("workers", Optional.empty());
+            workspaces = workspaces(config);
+        }
+        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
+                languages.names(), sandboxStatus, ServerSetup.versionOf(Main.class), extensions, workspaces);
     }
 
     /**
@@ -206,11 +222,14 @@ public final class Main {
     public static LocalEngine localEngine(Config config) {
         Sandbox sandbox = Sandboxes.create(config);
         LocalExecutor executor = LocalExecutor.create(config, sandbox);
-        Workspaces workspaces = new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
+        return new LocalEngine(sandbox, executor, workspaces(config));
+    }
+
+    private static Workspaces workspaces(Config config) {
+        return new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
                 config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
                 Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
                 config.get(Config.SANDBOX_GID));
-        return new LocalEngine(sandbox, executor, workspaces);
     }
 
     /** What {@link #localEngine} builds. */

@@ -1,0 +1,380 @@
+package dev.codeexec.gateway;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.Language;
+import dev.codeexec.engine.Languages;
+import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionControl;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.worker.WireFormat;
+import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.ListSessionsRequest;
+import dev.codeexec.worker.v1.ListSessionsResponse;
+import dev.codeexec.worker.v1.SessionRequest;
+import dev.codeexec.worker.v1.WorkerGrpc;
+import com.google.common.util.concurrent.ListenableFuture;
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientInterceptors;
+import io.grpc.ClientCall;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCalls;
+import io.grpc.stub.MetadataUtils;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import tools.jackson.core.type.TypeReference;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The gateway's executor: every run goes to a gRPC worker (WORKERS), which runs it on its own local engine.
+ * Stateless runs are spread by load over healthy workers; session calls are pinned by consistent hashing on the
+ * session key; a run that never started is retried elsewhere by grpc, a run lost after it started ends WORKER_LOST.
+ */
+public final class RemoteExecutor implements Executor {
+
+    private static final Logger LOG = LoggerFactory.getLogger(RemoteExecutor.class);
+    private static final JsonMapper JSON = JsonMapper.builder().build();
+
+    /** Beyond a run's own timeout and its wait for a slot: compiling, reporting, network. */
+    static final Duration DEADLINE_SLACK = Duration.ofSeconds(15);
+    private static final Duration SESSION_CALL_DEADLINE = Duration.ofSeconds(10);
+    private static final Duration RUNTIME_INFO_TTL = Duration.ofSeconds(5);
+
+    private final WorkerChannels channels;
+    private final ManagedChannel stateless;
+    private final ManagedChannel sessionChannel;
+    private final WorkerDirectory directory;
+    private final Languages languages;
+    private final Duration queueTimeout;
+    private final Duration slack;
+    private final Duration shutdownGrace;
+    private final Set<RemoteRun> inFlight = ConcurrentHashMap.newKeySet();
+    /** Session → the worker process (instance id) it was last seen on; what session_worker sends. */
+    private final Map<SessionRef, String> pins = new ConcurrentHashMap<>();
+    private final RemoteSessions sessions = new RemoteSessions();
+    private volatile boolean closed;
+    private volatile CachedInfo cachedInfo;
+
+    private record CachedInfo(Instant at, Map<String, Object> info) {
+    }
+
+    private RemoteExecutor(WorkerChannels channels, Languages languages, Config config, Duration slack) {
+        this.channels = channels;
+        this.languages = languages;
+        this.queueTimeout = Duration.ofMillis(config.get(Config.QUEUE_TIMEOUT_MS));
+        this.shutdownGrace = Duration.ofSeconds(config.get(Config.SHUTDOWN_GRACE_SECONDS));
+        this.slack = slack;
+        this.stateless = channels.stateless();
+        this.sessionChannel = channels.sessions();
+        // A worker back at its address (restarted, or a network partition healed) takes runs at once, rather
+        // than when the balanced channels' connect backoff next lets them try.
+        this.directory = new WorkerDirectory(channels, () -> {
+            stateless.resetConnectBackoff();
+            sessionChannel.resetConnectBackoff();
+        });
+    }
+
+    /**
+     * Checks WORKERS and the TLS/plaintext/token settings (a {@link dev.codeexec.config.ConfigException} names the
+     * key), builds the channels and polls the workers once before returning.
+     */
+    public static RemoteExecutor create(Config config, Languages languages) {
+        return create(config, languages, DEADLINE_SLACK);
+    }
+
+    static RemoteExecutor create(Config config, Languages languages, Duration slack) {
+        // Before any lookup: the JDK reads its DNS cache policy once, at the first.
+        WorkerChannels.shortDnsCache();
+        WorkerChannels channels = new WorkerChannels(config);
+        if (config.get(Config.WORKER_TOKEN).isEmpty() && !channels.target.allLoopback()) {
+            LOG.warn("WARNING: WORKERS {} without WORKER_TOKEN: workers on other hosts refuse such a gateway",
+                    channels.target.target());
+        }
+        RemoteExecutor e = new RemoteExecutor(channels, languages, config, slack);
+        e.directory.start();
+        LOG.info("gateway mode: runs go to {} ({}, {}, balancing {})", channels.target.target(),
+                channels.tls() ? "TLS" : "plaintext", channels.token().isPresent() ? "with token" : "no token",
+                config.get(Config.WORKER_BALANCING));
+        return e;
+    }
+
+    /**
+     * The call's deadline is the run's timeout plus QUEUE_TIMEOUT_MS (the worker may make it wait that long for a
+     * slot) plus {@link #DEADLINE_SLACK}: a worker that has not answered by then is hung, and the deadline is what
+     * ends the call (and, reaching the worker, the run).
+     */
+    @Override
+    public RunHandle submit(ExecutionRequest request, OutputListener listener) {
+        if (closed) throw new ExecutionException.Unavailable("the server is shutting down");
+        Optional<SessionRef> session = request.session();
+        ExecuteRequest proto = WireFormat.toProto(request, session.map(pins::get));
+        Duration deadline = request.limits().timeout().plus(queueTimeout).plus(slack);
+        CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS);
+        Channel channel = stateless;
+        if (session.isPresent()) {
+            Metadata md = new Metadata();
+            md.put(WorkerChannels.SESSION_KEY, sessionKey(session.get()));
+            channel = ClientInterceptors.intercept(sessionChannel, MetadataUtils.newAttachHeadersInterceptor(md));
+        }
+        RemoteRun run = new RemoteRun(UUID.randomUUID().toString(), request, listener, this);
+        inFlight.add(run);
+        ClientCall<ExecuteRequest, ExecuteEvent> call =
+                channel.newCall(WorkerGrpc.getExecuteMethod(), options);
+        ClientCalls.asyncServerStreamingCall(call, proto, run);
+        return run;
+    }
+
+    /**
+     * The ring key of a session: tenant and name, each URL-encoded (header values must be ASCII, and the encoding
+     * keeps "a/b"+"c" apart from "a"+"b/c").
+     */
+    static String sessionKey(SessionRef ref) {
+        return URLEncoder.encode(ref.tenant(), StandardCharsets.UTF_8) + "/"
+                + URLEncoder.encode(ref.name(), StandardCharsets.UTF_8);
+    }
+
+    void ended(RemoteRun run) {
+        inFlight.remove(run);
+    }
+
+    /** A session call was accepted or answered by this worker process: later calls tell the worker to expect it. */
+    void sessionAnswered(RemoteRun run, String instanceId) {
+        if (instanceId.isEmpty()) return;
+        run.session().ifPresent(ref -> pins.put(ref, instanceId));
+    }
+
+    /**
+     * The worker that held the session is gone (the one the ring picks now is another process and has no such
+     * session): like the local engine's notice for a session that ended, the code did not run and the client is told
+     * once; the next call starts a new session.
+     */
+    ExecutionResult sessionLost(RemoteRun run, ExecutionRequest request) {
+        SessionRef ref = request.session().orElseThrow();
+        String was = pins.remove(ref);
+        String who = was == null ? "its worker" : directory.nameOfInstance(was).map(n -> n + ", instance " + was)
+                .orElse("instance " + was);
+        String msg = "[session lost] the session '" + ref.name() + "' was lost with its worker (" + who
+                + "); its state is gone; the next call starts a new session\n";
+        return new ExecutionResult(request.language(), -1, "", msg, 0, Outcome.FAILED_TO_START, false,
+                OptionalLong.empty(), OptionalDouble.empty(), sandboxName())
+                .withSession(new ExecutionResult.SessionOutput(ref.name(), false, Optional.empty(), List.of()));
+    }
+
+    String sandboxName() {
+        return directory.sandboxName();
+    }
+
+    @Override
+    public Map<String, Object> runtimeInfo() {
+        CachedInfo c = cachedInfo;
+        if (c != null && c.at().plus(RUNTIME_INFO_TTL).isAfter(Instant.now())) return c.info();
+        Map<String, Object> info = new LinkedHashMap<>();
+        Optional<String> json = directory.runtimeInfoJson();
+        if (json.isPresent()) {
+            try {
+                info.putAll(JSON.readValue(json.get(), new TypeReference<LinkedHashMap<String, Object>>() { }));
+            } catch (Exception e) {
+                LOG.warn("runtime info from a worker is not JSON: {}", e.toString());
+                json = Optional.empty();
+            }
+        }
+        if (json.isEmpty()) {
+            Map<String, Object> langs = new LinkedHashMap<>();
+            for (Language l : languages.all()) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("available", false);
+                m.put("version", "unknown (no worker answered)");
+                m.put("aliases", l.aliases());
+                m.put("compiled", l.compiled());
+                langs.put(l.id(), m);
+            }
+            info.put("languages", langs);
+            info.put("note", "no worker answered: languages, tools and limits are those this gateway knows of; "
+                    + "runs fail until a worker is healthy");
+        }
+        info.put("mode", "gateway");
+        Map<String, Object> result = Collections.unmodifiableMap(info);
+        if (json.isPresent()) cachedInfo = new CachedInfo(Instant.now(), result);
+        return result;
+    }
+
+    /** Runs that a worker has accepted and not yet finished, from this gateway. */
+    @Override
+    public int running() {
+        return (int) inFlight.stream().filter(RemoteRun::accepted).count();
+    }
+
+    /** Runs sent from this gateway that no worker has accepted yet (waiting for a slot there, or being retried). */
+    @Override
+    public int queued() {
+        return (int) inFlight.stream().filter(r -> !r.accepted()).count();
+    }
+
+    /** Slots of the healthy workers at their last status poll. */
+    @Override
+    public int maxConcurrent() {
+        return directory.workers().stream().filter(WorkerStatus::healthy).mapToInt(WorkerStatus::slots).sum();
+    }
+
+    @Override
+    public Map<String, Map<String, Integer>> warmPoolLevels() {
+        Map<String, Map<String, Integer>> sum = new LinkedHashMap<>();
+        for (WorkerStatus w : directory.workers()) {
+            if (!w.healthy()) continue;
+            w.warmPool().forEach((lang, lvl) -> {
+                Map<String, Integer> m = sum.computeIfAbsent(lang, k -> new LinkedHashMap<>());
+                lvl.forEach((k, v) -> m.merge(k, v, Integer::sum));
+            });
+        }
+        return sum;
+    }
+
+    @Override
+    public List<WorkerStatus> workers() {
+        return directory.workers();
+    }
+
+    @Override
+    public SessionControl sessions() {
+        return sessions;
+    }
+
+    /** Polls the workers now (tests; the directory polls by itself every two seconds). */
+    void pollNow() {
+        directory.poll();
+    }
+
+    /**
+     * Stops taking runs and polling, lets runs in flight finish for SHUTDOWN_GRACE_SECONDS, then cancels the rest
+     * (their results say cancelled, and the workers kill them), then closes the channels.
+     */
+    @Override
+    public void close() {
+        if (closed) return;
+        closed = true;
+        directory.close();
+        long until = System.nanoTime() + shutdownGrace.toNanos();
+        while (!inFlight.isEmpty() && System.nanoTime() < until) {
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        if (!inFlight.isEmpty()) LOG.info("shutting down: cancelling {} runs still on workers", inFlight.size());
+        for (RemoteRun r : List.copyOf(inFlight)) r.cancel();
+        for (RemoteRun r : List.copyOf(inFlight)) {
+            try {
+                r.result().get(2, TimeUnit.SECONDS);
+            } catch (Exception ignored) {
+                // ended either way: its caller sees the cancelled result or the refusal
+            }
+        }
+        stateless.shutdown();
+        sessionChannel.shutdown();
+        try {
+            if (!stateless.awaitTermination(2, TimeUnit.SECONDS)) stateless.shutdownNow();
+            if (!sessionChannel.awaitTermination(2, TimeUnit.SECONDS)) sessionChannel.shutdownNow();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            stateless.shutdownNow();
+            sessionChannel.shutdownNow();
+        }
+    }
+
+    /**
+     * Sessions live on workers: listing asks every worker, reset and close go where the ring puts the session,
+     * the count is the workers' own as last polled.
+     */
+    private final class RemoteSessions implements SessionControl {
+
+        @Override
+        public int count() {
+            return directory.workers().stream().mapToInt(WorkerStatus::sessions).sum();
+        }
+
+        @Override
+        public List<SessionInfo> list(String tenant) {
+            record Pending(WorkerDirectory.Node node, ListenableFuture<ListSessionsResponse> f) {
+            }
+            List<Pending> pending = directory.nodes().stream().map(n -> new Pending(n,
+                    WorkerGrpc.newFutureStub(n.channel)
+                            .withDeadlineAfter(WorkerDirectory.POLL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
+                            .listSessions(ListSessionsRequest.newBuilder().setTenant(tenant)
+                                    .build()))).toList();
+            // One entry per name: a session that moved (its worker restarted) may briefly exist twice.
+            Map<String, SessionInfo> byName = new TreeMap<>();
+            for (Pending p : pending) {
+                try {
+                    for (dev.codeexec.worker.v1.SessionInfo s : p.f().get(WorkerDirectory.POLL_DEADLINE.toMillis() + 1000,
+                            TimeUnit.MILLISECONDS).getSessionsList()) {
+                        SessionInfo info = WireFormat.fromProto(s);
+                        byName.merge(info.name(), info, (a, b) -> a.lastUsed().isAfter(b.lastUsed()) ? a : b);
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                } catch (Exception e) {
+                    LOG.debug("session list from {} failed: {}", p.node().address, e.toString());
+                }
+            }
+            return List.copyOf(byName.values());
+        }
+
+        @Override
+        public boolean reset(String tenant, String name) {
+            return call(tenant, name, true);
+        }
+
+        @Override
+        public boolean close(String tenant, String name) {
+            boolean found = call(tenant, name, false);
+            pins.remove(new SessionRef(tenant, name));
+            return found;
+        }
+
+        private boolean call(String tenant, String name, boolean reset) {
+            Metadata md = new Metadata();
+            md.put(WorkerChannels.SESSION_KEY, sessionKey(new SessionRef(tenant, name)));
+            WorkerGrpc.WorkerBlockingStub stub = WorkerGrpc.newBlockingStub(sessionChannel)
+                    .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md))
+                    .withDeadlineAfter(SESSION_CALL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS);
+            SessionRequest req = SessionRequest.newBuilder()
+                    .setTenant(tenant).setName(name).build();
+            try {
+                return (reset ? stub.resetSession(req) : stub.closeSession(req)).getFound();
+            } catch (StatusRuntimeException e) {
+                throw new ExecutionException.Unavailable("the worker of session '" + name + "' could not be reached: "
+                        + e.getStatus().getCode());
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+package dev.codeexec.gateway;
+
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.worker.WireFormat;
+import dev.codeexec.worker.v1.Accepted;
+import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.Output;
+import io.grpc.Status;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * One run sent to a worker: the Execute call's events turned into the engine's contract. The line that matters is
+ * {@code accepted}: before it nothing ran, so a failure is a refusal (an exception, after grpc's own retries on other
+ * workers); after it the run may have done anything, so a failure is a WORKER_LOST result and never a re-run.
+ */
+final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteRequest, ExecuteEvent> {
+
+    private static final Logger LOG = LoggerFactory.getLogger(RemoteRun.class);
+
+    private final String id;
+    private final ExecutionRequest request;
+    private final OutputListener listener;
+    private final RemoteExecutor owner;
+    private final CompletableFuture<ExecutionResult> result = new CompletableFuture<>();
+    private final BoundedText stdout;
+    private final BoundedText stderr;
+
+    private ClientCallStreamObserver<ExecuteRequest> call;
+    private volatile boolean accepted;
+    private volatile String worker = "";
+    private volatile String instanceId = "";
+    private volatile long acceptedNanos;
+    private volatile boolean cancelled;
+
+    RemoteRun(String id, ExecutionRequest request, OutputListener listener, RemoteExecutor owner) {
+        this.id = id;
+        this.request = request;
+        this.listener = listener;
+        this.owner = owner;
+        this.stdout = new BoundedText(request.limits().outputBytes());
+        this.stderr = new BoundedText(request.limits().outputBytes());
+    }
+
+    @Override
+    public String id() {
+        return id;
+    }
+
+    @Override
+    public CompletableFuture<ExecutionResult> result() {
+        return result;
+    }
+
+    boolean accepted() {
+        return accepted;
+    }
+
+    Optional<SessionRef> session() {
+        return request.session();
+    }
+
+    /** Cancelling the call reaches the worker, which kills the run's process tree (or drops it from its queue). */
+    @Override
+    public void cancel() {
+        if (result.isDone()) return;
+        cancelled = true;
+        ClientCallStreamObserver<ExecuteRequest> c = call;
+        if (c != null) c.cancel("cancelled by the client", null);
+    }
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<ExecuteRequest> requestStream) {
+        call = requestStream;
+    }
+
+    @Override
+    public void onNext(ExecuteEvent event) {
+        switch (event.getEventCase()) {
+            case ACCEPTED -> accept(event.getAccepted());
+            case OUTPUT -> output(event.getOutput());
+            case RESULT -> {
+                ExecutionResult r = WireFormat.fromProto(event.getResult());
+                if (r.worker().isEmpty() && !worker.isEmpty()) r = r.withWorker(worker);
+                owner.sessionAnswered(this, instanceId);
+                finish(r);
+            }
+            case EVENT_NOT_SET -> LOG.debug("run {}: empty event from worker {}", id, worker);
+        }
+    }
+
+    private void accept(Accepted a) {
+        worker = a.getWorker();
+        instanceId = a.getInstanceId();
+        acceptedNanos = System.nanoTime();
+        accepted = true;
+        owner.sessionAnswered(this, instanceId);
+        try {
+            listener.onStart();
+        } catch (RuntimeException e) {
+            LOG.warn("run {}: start listener failed: {}", id, e.toString());
+        }
+    }
+
+    private void output(Output o) {
+        OutputListener.Stream stream = o.getStream() == Output.Stream.STDERR ? OutputListener.Stream.STDERR
+                : OutputListener.Stream.STDOUT;
+        (stream == OutputListener.Stream.STDERR ? stderr : stdout).append(o.getText());
+        try {
+            listener.onOutput(stream, o.getText());
+        } catch (RuntimeException e) {
+            LOG.warn("run {}: output listener failed: {}", id, e.toString());
+        }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+        if (result.isDone()) return;
+        Status s = Status.fromThrowable(t);
+        if (cancelled && s.getCode() == Status.Code.CANCELLED) {
+            finish(cancelledResult());
+        } else if (accepted) {
+            finish(workerLost(reason(s)));
+        } else if (s.getCode() == Status.Code.FAILED_PRECONDITION && request.session().isPresent()) {
+            finish(owner.sessionLost(this, request));
+        } else {
+            fail(refusal(s));
+        }
+    }
+
+    @Override
+    public void onCompleted() {
+        if (result.isDone()) return;
+        if (accepted) finish(workerLost("ended the call without a result"));
+        else fail(new ExecutionException.Unavailable("no worker could take the run: a worker ended the call "
+                + "without accepting it"));
+    }
+
+    /** Before {@code accepted}: the run never started; grpc has already retried where that was safe. */
+    private static ExecutionException refusal(Status s) {
+        String detail = description(s).orElse(s.getCode().toString());
+        return switch (s.getCode()) {
+            case INVALID_ARGUMENT -> new ExecutionException.InvalidRequest(detail);
+            case RESOURCE_EXHAUSTED -> new ExecutionException.Busy("all workers are busy: " + detail);
+            case UNAUTHENTICATED, PERMISSION_DENIED -> new ExecutionException.Unavailable(
+                    "no worker could take the run: the workers refused this gateway's credentials "
+                            + "(WORKER_TOKEN or certificate)");
+            case DEADLINE_EXCEEDED -> new ExecutionException.Unavailable(
+                    "no worker could take the run: none accepted it before its deadline");
+            default -> new ExecutionException.Unavailable("no worker could take the run: " + detail);
+        };
+    }
+
+    private String reason(Status s) {
+        return switch (s.getCode()) {
+            case DEADLINE_EXCEEDED -> "did not finish the run within its deadline (timeout + queue wait + slack)";
+            case UNAVAILABLE -> "connection lost" + description(s).map(d -> " (" + d + ")").orElse("");
+            case CANCELLED -> "the call was cancelled" + description(s).map(d -> " (" + d + ")").orElse("");
+            default -> s.getCode() + description(s).map(d -> " " + d).orElse("");
+        };
+    }
+
+    /**
+     * A status description fit for a client: grpc appends connection diagnostics in brackets (timings, addresses)
+     * to some; those stay out, and a long text is cut.
+     */
+    static Optional<String> description(Status s) {
+        String d = s.getDescription();
+        if (d == null) return Optional.empty();
+        int bracket = d.indexOf(" [");
+        if (bracket >= 0) d = d.substring(0, bracket);
+        if (d.length() > 200) d = d.substring(0, 200) + "...";
+        return d.isBlank() ? Optional.empty() : Optional.of(d);
+    }
+
+    /**
+     * After {@code accepted}: what streamed so far, and a last line saying what is (not) known. A session call keeps
+     * its session's pin: if the worker process is really gone, the next call is refused by whichever worker the ring
+     * picks now and the client gets the explicit lost-session notice instead of a silently fresh interpreter; if
+     * the connection only broke, the session goes on where it was.
+     */
+    ExecutionResult workerLost(String why) {
+        String who = worker.isEmpty() ? "?" : worker;
+        String line = "[terminated] worker lost: " + who + (instanceId.isEmpty() ? "" : " (instance " + instanceId + ")")
+                + " " + why + "; the run's outcome is unknown and it was not re-run\n";
+        return partial(Outcome.WORKER_LOST, line);
+    }
+
+    private ExecutionResult cancelledResult() {
+        return partial(Outcome.CANCELLED, "[terminated] cancelled\n");
+    }
+
+    private ExecutionResult partial(Outcome outcome, String line) {
+        String err = stderr.text();
+        String sep = err.isEmpty() || err.endsWith("\n") ? "" : "\n";
+        long durationMs = accepted ? (System.nanoTime() - acceptedNanos) / 1_000_000 : 0;
+        ExecutionResult r = new ExecutionResult(request.language(), -1, stdout.text(), err + sep + line, durationMs,
+                outcome, stdout.truncated() || stderr.truncated(), OptionalLong.empty(), OptionalDouble.empty(),
+                owner.sandboxName());
+        if (request.session().isPresent()) {
+            r = r.withSession(new ExecutionResult.SessionOutput(request.session().get().name(), false,
+                    Optional.empty(), List.of()));
+        }
+        return worker.isEmpty() ? r : r.withWorker(worker);
+    }
+
+    private void finish(ExecutionResult r) {
+        owner.ended(this);
+        result.complete(r);
+    }
+
+    private void fail(ExecutionException e) {
+        owner.ended(this);
+        result.completeExceptionally(e);
+    }
+
+    /** Output kept for a lost run's result, capped like the engine caps it (bytes of UTF-8). */
+    static final class BoundedText {
+        private final long cap;
+        private final StringBuilder sb = new StringBuilder();
+        private long bytes;
+        private boolean truncated;
+
+        BoundedText(long cap) {
+            this.cap = cap;
+        }
+
+        synchronized void append(String s) {
+            if (truncated) return;
+            long n = s.getBytes(StandardCharsets.UTF_8).length;
+            if (bytes + n <= cap) {
+                sb.append(s);
+                bytes += n;
+                return;
+            }
+            truncated = true;
+            int i = 0;
+            while (i < s.length()) {
+                int cp = s.codePointAt(i);
+                int len = new String(Character.toChars(cp)).getBytes(StandardCharsets.UTF_8).length;
+                if (bytes + len > cap) break;
+                sb.appendCodePoint(cp);
+                bytes += len;
+                i += Character.charCount(cp);
+            }
+        }
+
+        synchronized String text() {
+            return sb.toString();
+        }
+
+        synchronized boolean truncated() {
+            return truncated;
+        }
+    }
+}

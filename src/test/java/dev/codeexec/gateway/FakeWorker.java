@@ -1,0 +1,241 @@
+package dev.codeexec.gateway;
+
+import dev.codeexec.worker.v1.Accepted;
+import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.ListSessionsRequest;
+import dev.codeexec.worker.v1.ListSessionsResponse;
+import dev.codeexec.worker.v1.Output;
+import dev.codeexec.worker.v1.Result;
+import dev.codeexec.worker.v1.SessionInfo;
+import dev.codeexec.worker.v1.SessionOutput;
+import dev.codeexec.worker.v1.SessionRequest;
+import dev.codeexec.worker.v1.SessionResponse;
+import dev.codeexec.worker.v1.StatusRequest;
+import dev.codeexec.worker.v1.StatusResponse;
+import dev.codeexec.worker.v1.WorkerGrpc;
+import io.grpc.Metadata;
+import io.grpc.Server;
+import io.grpc.ServerCall;
+import io.grpc.ServerCredentials;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.ServerInterceptors;
+import io.grpc.Status;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.protobuf.services.HealthStatusManager;
+import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A worker as worker.proto describes it, on a loopback Netty server, with the run's behaviour replaceable so tests
+ * can stage refusals, hangs and deaths. Counters tell what happened: {@code calls} (Execute reached it), {@code ran}
+ * (it sent {@code accepted}), {@code cancelled} (a call of it was cancelled by the gateway).
+ */
+final class FakeWorker implements AutoCloseable {
+
+    /** What Execute does; the default accepts, prints the worker's name and answers exit 0. */
+    interface Behaviour {
+        void execute(FakeWorker w, ExecuteRequest req, ServerCallStreamObserver<ExecuteEvent> out);
+    }
+
+    static final Behaviour NORMAL = (w, req, out) -> {
+        w.accept(out);
+        out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setText("hello from " + w.name + "\n"))
+                .build());
+        out.onNext(ExecuteEvent.newBuilder().setResult(w.result(req, "hello from " + w.name + "\n")).build());
+        out.onCompleted();
+    };
+
+    static final Metadata.Key<String> AUTH = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+
+    final String name;
+    volatile String instanceId = UUID.randomUUID().toString();
+    final int port;
+    volatile Behaviour behaviour = NORMAL;
+    volatile String requiredToken;
+    final AtomicInteger calls = new AtomicInteger();
+    final AtomicInteger ran = new AtomicInteger();
+    final AtomicInteger cancelled = new AtomicInteger();
+    final AtomicInteger statusCalls = new AtomicInteger();
+    final List<String> authHeaders = new CopyOnWriteArrayList<>();
+    final List<ExecuteRequest> requests = new CopyOnWriteArrayList<>();
+    /** Sessions living here: tenant + "/" + name. */
+    final Set<String> sessions = ConcurrentHashMap.newKeySet();
+    private final HealthStatusManager health = new HealthStatusManager();
+    private final ServerCredentials credentials;
+    private volatile Server server;
+
+    FakeWorker(String name) throws IOException {
+        this(name, 0);
+    }
+
+    FakeWorker(String name, int port) throws IOException {
+        this(name, port, null);
+    }
+
+    /** With server credentials (TLS, mTLS); null for plaintext. */
+    FakeWorker(String name, int port, ServerCredentials credentials) throws IOException {
+        this.name = name;
+        this.credentials = credentials;
+        this.server = start(port);
+        this.port = server.getPort();
+    }
+
+    private Server start(int p) throws IOException {
+        health.setStatus("", ServingStatus.SERVING);
+        health.setStatus(WorkerChannels.SERVICE, ServingStatus.SERVING);
+        ServerInterceptor auth = new ServerInterceptor() {
+            @Override
+            public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+                    ServerCallHandler<Q, R> next) {
+                String got = headers.get(AUTH);
+                authHeaders.add(got == null ? "" : got);
+                String want = requiredToken;
+                if (want != null && !("Bearer " + want).equals(got)) {
+                    call.close(Status.UNAUTHENTICATED.withDescription("missing or wrong worker token"), new Metadata());
+                    return new ServerCall.Listener<>() { };
+                }
+                return next.startCall(call, headers);
+            }
+        };
+        InetSocketAddress at = new InetSocketAddress("127.0.0.1", p);
+        NettyServerBuilder b = credentials == null ? NettyServerBuilder.forAddress(at)
+                : NettyServerBuilder.forAddress(at, credentials);
+        return b
+                .permitKeepAliveTime(1, TimeUnit.SECONDS)
+                .permitKeepAliveWithoutCalls(true)
+                .addService(ServerInterceptors.intercept(new Service(), auth))
+                .addService(health.getHealthService())
+                .build().start();
+    }
+
+    String address() {
+        return "127.0.0.1:" + port;
+    }
+
+    void serving(boolean yes) {
+        health.setStatus(WorkerChannels.SERVICE, yes ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+    }
+
+    void accept(ServerCallStreamObserver<ExecuteEvent> out) {
+        ran.incrementAndGet();
+        out.onNext(ExecuteEvent.newBuilder().setAccepted(Accepted.newBuilder().setWorker(name)
+                .setInstanceId(instanceId).setRunId(UUID.randomUUID().toString())).build());
+    }
+
+    Result result(ExecuteRequest req, String stdout) {
+        Result.Builder b = Result.newBuilder().setLanguage(req.getLanguage()).setExitCode(0).setStdout(stdout)
+                .setOutcome("exited").setSandbox("fake").setWorker(name).setDurationMs(1);
+        if (!req.getSession().isEmpty()) {
+            b.setSession(SessionOutput.newBuilder().setName(req.getSession()).setCreated(false));
+        }
+        return b.build();
+    }
+
+    /** The process dies: every connection and stream breaks at once. */
+    void kill() {
+        server.shutdownNow();
+    }
+
+    /** Starts again on the same port as a new process (new instance id, no sessions). */
+    void restart() throws IOException {
+        kill();
+        try {
+            server.awaitTermination(5, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        instanceId = UUID.randomUUID().toString();
+        sessions.clear();
+        server = start(port);
+    }
+
+    @Override
+    public void close() {
+        server.shutdownNow();
+        try {
+            server.awaitTermination(5, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private final class Service extends WorkerGrpc.WorkerImplBase {
+        @Override
+        public void execute(ExecuteRequest req, StreamObserver<ExecuteEvent> obs) {
+            calls.incrementAndGet();
+            requests.add(req);
+            ServerCallStreamObserver<ExecuteEvent> out = (ServerCallStreamObserver<ExecuteEvent>) obs;
+            out.setOnCancelHandler(cancelled::incrementAndGet);
+            if (!req.getSession().isEmpty()) {
+                String key = req.getTenant() + "/" + req.getSession();
+                if (!req.getSessionWorker().isEmpty() && !req.getSessionWorker().equals(instanceId)
+                        && !sessions.contains(key)) {
+                    out.onError(Status.FAILED_PRECONDITION.withDescription("session lives on another worker")
+                            .asRuntimeException());
+                    return;
+                }
+                sessions.add(key);
+            }
+            behaviour.execute(FakeWorker.this, req, out);
+        }
+
+        @Override
+        public void listSessions(ListSessionsRequest req, StreamObserver<ListSessionsResponse> obs) {
+            ListSessionsResponse.Builder b = ListSessionsResponse.newBuilder().setWorker(name).setInstanceId(instanceId);
+            for (String s : sessions) {
+                String[] parts = s.split("/", 2);
+                if (parts[0].equals(req.getTenant())) {
+                    b.addSessions(SessionInfo.newBuilder().setName(parts[1]).setLanguage("python")
+                            .setCreatedEpochMs(1000).setLastUsedEpochMs(2000).setCalls(1));
+                }
+            }
+            obs.onNext(b.build());
+            obs.onCompleted();
+        }
+
+        @Override
+        public void resetSession(SessionRequest req, StreamObserver<SessionResponse> obs) {
+            obs.onNext(SessionResponse.newBuilder().setWorker(name)
+                    .setFound(sessions.contains(req.getTenant() + "/" + req.getName())).build());
+            obs.onCompleted();
+        }
+
+        @Override
+        public void closeSession(SessionRequest req, StreamObserver<SessionResponse> obs) {
+            obs.onNext(SessionResponse.newBuilder().setWorker(name)
+                    .setFound(sessions.remove(req.getTenant() + "/" + req.getName())).build());
+            obs.onCompleted();
+        }
+
+        @Override
+        public void status(StatusRequest req, StreamObserver<StatusResponse> obs) {
+            statusCalls.incrementAndGet();
+            obs.onNext(StatusResponse.newBuilder().setWorker(name).setInstanceId(instanceId).setSlots(4)
+                    .setSessions(sessions.size()).setSandbox("fake")
+                    .putWarmPool("python", dev.codeexec.worker.v1.WarmLevel.newBuilder().setReady(1).setTarget(2).build())
+                    .build());
+            obs.onCompleted();
+        }
+
+        @Override
+        public void runtimeInfo(dev.codeexec.worker.v1.RuntimeInfoRequest req,
+                StreamObserver<dev.codeexec.worker.v1.RuntimeInfoResponse> obs) {
+            obs.onNext(dev.codeexec.worker.v1.RuntimeInfoResponse.newBuilder()
+                    .setJson("{\"languages\":{\"python\":{\"available\":true}},\"sandbox\":{\"name\":\"fake\"}}").build());
+            obs.onCompleted();
+        }
+    }
+}

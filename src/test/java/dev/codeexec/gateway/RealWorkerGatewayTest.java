@@ -1,0 +1,126 @@
+package dev.codeexec.gateway;
+
+import dev.codeexec.Main;
+import dev.codeexec.config.Config;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Languages;
+import dev.codeexec.engine.Limits;
+import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.worker.WorkerServer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/** The gateway in front of real WorkerServers, each over a real local engine in bubblewrap. */
+class RealWorkerGatewayTest {
+
+    @TempDir
+    Path workspaces;
+
+    private final List<AutoCloseable> toClose = new ArrayList<>();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        for (int i = toClose.size() - 1; i >= 0; i--) toClose.get(i).close();
+    }
+
+    private Config workerConfig(String name) {
+        return Config.of("DATA_DIR", "/tmp/code-exec-engine-test", "WARM_POOL", "off", "WORKER_PORT", "0",
+                "WORKSPACE_ROOT", workspaces.toString(), "SHUTDOWN_GRACE_SECONDS", "2", "WORKER_NAME", name,
+                "MAX_CONCURRENT", "2");
+    }
+
+    private WorkerServer worker(String name) throws Exception {
+        Config c = workerConfig(name);
+        Main.LocalEngine engine = Main.localEngine(c);
+        toClose.add(engine.executor());
+        assumeTrue(engine.sandbox().unavailableReason().isEmpty(), "the sandbox cannot run code here");
+        WorkerServer w = WorkerServer.start(c, engine.executor(), engine.workspaces(), "test", engine.sandboxStatus());
+        toClose.add(w);
+        return w;
+    }
+
+    private RemoteExecutor gateway(WorkerServer... ws) {
+        StringBuilder target = new StringBuilder("static:///");
+        for (int i = 0; i < ws.length; i++) target.append(i == 0 ? "" : ",").append("127.0.0.1:").append(ws[i].port());
+        RemoteExecutor e = RemoteExecutor.create(Config.of("WORKERS", target.toString(), "SHUTDOWN_GRACE_SECONDS", "1",
+                "WORKSPACE_ROOT", workspaces.toString()), Languages.load(), Duration.ofSeconds(5));
+        toClose.add(e);
+        return e;
+    }
+
+    private static ExecutionRequest python(String code, Duration timeout) {
+        return new ExecutionRequest("python", code, "", List.of(), Map.of(),
+                new Limits(timeout, 30, 512L << 20, 64, 256 << 10, 64L << 20), ExecutionRequest.AuditInfo.NONE);
+    }
+
+    @Test
+    void runsSessionsAndCancelGoThroughRealWorkers() throws Exception {
+        WorkerServer a = worker("real-a"), b = worker("real-b");
+        RemoteExecutor gw = gateway(a, b);
+        assertThat(gw.workers()).hasSize(2).allMatch(WorkerStatus::healthy);
+        assertThat(gw.maxConcurrent()).isEqualTo(4);
+        assertThat(gw.runtimeInfo()).containsEntry("mode", "gateway").containsKey("sandbox");
+
+        ExecutionResult r = gw.submit(python("print(6*7)", Duration.ofSeconds(20)), OutputListener.NONE).result()
+                .get(60, TimeUnit.SECONDS);
+        assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(r.stdout()).isEqualTo("42\n");
+        assertThat(r.worker().orElseThrow()).isIn("real-a", "real-b");
+
+        SessionRef ref = new SessionRef("alice", "nb");
+        ExecutionResult first = gw.submit(python("x = 41", Duration.ofSeconds(20)).inSession(ref), OutputListener.NONE)
+                .result().get(60, TimeUnit.SECONDS);
+        assertThat(first.outcome()).as(first.stderr()).isEqualTo(Outcome.EXITED);
+        ExecutionResult second = gw.submit(python("x + 1", Duration.ofSeconds(20)).inSession(ref), OutputListener.NONE)
+                .result().get(60, TimeUnit.SECONDS);
+        assertThat(second.worker()).isEqualTo(first.worker());
+        assertThat(second.session()).hasValueSatisfying(s -> assertThat(s.result()).contains("42"));
+        assertThat(gw.sessions().list("alice")).extracting(i -> i.name()).containsExactly("nb");
+
+        CountDownLatch out = new CountDownLatch(1);
+        RunHandle h = gw.submit(python("import time\nprint('go', flush=True)\ntime.sleep(60)", Duration.ofSeconds(90)),
+                (stream, text) -> out.countDown());
+        assertThat(out.await(30, TimeUnit.SECONDS)).isTrue();
+        h.cancel();
+        ExecutionResult c = h.result().get(30, TimeUnit.SECONDS);
+        assertThat(c.outcome()).isEqualTo(Outcome.CANCELLED);
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (System.nanoTime() < until) {
+            gw.pollNow();
+            if (gw.workers().stream().mapToInt(WorkerStatus::running).sum() == 0) break;
+            Thread.sleep(100);
+        }
+        assertThat(gw.workers().stream().mapToInt(WorkerStatus::running).sum()).as("the run was killed on the worker").isZero();
+    }
+
+    @Test
+    void aWorkerClosedMidRunGivesWorkerLost() throws Exception {
+        WorkerServer a = worker("doomed");
+        RemoteExecutor gw = gateway(a);
+        CountDownLatch out = new CountDownLatch(1);
+        RunHandle h = gw.submit(python("import time\nprint('started', flush=True)\ntime.sleep(60)", Duration.ofSeconds(90)),
+                (stream, text) -> out.countDown());
+        assertThat(out.await(30, TimeUnit.SECONDS)).isTrue();
+        a.close();
+        ExecutionResult r = h.result().get(30, TimeUnit.SECONDS);
+        assertThat(r.outcome()).as(r.stderr()).isIn(Outcome.WORKER_LOST, Outcome.CANCELLED);
+        assertThat(r.stdout()).startsWith("started");
+    }
+}

@@ -1,0 +1,478 @@
+package dev.codeexec.gateway;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Languages;
+import dev.codeexec.engine.Limits;
+import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionControl;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.Output;
+import io.grpc.Status;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.stream.Collectors;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.fail;
+
+/** The gateway's executor against fake workers on loopback: balancing, retries, losses, cancel, sessions. */
+class RemoteExecutorTest {
+
+    private final List<AutoCloseable> toClose = new ArrayList<>();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        for (int i = toClose.size() - 1; i >= 0; i--) toClose.get(i).close();
+    }
+
+    private FakeWorker worker(String name) throws Exception {
+        FakeWorker w = new FakeWorker(name);
+        toClose.add(w);
+        return w;
+    }
+
+    private RemoteExecutor gateway(List<FakeWorker> workers, String... extra) {
+        List<String> pairs = new ArrayList<>(List.of("WORKERS",
+                "static:///" + workers.stream().map(FakeWorker::address).collect(Collectors.joining(",")),
+                "QUEUE_TIMEOUT_MS", "100", "SHUTDOWN_GRACE_SECONDS", "1"));
+        pairs.addAll(Arrays.asList(extra));
+        RemoteExecutor e = RemoteExecutor.create(Config.of(pairs.toArray(String[]::new)), Languages.load(),
+                Duration.ofSeconds(1));
+        toClose.add(e);
+        return e;
+    }
+
+    static ExecutionRequest request(Duration timeout) {
+        return new ExecutionRequest("python", "print(1)", "", List.of(), Map.of(),
+                new Limits(timeout, 10, 256L << 20, 64, 64 * 1024, 64L << 20), AuditInfo.NONE);
+    }
+
+    static ExecutionResult run(RemoteExecutor e, ExecutionRequest r) throws Exception {
+        return e.submit(r, OutputListener.NONE).result().get(20, TimeUnit.SECONDS);
+    }
+
+    static void await(BooleanSupplier condition, Duration within, String what) throws InterruptedException {
+        long until = System.nanoTime() + within.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > until) fail("not within " + within + ": " + what);
+            Thread.sleep(20);
+        }
+    }
+
+    private static Throwable failureOf(RunHandle h) throws Exception {
+        try {
+            h.result().get(20, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            return e.getCause();
+        }
+        throw new AssertionError("the run did not fail");
+    }
+
+    @Test
+    void statelessRunsSpreadOverThreeHealthyWorkers() throws Exception {
+        List<FakeWorker> ws = List.of(worker("w1"), worker("w2"), worker("w3"));
+        RemoteExecutor gw = gateway(ws);
+        for (int i = 0; i < 6; i++) run(gw, request(Duration.ofSeconds(5)));
+        Map<String, Integer> before = new HashMap<>();
+        ws.forEach(w -> before.put(w.name, w.ran.get()));
+        Set<String> names = new HashSet<>();
+        for (int i = 0; i < 30; i++) {
+            ExecutionResult r = run(gw, request(Duration.ofSeconds(5)));
+            assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+            names.add(r.worker().orElseThrow());
+        }
+        assertThat(names).containsExactlyInAnyOrder("w1", "w2", "w3");
+        for (FakeWorker w : ws) assertThat(w.ran.get() - before.get(w.name)).as(w.name).isGreaterThanOrEqualTo(5);
+    }
+
+    @Test
+    void aNotServingWorkerGetsNoRuns() throws Exception {
+        FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
+        w2.serving(false);
+        RemoteExecutor gw = gateway(List.of(w1, w2, w3));
+        for (int i = 0; i < 20; i++) assertThat(run(gw, request(Duration.ofSeconds(5))).worker()).isNotEqualTo(Optional.of("w2"));
+        assertThat(w2.calls.get()).isZero();
+        assertThat(w1.ran.get() + w3.ran.get()).isEqualTo(20);
+    }
+
+    @Test
+    void aRefusalBeforeAcceptedIsRetriedElsewhereAndNeverRanOnTheRefusingWorker() throws Exception {
+        FakeWorker refusing = worker("refusing"), good = worker("good");
+        refusing.behaviour = (w, req, out) -> out.onError(Status.UNAVAILABLE.withDescription("draining").asRuntimeException());
+        RemoteExecutor gw = gateway(List.of(refusing, good));
+        for (int i = 0; i < 12; i++) {
+            ExecutionResult r = run(gw, request(Duration.ofSeconds(5)));
+            assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+            assertThat(r.worker()).contains("good");
+        }
+        assertThat(refusing.calls.get()).as("calls that reached the refusing worker").isPositive();
+        assertThat(refusing.ran.get()).isZero();
+        assertThat(good.ran.get()).isEqualTo(12);
+    }
+
+    @Test
+    void aWorkerThatDiesAfterAcceptingGivesWorkerLostWithPartialOutputAndIsNotRetried() throws Exception {
+        FakeWorker.Behaviour dies = (w, req, out) -> {
+            w.accept(out);
+            out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setText("partial\n")).build());
+            out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setStream(Output.Stream.STDERR)
+                    .setText("warn")).build());
+            Thread.ofVirtual().start(() -> {
+                try {
+                    Thread.sleep(200);
+                } catch (InterruptedException ignored) {
+                    return;
+                }
+                w.kill();
+            });
+        };
+        FakeWorker a = worker("a"), b = worker("b");
+        a.behaviour = dies;
+        b.behaviour = dies;
+        RemoteExecutor gw = gateway(List.of(a, b));
+        List<String> seen = new java.util.concurrent.CopyOnWriteArrayList<>();
+        CountDownLatch started = new CountDownLatch(1);
+        RunHandle h = gw.submit(request(Duration.ofSeconds(5)), new OutputListener() {
+            @Override
+            public void onOutput(Stream stream, String text) {
+                seen.add(text);
+            }
+
+            @Override
+            public void onStart() {
+                started.countDown();
+            }
+        });
+        ExecutionResult r = h.result().get(20, TimeUnit.SECONDS);
+        assertThat(started.getCount()).isZero();
+        assertThat(r.outcome()).isEqualTo(Outcome.WORKER_LOST);
+        assertThat(r.exitCode()).isEqualTo(-1);
+        assertThat(r.stdout()).isEqualTo("partial\n");
+        assertThat(r.stderr()).startsWith("warn\n[terminated] worker lost: ")
+                .endsWith("; the run's outcome is unknown and it was not re-run\n");
+        assertThat(r.worker()).isPresent();
+        assertThat(r.stderr()).contains(r.worker().get());
+        assertThat(seen).containsExactly("partial\n", "warn");
+        Thread.sleep(500);
+        assertThat(a.ran.get() + b.ran.get()).as("runs started in total").isEqualTo(1);
+        assertThat(gw.running() + gw.queued()).isZero();
+    }
+
+    @Test
+    void cancelReachesTheWorkerAndTheResultSaysCancelled() throws Exception {
+        FakeWorker w = worker("w");
+        w.behaviour = (fw, req, out) -> {
+            fw.accept(out);
+            out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setText("working\n")).build());
+        };
+        RemoteExecutor gw = gateway(List.of(w));
+        CountDownLatch output = new CountDownLatch(1);
+        RunHandle h = gw.submit(request(Duration.ofSeconds(30)), (stream, text) -> output.countDown());
+        assertThat(output.await(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(gw.running()).isEqualTo(1);
+        h.cancel();
+        ExecutionResult r = h.result().get(10, TimeUnit.SECONDS);
+        assertThat(r.outcome()).isEqualTo(Outcome.CANCELLED);
+        assertThat(r.exitCode()).isEqualTo(-1);
+        assertThat(r.stdout()).isEqualTo("working\n");
+        assertThat(r.stderr()).endsWith("[terminated] cancelled\n");
+        assertThat(r.worker()).contains("w");
+        await(() -> w.cancelled.get() == 1, Duration.ofSeconds(5), "the worker sees its call cancelled");
+    }
+
+    @Test
+    void aWorkerThatNeverAcceptsEndsUnavailableAtTheDeadline() throws Exception {
+        FakeWorker silent = worker("silent");
+        silent.behaviour = (w, req, out) -> { };
+        RemoteExecutor gw = gateway(List.of(silent));
+        long t0 = System.nanoTime();
+        // deadline = 300 ms timeout + 100 ms QUEUE_TIMEOUT_MS + 1 s slack (this test's)
+        Throwable t = failureOf(gw.submit(request(Duration.ofMillis(300)), OutputListener.NONE));
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        assertThat(t).isInstanceOf(ExecutionException.Unavailable.class)
+                .hasMessageContaining("no worker could take the run");
+        assertThat(ms).as("ended by the deadline, not hung").isBetween(1_300L, 10_000L);
+        assertThat(silent.ran.get()).isZero();
+        await(() -> silent.cancelled.get() == 1, Duration.ofSeconds(5), "the expired call reaches the worker");
+    }
+
+    @Test
+    void aWorkerThatAcceptsAndHangsEndsWorkerLostAtTheDeadline() throws Exception {
+        FakeWorker hung = worker("hung");
+        hung.behaviour = (w, req, out) -> w.accept(out);
+        RemoteExecutor gw = gateway(List.of(hung));
+        long t0 = System.nanoTime();
+        ExecutionResult r = run(gw, request(Duration.ofMillis(300)));
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        assertThat(r.outcome()).isEqualTo(Outcome.WORKER_LOST);
+        assertThat(r.stderr()).contains("worker lost: hung").contains("deadline");
+        assertThat(ms).isBetween(1_300L, 10_000L);
+        await(() -> hung.cancelled.get() == 1, Duration.ofSeconds(5), "the worker sees the deadline");
+    }
+
+    @Test
+    void invalidArgumentAndResourceExhaustedBecomeTheEngineExceptions() throws Exception {
+        FakeWorker w = worker("w");
+        RemoteExecutor gw = gateway(List.of(w));
+        w.behaviour = (fw, req, out) -> out.onError(Status.INVALID_ARGUMENT.withDescription("unknown language 'cobol'")
+                .asRuntimeException());
+        assertThat(failureOf(gw.submit(request(Duration.ofSeconds(5)), OutputListener.NONE)))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessage("unknown language 'cobol'");
+        w.behaviour = (fw, req, out) -> out.onError(Status.RESOURCE_EXHAUSTED.withDescription("queue full")
+                .asRuntimeException());
+        int before = w.calls.get();
+        assertThat(failureOf(gw.submit(request(Duration.ofSeconds(5)), OutputListener.NONE)))
+                .isInstanceOf(ExecutionException.Busy.class).hasMessageContaining("queue full");
+        assertThat(w.calls.get() - before).as("RESOURCE_EXHAUSTED is retried (5 attempts)").isEqualTo(5);
+    }
+
+    @Test
+    void sessionsArePinnedAndTwoGatewaysAgree() throws Exception {
+        List<FakeWorker> ws = List.of(worker("w1"), worker("w2"), worker("w3"));
+        RemoteExecutor a = gateway(ws);
+        RemoteExecutor b = gateway(ws);
+        Map<String, Integer> perWorker = new HashMap<>();
+        for (int i = 0; i < 50; i++) {
+            ExecutionRequest r = request(Duration.ofSeconds(5)).inSession(new SessionRef("tenant-a", "s" + i));
+            String first = run(a, r).worker().orElseThrow();
+            assertThat(run(a, r).worker()).as("s" + i + " again").contains(first);
+            assertThat(run(b, r).worker()).as("s" + i + " at the other gateway").contains(first);
+            perWorker.merge(first, 1, Integer::sum);
+        }
+        assertThat(perWorker.keySet()).as("sessions spread").hasSizeGreaterThan(1);
+        // The second call at gateway a named the worker process it expects; b (no pin yet) did not.
+        assertThat(ws.stream().flatMap(w -> w.requests.stream()).filter(q -> !q.getSessionWorker().isEmpty())
+                .count()).isEqualTo(50);
+    }
+
+    @Test
+    void aSessionWhoseWorkerRestartedIsReportedLostOnceThenStartsAfresh() throws Exception {
+        FakeWorker w = worker("w1");
+        RemoteExecutor gw = gateway(List.of(w));
+        ExecutionRequest r = request(Duration.ofSeconds(5)).inSession(new SessionRef("t", "notebook"));
+        assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+        String oldInstance = w.instanceId;
+        w.restart();
+        ExecutionResult lost = run(gw, r);
+        assertThat(lost.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+        assertThat(lost.exitCode()).isEqualTo(-1);
+        assertThat(lost.stderr()).contains("the session 'notebook' was lost with its worker")
+                .contains(oldInstance).contains("its state is gone; the next call starts a new session");
+        assertThat(lost.session()).hasValueSatisfying(s -> {
+            assertThat(s.name()).isEqualTo("notebook");
+            assertThat(s.created()).isFalse();
+        });
+        int before = w.requests.size();
+        assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(w.requests.get(before).getSessionWorker()).as("no stale session_worker after the notice").isEmpty();
+        assertThat(w.requests.get(before - 1).getSessionWorker()).isEqualTo(oldInstance);
+    }
+
+    @Test
+    void sessionListFansOutAndCloseGoesToTheSessionsWorker() throws Exception {
+        List<FakeWorker> ws = List.of(worker("w1"), worker("w2"), worker("w3"));
+        RemoteExecutor gw = gateway(ws);
+        for (int i = 0; i < 8; i++) run(gw, request(Duration.ofSeconds(5)).inSession(new SessionRef("t", "s" + i)));
+        run(gw, request(Duration.ofSeconds(5)).inSession(new SessionRef("other", "x")));
+        assertThat(ws.stream().filter(w -> !w.sessions.isEmpty()).count()).isGreaterThan(1);
+        List<SessionControl.SessionInfo> list = gw.sessions().list("t");
+        assertThat(list).extracting(SessionControl.SessionInfo::name)
+                .containsExactly("s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
+        assertThat(gw.sessions().close("t", "s3")).isTrue();
+        assertThat(gw.sessions().close("t", "s3")).isFalse();
+        assertThat(gw.sessions().reset("t", "s4")).isTrue();
+        assertThat(gw.sessions().list("t")).extracting(SessionControl.SessionInfo::name).doesNotContain("s3");
+        gw.pollNow();
+        assertThat(gw.sessions().count()).isEqualTo(8);
+    }
+
+    @Test
+    void theTokenTravelsInEveryCallAndAWrongOneIsRefusedWithoutRunning() throws Exception {
+        FakeWorker w = worker("w");
+        w.requiredToken = "s3cret";
+        RemoteExecutor good = gateway(List.of(w), "WORKER_TOKEN", "s3cret");
+        assertThat(run(good, request(Duration.ofSeconds(5))).outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(w.authHeaders).contains("Bearer s3cret");
+        assertThat(good.workers()).allMatch(WorkerStatus::healthy);
+
+        RemoteExecutor wrong = gateway(List.of(w), "WORKER_TOKEN", "guess");
+        int ranBefore = w.ran.get();
+        assertThat(failureOf(wrong.submit(request(Duration.ofSeconds(5)), OutputListener.NONE)))
+                .isInstanceOf(ExecutionException.Unavailable.class).hasMessageContaining("credentials")
+                .hasMessageNotContaining("guess");
+        RemoteExecutor none = gateway(List.of(w));
+        assertThat(failureOf(none.submit(request(Duration.ofSeconds(5)), OutputListener.NONE)))
+                .isInstanceOf(ExecutionException.Unavailable.class);
+        assertThat(w.ran.get()).isEqualTo(ranBefore);
+        assertThat(none.workers()).as("status is refused without the token").noneMatch(WorkerStatus::healthy);
+    }
+
+    @Test
+    void workersShowHealthLoadAndWarmPoolAndFollowAWorkerGoingUnhealthy() throws Exception {
+        FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
+        RemoteExecutor gw = gateway(List.of(w1, w2, w3));
+        List<WorkerStatus> all = gw.workers();
+        assertThat(all).extracting(WorkerStatus::address)
+                .containsExactlyElementsOf(List.of(w1, w2, w3).stream().map(FakeWorker::address).sorted().toList());
+        assertThat(all).allMatch(WorkerStatus::healthy);
+        assertThat(all).extracting(s -> s.name().orElseThrow()).containsExactlyInAnyOrder("w1", "w2", "w3");
+        assertThat(gw.maxConcurrent()).isEqualTo(12);
+        assertThat(gw.warmPoolLevels()).isEqualTo(Map.of("python", Map.of("ready", 3, "target", 6)));
+        assertThat(gw.runtimeInfo()).containsEntry("mode", "gateway").containsKey("languages");
+
+        w2.serving(false);
+        await(() -> gw.workers().stream().anyMatch(s -> s.name().equals(Optional.of("w2")) && !s.healthy()),
+                Duration.ofSeconds(6), "w2 shown unhealthy");
+        assertThat(gw.maxConcurrent()).isEqualTo(8);
+        w3.kill();
+        await(() -> gw.workers().stream().filter(WorkerStatus::healthy).count() == 1, Duration.ofSeconds(6),
+                "w3 shown unhealthy after it died");
+        assertThat(gw.workers().stream().filter(s -> s.address().equals(w3.address())).findFirst().orElseThrow().error())
+                .isPresent();
+    }
+
+    @Test
+    void withNoWorkerReachableRuntimeInfoStillAnswersAndRunsAreUnavailable() throws Exception {
+        FakeWorker w = worker("w");
+        w.kill();
+        RemoteExecutor gw = gateway(List.of(w));
+        Map<String, Object> info = gw.runtimeInfo();
+        assertThat(info).containsEntry("mode", "gateway").containsKey("note");
+        assertThat(((Map<?, ?>) info.get("languages")).containsKey("python")).isTrue();
+        assertThat(gw.maxConcurrent()).isZero();
+        assertThatThrownBy(() -> gw.submit(request(Duration.ofSeconds(1)), OutputListener.NONE).result().get(20, TimeUnit.SECONDS))
+                .hasCauseInstanceOf(ExecutionException.Unavailable.class);
+    }
+
+    @Test
+    void closeCancelsRunsThatOutliveTheGrace() throws Exception {
+        FakeWorker w = worker("w");
+        w.behaviour = (fw, req, out) -> fw.accept(out);
+        RemoteExecutor gw = gateway(List.of(w));
+        CountDownLatch started = new CountDownLatch(1);
+        RunHandle h = gw.submit(request(Duration.ofSeconds(60)), new OutputListener() {
+            @Override
+            public void onOutput(Stream stream, String text) {
+            }
+
+            @Override
+            public void onStart() {
+                started.countDown();
+            }
+        });
+        assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
+        gw.close();
+        assertThat(h.result().get(5, TimeUnit.SECONDS).outcome()).isEqualTo(Outcome.CANCELLED);
+        await(() -> w.cancelled.get() == 1, Duration.ofSeconds(5), "the worker sees the cancel");
+        assertThatThrownBy(() -> gw.submit(request(Duration.ofSeconds(1)), OutputListener.NONE))
+                .isInstanceOf(ExecutionException.Unavailable.class);
+    }
+
+    @Test
+    void leastRequestBalancingAlsoSpreadsAndSkipsANotServingWorker() throws Exception {
+        FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
+        w3.serving(false);
+        RemoteExecutor gw = gateway(List.of(w1, w2, w3), "WORKER_BALANCING", "least_request");
+        Set<String> names = new HashSet<>();
+        for (int i = 0; i < 30; i++) names.add(run(gw, request(Duration.ofSeconds(5))).worker().orElseThrow());
+        assertThat(names).containsExactlyInAnyOrder("w1", "w2");
+        assertThat(w3.calls.get()).isZero();
+    }
+
+    @Test
+    void productionWiringUsesTheWorkersWhenWorkersIsSet(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        FakeWorker w = worker("w");
+        dev.codeexec.mcp.ServerSetup setup = dev.codeexec.Main.wire(Config.of("WORKERS", "static:///" + w.address(),
+                "WORKSPACE_ROOT", dir.toString(), "SHUTDOWN_GRACE_SECONDS", "1"), List.of());
+        toClose.add(setup.executor());
+        assertThat(setup.executor()).isInstanceOf(RemoteExecutor.class);
+        assertThat(setup.sandbox().name()).isEqualTo("workers");
+        assertThat(setup.sandbox().available()).isTrue();
+        assertThat(setup.languages()).contains("python");
+        assertThatThrownBy(() -> setup.converter().convert(Map.of("language", "cobol", "code", "x")))
+                .as("requests are validated at the gateway").isInstanceOf(ExecutionException.InvalidRequest.class);
+        assertThat(run((RemoteExecutor) setup.executor(), request(Duration.ofSeconds(5))).worker()).contains("w");
+    }
+
+    @Test
+    void aDnsTargetFindsItsWorkersByLookingTheNameUp() throws Exception {
+        FakeWorker w = worker("w");
+        RemoteExecutor gw = RemoteExecutor.create(Config.of("WORKERS", "dns:///localhost:" + w.port,
+                "SHUTDOWN_GRACE_SECONDS", "1"), Languages.load(), Duration.ofSeconds(1));
+        toClose.add(gw);
+        assertThat(run(gw, request(Duration.ofSeconds(5))).worker()).contains("w");
+        // localhost may also resolve to ::1, where nothing listens: that address is listed, not healthy
+        assertThat(gw.workers()).filteredOn(WorkerStatus::healthy).extracting(WorkerStatus::address)
+                .containsExactly(w.address());
+    }
+
+    @Test
+    void aKilledWorkerIsAvoidedAndRejoinsAfterItsRestart() throws Exception {
+        FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
+        RemoteExecutor gw = gateway(List.of(w1, w2, w3));
+        for (int i = 0; i < 6; i++) run(gw, request(Duration.ofSeconds(5)));
+        w1.kill();
+        for (int i = 0; i < 20; i++) {
+            ExecutionResult r = run(gw, request(Duration.ofSeconds(5)));
+            assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+            assertThat(r.worker()).isNotEqualTo(Optional.of("w1"));
+        }
+        await(() -> gw.workers().stream().anyMatch(s -> s.address().equals(w1.address()) && !s.healthy()),
+                Duration.ofSeconds(6), "w1 shown unhealthy");
+        Thread.sleep(4000); // several failed connects: grpc's backoff has grown
+        int before = w1.ran.get();
+        w1.restart();
+        await(() -> {
+            try {
+                run(gw, request(Duration.ofSeconds(5)));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+            return w1.ran.get() > before;
+        }, Duration.ofSeconds(8), "runs reach the restarted w1");
+    }
+
+    @Test
+    void aSessionCallWhoseWorkerDiesIsLostAndTheNextCallSaysTheSessionIsGone() throws Exception {
+        FakeWorker w = worker("w1");
+        RemoteExecutor gw = gateway(List.of(w));
+        ExecutionRequest r = request(Duration.ofSeconds(5)).inSession(new SessionRef("t", "nb"));
+        assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+        w.behaviour = (fw, req, out) -> {
+            fw.accept(out);
+            Thread.ofVirtual().start(fw::kill);
+        };
+        ExecutionResult lost = run(gw, r);
+        assertThat(lost.outcome()).isEqualTo(Outcome.WORKER_LOST);
+        assertThat(lost.session()).hasValueSatisfying(s -> assertThat(s.name()).isEqualTo("nb"));
+        w.behaviour = FakeWorker.NORMAL;
+        w.restart();
+        ExecutionResult notice = run(gw, r);
+        assertThat(notice.outcome()).as(notice.stderr()).isEqualTo(Outcome.FAILED_TO_START);
+        assertThat(notice.stderr()).contains("the session 'nb' was lost with its worker");
+        assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+    }
+}
