@@ -9,8 +9,8 @@
 #     the console, limits; the HEALTHCHECK; refusal to start without a key; SANDBOX=gvisor (gvisor.test.js);
 #  4. compose.yaml through docker-compose against `podman system service` on a unix socket: up, a check, down -v;
 #  5. compose.cluster.yaml the same way: a gateway and two workers (e2e/container/cluster.test.js: runs on both
-#     workers, a shared workspace, a session pinned to one worker), workers unpublished; a worker refuses to listen
-#     beyond loopback without WORKER_TOKEN.
+#     workers, a shared workspace, a session pinned to one worker, a worker's SIGTERM drain and its rejoining),
+#     workers unpublished; a worker refuses to listen beyond loopback without WORKER_TOKEN.
 # Everything it starts (containers, the podman service, temporary files) is removed on exit. A second run reuses
 # the cached base, the JDK image and podman's layer cache.
 # Usage: scripts/container-test.sh        Env: KEEP_IMAGE=false removes the built image at the end;
@@ -261,7 +261,8 @@ for w in worker1 worker2; do
   published=$(podman port "$id" 2>/dev/null || true)
   [ -z "$published" ] || { log "$w publishes $published"; exit 1; }
 done
-CTEST_URL=http://127.0.0.1:$KPORT CTEST_API_KEY=$API_KEY "$NODE" --test --test-reporter=spec e2e/container/cluster.test.js \
+CTEST_URL=http://127.0.0.1:$KPORT CTEST_API_KEY=$API_KEY CTEST_COMPOSE_DIR=$TMP/cluster CTEST_COMPOSE_PROJECT=$CLUSTER_PROJECT \
+  "$NODE" --test --test-reporter=spec e2e/container/cluster.test.js \
   || { cluster logs --tail 60 >&2 || true; exit 1; }
 log "cluster up to tests passed: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 cluster down -v -t 15 >>"$TMP/cluster.log" 2>&1 || { cat "$TMP/cluster.log" >&2; exit 1; }

@@ -1,12 +1,22 @@
 // compose.cluster.yaml brought up by docker-compose against podman (scripts/container-test.sh): one gateway and
 // two workers of the same image. Driven through the gateway only (the workers are not published): stateless runs
 // reach both workers, the shared workspaces volume makes a file uploaded to the gateway readable by runs on
-// either worker (and a run's file downloadable), and a session's calls stay on one worker.
+// either worker (and a run's file downloadable), a session's calls stay on one worker, and a worker stopped with
+// SIGTERM drains (its running call finishes, new work goes to the other) and gets work again once restarted.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { URL_BASE, auth, waitHealthy, connect, exec, tool } from './client.js';
 
 const WORKERS = ['worker1', 'worker2'];
+// Where the script put compose.cluster.yaml and .env, and the project name: the drain test stops a worker.
+const COMPOSE_DIR = process.env.CTEST_COMPOSE_DIR;
+const COMPOSE_PROJECT = process.env.CTEST_COMPOSE_PROJECT;
+if (!COMPOSE_DIR || !COMPOSE_PROJECT) throw new Error('CTEST_COMPOSE_DIR and CTEST_COMPOSE_PROJECT must be set');
+const execFileP = promisify(execFile);
+const compose = (...args) => execFileP('docker-compose', ['-p', COMPOSE_PROJECT, '-f', 'compose.cluster.yaml', ...args],
+    { cwd: COMPOSE_DIR });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let client;
 
@@ -105,4 +115,59 @@ test('a session\'s calls stay on one worker and keep its state', async () => {
     }
     const closed = await tool(client, 'session_close', { session });
     assert.equal(closed.isError, false, closed.text);
+});
+
+/** The gateway's /healthz entry for one worker (the list needs no key). */
+async function workerHealth(name) {
+    const h = await (await fetch(`${URL_BASE}/healthz`)).json();
+    return { status: h.status, entry: (h.workers?.list || []).find((w) => w.name === name) };
+}
+
+test('a worker stopped with SIGTERM finishes its running call, the other takes new work, and it rejoins', async () => {
+    const session = `cluster-drain-${Date.now()}`;
+    const first = await exec(client, { language: 'python', session, code: 'import time' });
+    assert.equal(first.sc.exitCode, 0, first.sc.stderr);
+    const victim = first.sc.worker;
+    const other = WORKERS.find((w) => w !== victim);
+    // 6 s: running when SIGTERM arrives, and within the worker's SHUTDOWN_GRACE_SECONDS (10 s by default).
+    const long = exec(client, { language: 'python', session, code: 'time.sleep(6)\nprint("finished")' });
+    await sleep(1500);
+    const { stdout: id } = await compose('ps', '-q', victim);
+    const stopping = compose('stop', '-t', '30', victim); // SIGTERM through tini; returns once the container exited
+
+    // The gateway sees the worker leave (draining, then gone): /healthz turns degraded, still 200.
+    const end = Date.now() + 15_000;
+    let seen;
+    do {
+        seen = await workerHealth(victim);
+        if (seen.entry && (!seen.entry.healthy || seen.entry.draining)) break;
+        await sleep(200);
+    } while (Date.now() < end);
+    assert.ok(seen.entry && (!seen.entry.healthy || seen.entry.draining), `${victim} still healthy: ${JSON.stringify(seen)}`);
+    assert.equal(seen.status, 'degraded');
+
+    const during = await pool(4, 2, () => exec(client, { language: 'python', code: 'print("elsewhere")' }));
+    for (const r of during) {
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        assert.equal(r.sc.worker, other, 'new work avoids the draining worker');
+    }
+    const finished = await long;
+    assert.equal(finished.isError, false, finished.text);
+    assert.equal(finished.sc.exitCode, 0, finished.sc.stderr);
+    assert.equal(finished.sc.stdout.trim(), 'finished', 'the running call finished during the drain');
+    assert.equal(finished.sc.worker, victim);
+    await stopping;
+    const { stdout: exitCode } = await execFileP('podman', ['inspect', '-f', '{{.State.ExitCode}}', id.trim()]);
+    assert.equal(exitCode.trim(), '0', 'a worker that drained exits with 0');
+
+    await compose('start', victim);
+    const rejoin = Date.now() + 120_000;
+    let landed = false;
+    while (!landed && Date.now() < rejoin) {
+        const r = await exec(client, { language: 'python', code: 'print("back")' });
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        landed = r.sc.worker === victim;
+        if (!landed) await sleep(500);
+    }
+    assert.ok(landed, `${victim} got no work within 120 s of its restart`);
 });
