@@ -256,6 +256,12 @@ public final class RemoteExecutor implements Executor {
         return sum;
     }
 
+    /** Always: even before the first status poll or with every worker gone, this server runs no code itself. */
+    @Override
+    public boolean remote() {
+        return true;
+    }
+
     @Override
     public List<WorkerStatus> workers() {
         return directory.workers();

@@ -43,7 +43,14 @@ class WorkerMainTest {
                 "WORKSPACE_ROOT", tmp.resolve("ws").toString(), "WORKER_NAME", "child", "WORKER_TOKEN", "tok"));
         try {
             BufferedReader out = new BufferedReader(new InputStreamReader(p.getInputStream()));
-            String line = out.readLine();
+            // A child that never prints must fail the test, not hang it: the finally block kills it.
+            String line = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try {
+                    return out.readLine();
+                } catch (java.io.IOException e) {
+                    return null;
+                }
+            }).completeOnTimeout(null, 90, TimeUnit.SECONDS).join();
             assertThat(line).as(Files.readString(tmp.resolve("stderr.log"))).startsWith("worker listening on port ");
             int port = Integer.parseInt(line.substring("worker listening on port ".length()).trim());
             ManagedChannel ch = WorkerTesting.plaintext(port);
