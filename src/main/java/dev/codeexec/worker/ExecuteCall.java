@@ -28,6 +28,7 @@ final class ExecuteCall implements OutputListener {
     private final String instanceId;
     private RunHandle handle;
     private boolean started;
+    private String runId = "";
     private boolean acceptedSent;
     private boolean bounced;
     private boolean ended;
@@ -45,12 +46,13 @@ final class ExecuteCall implements OutputListener {
     /**
      * The run holds its slot and its sandbox is about to start: {@code accepted} goes out now, even when the
      * executor calls this inside {@code submit} before the handle exists (a free slot), because the run starts right
-     * after and a retry must be impossible from here on; its run id is then left empty.
+     * after and a retry must be impossible from here on.
      */
     @Override
-    public synchronized void onStart() {
+    public synchronized void onStart(String id) {
         if (bounced) return;
         started = true;
+        runId = id;
         sendAcceptedOnceKnown();
     }
 
@@ -138,7 +140,7 @@ final class ExecuteCall implements OutputListener {
         if (acceptedSent || !started) return;
         acceptedSent = true;
         send(ExecuteEvent.newBuilder().setAccepted(Accepted.newBuilder().setWorker(worker)
-                .setInstanceId(instanceId).setRunId(handle == null ? "" : handle.id())).build());
+                .setInstanceId(instanceId).setRunId(runId.isEmpty() && handle != null ? handle.id() : runId)).build());
         early.forEach(this::send);
         early.clear();
     }

@@ -161,7 +161,7 @@ class RemoteExecutorTest {
             }
 
             @Override
-            public void onStart() {
+            public void onStart(String runId) {
                 started.countDown();
             }
         });
@@ -378,7 +378,7 @@ class RemoteExecutorTest {
             }
 
             @Override
-            public void onStart() {
+            public void onStart(String runId) {
                 started.countDown();
             }
         });
