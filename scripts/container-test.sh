@@ -7,10 +7,15 @@
 #  3. the image run with a published port and an API key, driven by e2e/container/container.test.js (the official
 #     MCP TypeScript SDK): python, nodejs, typescript and go runs, uid 65534, no network, REST upload and download,
 #     the console, limits; the HEALTHCHECK; refusal to start without a key; SANDBOX=gvisor (gvisor.test.js);
-#  4. compose.yaml through docker-compose against `podman system service` on a unix socket: up, a check, down -v.
+#  4. compose.yaml through docker-compose against `podman system service` on a unix socket: up, a check, down -v;
+#  5. compose.cluster.yaml the same way: a gateway and two workers (e2e/container/cluster.test.js: runs on both
+#     workers, a shared workspace, a session pinned to one worker, a worker's SIGTERM drain and its rejoining),
+#     workers unpublished; a worker refuses to listen beyond loopback without WORKER_TOKEN.
 # Everything it starts (containers, the podman service, temporary files) is removed on exit. A second run reuses
 # the cached base, the JDK image and podman's layer cache.
-# Usage: scripts/container-test.sh        Env: KEEP_IMAGE=false removes the built image at the end.
+# Usage: scripts/container-test.sh        Env: KEEP_IMAGE=false removes the built image at the end;
+#   CLUSTER_ONLY=true builds the image and runs step 5 only; CONTAINER_TEST_IMAGE names the image to build and test
+#   (default localhost/code-exec-mcp:test; its build stage is tagged NAME-build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -18,13 +23,13 @@ ROOT=$(pwd)
 NODE=${NODE:-/usr/bin/node}
 JDK_DIR=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 CACHE=/var/cache/code-exec-mcp
-IMAGE=localhost/code-exec-mcp:test
+IMAGE=${CONTAINER_TEST_IMAGE:-localhost/code-exec-mcp:test}
 log() { echo "container-test: $*" >&2; }
 T0=$(date +%s)
 
 # ---- tools: podman & friends are installed by install-deps.sh --test; install them here too when run alone ----
 if ! command -v podman >/dev/null || ! command -v docker-compose >/dev/null || ! command -v debootstrap >/dev/null \
-   || ! command -v runc >/dev/null; then
+   || ! command -v runc >/dev/null || [ ! -x /usr/lib/cni/dnsname ]; then
   ./scripts/install-deps.sh --test
 fi
 if [ ! -d e2e/node_modules/@modelcontextprotocol/sdk ]; then
@@ -34,6 +39,7 @@ fi
 TMP=$(mktemp -d /tmp/code-exec-container.XXXXXX)
 CTR=code-exec-ctest-$$
 PROJECT=codeexecctest$$
+CLUSTER_PROJECT=codeexecccluster$$
 SERVICE_PID=
 cleanup() {
   local rc=$?
@@ -41,6 +47,7 @@ cleanup() {
   podman rm -f -v -t 0 "$CTR" >/dev/null 2>&1
   if [ -n "$SERVICE_PID" ]; then
     (cd "$TMP/compose" 2>/dev/null && docker-compose -p "$PROJECT" down -v -t 1 >/dev/null 2>&1)
+    (cd "$TMP/cluster" 2>/dev/null && docker-compose -p "$CLUSTER_PROJECT" -f compose.cluster.yaml down -v -t 1 >/dev/null 2>&1)
     kill "$SERVICE_PID" 2>/dev/null; wait "$SERVICE_PID" 2>/dev/null
   fi
   podman volume rm -f "$CTR-data" >/dev/null 2>&1
@@ -140,20 +147,9 @@ for id in $old_ids; do
 done
 log "build time ${build_seconds}s, image size $(( size / 1024 / 1024 )) MiB"
 
-# ---- run it and drive it with the MCP client ----
 free_port() { "$NODE" -e 's=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-PORT=$(free_port)
 API_KEY=ctest-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-log "running $CTR on 127.0.0.1:$PORT"
-# podman runs HEALTHCHECKs from systemd timers; without systemd it logs an error and runs none (stderr to a file),
-# so the check is run by hand below with `podman healthcheck run`.
-# The two --security-opt are what bubblewrap needs inside a container (README, "Container"): an unmasked /proc to
-# mount its own, and a runtime seccomp profile that lets it set the sandbox's hostname (podman's refuses
-# sethostname without CAP_SYS_ADMIN; Docker's also refuses the namespaces). Each run still gets the server's own
-# seccomp filter.
 SECURITY=(--security-opt systempaths=unconfined --security-opt seccomp=unconfined)
-podman run -d --name "$CTR" -p "127.0.0.1:$PORT:8080" -e API_KEY="$API_KEY" "${SECURITY[@]}" \
-  -v "$CTR-data:/var/lib/code-exec-mcp" "$IMAGE" >/dev/null 2>"$TMP/run.log" || { cat "$TMP/run.log" >&2; exit 1; }
 wait_healthz() { # URL CONTAINER...: until /healthz answers; fails at once when the container has stopped
   local url=$1; shift
   for _ in $(seq 240); do
@@ -166,6 +162,29 @@ wait_healthz() { # URL CONTAINER...: until /healthz answers; fails at once when 
   done
   log "no /healthz at $url after 120 s"; return 1
 }
+# The podman service that docker-compose talks to (steps 4 and 5).
+start_podman_service() {
+  [ -z "$SERVICE_PID" ] || return 0
+  SOCK=$TMP/podman.sock
+  podman system service --time=0 "unix://$SOCK" >"$TMP/service.log" 2>&1 &
+  SERVICE_PID=$!
+  for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+  [ -S "$SOCK" ] || { log "podman system service did not start"; cat "$TMP/service.log" >&2; exit 1; }
+  export DOCKER_HOST=unix://$SOCK
+}
+
+if [ "${CLUSTER_ONLY:-false}" != true ]; then
+# ---- run it and drive it with the MCP client ----
+PORT=$(free_port)
+log "running $CTR on 127.0.0.1:$PORT"
+# podman runs HEALTHCHECKs from systemd timers; without systemd it logs an error and runs none (stderr to a file),
+# so the check is run by hand below with `podman healthcheck run`.
+# The two --security-opt are what bubblewrap needs inside a container (README, "Container"): an unmasked /proc to
+# mount its own, and a runtime seccomp profile that lets it set the sandbox's hostname (podman's refuses
+# sethostname without CAP_SYS_ADMIN; Docker's also refuses the namespaces). Each run still gets the server's own
+# seccomp filter.
+podman run -d --name "$CTR" -p "127.0.0.1:$PORT:8080" -e API_KEY="$API_KEY" "${SECURITY[@]}" \
+  -v "$CTR-data:/var/lib/code-exec-mcp" "$IMAGE" >/dev/null 2>"$TMP/run.log" || { cat "$TMP/run.log" >&2; exit 1; }
 start=$(date +%s%N)
 wait_healthz "http://127.0.0.1:$PORT" "$CTR"
 log "container answers /healthz after $(( ($(date +%s%N) - start) / 1000000 )) ms"
@@ -197,12 +216,7 @@ CTEST_URL=http://127.0.0.1:$GPORT "$NODE" --test --test-reporter=spec e2e/contai
 podman rm -f -v -t 5 "$CTR" >/dev/null 2>&1
 
 # ---- compose through docker-compose on the podman socket ----
-SOCK=$TMP/podman.sock
-podman system service --time=0 "unix://$SOCK" >"$TMP/service.log" 2>&1 &
-SERVICE_PID=$!
-for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
-[ -S "$SOCK" ] || { log "podman system service did not start"; cat "$TMP/service.log" >&2; exit 1; }
-export DOCKER_HOST=unix://$SOCK
+start_podman_service
 mkdir "$TMP/compose"
 cp compose.yaml "$TMP/compose/"
 CPORT=$(free_port)
@@ -218,4 +232,41 @@ CTEST_URL=http://127.0.0.1:$CPORT "$NODE" --test --test-reporter=spec e2e/contai
 left=$(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" -q; podman volume ls -q --filter "label=com.docker.compose.project=$PROJECT")
 [ -z "$left" ] || { log "compose down left: $left"; exit 1; }
 log "compose up / check / down -v: ok"
+fi
+
+# ---- compose.cluster.yaml: a gateway and two workers of the same image ----
+# A worker bound beyond loopback without WORKER_TOKEN must refuse to start, and say why.
+if podman run --rm --no-healthcheck -e HOST=127.0.0.1 -e WORKER_HOST=0.0.0.0 "${SECURITY[@]}" "$IMAGE" worker \
+    >"$TMP/notoken.log" 2>&1; then
+  log "a worker started on 0.0.0.0 without WORKER_TOKEN"; exit 1
+fi
+grep -q "WORKER_TOKEN" "$TMP/notoken.log" \
+  || { log "no WORKER_TOKEN hint from a worker without a token:"; tail -20 "$TMP/notoken.log" >&2; exit 1; }
+log "a worker on 0.0.0.0 without WORKER_TOKEN refuses to start, naming WORKER_TOKEN: ok"
+start_podman_service
+mkdir "$TMP/cluster"
+cp compose.cluster.yaml "$TMP/cluster/"
+KPORT=$(free_port)
+WORKER_TOKEN=wtest-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf 'API_KEY=%s\nWORKER_TOKEN=%s\nCODE_EXEC_PORT=%s\nCODE_EXEC_IMAGE=%s\n' "$API_KEY" "$WORKER_TOKEN" "$KPORT" "$IMAGE" \
+  > "$TMP/cluster/.env"
+cluster() { (cd "$TMP/cluster" && docker-compose -p "$CLUSTER_PROJECT" -f compose.cluster.yaml "$@"); }
+log "docker-compose -f compose.cluster.yaml up (project $CLUSTER_PROJECT, port $KPORT)"
+start=$(date +%s%N)
+cluster up -d --no-build >"$TMP/cluster.log" 2>&1 || { cat "$TMP/cluster.log" >&2; exit 1; }
+# The workers are reachable on the compose network only: nothing of theirs is published on the host.
+for w in worker1 worker2; do
+  id=$(cluster ps -q "$w")
+  [ -n "$id" ] || { log "no container for $w"; cluster ps >&2; exit 1; }
+  published=$(podman port "$id" 2>/dev/null || true)
+  [ -z "$published" ] || { log "$w publishes $published"; exit 1; }
+done
+CTEST_URL=http://127.0.0.1:$KPORT CTEST_API_KEY=$API_KEY CTEST_COMPOSE_DIR=$TMP/cluster CTEST_COMPOSE_PROJECT=$CLUSTER_PROJECT \
+  "$NODE" --test --test-reporter=spec e2e/container/cluster.test.js \
+  || { cluster logs --tail 60 >&2 || true; exit 1; }
+log "cluster up to tests passed: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+cluster down -v -t 15 >>"$TMP/cluster.log" 2>&1 || { cat "$TMP/cluster.log" >&2; exit 1; }
+left=$(podman ps -a --filter "label=com.docker.compose.project=$CLUSTER_PROJECT" -q; podman volume ls -q --filter "label=com.docker.compose.project=$CLUSTER_PROJECT")
+[ -z "$left" ] || { log "compose.cluster.yaml down left: $left"; exit 1; }
+log "compose.cluster.yaml up / gateway + 2 workers / down -v: ok"
 log "summary: build ${build_seconds}s, image $(( size / 1024 / 1024 )) MiB ($IMAGE), whole test $(( $(date +%s) - T0 ))s"

@@ -26,11 +26,13 @@ command -v node >/dev/null || PKGS+=(nodejs)
 command -v npm >/dev/null || PKGS+=(npm)
 # ---- test tools (--test only): containers and a browser --------------------------------------------------------
 # podman 4.3 + runc (this kernel's hybrid cgroups need runc; crun refuses), buildah, debootstrap for a local base
-# image, docker-compose 1.29 (driven against `podman system service`), rootless helpers; and Debian's Chromium,
-# which the admin console's browser tests (e2e/test/console.test.js) drive through playwright-core. None of these
-# go into the container image.
+# image, docker-compose 1.29 (driven against `podman system service`), rootless helpers, CNI's dnsname plugin
+# (compose services find each other by name: compose.cluster.yaml's gateway dials worker1 and worker2); and
+# Debian's Chromium, which the admin console's browser tests (e2e/test/console.test.js) drive through
+# playwright-core. None of these go into the container image.
 if $WITH_TEST; then
-  PKGS+=(podman buildah runc debootstrap docker-compose uidmap slirp4netns fuse-overlayfs chromium)
+  PKGS+=(podman buildah runc debootstrap docker-compose uidmap slirp4netns fuse-overlayfs
+    golang-github-containernetworking-plugin-dnsname chromium)
 fi
 
 missing=()

@@ -133,7 +133,7 @@ final class LocalRun implements RunHandle {
     void markRunning() {
         state = State.RUNNING;
         try {
-            listener.onStart();
+            listener.onStart(id);
         } catch (RuntimeException e) {
             log.warn("run {}: start listener failed: {}", id, e.toString());
         }

@@ -17,7 +17,9 @@ public interface OutputListener {
      * Called once when the run has taken its execution slot, right before its sandbox starts (or its session is
      * handed the code): nothing of the program has run yet. Not called for a run refused or cancelled while
      * queued. A worker uses it to acknowledge the job to its gateway before starting it. Must be quick.
+     *
+     * @param runId the run's id ({@link RunHandle#id()}), known here even when the handle is not returned yet
      */
-    default void onStart() {
+    default void onStart(String runId) {
     }
 }

@@ -145,6 +145,10 @@ public final class RemoteExecutor implements Executor {
         }
         RemoteRun run = new RemoteRun(UUID.randomUUID().toString(), request, listener, this);
         inFlight.add(run);
+        // This gateway's workspace expiry must not remove a workspace a worker is running in (the sweep skips held
+        // ones; the worker's own hold is in another process).
+        request.workspace().map(dev.codeexec.workspace.Workspace::hold)
+                .ifPresent(hold -> run.result().whenComplete((r, e) -> hold.close()));
         ClientCall<ExecuteRequest, ExecuteEvent> call =
                 channel.newCall(WorkerGrpc.getExecuteMethod(), options);
         ClientCalls.asyncServerStreamingCall(call, proto, run);

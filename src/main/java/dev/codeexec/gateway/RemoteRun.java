@@ -112,7 +112,7 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
         accepted = true;
         owner.sessionAnswered(this, instanceId);
         try {
-            listener.onStart();
+            listener.onStart(id);
         } catch (RuntimeException e) {
             LOG.warn("run {}: start listener failed: {}", id, e.toString());
         }

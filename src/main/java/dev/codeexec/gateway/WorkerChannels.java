@@ -73,6 +73,9 @@ final class WorkerChannels {
      */
     static void shortDnsCache() {
         Security.setProperty("networkaddress.cache.ttl", "1");
+        // grpc's DNS resolver keeps its own cache and reads this as a *system* property (default 30 s): without it,
+        // a re-resolution asked for by a recycled connection is skipped, and a new pod waits up to 30 s for work.
+        System.setProperty("networkaddress.cache.ttl", "1");
         Security.setProperty("networkaddress.cache.negative.ttl", "1");
         System.setProperty("sun.net.inetaddr.ttl", "1");
     }

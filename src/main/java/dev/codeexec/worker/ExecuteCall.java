@@ -28,12 +28,13 @@ final class ExecuteCall implements OutputListener {
     private final String instanceId;
     private RunHandle handle;
     private boolean started;
+    private String runId = "";
     private boolean acceptedSent;
     private boolean bounced;
     private boolean ended;
     /** The call was cancelled before the executor returned the handle. */
     private boolean cancelRequested;
-    /** Output read before the handle (and with it the run id for {@code accepted}) was known: a tiny window. */
+    /** Output read before {@code accepted} went out (cannot happen with the local engine; kept for the order). */
     private final List<ExecuteEvent> early = new ArrayList<>();
 
     ExecuteCall(ServerCallStreamObserver<ExecuteEvent> stream, String worker, String instanceId) {
@@ -43,13 +44,15 @@ final class ExecuteCall implements OutputListener {
     }
 
     /**
-     * The run holds its slot and its sandbox is about to start. The executor may call this inside
-     * {@code submit}, before the handle exists, so {@code accepted} waits for {@link #submitted} in that case.
+     * The run holds its slot and its sandbox is about to start: {@code accepted} goes out now, even when the
+     * executor calls this inside {@code submit} before the handle exists (a free slot), because the run starts right
+     * after and a retry must be impossible from here on.
      */
     @Override
-    public synchronized void onStart() {
+    public synchronized void onStart(String id) {
         if (bounced) return;
         started = true;
+        runId = id;
         sendAcceptedOnceKnown();
     }
 
@@ -134,10 +137,10 @@ final class ExecuteCall implements OutputListener {
     }
 
     private void sendAcceptedOnceKnown() {
-        if (acceptedSent || !started || handle == null) return;
+        if (acceptedSent || !started) return;
         acceptedSent = true;
         send(ExecuteEvent.newBuilder().setAccepted(Accepted.newBuilder().setWorker(worker)
-                .setInstanceId(instanceId).setRunId(handle.id())).build());
+                .setInstanceId(instanceId).setRunId(runId.isEmpty() && handle != null ? handle.id() : runId)).build());
         early.forEach(this::send);
         early.clear();
     }

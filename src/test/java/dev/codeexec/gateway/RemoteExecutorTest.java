@@ -161,7 +161,7 @@ class RemoteExecutorTest {
             }
 
             @Override
-            public void onStart() {
+            public void onStart(String runId) {
                 started.countDown();
             }
         });
@@ -378,7 +378,7 @@ class RemoteExecutorTest {
             }
 
             @Override
-            public void onStart() {
+            public void onStart(String runId) {
                 started.countDown();
             }
         });
@@ -474,5 +474,42 @@ class RemoteExecutorTest {
         assertThat(notice.outcome()).as(notice.stderr()).isEqualTo(Outcome.FAILED_TO_START);
         assertThat(notice.stderr()).contains("the session 'nb' was lost with its worker");
         assertThat(run(gw, r).outcome()).isEqualTo(Outcome.EXITED);
+    }
+
+    @Test
+    void gatewayExpiryLeavesAWorkspaceAloneWhileAWorkerRunsInIt(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+            throws Exception {
+        java.nio.file.Files.setPosixFilePermissions(tmp,
+                java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        dev.codeexec.workspace.Workspaces spaces = new dev.codeexec.workspace.Workspaces(tmp.resolve("ws"), 1 << 20,
+                Duration.ofHours(1), 65534, 65534);
+        dev.codeexec.workspace.Workspace ws = spaces.open("alice", "proj", true);
+        java.nio.file.Path dir = tmp.resolve("ws/alice/proj");
+        java.time.Instant old = java.time.Instant.now().minus(Duration.ofDays(2));
+        java.nio.file.Files.setLastModifiedTime(dir, java.nio.file.attribute.FileTime.from(old));
+        FakeWorker w = worker("w1");
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        w.behaviour = (fw, req, out) -> {
+            fw.accept(out);
+            Thread.ofVirtual().start(() -> {
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                out.onNext(ExecuteEvent.newBuilder().setResult(fw.result(req, "done\n")).build());
+                out.onCompleted();
+            });
+        };
+        RemoteExecutor gw = gateway(List.of(w));
+        RunHandle h = gw.submit(request(Duration.ofSeconds(10)).inWorkspace(ws), OutputListener.NONE);
+        await(() -> w.ran.get() == 1, Duration.ofSeconds(10), "the worker accepted the run");
+        // Idle for two days by its mtime, but a worker runs in it: the gateway's sweep must skip it.
+        assertThat(spaces.expire(java.time.Instant.now())).isZero();
+        assertThat(dir).isDirectory();
+        release.countDown();
+        assertThat(h.result().get(10, TimeUnit.SECONDS).outcome()).isEqualTo(Outcome.EXITED);
+        java.nio.file.Files.setLastModifiedTime(dir, java.nio.file.attribute.FileTime.from(old));
+        assertThat(spaces.expire(java.time.Instant.now())).isEqualTo(1);
     }
 }
