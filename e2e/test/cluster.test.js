@@ -267,9 +267,6 @@ describe('a gateway in front of three workers', () => {
 
     test('a session lost with its worker is reported at the gateway that served it, even after another gateway reused the name', {
         timeout: 120_000,
-        todo: 'known gap: gateway B, which never served the session, sends no session_worker and silently gets a fresh '
-            + 'session on another worker; gateway A then continues that fresh one (sessionCreated false, state gone) '
-            + 'because the new worker has a session of that name',
     }, async (t) => {
         const r = await exec(clientA, { language: 'python', session: 'cross-gw', code: 'x = 7' });
         assert.equal(r.isError, false, r.text);
@@ -401,6 +398,10 @@ describe('a gateway in front of three workers', () => {
             assert.ok(!s.error, `the gateway answers: ${describeFailure(s)}`);
             assert.ok(!ok(s), 'it did not run');
             assert.ok(s.ms < deadlineOf(TIMEOUT), `it ended within its deadline (timeout + queue wait + slack): ${s.ms} ms`);
+            // ring_hash keeps a session on its worker while the connection looks alive: the gateway's status polls
+            // notice the silence and end the call after 10 s of it, long before the deadline.
+            assert.ok(s.ms < 25_000, `a call pinned to a hung worker ends once the gateway sees it hung: ${s.ms} ms`);
+            assert.match(s.r?.sc?.stderr ?? '', /session unavailable.*has not answered/s, describeFailure(s));
             assert.equal(looksLikeStackTrace(s.r.text), false, s.r.text);
             const first = await Promise.all(Array.from({ length: 9 }, () => run(clientA,
                 { language: 'python', code: 'print("done")', timeout_ms: TIMEOUT }, { timeout: 120_000 })));

@@ -66,6 +66,11 @@ public final class RemoteExecutor implements Executor {
     static final Duration DEADLINE_SLACK = Duration.ofSeconds(15);
     private static final Duration SESSION_CALL_DEADLINE = Duration.ofSeconds(10);
     private static final Duration RUNTIME_INFO_TTL = Duration.ofSeconds(5);
+    /**
+     * A worker whose status polls have failed this long (it is not draining: a draining worker answers) is taken for
+     * hung: calls on it, or pinned to it, end instead of waiting out their deadline. Five missed polls.
+     */
+    static final Duration UNRESPONSIVE = Duration.ofSeconds(10);
 
     private final WorkerChannels channels;
     private final ManagedChannel stateless;
@@ -98,7 +103,7 @@ public final class RemoteExecutor implements Executor {
         this.directory = new WorkerDirectory(channels, () -> {
             stateless.resetConnectBackoff();
             sessionChannel.resetConnectBackoff();
-        });
+        }, this::abandonUnresponsive);
     }
 
     /**
@@ -164,6 +169,29 @@ public final class RemoteExecutor implements Executor {
                 + URLEncoder.encode(ref.name(), StandardCharsets.UTF_8);
     }
 
+    /**
+     * Ends the calls that wait on a hung worker: a SIGSTOPped or wedged process keeps its TCP connection, so grpc's
+     * keepalive is all that would notice for a call already on it, and a session call pinned to it (ring_hash does
+     * not move a session while its worker's connection looks alive) would wait out the whole deadline — minutes
+     * with a long timeout. The directory's polls see the worker stop answering; after {@link #UNRESPONSIVE} such a
+     * call ends: WORKER_LOST when the worker had accepted it, else a clear refusal (a session keeps its pin, in case
+     * the worker resumes).
+     */
+    private void abandonUnresponsive() {
+        Instant now = Instant.now();
+        for (RemoteRun run : List.copyOf(inFlight)) {
+            String instance = run.instanceId();
+            if (instance.isEmpty()) instance = run.session().map(pins::get).orElse("");
+            if (instance.isEmpty()) continue;
+            Optional<WorkerStatus> w = directory.statusOfInstance(instance);
+            if (w.isEmpty() || w.get().healthy() || w.get().draining() || w.get().lastSeen().isEmpty()) continue;
+            Duration silent = Duration.between(w.get().lastSeen().get(), now);
+            if (silent.compareTo(UNRESPONSIVE) >= 0) {
+                run.abandon("has not answered for " + silent.toSeconds() + " s");
+            }
+        }
+    }
+
     void ended(RemoteRun run) {
         inFlight.remove(run);
     }
@@ -186,6 +214,18 @@ public final class RemoteExecutor implements Executor {
                 .orElse("instance " + was);
         String msg = "[session lost] the session '" + ref.name() + "' was lost with its worker (" + who
                 + "); its state is gone; the next call starts a new session\n";
+        return new ExecutionResult(request.language(), -1, "", msg, 0, Outcome.FAILED_TO_START, false,
+                OptionalLong.empty(), OptionalDouble.empty(), sandboxName())
+                .withSession(new ExecutionResult.SessionOutput(ref.name(), false, Optional.empty(), List.of()));
+    }
+
+    /** A session call pinned to a worker that stopped answering: the code did not run; the session is kept. */
+    ExecutionResult sessionUnreachable(ExecutionRequest request, String why) {
+        SessionRef ref = request.session().orElseThrow();
+        String was = pins.get(ref);
+        String who = was == null ? "its worker" : directory.nameOfInstance(was).orElse("instance " + was);
+        String msg = "[session unavailable] the session '" + ref.name() + "' lives on worker " + who + ", which " + why
+                + "; the code did not run. The session is kept in case the worker resumes; session_close ends it\n";
         return new ExecutionResult(request.language(), -1, "", msg, 0, Outcome.FAILED_TO_START, false,
                 OptionalLong.empty(), OptionalDouble.empty(), sandboxName())
                 .withSession(new ExecutionResult.SessionOutput(ref.name(), false, Optional.empty(), List.of()));

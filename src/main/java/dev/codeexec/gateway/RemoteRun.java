@@ -48,6 +48,8 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     private volatile String instanceId = "";
     private volatile long acceptedNanos;
     private volatile boolean cancelled;
+    /** Why the gateway gave up on the worker (it stopped answering), when it did. */
+    private volatile String abandoned;
 
     RemoteRun(String id, ExecutionRequest request, OutputListener listener, RemoteExecutor owner) {
         this.id = id;
@@ -70,6 +72,19 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
 
     boolean accepted() {
         return accepted;
+    }
+
+    /** The worker process that accepted the run; empty before {@code accepted}. */
+    String instanceId() {
+        return instanceId;
+    }
+
+    /** The worker stopped answering (see RemoteExecutor): the call ends now rather than at its deadline. */
+    void abandon(String why) {
+        if (result.isDone()) return;
+        abandoned = why;
+        ClientCallStreamObserver<ExecuteRequest> c = call;
+        if (c != null) c.cancel("worker " + why, null);
     }
 
     Optional<SessionRef> session() {
@@ -133,8 +148,15 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     public void onError(Throwable t) {
         if (result.isDone()) return;
         Status s = Status.fromThrowable(t);
+        String gaveUp = abandoned;
         if (cancelled && s.getCode() == Status.Code.CANCELLED) {
             finish(cancelledResult());
+        } else if (gaveUp != null && accepted) {
+            finish(workerLost(gaveUp));
+        } else if (gaveUp != null && request.session().isPresent()) {
+            finish(owner.sessionUnreachable(request, gaveUp));
+        } else if (gaveUp != null) {
+            fail(new ExecutionException.Unavailable("no worker could take the run: the worker it was sent to " + gaveUp));
         } else if (accepted) {
             finish(workerLost(reason(s)));
         } else if (s.getCode() == Status.Code.FAILED_PRECONDITION && request.session().isPresent()) {

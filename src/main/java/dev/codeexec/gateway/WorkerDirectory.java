@@ -64,14 +64,19 @@ final class WorkerDirectory implements AutoCloseable {
 
     private final WorkerChannels channels;
     private final Runnable onRecovered;
+    private final Runnable afterPoll;
     private final Map<String, Node> nodes = new ConcurrentHashMap<>();
     private final ScheduledExecutorService poller;
     private volatile boolean closed;
 
-    /** @param onRecovered told (on the poll thread) when a worker that was not healthy is healthy again */
-    WorkerDirectory(WorkerChannels channels, Runnable onRecovered) {
+    /**
+     * @param onRecovered told (on the poll thread) when a worker that was not healthy is healthy again
+     * @param afterPoll   told (on the poll thread) after each round, with every worker's status updated
+     */
+    WorkerDirectory(WorkerChannels channels, Runnable onRecovered, Runnable afterPoll) {
         this.channels = channels;
         this.onRecovered = onRecovered;
+        this.afterPoll = afterPoll;
         this.poller = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "worker-directory");
             t.setDaemon(true);
@@ -135,6 +140,7 @@ final class WorkerDirectory implements AutoCloseable {
                             .status(StatusRequest.getDefaultInstance())));
         }
         for (Pending p : pending) update(p.node(), p.health(), p.status(), deadline);
+        afterPoll.run();
     }
 
     private void update(Node n, ListenableFuture<HealthCheckResponse> health, ListenableFuture<StatusResponse> status,
@@ -238,9 +244,17 @@ final class WorkerDirectory implements AutoCloseable {
 
     /** The worker name of a worker process, for messages; empty when no poll has seen it. */
     Optional<String> nameOfInstance(String instanceId) {
+        return statusOfInstance(instanceId).flatMap(WorkerStatus::name);
+    }
+
+    /**
+     * The status of the worker whose last answer came from that process; empty when no worker has it (never seen,
+     * or its address now answers as another process).
+     */
+    Optional<WorkerStatus> statusOfInstance(String instanceId) {
         return nodes.values().stream().map(n -> n.status)
                 .filter(s -> s.instanceId().filter(instanceId::equals).isPresent())
-                .findFirst().flatMap(WorkerStatus::name);
+                .findFirst();
     }
 
     /** The sandbox the workers use, as their last status said; "unknown" before any answered. */

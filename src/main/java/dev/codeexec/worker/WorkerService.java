@@ -123,13 +123,14 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     }
 
     /**
-     * The gateway last saw this session on another worker process, and this one does not have it: running the call
-     * would silently start a fresh interpreter, so the client is told its state is gone instead.
+     * The gateway last saw this session on another worker process: the interpreter it knew is not here. Running the
+     * call would silently start a fresh one — or continue one of the same name that another gateway started here
+     * after the first was lost — so the client is told its state is gone instead (once: the gateway then forgets the
+     * pin, and its next call continues whatever session lives here).
      */
     private boolean sessionIsGone(ExecuteRequest req) {
-        if (req.getSession().isEmpty() || req.getSessionWorker().isEmpty()
-                || req.getSessionWorker().equals(identity.instanceId())) return false;
-        return executor.sessions().list(req.getTenant()).stream().noneMatch(s -> s.name().equals(req.getSession()));
+        return !req.getSession().isEmpty() && !req.getSessionWorker().isEmpty()
+                && !req.getSessionWorker().equals(identity.instanceId());
     }
 
     /** The request validated again (language, sizes, args, env) with limits clamped to this worker's maxima. */

@@ -69,6 +69,8 @@ final class FakeWorker implements AutoCloseable {
     final AtomicInteger ran = new AtomicInteger();
     final AtomicInteger cancelled = new AtomicInteger();
     final AtomicInteger statusCalls = new AtomicInteger();
+    /** Like a SIGSTOPped process: the connection stays up, status questions get no answer. */
+    volatile boolean hung;
     final List<String> authHeaders = new CopyOnWriteArrayList<>();
     final List<ExecuteRequest> requests = new CopyOnWriteArrayList<>();
     /** Sessions living here: tenant + "/" + name. */
@@ -181,8 +183,7 @@ final class FakeWorker implements AutoCloseable {
             out.setOnCancelHandler(cancelled::incrementAndGet);
             if (!req.getSession().isEmpty()) {
                 String key = req.getTenant() + "/" + req.getSession();
-                if (!req.getSessionWorker().isEmpty() && !req.getSessionWorker().equals(instanceId)
-                        && !sessions.contains(key)) {
+                if (!req.getSessionWorker().isEmpty() && !req.getSessionWorker().equals(instanceId)) {
                     out.onError(Status.FAILED_PRECONDITION.withDescription("session lives on another worker")
                             .asRuntimeException());
                     return;
@@ -223,6 +224,7 @@ final class FakeWorker implements AutoCloseable {
         @Override
         public void status(StatusRequest req, StreamObserver<StatusResponse> obs) {
             statusCalls.incrementAndGet();
+            if (hung) return;
             obs.onNext(StatusResponse.newBuilder().setWorker(name).setInstanceId(instanceId).setSlots(4)
                     .setSessions(sessions.size()).setSandbox("fake")
                     .putWarmPool("python", dev.codeexec.worker.v1.WarmLevel.newBuilder().setReady(1).setTarget(2).build())

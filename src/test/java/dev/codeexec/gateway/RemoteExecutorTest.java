@@ -512,4 +512,36 @@ class RemoteExecutorTest {
         java.nio.file.Files.setLastModifiedTime(dir, java.nio.file.attribute.FileTime.from(old));
         assertThat(spaces.expire(java.time.Instant.now())).isEqualTo(1);
     }
+
+    @Test
+    void callsOnOrPinnedToAWorkerThatStopsAnsweringEndWithoutWaitingForTheirDeadline() throws Exception {
+        FakeWorker w = worker("w1");
+        RemoteExecutor gw = gateway(List.of(w));
+        SessionRef ref = new SessionRef("t", "nb");
+        assertThat(run(gw, request(Duration.ofSeconds(5)).inSession(ref)).outcome()).isEqualTo(Outcome.EXITED);
+        // Accepts, then goes silent with its status too: a hung process whose connection looks alive.
+        w.behaviour = (fw, req, out) -> fw.accept(out);
+        RunHandle accepted = gw.submit(request(Duration.ofSeconds(60)), OutputListener.NONE);
+        await(() -> w.ran.get() >= 2, Duration.ofSeconds(10), "the stateless run was accepted");
+        w.behaviour = (fw, req, out) -> { };
+        w.hung = true;
+        long t0 = System.nanoTime();
+        RunHandle pinned = gw.submit(request(Duration.ofSeconds(60)).inSession(ref), OutputListener.NONE);
+        ExecutionResult lost = accepted.result().get(40, TimeUnit.SECONDS);
+        ExecutionResult unreachable = pinned.result().get(40, TimeUnit.SECONDS);
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        // Deadlines are 60 s + queue + slack: these ended because the polls saw the silence (10 s of it).
+        assertThat(ms).as("ended by the watchdog, not the deadline").isLessThan(40_000);
+        assertThat(lost.outcome()).isEqualTo(Outcome.WORKER_LOST);
+        assertThat(lost.stderr()).contains("worker lost").contains("has not answered");
+        assertThat(unreachable.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+        assertThat(unreachable.stderr()).contains("[session unavailable]").contains("has not answered");
+        // The session keeps its pin: once the worker answers again, the session goes on there.
+        w.hung = false;
+        w.behaviour = FakeWorker.NORMAL;
+        await(() -> gw.workers().getFirst().healthy(), Duration.ofSeconds(10), "the worker is healthy again");
+        ExecutionResult again = run(gw, request(Duration.ofSeconds(5)).inSession(ref));
+        assertThat(again.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(w.requests.getLast().getSessionWorker()).isEqualTo(w.instanceId);
+    }
 }

@@ -199,11 +199,15 @@ class WorkerExecuteTest {
                 .setWorkspace("sess").setSession("s1").setSessionWorker(server.instanceId()).build());
         assertThat(again.await().getCode()).isEqualTo(Status.Code.OK);
         assertThat(again.result().getStdout()).isEqualTo("42\n");
-        // A session this worker has is served even if the gateway thought it lived elsewhere.
-        WorkerTesting.Recorded stale = execute(channel, null, request("python", "print(x)")
+        // A gateway that knew s1 on the dead instance is refused even though a session s1 lives here now (another
+        // gateway started it after the first was lost): its client's state is gone and must hear so. Nothing runs.
+        WorkerTesting.Recorded stale = execute(channel, null, request("python", "x = 0")
                 .setWorkspace("sess").setSession("s1").setSessionWorker("instance-that-died").build());
-        assertThat(stale.await().getCode()).isEqualTo(Status.Code.OK);
-        assertThat(stale.result().getStdout()).isEqualTo("41\n");
+        assertThat(stale.await().getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+        WorkerTesting.Recorded kept = execute(channel, null, request("python", "print(x)")
+                .setWorkspace("sess").setSession("s1").setSessionWorker(server.instanceId()).build());
+        assertThat(kept.await().getCode()).isEqualTo(Status.Code.OK);
+        assertThat(kept.result().getStdout()).isEqualTo("41\n");
 
         var stub = WorkerTesting.blocking(channel, null);
         var list = stub.listSessions(ListSessionsRequest.newBuilder().setTenant("alice").build());
