@@ -83,7 +83,7 @@ const num = (f, no) => f[no]?.[0] ?? 0;
  * Resolves, never rejects: { status (gRPC code, or null when the call got no gRPC answer), message (grpc-message),
  * messages: [Buffer] (the response messages), error (transport error text, or 'timeout') }.
  */
-export function call(address, path, request = Buffer.alloc(0), { metadata = {}, timeoutMs = 5000 } = {}) {
+export function call(address, path, request = Buffer.alloc(0), { metadata = {}, timeoutMs = 5000, respond } = {}) {
     return new Promise((resolve) => {
         let settled = false;
         let session;
@@ -122,10 +122,33 @@ export function call(address, path, request = Buffer.alloc(0), { metadata = {}, 
             te: 'trailers', ...metadata });
         req.on('response', (h) => { headers = h; });
         req.on('trailers', (t) => { trailers = t; });
-        req.on('data', (c) => chunks.push(c));
-        req.on('end', () => finish());
         req.on('error', (e) => finish({ error: e.code || e.message }));
-        req.end(frame);
+        req.on('end', () => finish());
+        if (!respond) {
+            req.on('data', (c) => chunks.push(c));
+            req.end(frame);
+            return;
+        }
+        // A client-streaming side: each response message may get an answer (then the stream is half-closed).
+        let pending = Buffer.alloc(0);
+        let answered = false;
+        req.on('data', (c) => {
+            chunks.push(c);
+            pending = Buffer.concat([pending, c]);
+            while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+                const len = pending.readUInt32BE(1);
+                const reply = answered ? null : respond(pending.subarray(5, 5 + len));
+                pending = pending.subarray(5 + len);
+                if (reply) {
+                    answered = true;
+                    const out = Buffer.alloc(5 + reply.length);
+                    out.writeUInt32BE(reply.length, 1);
+                    reply.copy(out, 5);
+                    req.end(out);
+                }
+            }
+        });
+        req.write(frame);
     });
 }
 
@@ -167,8 +190,10 @@ export async function workerStatus(address, token, timeoutMs = 3000) {
 export async function workerExecute(address, token, { language, code, tenant = '', workspace = '', timeoutMs = 10_000 }) {
     const limits = [[1, timeoutMs], [2, 10], [3, 256 * 1024 * 1024], [4, 64], [5, 1024 * 1024], [6, 64 * 1024 * 1024]];
     const request = encode([[1, language], [2, code], [6, limits], [7, tenant], [8, workspace]]);
-    const r = await call(address, '/codeexec.worker.v1.Worker/Execute', request,
-        { metadata: bearer(token), timeoutMs: timeoutMs + 10_000 });
+    // ExecuteInput{request}, then ExecuteInput{start} once `accepted` arrives (the worker waits for it to start).
+    const r = await call(address, '/codeexec.worker.v1.Worker/Execute', encode([[1, request]]),
+        { metadata: bearer(token), timeoutMs: timeoutMs + 10_000,
+            respond: (m) => (decode(m)[1] ? encode([[2, Buffer.alloc(0)]]) : null) });
     const events = r.messages.map((m) => {
         const f = decode(m);
         if (f[1]) return 'accepted';

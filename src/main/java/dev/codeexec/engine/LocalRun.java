@@ -132,11 +132,15 @@ final class LocalRun implements RunHandle {
     /** The run holds its slot now; its listener hears of it before anything of the program starts. */
     void markRunning() {
         state = State.RUNNING;
+        boolean go;
         try {
-            listener.onStart(id);
+            go = listener.onStart(id);
         } catch (RuntimeException e) {
             log.warn("run {}: start listener failed: {}", id, e.toString());
+            go = false;
         }
+        // execute() checks the flag first: a run its listener declined ends cancelled without having started.
+        if (!go) cancelled = true;
     }
 
     /**

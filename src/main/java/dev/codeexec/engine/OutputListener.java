@@ -16,10 +16,14 @@ public interface OutputListener {
     /**
      * Called once when the run has taken its execution slot, right before its sandbox starts (or its session is
      * handed the code): nothing of the program has run yet. Not called for a run refused or cancelled while
-     * queued. A worker uses it to acknowledge the job to its gateway before starting it. Must be quick.
+     * queued. A worker uses it to acknowledge the job to its gateway and to wait for the gateway's go-ahead, so a
+     * job is never started where its gateway may not know it started. Called on the thread that holds the slot; it
+     * may block briefly (a network round trip), never for long.
      *
      * @param runId the run's id ({@link RunHandle#id()}), known here even when the handle is not returned yet
+     * @return false to drop the run without starting it: it ends CANCELLED, having run nothing
      */
-    default void onStart(String runId) {
+    default boolean onStart(String runId) {
+        return true;
     }
 }

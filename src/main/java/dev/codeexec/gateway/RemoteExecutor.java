@@ -15,6 +15,7 @@ import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.worker.WireFormat;
 import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteInput;
 import dev.codeexec.worker.v1.ExecuteRequest;
 import dev.codeexec.worker.v1.ListSessionsRequest;
 import dev.codeexec.worker.v1.ListSessionsResponse;
@@ -152,11 +153,11 @@ public final class RemoteExecutor implements Executor {
         inFlight.add(run);
         // This gateway's workspace expiry must not remove a workspace a worker is running in (the sweep skips held
         // ones; the worker's own hold is in another process).
-        request.workspace().map(dev.codeexec.workspace.Workspace::hold)
-                .ifPresent(hold -> run.result().whenComplete((r, e) -> hold.close()));
-        ClientCall<ExecuteRequest, ExecuteEvent> call =
-                channel.newCall(WorkerGrpc.getExecuteMethod(), options);
-        ClientCalls.asyncServerStreamingCall(call, proto, run);
+        // Released in ended(), before the result is published.
+        request.workspace().ifPresent(ws -> run.hold = ws.hold());
+        ClientCall<ExecuteInput, ExecuteEvent> call = channel.newCall(WorkerGrpc.getExecuteMethod(), options);
+        io.grpc.stub.StreamObserver<ExecuteInput> input = ClientCalls.asyncBidiStreamingCall(call, run);
+        input.onNext(ExecuteInput.newBuilder().setRequest(proto).build());
         return run;
     }
 
@@ -194,6 +195,9 @@ public final class RemoteExecutor implements Executor {
 
     void ended(RemoteRun run) {
         inFlight.remove(run);
+        dev.codeexec.workspace.Workspaces.Hold hold = run.hold;
+        run.hold = null;
+        if (hold != null) hold.close();
     }
 
     /** A session call was accepted or answered by this worker process: later calls tell the worker to expect it. */

@@ -10,7 +10,8 @@ import dev.codeexec.engine.SessionRef;
 import dev.codeexec.worker.WireFormat;
 import dev.codeexec.worker.v1.Accepted;
 import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.ExecuteInput;
+import dev.codeexec.worker.v1.Start;
 import dev.codeexec.worker.v1.Output;
 import io.grpc.Status;
 import io.grpc.stub.ClientCallStreamObserver;
@@ -30,7 +31,7 @@ import java.util.concurrent.CompletableFuture;
  * {@code accepted}: before it nothing ran, so a failure is a refusal (an exception, after grpc's own retries on other
  * workers); after it the run may have done anything, so a failure is a WORKER_LOST result and never a re-run.
  */
-final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteRequest, ExecuteEvent> {
+final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput, ExecuteEvent> {
 
     private static final Logger LOG = LoggerFactory.getLogger(RemoteRun.class);
 
@@ -42,12 +43,14 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     private final BoundedText stdout;
     private final BoundedText stderr;
 
-    private ClientCallStreamObserver<ExecuteRequest> call;
+    private ClientCallStreamObserver<ExecuteInput> call;
     private volatile boolean accepted;
     private volatile String worker = "";
     private volatile String instanceId = "";
     private volatile long acceptedNanos;
     private volatile boolean cancelled;
+    /** The run's workspace, marked in use at this gateway until the run ends; null for stateless runs. */
+    volatile dev.codeexec.workspace.Workspaces.Hold hold;
     /** Why the gateway gave up on the worker (it stopped answering), when it did. */
     private volatile String abandoned;
 
@@ -83,7 +86,7 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     void abandon(String why) {
         if (result.isDone()) return;
         abandoned = why;
-        ClientCallStreamObserver<ExecuteRequest> c = call;
+        ClientCallStreamObserver<ExecuteInput> c = call;
         if (c != null) c.cancel("worker " + why, null);
     }
 
@@ -96,12 +99,12 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
     public void cancel() {
         if (result.isDone()) return;
         cancelled = true;
-        ClientCallStreamObserver<ExecuteRequest> c = call;
+        ClientCallStreamObserver<ExecuteInput> c = call;
         if (c != null) c.cancel("cancelled by the client", null);
     }
 
     @Override
-    public void beforeStart(ClientCallStreamObserver<ExecuteRequest> requestStream) {
+    public void beforeStart(ClientCallStreamObserver<ExecuteInput> requestStream) {
         call = requestStream;
     }
 
@@ -120,14 +123,23 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteReques
         }
     }
 
+    /**
+     * From here grpc never retries this call (it has a response), so the worker may start the run: {@code start}
+     * tells it so. A worker that never gets it (it died, the connection broke) drops the run unstarted.
+     */
     private void accept(Accepted a) {
         worker = a.getWorker();
         instanceId = a.getInstanceId();
         acceptedNanos = System.nanoTime();
         accepted = true;
+        ClientCallStreamObserver<ExecuteInput> c = call;
+        if (c != null && !cancelled && abandoned == null) {
+            c.onNext(ExecuteInput.newBuilder().setStart(Start.getDefaultInstance()).build());
+            c.onCompleted();
+        }
         owner.sessionAnswered(this, instanceId);
         try {
-            listener.onStart(id);
+            listener.onStart(id); // the gateway's own listeners only take note; the worker already holds the slot
         } catch (RuntimeException e) {
             LOG.warn("run {}: start listener failed: {}", id, e.toString());
         }

@@ -11,6 +11,8 @@ import io.grpc.stub.ServerCallStreamObserver;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * One Execute call: the engine's listener on one side, the gRPC stream on the other. Every send happens under this
@@ -19,7 +21,9 @@ import java.util.List;
  *
  * <p>The ordering promise of worker.proto lives here: nothing goes out before {@code accepted} (gRPC commits a call
  * for retry on its first response headers or message, and the gateway's retry is what makes a never-started job safe
- * to run elsewhere), {@code accepted} goes out once the run holds its slot, output follows, {@code result} is last.
+ * to run elsewhere), {@code accepted} goes out once the run holds its slot, and the run starts only when the client's
+ * {@code start} arrives — proof that the client saw {@code accepted} and so will never retry it; output follows,
+ * {@code result} is last.
  */
 final class ExecuteCall implements OutputListener {
 
@@ -27,6 +31,9 @@ final class ExecuteCall implements OutputListener {
     private final String worker;
     private final String instanceId;
     private RunHandle handle;
+    /** How long a run that holds its slot waits for the client's {@code start}: a round trip, normally. */
+    static final java.time.Duration START_WAIT = java.time.Duration.ofSeconds(10);
+    private final java.util.concurrent.CompletableFuture<Boolean> go = new java.util.concurrent.CompletableFuture<>();
     private boolean started;
     private String runId = "";
     private boolean acceptedSent;
@@ -44,16 +51,38 @@ final class ExecuteCall implements OutputListener {
     }
 
     /**
-     * The run holds its slot and its sandbox is about to start: {@code accepted} goes out now, even when the
-     * executor calls this inside {@code submit} before the handle exists (a free slot), because the run starts right
-     * after and a retry must be impossible from here on.
+     * The run holds its slot: {@code accepted} goes out now (also when the executor calls this inside
+     * {@code submit}, before the handle exists), then the slot holder waits for the client's {@code start}. No
+     * {@code start} within {@link #START_WAIT} (or the call ended first): the run is dropped, having run nothing.
      */
     @Override
-    public synchronized void onStart(String id) {
-        if (bounced) return;
-        started = true;
-        runId = id;
-        sendAcceptedOnceKnown();
+    public boolean onStart(String id) {
+        synchronized (this) {
+            if (bounced || ended) return false;
+            started = true;
+            runId = id;
+            sendAcceptedOnceKnown();
+        }
+        try {
+            return go.get(START_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        } catch (java.util.concurrent.ExecutionException e) {
+            return false;
+        }
+    }
+
+    /** The client saw {@code accepted} and sent {@code start}. */
+    void startReceived() {
+        go.complete(true);
+    }
+
+    /** The client will not send {@code start} (it half-closed, failed or cancelled): a waiting run is dropped. */
+    void noStart() {
+        go.complete(false);
     }
 
     @Override
@@ -91,6 +120,7 @@ final class ExecuteCall implements OutputListener {
 
     /** Kills the run (call cancelled, deadline passed, drain grace over). */
     void cancel() {
+        noStart();
         RunHandle h;
         synchronized (this) {
             cancelRequested = true;

@@ -10,6 +10,7 @@ import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteInput;
 import dev.codeexec.worker.v1.ExecuteRequest;
 import dev.codeexec.worker.v1.ListSessionsRequest;
 import dev.codeexec.worker.v1.ListSessionsResponse;
@@ -71,13 +72,53 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
         this.load = load;
     }
 
+    /**
+     * The client's side of an Execute call: {@code request} first (the run is taken on a thread of its own, because
+     * the slot holder then waits for {@code start}, which arrives through this same observer), then {@code start}.
+     * A half-close or error before {@code start} drops a run that waits for it.
+     */
     @Override
-    public void execute(ExecuteRequest req, StreamObserver<ExecuteEvent> observer) {
+    public StreamObserver<ExecuteInput> execute(StreamObserver<ExecuteEvent> observer) {
         ServerCallStreamObserver<ExecuteEvent> stream = (ServerCallStreamObserver<ExecuteEvent>) observer;
         ExecuteCall call = new ExecuteCall(stream, identity.name(), identity.instanceId());
         // Set before anything can be sent: with a handler, a cancelled call drops messages instead of throwing,
         // and the cancel (client gone, deadline passed) kills the run.
         stream.setOnCancelHandler(call::cancel);
+        return new StreamObserver<>() {
+            private boolean requested;
+
+            @Override
+            public void onNext(ExecuteInput in) {
+                switch (in.getInputCase()) {
+                    case REQUEST -> {
+                        if (requested) {
+                            call.refuse(Status.INVALID_ARGUMENT.withDescription("one request per Execute call"));
+                            return;
+                        }
+                        requested = true;
+                        ExecuteRequest req = in.getRequest();
+                        Thread.ofVirtual().name("execute-call").start(() -> take(req, call));
+                    }
+                    case START -> call.startReceived();
+                    case INPUT_NOT_SET -> call.refuse(Status.INVALID_ARGUMENT.withDescription("empty Execute input"));
+                }
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                call.cancel();
+            }
+
+            @Override
+            public void onCompleted() {
+                // The gateway half-closes after start; before start it means no start will come.
+                call.noStart();
+                if (!requested) call.refuse(Status.INVALID_ARGUMENT.withDescription("no request on the Execute call"));
+            }
+        };
+    }
+
+    private void take(ExecuteRequest req, ExecuteCall call) {
         load.callArrived();
         if (draining) {
             call.refuse(Status.UNAVAILABLE.withDescription("the worker is shutting down; run elsewhere"));

@@ -2,6 +2,7 @@ package dev.codeexec.gateway;
 
 import dev.codeexec.worker.v1.Accepted;
 import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteInput;
 import dev.codeexec.worker.v1.ExecuteRequest;
 import dev.codeexec.worker.v1.ListSessionsRequest;
 import dev.codeexec.worker.v1.ListSessionsResponse;
@@ -68,6 +69,8 @@ final class FakeWorker implements AutoCloseable {
     final AtomicInteger calls = new AtomicInteger();
     final AtomicInteger ran = new AtomicInteger();
     final AtomicInteger cancelled = new AtomicInteger();
+    /** Execute calls whose client sent start (it saw accepted). */
+    final AtomicInteger starts = new AtomicInteger();
     final AtomicInteger statusCalls = new AtomicInteger();
     /** Like a SIGSTOPped process: the connection stays up, status questions get no answer. */
     volatile boolean hung;
@@ -175,12 +178,31 @@ final class FakeWorker implements AutoCloseable {
     }
 
     private final class Service extends WorkerGrpc.WorkerImplBase {
+        /** The gateway's side: the request, then (after accepted) start, then half-close; starts are counted. */
         @Override
-        public void execute(ExecuteRequest req, StreamObserver<ExecuteEvent> obs) {
+        public StreamObserver<ExecuteInput> execute(StreamObserver<ExecuteEvent> obs) {
+            ((ServerCallStreamObserver<ExecuteEvent>) obs).setOnCancelHandler(cancelled::incrementAndGet);
+            return new StreamObserver<>() {
+                @Override
+                public void onNext(ExecuteInput in) {
+                    if (in.hasRequest()) take(in.getRequest(), obs);
+                    else if (in.hasStart()) starts.incrementAndGet();
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                }
+
+                @Override
+                public void onCompleted() {
+                }
+            };
+        }
+
+        private void take(ExecuteRequest req, StreamObserver<ExecuteEvent> obs) {
             calls.incrementAndGet();
             requests.add(req);
             ServerCallStreamObserver<ExecuteEvent> out = (ServerCallStreamObserver<ExecuteEvent>) obs;
-            out.setOnCancelHandler(cancelled::incrementAndGet);
             if (!req.getSession().isEmpty()) {
                 String key = req.getTenant() + "/" + req.getSession();
                 if (!req.getSessionWorker().isEmpty() && !req.getSessionWorker().equals(instanceId)) {

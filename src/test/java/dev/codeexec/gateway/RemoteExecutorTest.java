@@ -115,6 +115,8 @@ class RemoteExecutorTest {
         for (int i = 0; i < 20; i++) assertThat(run(gw, request(Duration.ofSeconds(5))).worker()).isNotEqualTo(Optional.of("w2"));
         assertThat(w2.calls.get()).isZero();
         assertThat(w1.ran.get() + w3.ran.get()).isEqualTo(20);
+        // Each accepted call was answered with start: the go-ahead that lets a worker begin the run.
+        assertThat(w1.starts.get() + w3.starts.get()).isEqualTo(20);
     }
 
     @Test
@@ -161,8 +163,9 @@ class RemoteExecutorTest {
             }
 
             @Override
-            public void onStart(String runId) {
+            public boolean onStart(String runId) {
                 started.countDown();
+                return true;
             }
         });
         ExecutionResult r = h.result().get(20, TimeUnit.SECONDS);
@@ -378,8 +381,9 @@ class RemoteExecutorTest {
             }
 
             @Override
-            public void onStart(String runId) {
+            public boolean onStart(String runId) {
                 started.countDown();
+                return true;
             }
         });
         assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();

@@ -132,6 +132,31 @@ class WorkerExecuteTest {
     }
 
     @Test
+    void anAcceptedRunStartsOnlyWhenTheClientSaysStart() throws Exception {
+        Workspace ws = engine.workspaces().open("alice", "nostart", true);
+        // The client saw accepted but never answers (it died, or the connection broke before it could): the run
+        // must not start — the gateway may have retried it elsewhere. Ending the call drops it unstarted.
+        WorkerTesting.Recorded silent = new WorkerTesting.Recorded(channel, null, io.grpc.CallOptions.DEFAULT,
+                request("bash", "touch ran; echo ran").setWorkspace("nostart").build(), false);
+        assertThat(eventually(30_000, silent::accepted)).isTrue();
+        Thread.sleep(1500);
+        assertThat(Files.exists(ws.fs().root().resolve("ran"))).as("started without start").isFalse();
+        silent.call.halfClose();
+        assertThat(silent.await().getCode()).isEqualTo(Status.Code.OK);
+        assertThat(silent.result().getOutcome()).isEqualTo("cancelled");
+        assertThat(silent.stdout()).isEmpty();
+        assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
+        assertThat(Files.exists(ws.fs().root().resolve("ran"))).isFalse();
+
+        // The same request with start runs.
+        WorkerTesting.Recorded normal = execute(channel, null,
+                request("bash", "touch ran; echo ran").setWorkspace("nostart").build());
+        assertThat(normal.await().getCode()).isEqualTo(Status.Code.OK);
+        assertThat(normal.result().getStdout()).isEqualTo("ran\n");
+        assertThat(Files.exists(ws.fs().root().resolve("ran"))).isTrue();
+    }
+
+    @Test
     void cancellingTheCallKillsTheRun() throws Exception {
         WorkerTesting.Recorded call = execute(channel, null,
                 request("bash", "echo started; sleep 30; echo never").build());
@@ -145,13 +170,12 @@ class WorkerExecuteTest {
 
     @Test
     void aPassedDeadlineKillsTheRun() throws Exception {
-        Iterator<ExecuteEvent> events = WorkerTesting.blocking(channel, null).withDeadlineAfter(3, TimeUnit.SECONDS)
-                .execute(request("bash", "echo started; sleep 30; echo never").build());
-        assertThat(events.next().hasAccepted()).isTrue();
-        assertThatThrownBy(() -> {
-            while (events.hasNext()) events.next();
-        }).isInstanceOfSatisfying(StatusRuntimeException.class,
-                e -> assertThat(e.getStatus().getCode()).isEqualTo(Status.Code.DEADLINE_EXCEEDED));
+        WorkerTesting.Recorded r = new WorkerTesting.Recorded(channel, null,
+                io.grpc.CallOptions.DEFAULT.withDeadlineAfter(3, TimeUnit.SECONDS),
+                request("bash", "echo started; sleep 30; echo never").build());
+        assertThat(r.await().getCode()).isEqualTo(Status.Code.DEADLINE_EXCEEDED);
+        assertThat(r.events.getFirst().hasAccepted()).isTrue();
+        assertThat(r.stdout()).isEqualTo("started\n");
         assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
     }
 

@@ -65,10 +65,9 @@ class WorkerOverheadBench {
         ExecuteRequest remote = WorkerTesting.request(lang, code).build();
         double direct = median(n, () -> executor.submit(local, OutputListener.NONE).result().get(60, TimeUnit.SECONDS));
         double viaGrpc = median(n, () -> {
-            Iterator<ExecuteEvent> it = stub.execute(remote);
-            ExecuteEvent last = null;
-            while (it.hasNext()) last = it.next();
-            assertThat(last.hasResult()).isTrue();
+            WorkerTesting.Recorded r = WorkerTesting.execute(ch, null, remote);
+            assertThat(r.await().isOk()).isTrue();
+            assertThat(r.events.getLast().hasResult()).isTrue();
         });
         System.out.printf("BENCH %-34s in-process %8.3f ms | via worker gRPC %8.3f ms | added %+.3f ms | ratio %.2f%n",
                 what, direct, viaGrpc, viaGrpc - direct, viaGrpc / direct);

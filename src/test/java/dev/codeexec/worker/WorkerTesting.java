@@ -3,7 +3,9 @@ package dev.codeexec.worker;
 import dev.codeexec.Main;
 import dev.codeexec.config.Config;
 import dev.codeexec.worker.v1.ExecuteEvent;
+import dev.codeexec.worker.v1.ExecuteInput;
 import dev.codeexec.worker.v1.ExecuteRequest;
+import dev.codeexec.worker.v1.Start;
 import dev.codeexec.worker.v1.Limits;
 import dev.codeexec.worker.v1.WorkerGrpc;
 import io.grpc.CallOptions;
@@ -88,15 +90,21 @@ final class WorkerTesting {
         volatile boolean headers;
         final CompletableFuture<Status> closed = new CompletableFuture<>();
         volatile Metadata trailers;
-        final ClientCall<ExecuteRequest, ExecuteEvent> call;
+        final ClientCall<ExecuteInput, ExecuteEvent> call;
+        /** Answer accepted with start, as a gateway does; false: stay silent (the worker must not start the run). */
+        private final boolean sendStart;
 
         Recorded(ManagedChannel ch, String token, CallOptions options, ExecuteRequest req) {
+            this(ch, token, options, req, true);
+        }
+
+        Recorded(ManagedChannel ch, String token, CallOptions options, ExecuteRequest req, boolean sendStart) {
+            this.sendStart = sendStart;
             io.grpc.Channel channel = token == null ? ch
                     : ClientInterceptors.intercept(ch, MetadataUtils.newAttachHeadersInterceptor(bearer(token)));
             call = channel.newCall(WorkerGrpc.getExecuteMethod(), options);
             call.start(this, new Metadata());
-            call.sendMessage(req);
-            call.halfClose();
+            call.sendMessage(ExecuteInput.newBuilder().setRequest(req).build());
             call.request(Integer.MAX_VALUE);
         }
 
@@ -108,6 +116,10 @@ final class WorkerTesting {
         @Override
         public void onMessage(ExecuteEvent e) {
             events.add(e);
+            if (e.hasAccepted() && sendStart) {
+                call.sendMessage(ExecuteInput.newBuilder().setStart(Start.getDefaultInstance()).build());
+                call.halfClose();
+            }
         }
 
         @Override
