@@ -32,6 +32,7 @@ import io.grpc.stub.StreamObserver;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -51,12 +52,15 @@ final class FakeWorker implements AutoCloseable {
         void execute(FakeWorker w, ExecuteRequest req, ServerCallStreamObserver<ExecuteEvent> out);
     }
 
+    /** Like a real worker: accepts, runs only once the gateway's start arrives, prints its name, exits 0. */
     static final Behaviour NORMAL = (w, req, out) -> {
         w.accept(out);
-        out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setText("hello from " + w.name + "\n"))
-                .build());
-        out.onNext(ExecuteEvent.newBuilder().setResult(w.result(req, "hello from " + w.name + "\n")).build());
-        out.onCompleted();
+        w.afterStart(out, () -> {
+            out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setText("hello from " + w.name + "\n"))
+                    .build());
+            out.onNext(ExecuteEvent.newBuilder().setResult(w.result(req, "hello from " + w.name + "\n")).build());
+            out.onCompleted();
+        });
     };
 
     static final Metadata.Key<String> AUTH = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
@@ -71,6 +75,12 @@ final class FakeWorker implements AutoCloseable {
     final AtomicInteger cancelled = new AtomicInteger();
     /** Execute calls whose client sent start (it saw accepted). */
     final AtomicInteger starts = new AtomicInteger();
+    private final Map<Object, java.util.concurrent.CompletableFuture<Void>> startSignals = new ConcurrentHashMap<>();
+
+    /** Runs {@code then} when this call's client sends start (on the thread that receives it). */
+    void afterStart(StreamObserver<ExecuteEvent> out, Runnable then) {
+        startSignals.get(out).thenRun(then);
+    }
     final AtomicInteger statusCalls = new AtomicInteger();
     /** Like a SIGSTOPped process: the connection stays up, status questions get no answer. */
     volatile boolean hung;
@@ -181,12 +191,22 @@ final class FakeWorker implements AutoCloseable {
         /** The gateway's side: the request, then (after accepted) start, then half-close; starts are counted. */
         @Override
         public StreamObserver<ExecuteInput> execute(StreamObserver<ExecuteEvent> obs) {
-            ((ServerCallStreamObserver<ExecuteEvent>) obs).setOnCancelHandler(cancelled::incrementAndGet);
+            ((ServerCallStreamObserver<ExecuteEvent>) obs).setOnCancelHandler(() -> {
+                cancelled.incrementAndGet();
+                startSignals.remove(obs);
+            });
+            java.util.concurrent.CompletableFuture<Void> start = new java.util.concurrent.CompletableFuture<>();
+            startSignals.put(obs, start);
             return new StreamObserver<>() {
                 @Override
                 public void onNext(ExecuteInput in) {
-                    if (in.hasRequest()) take(in.getRequest(), obs);
-                    else if (in.hasStart()) starts.incrementAndGet();
+                    if (in.hasRequest()) {
+                        take(in.getRequest(), obs);
+                    } else if (in.hasStart()) {
+                        starts.incrementAndGet();
+                        startSignals.remove(obs);
+                        start.complete(null);
+                    }
                 }
 
                 @Override
