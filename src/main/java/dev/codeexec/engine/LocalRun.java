@@ -151,7 +151,12 @@ final class LocalRun implements RunHandle {
         if (cancelled) return cancelledInQueue();
         if (sessionCall != null) return sessionCall.execute();
         Optional<Workspace> ws = request.workspace();
-        String name = ws.map(LocalRun::unusedName).orElseGet(() -> "code_" + hex(4));
+        String name;
+        try {
+            name = ws.map(LocalRun::unusedName).orElseGet(() -> "code_" + hex(4));
+        } catch (WorkspaceException e) {
+            return failedToStart("the workspace cannot be used: " + e.getMessage());
+        }
         String fileName = name + "." + language.fileExtension();
         Path staged = executor.stagingDir.resolve(id + "-" + fileName);
         try {

@@ -211,7 +211,12 @@ public final class WorkspaceFs {
             for (Path p : ds) {
                 if (out.size() >= limit) break;
                 String name = p.getFileName().toString();
-                out.add(entry(d.proc(name), name, dir.child(name)));
+                try {
+                    out.add(entry(d.proc(name), name, dir.child(name)));
+                } catch (WorkspaceException gone) {
+                    // removed between readdir and stat (a run deletes its code file, a program its temp files): the
+                    // listing is of what exists, not a failure of the directory
+                }
             }
         } catch (IOException e) {
             throw translate(e, dir);

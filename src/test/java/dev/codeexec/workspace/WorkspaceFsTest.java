@@ -263,4 +263,32 @@ class WorkspaceFsTest {
         assertThat(leaks.get()).isZero();
         assertThat(okReads.get()).isPositive();
     }
+
+    @Test
+    void listingWhileFilesComeAndGoShowsWhatExistsAndNeverFails() throws Exception {
+        // A run deletes its code file (and programs their temp files) while the API or another run lists the
+        // directory: an entry gone between readdir and stat must not turn into "directory not found".
+        for (int i = 0; i < 50; i++) Files.writeString(dir.resolve("keep" + i), "x");
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread churn = Thread.ofPlatform().start(() -> {
+            for (int n = 0; !stop.get(); n++) {
+                Path p = dir.resolve("tmp" + (n % 64));
+                try {
+                    Files.writeString(p, "y");
+                    Files.deleteIfExists(p);
+                } catch (IOException e) {
+                    return;
+                }
+            }
+        });
+        try {
+            for (int i = 0; i < 3000; i++) {
+                java.util.List<WorkspaceFs.Entry> entries = ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE);
+                assertThat(entries.stream().filter(e -> e.name().startsWith("keep")).count()).isEqualTo(50);
+            }
+        } finally {
+            stop.set(true);
+            churn.join();
+        }
+    }
 }
