@@ -6,6 +6,7 @@ import dev.codeexec.engine.RunHandle;
 import dev.codeexec.worker.v1.Accepted;
 import dev.codeexec.worker.v1.ExecuteEvent;
 import dev.codeexec.worker.v1.Output;
+import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 
@@ -31,6 +32,9 @@ final class ExecuteCall implements OutputListener {
     private final String worker;
     private final String instanceId;
     private RunHandle handle;
+    /** gRFC A6 server pushback: a negative value means "do not retry this call". */
+    static final Metadata.Key<String> NO_RETRY = Metadata.Key.of("grpc-retry-pushback-ms", Metadata.ASCII_STRING_MARSHALLER);
+
     /** How long a run that holds its slot waits for the client's {@code start}: a round trip, normally. */
     static final java.time.Duration START_WAIT = java.time.Duration.ofSeconds(10);
     private final java.util.concurrent.CompletableFuture<Boolean> go = new java.util.concurrent.CompletableFuture<>();
@@ -135,6 +139,14 @@ final class ExecuteCall implements OutputListener {
 
     /** The run ended: its result, or why it could not be attempted. */
     synchronized void finish(ExecutionResult result, Throwable error) {
+        finish(result, error, false);
+    }
+
+    /**
+     * @param atOnce the engine refused the run inside submit (a full queue): nothing of the call's deadline was spent
+     *               waiting, so the gateway may retry it elsewhere
+     */
+    synchronized void finish(ExecutionResult result, Throwable error, boolean atOnce) {
         if (ended) return;
         ended = true;
         if (bounced) {
@@ -146,7 +158,12 @@ final class ExecuteCall implements OutputListener {
             // A run refused after it was accepted (an internal failure) still ends with a status, never a retry.
             Throwable cause = error instanceof java.util.concurrent.CompletionException c && c.getCause() != null
                     ? c.getCause() : error;
-            stream.onError(WorkerService.status(cause).asRuntimeException());
+            // A run refused here waited in the queue (up to QUEUE_TIMEOUT_MS) out of the call's one deadline: a
+            // retry elsewhere would start with too little of it left and could be cut off mid-run, so grpc is told
+            // not to retry (a full queue, refused at once inside submit, stays retryable).
+            Metadata trailers = new Metadata();
+            if (!atOnce) trailers.put(NO_RETRY, "-1");
+            stream.onError(WorkerService.status(cause).asRuntimeException(trailers));
             return;
         }
         // The contract says accepted exactly once: a run that ended without taking a slot (cancelled in the queue)

@@ -157,9 +157,11 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
             return;
         }
         call.submitted(handle);
+        // Already refused inside submit (a full queue): no time was spent waiting, a retry elsewhere is fine.
+        boolean atOnce = handle.result().isCompletedExceptionally();
         handle.result().whenComplete((r, e) -> {
             calls.remove(call);
-            call.finish(r, e);
+            call.finish(r, e, atOnce);
         });
     }
 

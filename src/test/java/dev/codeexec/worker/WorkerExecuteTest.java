@@ -157,6 +157,36 @@ class WorkerExecuteTest {
     }
 
     @Test
+    void aQueueTimeoutIsNotRetriedButAFullQueueIs() throws Exception {
+        Path own = tmp.resolve("qt");
+        Files.createDirectories(own);
+        Config config = WorkerTesting.config(own.resolve("ws"), "MAX_CONCURRENT", "1", "QUEUE_SIZE", "1",
+                "QUEUE_TIMEOUT_MS", "300", "WORKER_NAME", "w-queue");
+        Main.LocalEngine small = WorkerTesting.realEngine(config);
+        WorkerServer s = WorkerServer.start(config, small.executor(), small.workspaces(), "test", small.sandboxStatus());
+        ManagedChannel ch = WorkerTesting.plaintext(s.port());
+        try {
+            WorkerTesting.Recorded holder = execute(ch, null, request("bash", "sleep 3").build());
+            assertThat(eventually(30_000, holder::accepted)).isTrue();
+            WorkerTesting.Recorded waited = execute(ch, null, request("bash", "echo late").build());
+            assertThat(eventually(5_000, () -> small.executor().queued() == 1)).isTrue();
+            WorkerTesting.Recorded full = execute(ch, null, request("bash", "echo full").build());
+            // The queue holds one: the third call is refused at once, and may be retried on another worker.
+            assertThat(full.await().getCode()).isEqualTo(Status.Code.RESOURCE_EXHAUSTED);
+            assertThat(full.trailers.get(ExecuteCall.NO_RETRY)).isNull();
+            // The second waited out QUEUE_TIMEOUT_MS of its deadline: refused with "do not retry" pushback.
+            assertThat(waited.await().getCode()).isEqualTo(Status.Code.RESOURCE_EXHAUSTED);
+            assertThat(waited.trailers.get(ExecuteCall.NO_RETRY)).isEqualTo("-1");
+            assertThat(waited.events).isEmpty();
+            assertThat(holder.await().getCode()).isEqualTo(Status.Code.OK);
+        } finally {
+            ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            s.close();
+            small.executor().close();
+        }
+    }
+
+    @Test
     void cancellingTheCallKillsTheRun() throws Exception {
         WorkerTesting.Recorded call = execute(channel, null,
                 request("bash", "echo started; sleep 30; echo never").build());
