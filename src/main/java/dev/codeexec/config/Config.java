@@ -168,9 +168,14 @@ public final class Config {
             throw new ConfigException("HOST " + get(HOST) + " is not a loopback address: set API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true to expose the server without authentication");
     }
 
+    /**
+     * Loopback by its spelling alone: {@code localhost}, an IPv4 literal in 127.0.0.0/8, or {@code ::1}. A host name
+     * that merely starts with "127." ({@code 127.example.com}) is not, whatever it resolves to.
+     */
     public static boolean isLoopback(String host) {
         String h = host.trim().toLowerCase();
-        return h.equals("localhost") || h.startsWith("127.") || h.equals("::1") || h.equals("[::1]");
+        return h.equals("localhost") || h.matches("127\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}") || h.equals("::1")
+                || h.equals("[::1]");
     }
 
     @SuppressWarnings("unchecked")

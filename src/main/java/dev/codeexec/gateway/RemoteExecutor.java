@@ -83,7 +83,13 @@ public final class RemoteExecutor implements Executor {
     private final Duration shutdownGrace;
     private final Set<RemoteRun> inFlight = ConcurrentHashMap.newKeySet();
     /** Session → the worker process (instance id) it was last seen on; what session_worker sends. */
-    private final Map<SessionRef, String> pins = new ConcurrentHashMap<>();
+    private final Map<SessionRef, Pin> pins = new ConcurrentHashMap<>();
+    /** The workers' SESSION_IDLE_SECONDS (set alike on both roles): a pin older than that names a session gone idle. */
+    private final Duration sessionIdle;
+
+    /** Where a session was last seen, and when. */
+    private record Pin(String instanceId, Instant seen) {
+    }
     private final RemoteSessions sessions = new RemoteSessions();
     private volatile boolean closed;
     private volatile CachedInfo cachedInfo;
@@ -96,6 +102,7 @@ public final class RemoteExecutor implements Executor {
         this.languages = languages;
         this.queueTimeout = Duration.ofMillis(config.get(Config.QUEUE_TIMEOUT_MS));
         this.shutdownGrace = Duration.ofSeconds(config.get(Config.SHUTDOWN_GRACE_SECONDS));
+        this.sessionIdle = Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS));
         this.slack = slack;
         this.stateless = channels.stateless();
         this.sessionChannel = channels.sessions();
@@ -140,7 +147,7 @@ public final class RemoteExecutor implements Executor {
     public RunHandle submit(ExecutionRequest request, OutputListener listener) {
         if (closed) throw new ExecutionException.Unavailable("the server is shutting down");
         Optional<SessionRef> session = request.session();
-        ExecuteRequest proto = WireFormat.toProto(request, session.map(pins::get));
+        ExecuteRequest proto = WireFormat.toProto(request, session.flatMap(this::pinOf));
         Duration deadline = request.limits().timeout().plus(queueTimeout).plus(slack);
         CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS);
         Channel channel = stateless;
@@ -180,9 +187,10 @@ public final class RemoteExecutor implements Executor {
      */
     private void abandonUnresponsive() {
         Instant now = Instant.now();
+        pins.values().removeIf(p -> p.seen().plus(sessionIdle).isBefore(now));
         for (RemoteRun run : List.copyOf(inFlight)) {
             String instance = run.instanceId();
-            if (instance.isEmpty()) instance = run.session().map(pins::get).orElse("");
+            if (instance.isEmpty()) instance = run.session().flatMap(this::pinOf).orElse("");
             if (instance.isEmpty()) continue;
             Optional<WorkerStatus> w = directory.statusOfInstance(instance);
             if (w.isEmpty() || w.get().healthy() || w.get().draining() || w.get().lastSeen().isEmpty()) continue;
@@ -191,6 +199,21 @@ public final class RemoteExecutor implements Executor {
                 run.abandon("has not answered for " + silent.toSeconds() + " s");
             }
         }
+    }
+
+    /**
+     * The worker process a session was last seen on, unless that was longer ago than SESSION_IDLE_SECONDS: the
+     * session has ended there by itself since, so a fresh one is no news to the client (and the map stays bounded
+     * by the sessions used within that time).
+     */
+    private Optional<String> pinOf(SessionRef ref) {
+        Pin p = pins.get(ref);
+        if (p == null) return Optional.empty();
+        if (p.seen().plus(sessionIdle).isBefore(Instant.now())) {
+            pins.remove(ref, p);
+            return Optional.empty();
+        }
+        return Optional.of(p.instanceId());
     }
 
     void ended(RemoteRun run) {
@@ -203,7 +226,7 @@ public final class RemoteExecutor implements Executor {
     /** A session call was accepted or answered by this worker process: later calls tell the worker to expect it. */
     void sessionAnswered(RemoteRun run, String instanceId) {
         if (instanceId.isEmpty()) return;
-        run.session().ifPresent(ref -> pins.put(ref, instanceId));
+        run.session().ifPresent(ref -> pins.put(ref, new Pin(instanceId, Instant.now())));
     }
 
     /**
@@ -213,7 +236,7 @@ public final class RemoteExecutor implements Executor {
      */
     ExecutionResult sessionLost(RemoteRun run, ExecutionRequest request) {
         SessionRef ref = request.session().orElseThrow();
-        String was = pins.remove(ref);
+        String was = Optional.ofNullable(pins.remove(ref)).map(Pin::instanceId).orElse(null);
         String who = was == null ? "its worker" : directory.nameOfInstance(was).map(n -> n + ", instance " + was)
                 .orElse("instance " + was);
         String msg = "[session lost] the session '" + ref.name() + "' was lost with its worker (" + who
@@ -226,7 +249,7 @@ public final class RemoteExecutor implements Executor {
     /** A session call pinned to a worker that stopped answering: the code did not run; the session is kept. */
     ExecutionResult sessionUnreachable(ExecutionRequest request, String why) {
         SessionRef ref = request.session().orElseThrow();
-        String was = pins.get(ref);
+        String was = pinOf(ref).orElse(null);
         String who = was == null ? "its worker" : directory.nameOfInstance(was).orElse("instance " + was);
         String msg = "[session unavailable] the session '" + ref.name() + "' lives on worker " + who + ", which " + why
                 + "; the code did not run. The session is kept in case the worker resumes; session_close ends it\n";

@@ -86,4 +86,18 @@ class ConfigTest {
             assertThat(documented.get(k.name())).as("README default of " + k.name()).isEqualTo(def);
         }
     }
+
+    @Test
+    void loopbackIsDecidedByTheSpellingOfAnAddressNotAHostNamePrefix() {
+        assertThat(Config.isLoopback("127.0.0.1")).isTrue();
+        assertThat(Config.isLoopback("127.0.0.2")).isTrue();
+        assertThat(Config.isLoopback("localhost")).isTrue();
+        assertThat(Config.isLoopback("::1")).isTrue();
+        // a name under someone's domain is not loopback, whatever its prefix: plaintext and no token would follow
+        assertThat(Config.isLoopback("127.example.com")).isFalse();
+        assertThat(Config.isLoopback("127.0.0.1.nip.io")).isFalse();
+        assertThat(Config.isLoopback("0.0.0.0")).isFalse();
+        assertThatThrownBy(() -> Config.of("HOST", "127.evil.example"))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("not a loopback");
+    }
 }

@@ -548,4 +548,24 @@ class RemoteExecutorTest {
         assertThat(again.outcome()).isEqualTo(Outcome.EXITED);
         assertThat(w.requests.getLast().getSessionWorker()).isEqualTo(w.instanceId);
     }
+
+    @Test
+    void aPinOlderThanTheSessionIdleTimeIsForgotten() throws Exception {
+        FakeWorker w = worker("w1");
+        RemoteExecutor gw = gateway(List.of(w), "SESSION_IDLE_SECONDS", "1");
+        SessionRef ref = new SessionRef("t", "idle");
+        assertThat(run(gw, request(Duration.ofSeconds(5)).inSession(ref)).outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(w.requests.getLast().getSessionWorker()).isEmpty();
+        // The session idled out on its worker long ago, then the worker restarted (a new process): the next call
+        // is a plain new session, not a "[session lost]" about state that had expired anyway.
+        Thread.sleep(1500);
+        w.instanceId = java.util.UUID.randomUUID().toString();
+        w.sessions.clear();
+        ExecutionResult r = run(gw, request(Duration.ofSeconds(5)).inSession(ref));
+        assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(w.requests.getLast().getSessionWorker()).isEmpty();
+        // Fresh pins still count: right away, the next call names the instance it was just seen on.
+        run(gw, request(Duration.ofSeconds(5)).inSession(ref));
+        assertThat(w.requests.getLast().getSessionWorker()).isEqualTo(w.instanceId);
+    }
 }
