@@ -1,5 +1,6 @@
-// A minimal MCP client over raw fetch (one JSON-RPC session, JSON or SSE responses) for benchmarks, where the
-// client's own overhead must stay small next to what is measured. The tests use the official SDK instead.
+// A minimal MCP client over raw fetch (one JSON-RPC session, JSON or SSE responses) for the benchmarks (bench.js,
+// cluster-bench.js), where the client's own overhead must stay small next to what is measured. The tests use the
+// official SDK instead.
 export class RawSession {
     constructor(url, apiKey) {
         this.url = url;
@@ -37,14 +38,23 @@ export class RawSession {
     }
 
     /** execute_code; throws unless the run exited 0 with `expect` on stdout (null: any). Returns structuredContent. */
-    async execute(language, code, { env, expect = 'hello' } = {}) {
+    async execute(language, code, { env, session, expect = 'hello' } = {}) {
         const args = { language, code };
         if (env) args.env = env;
+        if (session) args.session = session;
         const res = await this.post({ jsonrpc: '2.0', id: this.nextId++, method: 'tools/call',
             params: { name: 'execute_code', arguments: args } });
         const sc = res.result?.structuredContent;
         if (res.error || res.result?.isError || !sc || sc.exitCode !== 0 || (expect !== null && sc.stdout.trim() !== expect))
             throw new Error(`unexpected result: ${JSON.stringify(res).slice(0, 500)}`);
         return sc;
+    }
+
+    /** Any tool (or `tools/list`); throws on a JSON-RPC error, returns the result. */
+    async call(name, args = {}) {
+        const res = await this.post({ jsonrpc: '2.0', id: this.nextId++, method: name === 'tools/list' ? name : 'tools/call',
+            params: name === 'tools/list' ? {} : { name, arguments: args } });
+        if (res.error) throw new Error(`${name}: ${JSON.stringify(res.error)}`);
+        return res.result;
     }
 }

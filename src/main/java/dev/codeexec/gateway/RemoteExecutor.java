@@ -89,6 +89,10 @@ public final class RemoteExecutor implements Executor {
 
     /** Where a session was last seen, and when. */
     private record Pin(String instanceId, Instant seen) {
+        /** Older than the session idle time: the session has ended on its worker by itself since. */
+        boolean expired(Duration idle, Instant now) {
+            return seen.plus(idle).isBefore(now);
+        }
     }
     private final RemoteSessions sessions = new RemoteSessions();
     private volatile boolean closed;
@@ -111,7 +115,7 @@ public final class RemoteExecutor implements Executor {
         this.directory = new WorkerDirectory(channels, () -> {
             stateless.resetConnectBackoff();
             sessionChannel.resetConnectBackoff();
-        }, this::abandonUnresponsive);
+        }, this::afterPoll);
     }
 
     /**
@@ -177,6 +181,13 @@ public final class RemoteExecutor implements Executor {
                 + URLEncoder.encode(ref.name(), StandardCharsets.UTF_8);
     }
 
+    /** After each status poll: drop pins past the session idle time (bounded map), then end calls on hung workers. */
+    private void afterPoll() {
+        Instant now = Instant.now();
+        pins.values().removeIf(p -> p.expired(sessionIdle, now));
+        abandonUnresponsive(now);
+    }
+
     /**
      * Ends the calls that wait on a hung worker: a SIGSTOPped or wedged process keeps its TCP connection, so grpc's
      * keepalive is all that would notice for a call already on it, and a session call pinned to it (ring_hash does
@@ -185,9 +196,7 @@ public final class RemoteExecutor implements Executor {
      * call ends: WORKER_LOST when the worker had accepted it, else a clear refusal (a session keeps its pin, in case
      * the worker resumes).
      */
-    private void abandonUnresponsive() {
-        Instant now = Instant.now();
-        pins.values().removeIf(p -> p.seen().plus(sessionIdle).isBefore(now));
+    private void abandonUnresponsive(Instant now) {
         for (RemoteRun run : List.copyOf(inFlight)) {
             String instance = run.instanceId();
             if (instance.isEmpty()) instance = run.session().flatMap(this::pinOf).orElse("");
@@ -209,7 +218,7 @@ public final class RemoteExecutor implements Executor {
     private Optional<String> pinOf(SessionRef ref) {
         Pin p = pins.get(ref);
         if (p == null) return Optional.empty();
-        if (p.seen().plus(sessionIdle).isBefore(Instant.now())) {
+        if (p.expired(sessionIdle, Instant.now())) {
             pins.remove(ref, p);
             return Optional.empty();
         }
@@ -230,20 +239,17 @@ public final class RemoteExecutor implements Executor {
     }
 
     /**
-     * The worker that held the session is gone (the one the ring picks now is another process and has no such
-     * session): like the local engine's notice for a session that ended, the code did not run and the client is told
-     * once; the next call starts a new session.
+     * The worker process that held the session is gone (the worker the ring picks now is another process and refused
+     * the call): like the local engine's notice for a session that ended, the code did not run and the client is
+     * told once; the pin is dropped, so the next call starts (or continues) the session living there now.
      */
-    ExecutionResult sessionLost(RemoteRun run, ExecutionRequest request) {
+    ExecutionResult sessionLost(ExecutionRequest request) {
         SessionRef ref = request.session().orElseThrow();
         String was = Optional.ofNullable(pins.remove(ref)).map(Pin::instanceId).orElse(null);
         String who = was == null ? "its worker" : directory.nameOfInstance(was).map(n -> n + ", instance " + was)
                 .orElse("instance " + was);
-        String msg = "[session lost] the session '" + ref.name() + "' was lost with its worker (" + who
-                + "); its state is gone; the next call starts a new session\n";
-        return new ExecutionResult(request.language(), -1, "", msg, 0, Outcome.FAILED_TO_START, false,
-                OptionalLong.empty(), OptionalDouble.empty(), sandboxName())
-                .withSession(new ExecutionResult.SessionOutput(ref.name(), false, Optional.empty(), List.of()));
+        return sessionNotice(request, "[session lost] the session '" + ref.name() + "' was lost with its worker ("
+                + who + "); its state is gone; the next call starts a new session\n");
     }
 
     /** A session call pinned to a worker that stopped answering: the code did not run; the session is kept. */
@@ -251,11 +257,17 @@ public final class RemoteExecutor implements Executor {
         SessionRef ref = request.session().orElseThrow();
         String was = pinOf(ref).orElse(null);
         String who = was == null ? "its worker" : directory.nameOfInstance(was).orElse("instance " + was);
-        String msg = "[session unavailable] the session '" + ref.name() + "' lives on worker " + who + ", which " + why
-                + "; the code did not run. The session is kept in case the worker resumes; session_close ends it\n";
-        return new ExecutionResult(request.language(), -1, "", msg, 0, Outcome.FAILED_TO_START, false,
+        return sessionNotice(request, "[session unavailable] the session '" + ref.name() + "' lives on worker " + who
+                + ", which " + why + "; the code did not run. The session is kept in case the worker resumes; "
+                + "session_close ends it\n");
+    }
+
+    /** A session call whose code did not run: the message on stderr, failed_to_start, the session named. */
+    private ExecutionResult sessionNotice(ExecutionRequest request, String message) {
+        return new ExecutionResult(request.language(), -1, "", message, 0, Outcome.FAILED_TO_START, false,
                 OptionalLong.empty(), OptionalDouble.empty(), sandboxName())
-                .withSession(new ExecutionResult.SessionOutput(ref.name(), false, Optional.empty(), List.of()));
+                .withSession(new ExecutionResult.SessionOutput(request.session().orElseThrow().name(), false,
+                        Optional.empty(), List.of()));
     }
 
     String sandboxName() {

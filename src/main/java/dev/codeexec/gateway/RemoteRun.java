@@ -172,7 +172,7 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput,
         } else if (accepted) {
             finish(workerLost(reason(s)));
         } else if (s.getCode() == Status.Code.FAILED_PRECONDITION && request.session().isPresent()) {
-            finish(owner.sessionLost(this, request));
+            finish(owner.sessionLost(request));
         } else {
             fail(refusal(s));
         }

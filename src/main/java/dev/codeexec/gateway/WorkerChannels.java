@@ -154,14 +154,7 @@ final class WorkerChannels {
         Map<String, Object> serviceConfig = Map.of(
                 "loadBalancingConfig", List.of(Map.of(wrapped, child.get(childName))),
                 "healthCheckConfig", Map.of("serviceName", SERVICE),
-                "methodConfig", List.of(Map.of(
-                        "name", List.of(Map.of("service", SERVICE, "method", "Execute")),
-                        "retryPolicy", Map.of(
-                                "maxAttempts", 5.0,
-                                "initialBackoff", "0.05s",
-                                "maxBackoff", "1s",
-                                "backoffMultiplier", 2.0,
-                                "retryableStatusCodes", List.of("UNAVAILABLE", "RESOURCE_EXHAUSTED")))));
+                "methodConfig", executeRetry(5, "0.05s", "UNAVAILABLE", "RESOURCE_EXHAUSTED"));
         return balanced(serviceConfig);
     }
 
@@ -175,15 +168,23 @@ final class WorkerChannels {
         Map<String, Object> serviceConfig = Map.of(
                 "loadBalancingConfig", List.of(Map.of("ring_hash_experimental",
                         Map.of("requestHashHeader", SESSION_KEY_HEADER))),
-                "methodConfig", List.of(Map.of(
-                        "name", List.of(Map.of("service", SERVICE, "method", "Execute")),
-                        "retryPolicy", Map.of(
-                                "maxAttempts", 3.0,
-                                "initialBackoff", "0.1s",
-                                "maxBackoff", "1s",
-                                "backoffMultiplier", 2.0,
-                                "retryableStatusCodes", List.of("UNAVAILABLE")))));
+                "methodConfig", executeRetry(3, "0.1s", "UNAVAILABLE"));
         return balanced(serviceConfig);
+    }
+
+    /**
+     * grpc's retry policy for Execute: safe because a worker starts a run only after the gateway saw
+     * {@code accepted}, and grpc never retries a call that has had a response.
+     */
+    private static List<Map<String, Object>> executeRetry(int maxAttempts, String initialBackoff, String... codes) {
+        return List.of(Map.of(
+                "name", List.of(Map.of("service", SERVICE, "method", "Execute")),
+                "retryPolicy", Map.of(
+                        "maxAttempts", (double) maxAttempts,
+                        "initialBackoff", initialBackoff,
+                        "maxBackoff", "1s",
+                        "backoffMultiplier", 2.0,
+                        "retryableStatusCodes", List.of(codes))));
     }
 
     private ManagedChannel balanced(Map<String, Object> serviceConfig) {

@@ -45,7 +45,7 @@ final class ExecuteCall implements OutputListener {
     private boolean ended;
     /** The call was cancelled before the executor returned the handle. */
     private boolean cancelRequested;
-    /** Output read before {@code accepted} went out (cannot happen with the local engine; kept for the order). */
+    /** Output read before {@code accepted} went out: only from an executor that never calls onStart (a test double). */
     private final List<ExecuteEvent> early = new ArrayList<>();
 
     ExecuteCall(ServerCallStreamObserver<ExecuteEvent> stream, String worker, String instanceId) {
