@@ -2,11 +2,15 @@
 kernel. Each call's code runs as a cell; the value of a final expression, the error, figures and whether the call
 was interrupted come back on the control channel. Protocol: docs/interpreter-protocol.md."""
 
-import os
 import sys
 
+import codeexec_site
+
+codeexec_site.start()
 # What the interpreter imported by itself: the modules a plain run also has before the user's code.
-STARTUP_MODULES = frozenset(sys.modules)
+STARTUP_MODULES = frozenset(sys.modules) - {"codeexec_site"}
+
+import os  # noqa: E402
 
 import __future__  # noqa: E402 (after the snapshot on purpose, as are the imports below)
 import ast  # noqa: E402
@@ -139,7 +143,7 @@ def main():
     codeexec_main.RUNNER_FILES.add(__file__)
     channel = codeexec_main.Channel()
     codeexec_main.preload()
-    del sys.modules["codeexec_main"]
+    codeexec_main.forget_runner_modules()
     codeexec_main.forget_shadowed_modules(sys.path[0], STARTUP_MODULES | {"codeexec_mpl"})
     sys.argv = [""]
     session = Session()

@@ -59,8 +59,9 @@ public final class LocalExecutor implements Executor {
      * Engine helper files copied to DATA_DIR/runtime (bound read-only into sandboxes): the TypeScript loader and
      * the interpreters of warm sandboxes and sessions (docs/interpreter-protocol.md).
      */
-    static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "warm_python.py", "warm_node.js",
-            "session_python.py", "session_node.js", "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js");
+    static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "run_python.py", "warm_python.py",
+            "warm_node.js", "session_python.py", "session_node.js", "codeexec_site.py", "codeexec_run.py",
+            "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js");
 
     final Config config;
     final Sandbox sandbox;
@@ -118,6 +119,9 @@ public final class LocalExecutor implements Executor {
         ph.put("goCache", goCache.toString());
         ph.put("runtimeDir", runtimeDir.toString());
         this.placeholders = Map.copyOf(ph);
+        // before any Python run or warm sandbox: they all start from what this measures
+        languages.find("python").ifPresent(py -> PythonSite.prepare(
+                Placeholders.fill(py.run().getFirst(), placeholders), runtimeDir));
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)));
 

@@ -300,7 +300,7 @@ final class LocalRun implements RunHandle {
             Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), workDirSource.isPresent());
             if (warm.isPresent()) {
                 try {
-                    pool.handOut(warm.get(), workDirSource, limits, LocalExecutor.WORK_DIR + "/" + fileName,
+                    pool.handOut(language.id(), warm.get(), workDirSource, limits, LocalExecutor.WORK_DIR + "/" + fileName,
                             request.code(), request.args());
                     startedWarm = true;
                     return warm.get();

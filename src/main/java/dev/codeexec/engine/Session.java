@@ -244,7 +244,7 @@ final class Session {
         Map<String, String> ph = owner.placeholders();
         String runtime = ph.get("runtimeDir");
         List<String> command = language.id().equals("python")
-                ? List.of("/usr/bin/python3", "-u", runtime + "/session_python.py")
+                ? List.of("/usr/bin/python3", "-S", "-u", runtime + "/session_python.py")
                 : List.of("/usr/bin/node", runtime + "/session_node.js");
         Map<String, String> env = LocalExecutor.environment(language, Map.of(), ph);
         if (language.id().equals("python")) env.put("MPLBACKEND", "module://codeexec_mpl");

@@ -9,6 +9,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.time.Duration;
@@ -139,28 +140,50 @@ final class WarmPool implements AutoCloseable {
      * Gives the taken sandbox its run: working directory (a fresh tmpfs, or the workspace), the run's own CPU and
      * file-size limits, then the code. After this the sandbox is a running program like a cold one.
      */
-    void handOut(SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file, String code,
-            List<String> args) throws SandboxException {
+    void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
+            String code, List<String> args) throws SandboxException {
         if (lateWorkDir) {
             p.mountWorkDir(workspace, runLimits.diskBytes());
             // the code file where a cold run has it (programs read __file__); removed after a workspace run
-            p.writeWorkFile(Path.of(file).getFileName().toString(), code.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            p.writeWorkFile(Path.of(file).getFileName().toString(), code.getBytes(StandardCharsets.UTF_8));
         }
         // the CPU budget was reset when the sandbox became ready (an idle interpreter spends none); the file-size
         // cap of a stateless run is the launch's, a workspace run's is the space left under its quota
         if (workspace.isPresent()) p.limitProgramFileSize(runLimits.diskBytes());
         ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
-        Map<String, Object> msg = new LinkedHashMap<>();
-        msg.put("code", code);
-        msg.put("file", file);
-        msg.put("args", args);
         try {
-            c.send(tools.jackson.databind.json.JsonMapper.shared().writeValueAsString(msg));
+            if (language.equals("python")) {
+                c.send(runMessage(file, code, args));
+            } else {
+                Map<String, Object> msg = new LinkedHashMap<>();
+                msg.put("code", code);
+                msg.put("file", file);
+                msg.put("args", args);
+                c.send(tools.jackson.databind.json.JsonMapper.shared().writeValueAsString(msg));
+            }
         } catch (IOException e) {
             throw new SandboxException("the warm sandbox did not take its code: " + e.getMessage(), e);
         } finally {
             c.closeInput();
         }
+    }
+
+    /**
+     * The Python warm runner's run message (Node's is one line of JSON): {@code run FILELEN CODELEN ARGLEN...\n}, then the UTF-8 bytes of the file name,
+     * the code (the same bytes as the code file) and each argument. Not JSON: the runner would have to import a
+     * JSON parser in every run (docs/interpreter-protocol.md).
+     */
+    static byte[] runMessage(String file, String code, List<String> args) {
+        List<byte[]> parts = new java.util.ArrayList<>();
+        parts.add(file.getBytes(StandardCharsets.UTF_8));
+        parts.add(code.getBytes(StandardCharsets.UTF_8));
+        for (String a : args) parts.add(a.getBytes(StandardCharsets.UTF_8));
+        StringBuilder header = new StringBuilder("run");
+        for (byte[] b : parts) header.append(' ').append(b.length);
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        out.writeBytes(header.append('\n').toString().getBytes(StandardCharsets.US_ASCII));
+        parts.forEach(out::writeBytes);
+        return out.toByteArray();
     }
 
     boolean lateWorkDir() {
@@ -347,7 +370,7 @@ final class WarmPool implements AutoCloseable {
             if (lang.isEmpty()) continue;
             Map<String, String> env = new LinkedHashMap<>(LocalExecutor.environment(lang.get(), Map.of(), placeholders));
             List<String> cmd = switch (id) {
-                case "python" -> List.of("/usr/bin/python3", "-u", runtime + "/warm_python.py");
+                case "python" -> List.of("/usr/bin/python3", "-S", "-u", runtime + "/warm_python.py");
                 case "nodejs" -> List.of("/usr/bin/node", runtime + "/warm_node.js");
                 default -> null;
             };

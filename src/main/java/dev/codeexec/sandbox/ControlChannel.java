@@ -123,6 +123,12 @@ public final class ControlChannel implements AutoCloseable {
         toProgram.flush();
     }
 
+    /** Sends raw bytes as they are and flushes. */
+    public synchronized void send(byte[] message) throws IOException {
+        toProgram.write(message);
+        toProgram.flush();
+    }
+
     /** Closes the server → program direction: the program reads end of file. */
     public synchronized void closeInput() {
         try {

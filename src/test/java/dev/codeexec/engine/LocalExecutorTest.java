@@ -108,7 +108,8 @@ class LocalExecutorTest {
         assertThat(first).matches("/work/code_[0-9a-f]{8}\\.py");
         assertThat(second).matches("/work/code_[0-9a-f]{8}\\.py").isNotEqualTo(first);
         assertThat(sandbox.specs.get(0).workDir()).isEqualTo(LocalExecutor.WORK_DIR);
-        assertThat(sandbox.specs.get(0).command()).containsExactly("/usr/bin/python3", "-u", first);
+        assertThat(sandbox.specs.get(0).command()).containsExactly("/usr/bin/python3", "-S", "-u",
+                e.config.dataDir().toAbsolutePath().resolve("runtime/run_python.py").toString(), first);
         for (var spec : sandbox.specs) {
             Path staged = spec.readOnlyFiles().values().iterator().next();
             assertThat(staged.getParent()).isEqualTo(e.stagingDir);

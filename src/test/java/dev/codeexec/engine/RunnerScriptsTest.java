@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -43,11 +44,29 @@ import static org.assertj.core.api.Assertions.assertThat;
 class RunnerScriptsTest {
 
     private static final Path ENGINE = Path.of("src/main/resources/engine").toAbsolutePath();
+    /** The engine files installed as the server installs them, with python-site and the compiled runner modules. */
+    private static Path runtime;
     private static final String PYTHON = "/usr/bin/python3";
     private static final String NODE = "/usr/bin/node";
     private static final JsonMapper JSON = JsonMapper.builder().build();
-    private static final String RUNNER_NAMES = "(warm_python|session_python|codeexec_main|warm_node|session_node|"
+    private static final String RUNNER_NAMES = "(warm_python|run_python|session_python|codeexec_|warm_node|session_node|"
             + "codeexec_node)";
+
+    @BeforeAll
+    static void installRuntime(@TempDir Path dir) throws IOException {
+        runtime = Files.createDirectories(dir.resolve("runtime"));
+        for (String f : LocalExecutor.RUNTIME_FILES) Files.copy(ENGINE.resolve(f), runtime.resolve(f));
+        assertThat(PythonSite.prepare(PYTHON, runtime)).as("python-site measured").isTrue();
+    }
+
+    private static String[] warmPython() {
+        return new String[] {PYTHON, "-S", "-u", script("warm_python.py")};
+    }
+
+    /** The cold run's command, as languages.json has it. */
+    private static List<String> coldPython(Path file, List<String> args) {
+        return concat(List.of(PYTHON, "-S", "-u", script("run_python.py"), file.toString()), args);
+    }
 
     // ---------------------------------------------------------------------------------------------- warm python
 
@@ -59,7 +78,7 @@ class RunnerScriptsTest {
                         import sys, os
                         print(__file__, sys.argv[0], sys.path[0], os.getcwd())
                         print(sorted(globals()), __loader__.name, __spec__, __package__, __cached__)
-                        print(sys.modules['__main__'] is sys.modules[__name__], 'codeexec_main' in sys.modules)
+                        print(sys.modules['__main__'] is sys.modules[__name__], [m for m in sys.modules if 'codeexec' in m])
                         """, List.of(), ""),
                 Arguments.of("stdin", "import sys\nprint(input().upper())\nprint(sys.stdin.read().split())\n",
                         List.of(), "first\nsecond third\n"),
@@ -110,7 +129,7 @@ class RunnerScriptsTest {
         Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
         String coldFile = Files.exists(left) ? Files.readString(left) : null;
         Files.deleteIfExists(left);
-        Outcome warm = runWarm(dir, warmEnv, stdin, code, file.toString(), args, PYTHON, "-u", script("warm_python.py"));
+        Outcome warm = runWarm(dir, warmEnv, stdin, code, file.toString(), args, warmPython());
         String warmFile = Files.exists(left) ? Files.readString(left) : null;
         return new WarmAndCold(cold, warm, coldFile, warmFile);
     }
@@ -146,7 +165,7 @@ class RunnerScriptsTest {
     void warmPythonUncaughtExceptionShowsTheUsersSourceLinesEvenWithoutTheFile(@TempDir Path dir) throws Exception {
         String file = work(dir).resolve("code_notwritten.py").toString();
         Outcome warm = runWarm(dir, baseEnv(), "", "def boom():\n    raise RuntimeError('kaput')\nboom()\n", file,
-                List.of(), PYTHON, "-u", script("warm_python.py"));
+                List.of(), warmPython());
         assertThat(warm.exit()).isEqualTo(1);
         assertThat(warm.stderr()).isEqualTo("""
                 Traceback (most recent call last):
@@ -165,20 +184,157 @@ class RunnerScriptsTest {
         env.put("CODE_EXEC_PRELOAD", "this, no_such_module_xyz,numpy");
         String code = "import sys, os\nprint('numpy' in sys.modules, 'this' in sys.modules, "
                 + "'CODE_EXEC_PRELOAD' in os.environ)\nimport numpy\nprint(numpy.arange(3).sum())\n";
-        Outcome warm = runWarm(dir, env, "", code, work(dir).resolve("p.py").toString(), List.of(),
-                PYTHON, "-u", script("warm_python.py"));
+        Outcome warm = runWarm(dir, env, "", code, work(dir).resolve("p.py").toString(), List.of(), warmPython());
         assertThat(warm).isEqualTo(new Outcome(0, "True True False\n3\n", ""));
     }
 
     @Test
+    void warmPythonRefusesMalformedRunMessages(@TempDir Path dir) throws Exception {
+        List<byte[]> bad = List.of(WarmPool.runMessage("relative.py", "print('x')", List.of()),
+                "run 3 x\nabc".getBytes(UTF_8), "run -1 2\n".getBytes(UTF_8), "walk 1 1\nab".getBytes(UTF_8));
+        int i = 0;
+        for (byte[] message : bad) {
+            Path attempt = Files.createDirectories(dir.resolve("attempt" + i++));
+            try (Runner r = Runner.start(attempt, baseEnv(), warmPython())) {
+                assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+                r.send(message);
+                r.control.close();
+                assertThat(r.process.waitFor(10, TimeUnit.SECONDS)).isTrue();
+                assertThat(new Outcome(r.process.exitValue(), r.out.rest(), r.err.rest()))
+                        .as(new String(message, UTF_8)).isEqualTo(new Outcome(2, "", ""));
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------ cold python and python start-up
+
+    /** Every cold Python run goes through run_python.py: it must be indistinguishable from `python3 -u FILE`. */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ordinaryPythonPrograms")
+    void coldPythonRunnerBehavesLikeAPlainRun(String name, String code, List<String> args, String stdin,
+            @TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_ab12cd34.py");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        Outcome plain = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        Outcome runner = runCold(work(dir), baseEnv(), stdin, coldPython(file, args));
+        assertThat(runner).isEqualTo(plain);
+    }
+
+    /** What `site` makes at start-up, compared with a plain start in the same situations (codeexec_site.py). */
+    static Stream<Arguments> siteSituations() {
+        return Stream.of(
+                Arguments.of("plain", Map.of()),
+                Arguments.of("PYTHONPATH with relative, duplicate and unnormalised entries",
+                        Map.of("PYTHONPATH", "lib:/usr/lib/python3.11:WORK/lib/../lib/:WORK/custom")),
+                Arguments.of("a user site directory with a .pth file", Map.of("HOME", "WORK/home")),
+                Arguments.of("PYTHONUSERBASE", Map.of("PYTHONUSERBASE", "WORK/home/.local")),
+                Arguments.of("PYTHONNOUSERSITE", Map.of("HOME", "WORK/home", "PYTHONNOUSERSITE", "1")));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("siteSituations")
+    void pythonStartUpMakesWhatSiteMakes(String name, Map<String, String> extraEnv, @TempDir Path dir)
+            throws Exception {
+        Path work = work(dir);
+        String version = "python3.11";
+        Path userSite = Files.createDirectories(work.resolve("home/.local/lib/" + version + "/site-packages"));
+        Files.writeString(userSite.resolve("extra.pth"), "import sys; sys.user_pth_ran = True\n" + work.resolve("pthdir") + "\n");
+        Files.createDirectories(work.resolve("pthdir"));
+        Files.writeString(userSite.resolve("usermod.py"), "WHERE = 'user site'\n");
+        Path custom = Files.createDirectories(work.resolve("custom"));
+        Files.writeString(custom.resolve("sitecustomize.py"), "import sys\nsys.customized = 'site'\n");
+        Files.writeString(custom.resolve("usercustomize.py"), "import sys\nsys.user_customized = 'user'\n");
+        Files.createDirectories(work.resolve("lib"));
+        String code = """
+                import sys, builtins
+                print(sys.path[1:])
+                print(repr(exit), repr(quit), exit.name, quit.eof, type(exit).__module__)
+                print(repr(help), type(help).__module__)
+                for p in (copyright, credits, license):
+                    print(type(p).__module__, sorted(vars(p).items()))
+                print(repr(license)[:40])
+                print(getattr(sys, 'customized', None), getattr(sys, 'user_customized', None))
+                print(getattr(sys, 'user_pth_ran', None), callable(getattr(sys, '__interactivehook__', None)))
+                try:
+                    import usermod
+                    print(usermod.WHERE)
+                except ImportError as e:
+                    print('no usermod')
+                """;
+        Path file = work.resolve("code_site.py");
+        Files.writeString(file, code);
+        Map<String, String> env = baseEnv();
+        extraEnv.forEach((k, v) -> env.put(k, v.replace("WORK", work.toString())));
+        Outcome plain = runCold(work, env, "", List.of(PYTHON, "-u", file.toString()));
+        Outcome runner = runCold(work, env, "", coldPython(file, List.of()));
+        assertThat(plain.exit()).as(plain.stderr()).isZero();
+        assertThat(runner).isEqualTo(plain);
+    }
+
+    @Test
+    void pythonStartUpLeavesOutOnlyTheImportsOfSystemPthFilesAndSaysSoInItsFlags(@TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_flags.py");
+        Files.writeString(file, """
+                import sys
+                print(sys.flags.no_site, 'site' in sys.modules, 'os' in sys.modules)
+                import mpl_toolkits, os
+                print(os.path.basename(list(mpl_toolkits.__path__)[0]))
+                """);
+        Outcome plain = runCold(work(dir), baseEnv(), "", List.of(PYTHON, "-u", file.toString()));
+        Outcome runner = runCold(work(dir), baseEnv(), "", coldPython(file, List.of()));
+        assertThat(plain).isEqualTo(new Outcome(0, "0 True True\nmpl_toolkits\n", ""));
+        assertThat(runner).isEqualTo(new Outcome(0, "1 False False\nmpl_toolkits\n", ""));
+    }
+
+    @Test
+    void pythonStartUpFallsBackToTheRealSiteWithoutTheMeasuredFile(@TempDir Path dir) throws Exception {
+        Path copy = Files.createDirectories(dir.resolve("bare-runtime"));
+        for (String f : LocalExecutor.RUNTIME_FILES) Files.copy(ENGINE.resolve(f), copy.resolve(f));
+        Path file = work(dir).resolve("code_fallback.py");
+        Files.writeString(file, "import sys\nprint(sys.path[1:], 'site' in sys.modules)\n");
+        Outcome plain = runCold(work(dir), baseEnv(), "", List.of(PYTHON, "-u", file.toString()));
+        Outcome runner = runCold(work(dir), baseEnv(), "",
+                List.of(PYTHON, "-S", "-u", copy.resolve("run_python.py").toString(), file.toString()));
+        assertThat(runner).isEqualTo(plain);
+        assertThat(runner.stdout()).contains("dist-packages").endsWith("True\n");
+    }
+
+    @Test
+    void coldPythonRunnerReportsAMissingFileAsTheInterpreterDoes(@TempDir Path dir) throws Exception {
+        Path missing = work(dir).resolve("gone.py");
+        Outcome plain = runCold(work(dir), baseEnv(), "", List.of(PYTHON, "-u", missing.toString()));
+        Outcome runner = runCold(work(dir), baseEnv(), "", coldPython(missing, List.of()));
+        assertThat(runner).isEqualTo(plain);
+        assertThat(runner.exit()).isEqualTo(2);
+    }
+
+    @Test
+    void pythonCodeWithACodingCookieIsDecodedAsAFileWouldBe(@TempDir Path dir) throws Exception {
+        String code = "# -*- coding: latin-1 -*-\nprint(len('\u00e9'))\nraise ValueError('\u00e9')\n";
+        Path file = work(dir).resolve("code_cookie.py");
+        Files.writeString(file, code);
+        Outcome plain = runCold(work(dir), baseEnv(), "", List.of(PYTHON, "-u", file.toString()));
+        Outcome runner = runCold(work(dir), baseEnv(), "", coldPython(file, List.of()));
+        Outcome warm = runWarm(dir, baseEnv(), "", code, file.toString(), List.of(), warmPython());
+        assertThat(plain.stdout()).isEqualTo("2\n");
+        assertThat(runner).isEqualTo(plain);
+        assertThat(warm).isEqualTo(plain);
+        // without the file, the traceback's source line comes from the code, decoded the same way
+        Path second = Files.createDirectories(dir.resolve("second"));
+        Outcome unwritten = runWarm(second, baseEnv(), "", code, work(second).resolve("code_unwritten.py").toString(),
+                List.of(), warmPython());
+        assertThat(unwritten.stderr()).contains("raise ValueError('\u00c3\u00a9')");
+    }
+
+    @Test
     void warmPythonExitsQuietlyWhenDiscardedBeforeItGetsCode(@TempDir Path dir) throws Exception {
-        assertDiscardedQuietly(dir, PYTHON, "-u", script("warm_python.py"));
+        assertDiscardedQuietly(dir, warmPython());
     }
 
     @Test
     void warmRunnersRefuseAMalformedMessageWithExitCodeTwoAndNoOutput(@TempDir Path dir) throws Exception {
-        for (String[] command : List.of(new String[] {PYTHON, "-u", script("warm_python.py")},
-                new String[] {NODE, script("warm_node.js")})) {
+        for (String[] command : List.of(warmPython(), new String[] {NODE, script("warm_node.js")})) {
             Path attempt = Files.createDirectories(dir.resolve(command[0].replace('/', '_')));
             try (Runner r = Runner.start(attempt, baseEnv(), command)) {
                 assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
@@ -509,7 +665,7 @@ class RunnerScriptsTest {
     // ------------------------------------------------------------------------------------------------- helpers
 
     private static String script(String name) {
-        return ENGINE.resolve(name).toString();
+        return runtime.resolve(name).toString();
     }
 
     private static Path work(Path dir) throws IOException {
@@ -532,7 +688,7 @@ class RunnerScriptsTest {
     private static Runner pythonSession(Path dir) throws Exception {
         Map<String, String> env = baseEnv();
         env.put("MPLBACKEND", "module://codeexec_mpl");
-        Runner r = Runner.start(dir, env, PYTHON, "-u", script("session_python.py"));
+        Runner r = Runner.start(dir, env, PYTHON, "-S", "-u", script("session_python.py"));
         r.process.getOutputStream().close();
         assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
         return r;
@@ -583,7 +739,8 @@ class RunnerScriptsTest {
             List<String> args, String... command) throws Exception {
         try (Runner r = Runner.start(dir, env, command)) {
             assertThat(r.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
-            r.send(Map.of("code", code, "file", file, "args", args));
+            if (command[command.length - 1].endsWith("warm_python.py")) r.send(WarmPool.runMessage(file, code, args));
+            else r.send(Map.of("code", code, "file", file, "args", args));
             try (OutputStream in = r.process.getOutputStream()) {
                 in.write(stdin.getBytes(UTF_8));
             }
@@ -645,6 +802,11 @@ class RunnerScriptsTest {
             String line = replies.readLine();
             assertThat(line).as("a reply line (stderr: %s)", err.snapshot()).isNotNull();
             return JSON.readTree(line);
+        }
+
+        void send(byte[] raw) throws IOException {
+            control.write(raw);
+            control.flush();
         }
 
         void send(Map<String, ?> message) throws IOException {
