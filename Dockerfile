@@ -18,14 +18,14 @@ ARG BASE_IMAGE=debian:bookworm-slim
 
 FROM ${JDK_IMAGE} AS jdk
 
-# ---- build: the jar (and the admin console's npm build, when console/ exists, run by Maven) ----
+# ---- build: the jar (with the admin console's npm build and the sandbox helper's C build, run by Maven) ----
 FROM ${BASE_IMAGE} AS build
 # Only for builds behind a TLS-intercepting proxy: a CA bundle file, mounted for the build, that npm should trust
 # (scripts/container-test.sh passes the host's). Not kept in the image.
 ARG NODE_EXTRA_CA_CERTS
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      ca-certificates curl unzip nodejs npm >/dev/null \
+      ca-certificates curl unzip nodejs npm gcc libc6-dev >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=jdk /opt/java/openjdk /opt/java/openjdk
 ENV JAVA_HOME=/opt/java/openjdk PATH=/opt/java/openjdk/bin:$PATH

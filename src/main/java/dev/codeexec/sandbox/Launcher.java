@@ -36,6 +36,8 @@ final class Launcher {
     static final int FIRST_FILE_FD = 4;
     static final int LAST_FILE_FD = 7;
     static final int LAST_FD = 9;
+    /** codeexec-helper open on this fd, for bwrap to execute as the sandbox's init (which closes it). */
+    static final int HELPER_FD = 10;
 
     /**
      * Started processes must be forked from a thread that lives as long as the server: bwrap's
@@ -102,6 +104,42 @@ final class Launcher {
         List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", s.toString(), "sh"));
         cmd.addAll(argv);
         return cmd;
+    }
+
+    /**
+     * The same first step as {@link #command} (cgroups, rlimits, fds: the same values), done by
+     * {@code codeexec-helper launch}, which then also drops to {@code uid}/{@code gid} (what setpriv did) and execs
+     * {@code argv} (bwrap, by absolute path).
+     */
+    static List<String> helperCommand(Path helper, List<Path> procsFiles, Limits limits, boolean rlimitMemory,
+            boolean rlimitNproc, Map<Integer, Path> fds, Map<Integer, Path> writeFds, int uid, int gid,
+            List<String> argv) {
+        List<String> cmd = new ArrayList<>(List.of(helper.toString(), "launch"));
+        for (Path p : procsFiles) cmd.addAll(List.of("--cgroup", p.toString()));
+        int cpu = limits.cpuSeconds();
+        List<String> rl = new ArrayList<>(List.of("cpu=" + cpu + ":" + (cpu + 1), "core=0:0",
+                // in 512-byte blocks, as dash's ulimit -f counts, so both launchers set the same limit
+                "fsize=" + both(ceilDiv(limits.diskBytes(), 512) * 512), "nofile=" + both(NOFILE)));
+        if (rlimitMemory) rl.add("as=" + both(ceilDiv(limits.memoryBytes(), 1024) * 1024));
+        if (rlimitNproc) rl.add("nproc=" + both(limits.maxProcesses()));
+        for (String r : rl) cmd.addAll(List.of("--rlimit", r));
+        for (Map.Entry<Integer, Path> e : fds.entrySet()) {
+            if (e.getKey() < 3 || e.getKey() > LAST_FD) throw new IllegalArgumentException("fd out of range: " + e.getKey());
+            cmd.addAll(List.of("--fd", e.getKey() + "=" + e.getValue()));
+        }
+        for (Map.Entry<Integer, Path> e : writeFds.entrySet()) {
+            if (e.getKey() < 3 || e.getKey() > LAST_FD || fds.containsKey(e.getKey()))
+                throw new IllegalArgumentException("fd out of range: " + e.getKey());
+            cmd.addAll(List.of("--wfd", e.getKey() + "=" + e.getValue()));
+        }
+        cmd.addAll(List.of("--fd", HELPER_FD + "=" + helper));
+        cmd.addAll(List.of("--uid", Integer.toString(uid), "--gid", Integer.toString(gid), "--"));
+        cmd.addAll(argv);
+        return cmd;
+    }
+
+    private static String both(long v) {
+        return v + ":" + v;
     }
 
     /** Starts the command on the spawner thread with exactly the given environment. */

@@ -31,6 +31,7 @@ class BwrapSandboxTest {
         dataDir = Files.createTempDirectory("code-exec-data-");
         sandbox = new BwrapSandbox(UID, UID, dataDir);
         assertThat(sandbox.unavailableReason()).isEmpty();
+        assertThat(sandbox.usesHelper()).as("codeexec-helper built into target/classes and working").isTrue();
     }
 
     @AfterAll
@@ -59,6 +60,11 @@ class BwrapSandboxTest {
         assertThat(info).containsEntry("kind", "bwrap").containsEntry("uid", UID).containsEntry("seccomp", true)
                 .containsEntry("network", "none").containsKey("bwrapVersion");
         assertThat(info.get("cgroup")).isIn("v1", "v2", "none(rlimits)");
+    }
+
+    @Test
+    void infoNamesTheLauncher() {
+        assertThat(sandbox.info()).containsEntry("launcher", "codeexec-helper").doesNotContainKey("launcherNote");
     }
 
     @Test
