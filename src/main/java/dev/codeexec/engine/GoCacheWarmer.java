@@ -125,7 +125,24 @@ final class GoCacheWarmer {
             Thread.currentThread().interrupt();
             state = State.COLD;
         } finally {
-            if (work != null) deleteTree(work);
+            if (work != null) deleteScratch(work);
+        }
+    }
+
+    /**
+     * Removes the warm-up's directory. After a stop, go's killed compiler processes can still be writing into it
+     * for a moment (SIGKILL is delivered asynchronously): a directory that refills while it is walked is tried again.
+     */
+    private static void deleteScratch(Path work) {
+        for (int attempt = 0; attempt < 40 && Files.exists(work); attempt++) {
+            if (attempt > 0) {
+                try {
+                    Thread.sleep(50);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            deleteTree(work);
         }
     }
 
