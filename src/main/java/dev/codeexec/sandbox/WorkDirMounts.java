@@ -38,6 +38,7 @@ final class WorkDirMounts {
     private final int gid;
     /** After {@link #close}, the next {@link #create} sets everything up again (one sandbox, several executors). */
     private boolean closed;
+    private boolean hooked;
 
     private WorkDirMounts(Path root, int uid, int gid) {
         this.root = root;
@@ -68,6 +69,13 @@ final class WorkDirMounts {
         Files.createDirectories(mine);
         Files.setPosixFilePermissions(mine, PosixFilePermissions.fromString("rwx--x--x"));
         closed = false;
+        if (!hooked) {
+            // A JVM that ends without closing its sandbox (a test, an embedding program) must not leave the shared
+            // mount behind: every mount in the host's table makes each later bwrap start slower (it parses the
+            // table once per bind). Only SIGKILL leaves it; the next server on this DATA_DIR reuses it.
+            Runtime.getRuntime().addShutdownHook(new Thread(this::close, "late-workdirs-unmount"));
+            hooked = true;
+        }
     }
 
     record Result(Optional<WorkDirMounts> mounts, Optional<String> unavailable) {
