@@ -59,6 +59,9 @@ def read_message():
 def main():
     codeexec_run.RUNNER_FILES.add(__file__)
     preloaded = codeexec_run.preload()
+    # The compiler's first compile() builds its AST types (~1 ms of CPU): done here, before the run's clock starts.
+    # It imports nothing and leaves nothing in sys.modules.
+    compile("", "<warm>", "exec", dont_inherit=True)
     try:
         codeexec_run.write_all(CONTROL_OUT, b'{"ready":true}\n')
         message = read_message()
