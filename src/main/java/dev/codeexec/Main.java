@@ -53,11 +53,6 @@ public final class Main {
     }
 
     public static void main(String[] args) {
-        // Every run starts a process: vfork+exec of the launcher directly, instead of the default posix_spawn of
-        // the JDK's jspawnhelper, which then execs the launcher (one exec, ~0.4 ms of CPU, less per run).
-        // Read once, at the first process start; an explicit -D setting wins.
-        if (System.getProperty("jdk.lang.Process.launchMechanism") == null)
-            System.setProperty("jdk.lang.Process.launchMechanism", "VFORK");
         if (args.length > 0 && args[0].equals("worker")) System.exit(WorkerMain.run(System.getenv()));
         if (args.length > 0) System.exit(KeysCommand.run(List.of(args), System.getenv(), System.out, System.err));
         System.exit(run(System.getenv(), Main::wire));
