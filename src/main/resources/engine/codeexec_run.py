@@ -102,16 +102,17 @@ def preload():
 # sys.path, and their token.py or traceback.py must not be what the runner imports. Code that is on disk has its
 # uncaught exception printed by the interpreter's own printer, as in a plain run.
 _traceback = None
+_linecache = None
+_tokenize = None
 
 
 def load_source_printing():
-    global _traceback
+    global _traceback, _linecache, _tokenize
     if _traceback is None:
-        import io  # noqa: F401 (already loaded at start)
-        import linecache  # noqa: F401
-        import tokenize  # noqa: F401
+        import linecache
+        import tokenize
         import traceback
-        _traceback = traceback
+        _traceback, _linecache, _tokenize = traceback, linecache, tokenize
 
 
 def register_source(filename, source):
@@ -120,10 +121,10 @@ def register_source(filename, source):
     load_source_printing()
     if isinstance(source, bytes):
         # decoded as the interpreter and linecache read a source file: coding cookie or BOM, universal newlines
-        io = sys.modules["io"]
-        encoding = _traceback.linecache.tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+        import io  # loaded by the interpreter at start
+        encoding = _tokenize.detect_encoding(io.BytesIO(source).readline)[0]
         source = io.TextIOWrapper(io.BytesIO(source), encoding=encoding, newline=None).read()
-    _traceback.linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    _linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
 def strip_runner_frames(tb, first_user_file=None):

@@ -57,8 +57,9 @@ final class BwrapSandbox implements Sandbox {
     private final Optional<WorkDirMounts> lateWorkDirs;
     private final Optional<String> lateWorkDirsUnavailable;
     /** codeexec-helper, or null: the dash launcher, setpriv and the dash init instead. */
-    private Path helper;
-    private String helperNote = "";
+    private final Path helper;
+    /** Why the helper is not used, or empty. */
+    private final String helperNote;
 
     BwrapSandbox(int uid, int gid, Path dataDir) {
         this(uid, gid, dataDir, Cgroups.detect());
@@ -93,30 +94,37 @@ final class BwrapSandbox implements Sandbox {
         this.lateWorkDirs = late.mounts();
         this.lateWorkDirsUnavailable = late.unavailable();
         prepareControlDir();
+        Path h = null;
+        String note = "";
         String broken = why;
         if (broken == null) {
-            this.helper = useHelper ? installHelper(dataDir.toAbsolutePath().resolve("helper")) : null;
-            broken = selfTest();
-            if (broken != null && helper != null) {
-                String helperWhy = broken;
-                helper = null;
-                broken = selfTest();
-                if (broken == null) {
-                    helperNote = "codeexec-helper does not work here (" + helperWhy + "); dash and setpriv instead";
-                    LoggerFactory.getLogger(BwrapSandbox.class).warn("sandbox: {}", helperNote);
+            if (useHelper) {
+                try {
+                    h = installHelper(dataDir.toAbsolutePath().resolve("helper"));
+                    String helperBroken = selfTest(h);
+                    if (helperBroken != null) {
+                        note = "codeexec-helper does not work here (" + helperBroken + ")";
+                        h = null;
+                    }
+                } catch (SandboxException e) {
+                    note = e.getMessage();
                 }
             }
+            if (h == null) broken = selfTest(null);
+            if (broken == null && !note.isEmpty()) {
+                note += "; dash and setpriv instead";
+                LoggerFactory.getLogger(BwrapSandbox.class).warn("sandbox: {}", note);
+            }
         }
+        this.helper = h;
+        this.helperNote = note;
         this.unavailable = Optional.ofNullable(broken);
     }
 
-    /** The helper from the jar, installed root-owned and world-executable; null (with a note) when it cannot run. */
-    private Path installHelper(Path dir) {
+    /** The helper from the jar, installed root-owned and world-executable; throws why it cannot run. */
+    private static Path installHelper(Path dir) throws SandboxException {
         try (java.io.InputStream in = BwrapSandbox.class.getResourceAsStream(HELPER_RESOURCE)) {
-            if (in == null) {
-                helperNote = "codeexec-helper is not in this build; dash and setpriv instead";
-                return null;
-            }
+            if (in == null) throw new SandboxException("codeexec-helper is not in this build");
             Files.createDirectories(dir);
             Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
             Path target = dir.resolve("codeexec-helper");
@@ -127,17 +135,14 @@ final class BwrapSandbox implements Sandbox {
                     java.nio.file.StandardCopyOption.ATOMIC_MOVE);
             Process p = new ProcessBuilder(target.toString(), "--version").redirectErrorStream(true).start();
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
-            if (p.waitFor() != 0 || !out.startsWith("codeexec-helper ")) {
-                helperNote = "codeexec-helper does not run here (" + out + "); dash and setpriv instead";
-                return null;
-            }
+            if (p.waitFor() != 0 || !out.startsWith("codeexec-helper "))
+                throw new SandboxException("codeexec-helper does not run here (" + out + ")");
             return target;
         } catch (IOException e) {
-            helperNote = "codeexec-helper cannot be installed (" + e.getMessage() + "); dash and setpriv instead";
-            return null;
+            throw new SandboxException("codeexec-helper cannot be installed (" + e.getMessage() + ")", e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            return null;
+            throw new SandboxException("interrupted while installing codeexec-helper");
         }
     }
 
@@ -213,17 +218,17 @@ final class BwrapSandbox implements Sandbox {
     @Override
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
         if (unavailable.isPresent()) throw new SandboxException("sandbox unavailable: " + unavailable.get());
-        return launch(spec);
+        return launch(spec, helper);
     }
 
-    private SandboxProcess launch(SandboxSpec spec) throws SandboxException {
+    /** @param helper codeexec-helper, or null for the dash launcher, setpriv and dash init */
+    private SandboxProcess launch(SandboxSpec spec, Path helper) throws SandboxException {
         Path workDir = checkWorkDir(spec.workDir());
         if (spec.readOnlyFiles().size() > Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
             throw new SandboxException("at most " + (Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
                     + " read-only files per run; put more into a read-only directory");
         Limits limits = spec.limits();
 
-        Path helper = this.helper;
         List<String> argv = new ArrayList<>(List.of(BWRAP,
                 "--unshare-all", "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
@@ -377,7 +382,7 @@ final class BwrapSandbox implements Sandbox {
      * Runs {@code id -u} in a real sandbox: proves bwrap, setpriv, namespaces, seccomp and cgroups work together
      * and that the program really runs as the configured uid. Returns the reason it does not, or null.
      */
-    private String selfTest() {
+    private String selfTest(Path helper) {
         if (uid == 0 || gid == 0) return "SANDBOX_UID/SANDBOX_GID must not be 0";
         if (!Files.isExecutable(Path.of(BWRAP))) return "bubblewrap is not installed (" + BWRAP + " missing)";
         if (!Files.isExecutable(Path.of(SETPRIV))) return "setpriv is not installed (" + SETPRIV + " missing; package util-linux)";
@@ -387,7 +392,7 @@ final class BwrapSandbox implements Sandbox {
         Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 1024, 1 << 16, 1 << 20);
         SandboxSpec spec = new SandboxSpec("selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
                 List.of("/usr/bin/id", "-u"), "/work", Map.of(), List.of(), Map.of(), l);
-        try (SandboxProcess p = launch(spec)) {
+        try (SandboxProcess p = launch(spec, helper)) {
             p.stdin().close();
             String out = new String(p.stdout().readAllBytes(), StandardCharsets.UTF_8).trim();
             String err = new String(p.stderr().readAllBytes(), StandardCharsets.UTF_8).trim();

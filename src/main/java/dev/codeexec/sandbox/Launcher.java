@@ -76,31 +76,25 @@ final class Launcher {
     /** @param writeFds fd number → host file (a FIFO) opened write-only for the command, after {@code fds} */
     static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
             boolean rlimitFsize, Map<Integer, Path> fds, Map<Integer, Path> writeFds, List<String> argv) {
-        int cpuSeconds = limits.cpuSeconds();
+        checkFds(fds, writeFds);
         StringBuilder s = new StringBuilder();
         for (Path p : procsFiles) s.append("echo $$ > ").append(quote(p.toString())).append(" || exit ").append(SETUP_FAILED).append('\n');
         List<String> ulimits = new ArrayList<>();
-        ulimits.add("ulimit -S -t " + cpuSeconds);
-        // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
-        ulimits.add("ulimit -H -t " + (cpuSeconds + 1));
-        ulimits.add("ulimit -c 0");
-        if (rlimitFsize) ulimits.add("ulimit -f " + ceilDiv(limits.diskBytes(), 512)); // dash counts 512-byte blocks
-        ulimits.add("ulimit -n " + NOFILE);
-        if (rlimitMemory) ulimits.add("ulimit -v " + ceilDiv(limits.memoryBytes(), 1024));
-        if (rlimitNproc) ulimits.add("ulimit -p " + limits.maxProcesses());
+        for (Rlimit r : rlimits(limits, rlimitMemory, rlimitNproc, rlimitFsize)) {
+            if (r.soft() == r.hard()) {
+                ulimits.add("ulimit -" + r.dashFlag() + " " + r.soft() / r.dashUnit());
+            } else {
+                ulimits.add("ulimit -S -" + r.dashFlag() + " " + r.soft() / r.dashUnit());
+                ulimits.add("ulimit -H -" + r.dashFlag() + " " + r.hard() / r.dashUnit());
+            }
+        }
         s.append(String.join(" && ", ulimits)).append(" || exit ").append(SETUP_FAILED).append('\n');
         s.append("exec \"$@\"");
-        for (Map.Entry<Integer, Path> e : fds.entrySet()) {
-            int fd = e.getKey();
-            if (fd < 3 || fd > LAST_FD) throw new IllegalArgumentException("fd out of range: " + fd);
-            s.append(' ').append(fd).append("< ").append(quote(e.getValue().toString()));
-        }
+        for (Map.Entry<Integer, Path> e : fds.entrySet())
+            s.append(' ').append(e.getKey()).append("< ").append(quote(e.getValue().toString()));
         // After the read-only files: a FIFO's open blocks until the server opens the other end, in this order.
-        for (Map.Entry<Integer, Path> e : writeFds.entrySet()) {
-            int fd = e.getKey();
-            if (fd < 3 || fd > LAST_FD || fds.containsKey(fd)) throw new IllegalArgumentException("fd out of range: " + fd);
-            s.append(' ').append(fd).append("> ").append(quote(e.getValue().toString()));
-        }
+        for (Map.Entry<Integer, Path> e : writeFds.entrySet())
+            s.append(' ').append(e.getKey()).append("> ").append(quote(e.getValue().toString()));
         List<String> cmd = new ArrayList<>(List.of("/bin/sh", "-c", s.toString(), "sh"));
         cmd.addAll(argv);
         return cmd;
@@ -116,30 +110,48 @@ final class Launcher {
             List<String> argv) {
         List<String> cmd = new ArrayList<>(List.of(helper.toString(), "launch"));
         for (Path p : procsFiles) cmd.addAll(List.of("--cgroup", p.toString()));
-        int cpu = limits.cpuSeconds();
-        List<String> rl = new ArrayList<>(List.of("cpu=" + cpu + ":" + (cpu + 1), "core=0:0",
-                // in 512-byte blocks, as dash's ulimit -f counts, so both launchers set the same limit
-                "fsize=" + both(ceilDiv(limits.diskBytes(), 512) * 512), "nofile=" + both(NOFILE)));
-        if (rlimitMemory) rl.add("as=" + both(ceilDiv(limits.memoryBytes(), 1024) * 1024));
-        if (rlimitNproc) rl.add("nproc=" + both(limits.maxProcesses()));
-        for (String r : rl) cmd.addAll(List.of("--rlimit", r));
-        for (Map.Entry<Integer, Path> e : fds.entrySet()) {
-            if (e.getKey() < 3 || e.getKey() > LAST_FD) throw new IllegalArgumentException("fd out of range: " + e.getKey());
-            cmd.addAll(List.of("--fd", e.getKey() + "=" + e.getValue()));
-        }
-        for (Map.Entry<Integer, Path> e : writeFds.entrySet()) {
-            if (e.getKey() < 3 || e.getKey() > LAST_FD || fds.containsKey(e.getKey()))
-                throw new IllegalArgumentException("fd out of range: " + e.getKey());
-            cmd.addAll(List.of("--wfd", e.getKey() + "=" + e.getValue()));
-        }
+        checkFds(fds, writeFds);
+        for (Rlimit r : rlimits(limits, rlimitMemory, rlimitNproc, true))
+            cmd.addAll(List.of("--rlimit", r.name() + "=" + r.soft() + ":" + r.hard()));
+        fds.forEach((fd, path) -> cmd.addAll(List.of("--fd", fd + "=" + path)));
+        writeFds.forEach((fd, path) -> cmd.addAll(List.of("--wfd", fd + "=" + path)));
         cmd.addAll(List.of("--fd", HELPER_FD + "=" + helper));
         cmd.addAll(List.of("--uid", Integer.toString(uid), "--gid", Integer.toString(gid), "--"));
         cmd.addAll(argv);
         return cmd;
     }
 
-    private static String both(long v) {
-        return v + ":" + v;
+    /**
+     * One rlimit of a run: the helper's name for it, dash's {@code ulimit} flag and the unit dash counts it in, and
+     * the values in the kernel's units (already multiples of that unit, so both launchers set the same limit).
+     */
+    record Rlimit(String name, String dashFlag, long dashUnit, long soft, long hard) {
+    }
+
+    /** The rlimits of a run, the same for every launcher. */
+    static List<Rlimit> rlimits(Limits limits, boolean rlimitMemory, boolean rlimitNproc, boolean rlimitFsize) {
+        int cpu = limits.cpuSeconds();
+        List<Rlimit> r = new ArrayList<>();
+        // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
+        r.add(new Rlimit("cpu", "t", 1, cpu, cpu + 1));
+        r.add(new Rlimit("core", "c", 1, 0, 0));
+        if (rlimitFsize) r.add(same("fsize", "f", 512, limits.diskBytes())); // dash counts 512-byte blocks
+        r.add(same("nofile", "n", 1, NOFILE));
+        if (rlimitMemory) r.add(same("as", "v", 1024, limits.memoryBytes()));
+        if (rlimitNproc) r.add(same("nproc", "p", 1, limits.maxProcesses()));
+        return r;
+    }
+
+    private static Rlimit same(String name, String dashFlag, long unit, long value) {
+        long v = ceilDiv(value, unit) * unit;
+        return new Rlimit(name, dashFlag, unit, v, v);
+    }
+
+    private static void checkFds(Map<Integer, Path> fds, Map<Integer, Path> writeFds) {
+        for (int fd : fds.keySet())
+            if (fd < 3 || fd > LAST_FD) throw new IllegalArgumentException("fd out of range: " + fd);
+        for (int fd : writeFds.keySet())
+            if (fd < 3 || fd > LAST_FD || fds.containsKey(fd)) throw new IllegalArgumentException("fd out of range: " + fd);
     }
 
     /** Starts the command on the spawner thread with exactly the given environment. */
