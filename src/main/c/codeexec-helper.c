@@ -1,9 +1,10 @@
 /*
  * codeexec-helper: the two small steps of every sandboxed run that used to be shell scripts and setpriv, in one
- * static binary (each exec of dash, setpriv or env cost about a millisecond of CPU per run; this costs a tenth).
+ * static binary (each exec of dash, setpriv or env cost about a millisecond of CPU per run; this costs a tenth),
+ * and the server's one-time set-up of the mount namespace those runs start in.
  *
  *   codeexec-helper launch [--cgroup PROCS]... [--rlimit RES=SOFT:HARD]... [--fd N=PATH]... [--wfd N=PATH]...
- *                          --uid UID --gid GID -- PROGRAM [ARG...]
+ *                          [--mntns PATH] --uid UID --gid GID -- PROGRAM [ARG...]
  *       Run by the server as root, first thing in a new process: joins each cgroup (writes its pid to the
  *       cgroup.procs file), sets each rlimit, opens each PATH read-only (--fd) or write-only (--wfd, in order,
  *       after all --fd: a FIFO's open blocks until the server opens the other end) on fd N, then drops to the
@@ -11,6 +12,16 @@
  *       checks that root cannot be regained, and execs PROGRAM (bwrap) by its absolute path. Any failure before
  *       the exec: a message on stderr and exit 125, with nothing run.
  *       RES is one of cpu, core, fsize, nofile, as, nproc; SOFT and HARD are numbers or "unlimited".
+ *
+ *       --mntns PATH: after the fds are open and before dropping privileges, enter the mount namespace PATH
+ *       refers to (setns): the trimmed namespace `mntns` made (bwrap copies the mount table of the namespace it
+ *       starts in and reads it once per bind, so every host mount it does not need costs every run).
+ *
+ *   codeexec-helper mntns [--umount MOUNTPOINT]...
+ *       Run by the server as root, once: makes a private mount namespace that receives the host's later mounts
+ *       (recursive slave of the host's), detaches each MOUNTPOINT (with what is mounted below it) inside it, writes
+ *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
+ *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
  *   /proc/self/fd/N init PROGRAM [ARG...]
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
@@ -33,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -107,6 +120,7 @@ static int launch(int argc, char **argv) {
     char *cgroups[MAX_ITEMS], *limits[MAX_ITEMS], *rfds[MAX_ITEMS], *wfds[MAX_ITEMS];
     int ncg = 0, nlim = 0, nr = 0, nw = 0;
     long long uid = -1, gid = -1;
+    const char *mntns = NULL;
     int i = 2;
     for (; i < argc; i++) {
         char *a = argv[i];
@@ -117,6 +131,7 @@ static int launch(int argc, char **argv) {
         else if (strcmp(a, "--rlimit") == 0 && nlim < MAX_ITEMS) limits[nlim++] = v;
         else if (strcmp(a, "--fd") == 0 && nr < MAX_ITEMS) rfds[nr++] = v;
         else if (strcmp(a, "--wfd") == 0 && nw < MAX_ITEMS) wfds[nw++] = v;
+        else if (strcmp(a, "--mntns") == 0 && !mntns) mntns = v;
         else if (strcmp(a, "--uid") == 0) uid = number(v, "uid");
         else if (strcmp(a, "--gid") == 0) gid = number(v, "gid");
         else { errno = 0; fail("unknown or repeated option", a); }
@@ -129,6 +144,12 @@ static int launch(int argc, char **argv) {
     for (int k = 0; k < nlim; k++) set_limit(limits[k]);
     for (int k = 0; k < nr; k++) open_on(rfds[k], O_RDONLY);
     for (int k = 0; k < nw; k++) open_on(wfds[k], O_WRONLY);
+    if (mntns) {
+        int ns = open(mntns, O_RDONLY | O_CLOEXEC);
+        if (ns < 0) fail("cannot open", mntns);
+        if (setns(ns, CLONE_NEWNS) != 0) fail("cannot enter mount namespace", mntns);
+        close(ns);
+    }
 
     if (setgroups(0, NULL) != 0) fail("setgroups", NULL);
     if (setresgid((gid_t) gid, (gid_t) gid, (gid_t) gid) != 0) fail("setresgid", NULL);
@@ -145,6 +166,29 @@ static int launch(int argc, char **argv) {
     execv(argv[i], &argv[i]);
     fail("cannot run", argv[i]);
     return SETUP_FAILED;
+}
+
+static int mntns(int argc, char **argv) {
+    if (unshare(CLONE_NEWNS) != 0) fail("unshare(CLONE_NEWNS)", NULL);
+    // Later host mounts (a workspace bound into a running sandbox) still arrive; nothing goes back.
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) fail("cannot make / a recursive slave", NULL);
+    for (int i = 2; i < argc; i++) {
+        errno = 0;
+        if (strcmp(argv[i], "--umount") != 0 || i + 1 >= argc) fail("bad argument", argv[i]);
+        const char *m = argv[++i];
+        if (m[0] != '/' || strcmp(m, "/") == 0) fail("not a mount point to detach", m);
+        // Repeated for mounts stacked on the same point; EINVAL: not a mount point (any more, or detached with
+        // a parent given before it).
+        int n = 0;
+        while (umount2(m, MNT_DETACH) == 0 && ++n < 64) {
+        }
+        if (n == 0 && errno != EINVAL && errno != ENOENT) fail("cannot detach", m);
+    }
+    if (write(1, "ready\n", 6) != 6) fail("cannot write", "ready");
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+    return 0;
 }
 
 /* Default disposition through the raw system call: glibc's sigaction refuses its two internal real-time signals,
@@ -194,10 +238,11 @@ static int init(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "launch") == 0) return launch(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "init") == 0) return init(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "mntns") == 0) return mntns(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
         puts("codeexec-helper 1");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init PROGRAM [ARG...]\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init PROGRAM [ARG...] | mntns [--umount DIR]...\n");
     return 2;
 }

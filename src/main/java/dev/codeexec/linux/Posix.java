@@ -47,7 +47,7 @@ public final class Posix {
     public static final int MNT_DETACH = 2;
 
     private static final Linker LINKER = Linker.nativeLinker();
-    private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
+    static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
     private static final VarHandle ERRNO = CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG;
@@ -59,7 +59,7 @@ public final class Posix {
     private static final MethodHandle PRLIMIT = bind("prlimit", FunctionDescriptor.of(INT, INT, INT, PTR, PTR));
     private static final MethodHandle MOUNT = bind("mount", FunctionDescriptor.of(INT, PTR, PTR, PTR, LONG, PTR));
     private static final MethodHandle UMOUNT2 = bind("umount2", FunctionDescriptor.of(INT, PTR, INT));
-    private static final MethodHandle SYSCALL3 = LINKER.downcallHandle(LINKER.defaultLookup().find("syscall").orElseThrow(),
+    static final MethodHandle SYSCALL3 = LINKER.downcallHandle(LINKER.defaultLookup().find("syscall").orElseThrow(),
             FunctionDescriptor.of(LONG, LONG, INT, INT, INT), Linker.Option.firstVariadicArg(1),
             Linker.Option.captureCallState("errno"));
     private static final long SYS_SETRESUID = 117;
@@ -87,18 +87,45 @@ public final class Posix {
         }
     }
 
-    private static MethodHandle bind(String name, FunctionDescriptor fd) {
+    /** A libc function whose errno is captured: its handle takes the capture state first. */
+    static MethodHandle bind(String name, FunctionDescriptor fd) {
         return LINKER.downcallHandle(LINKER.defaultLookup().find(name).orElseThrow(), fd,
                 Linker.Option.captureCallState("errno"));
     }
 
+    /** A libc function that returns its error (posix_spawn and friends). */
+    static MethodHandle plain(String name, FunctionDescriptor fd) {
+        return LINKER.downcallHandle(LINKER.defaultLookup().find(name).orElseThrow(), fd);
+    }
+
     /** A call through one of the handles above: arguments after the capture state; negative result → Errno. */
     @FunctionalInterface
-    private interface Call {
+    interface Call {
         int invoke(Arena arena, MemorySegment state) throws Throwable;
     }
 
-    private static int call(String what, Call c) throws Errno {
+    /** errno from a capture state. */
+    static int errno(MemorySegment state) {
+        return (int) ERRNO.get(state, 0L);
+    }
+
+    /** A short description of an errno value, for messages. */
+    static String strerror(int errno) {
+        String name = switch (errno) {
+            case ENOENT -> "No such file or directory";
+            case 7 -> "Argument list too long";
+            case 8 -> "Exec format error";
+            case 11 -> "Resource temporarily unavailable";
+            case 12 -> "Cannot allocate memory";
+            case 13 -> "Permission denied";
+            case ENOTDIR -> "Not a directory";
+            case 24 -> "Too many open files";
+            default -> null;
+        };
+        return name == null ? "errno " + errno : name + " (errno " + errno + ")";
+    }
+
+    static int call(String what, Call c) throws Errno {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(CAPTURE);
             int rc = c.invoke(arena, state);

@@ -60,6 +60,12 @@ final class BwrapSandbox implements Sandbox {
     private final Path helper;
     /** Why the helper is not used, or empty. */
     private final String helperNote;
+    /** The mount namespace runs start in (with the helper only), or null: the server's. */
+    private final TrimmedMounts mountNamespace;
+    /** Why there is no {@link #mountNamespace}, or empty. */
+    private final String mountNamespaceNote;
+    /** Launchers start with {@link dev.codeexec.linux.Spawn}, not the JDK's ProcessBuilder. */
+    private final boolean spawnDirect;
 
     BwrapSandbox(int uid, int gid, Path dataDir) {
         this(uid, gid, dataDir, Cgroups.detect());
@@ -70,11 +76,16 @@ final class BwrapSandbox implements Sandbox {
         this(uid, gid, dataDir, cgroups, true);
     }
 
-    /** @param useHelper false: the dash launcher, setpriv and dash init, as where the helper cannot run (tests) */
+    /**
+     * @param useHelper false: everything a server falls back to where its native parts do not work (tests): the
+     *                  dash launcher, setpriv and dash init instead of codeexec-helper, the JDK's ProcessBuilder
+     *                  instead of {@link dev.codeexec.linux.Spawn}, the server's own mount namespace
+     */
     BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups, boolean useHelper) {
         this.uid = uid;
         this.gid = gid;
         this.cgroups = cgroups;
+        this.spawnDirect = useHelper && dev.codeexec.linux.Spawn.available();
         this.version = bwrapVersion();
         Path filter = null;
         List<String> binds = List.of();
@@ -97,11 +108,24 @@ final class BwrapSandbox implements Sandbox {
         Path h = null;
         String note = "";
         String broken = why;
+        TrimmedMounts ns = null;
+        String nsNote = "needs codeexec-helper";
         if (broken == null) {
             if (useHelper) {
                 try {
                     h = installHelper(dataDir.toAbsolutePath().resolve("helper"));
-                    String helperBroken = selfTest(h);
+                    TrimmedMounts.Result trimmed = TrimmedMounts.create(h, List.of(dataDir.toAbsolutePath()));
+                    ns = trimmed.mounts().orElse(null);
+                    nsNote = trimmed.note();
+                    if (ns != null) {
+                        String nsBroken = selfTest(h, ns);
+                        if (nsBroken != null) {
+                            nsNote = "runs fail in it (" + nsBroken + ")";
+                            ns.close();
+                            ns = null;
+                        }
+                    }
+                    String helperBroken = ns != null ? null : selfTest(h, null);
                     if (helperBroken != null) {
                         note = "codeexec-helper does not work here (" + helperBroken + ")";
                         h = null;
@@ -110,7 +134,11 @@ final class BwrapSandbox implements Sandbox {
                     note = e.getMessage();
                 }
             }
-            if (h == null) broken = selfTest(null);
+            if (h == null && ns != null) {
+                ns.close();
+                ns = null;
+            }
+            if (h == null) broken = selfTest(null, null);
             if (broken == null && !note.isEmpty()) {
                 note += "; dash and setpriv instead";
                 LoggerFactory.getLogger(BwrapSandbox.class).warn("sandbox: {}", note);
@@ -118,6 +146,10 @@ final class BwrapSandbox implements Sandbox {
         }
         this.helper = h;
         this.helperNote = note;
+        this.mountNamespace = ns;
+        this.mountNamespaceNote = ns == null && !nsNote.isEmpty() ? nsNote : "";
+        if (ns == null && h != null && !nsNote.isEmpty())
+            LoggerFactory.getLogger(BwrapSandbox.class).info("sandbox: runs start in the server's mount namespace: {}", nsNote);
         this.unavailable = Optional.ofNullable(broken);
     }
 
@@ -185,6 +217,7 @@ final class BwrapSandbox implements Sandbox {
     public void close() {
         Reaper.drain();
         lateWorkDirs.ifPresent(WorkDirMounts::close);
+        if (mountNamespace != null) mountNamespace.close();
     }
 
     @Override
@@ -211,6 +244,8 @@ final class BwrapSandbox implements Sandbox {
         m.put("bwrapVersion", version);
         m.put("launcher", helper != null ? "codeexec-helper" : "dash+setpriv");
         if (!helperNote.isEmpty()) m.put("launcherNote", helperNote);
+        m.put("spawn", spawnDirect ? "posix_spawn" : "ProcessBuilder");
+        m.put("mountNamespace", mountNamespace != null ? mountNamespace.describe() : "the server's (" + mountNamespaceNote + ")");
         unavailable.ifPresent(r -> m.put("unavailable", r));
         return m;
     }
@@ -218,11 +253,14 @@ final class BwrapSandbox implements Sandbox {
     @Override
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
         if (unavailable.isPresent()) throw new SandboxException("sandbox unavailable: " + unavailable.get());
-        return launch(spec, helper);
+        return launch(spec, helper, mountNamespace);
     }
 
-    /** @param helper codeexec-helper, or null for the dash launcher, setpriv and dash init */
-    private SandboxProcess launch(SandboxSpec spec, Path helper) throws SandboxException {
+    /**
+     * @param helper codeexec-helper, or null for the dash launcher, setpriv and dash init
+     * @param ns     the mount namespace to start in (with the helper only), or null for the server's
+     */
+    private SandboxProcess launch(SandboxSpec spec, Path helper, TrimmedMounts ns) throws SandboxException {
         Path workDir = checkWorkDir(spec.workDir());
         if (spec.readOnlyFiles().size() > Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
             throw new SandboxException("at most " + (Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
@@ -286,8 +324,9 @@ final class BwrapSandbox implements Sandbox {
             }
             List<String> cmd;
             if (helper != null) {
+                String mntns = ns != null && ns.covers(bindSources(argv)) ? ns.path() : null;
                 cmd = Launcher.helperCommand(helper, cg.procsFiles(), limits, !cgroups.limitsMemory(),
-                        !cgroups.limitsPids(), fds, writeFds, uid, gid, argv);
+                        !cgroups.limitsPids(), fds, writeFds, mntns, uid, gid, argv);
             } else {
                 List<String> dropped = new ArrayList<>(List.of(SETPRIV, "--reuid=" + uid, "--regid=" + gid,
                         "--clear-groups", "--no-new-privs", "--"));
@@ -295,7 +334,7 @@ final class BwrapSandbox implements Sandbox {
                 cmd = Launcher.command(cg.procsFiles(), limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), true,
                         fds, writeFds, dropped);
             }
-            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null);
+            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect);
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
@@ -311,6 +350,22 @@ final class BwrapSandbox implements Sandbox {
             if (lateDir != null) lateWorkDirs.get().release(lateDir);
             throw e;
         }
+    }
+
+    /**
+     * The host paths bwrap binds (the source of each --bind / --ro-bind / --dev-bind and their -try forms), up to
+     * the program's "--". Option values are absolute paths, names or numbers, never a bind option's name, except in
+     * the two-value options skipped whole.
+     */
+    static List<Path> bindSources(List<String> argv) {
+        List<Path> out = new ArrayList<>();
+        for (int i = 0; i + 1 < argv.size() && !argv.get(i).equals("--"); i++) {
+            String a = argv.get(i);
+            if (a.equals("--bind") || a.equals("--ro-bind") || a.equals("--dev-bind") || a.endsWith("-bind-try"))
+                out.add(Path.of(argv.get(++i)));
+            else if (a.equals("--setenv") || a.equals("--symlink") || a.equals("--ro-bind-data")) i += 2;
+        }
+        return out;
     }
 
     /** A launcher normally opens its FIFOs within milliseconds; this much means something is wrong. */
@@ -382,7 +437,7 @@ final class BwrapSandbox implements Sandbox {
      * Runs {@code id -u} in a real sandbox: proves bwrap, setpriv, namespaces, seccomp and cgroups work together
      * and that the program really runs as the configured uid. Returns the reason it does not, or null.
      */
-    private String selfTest(Path helper) {
+    private String selfTest(Path helper, TrimmedMounts ns) {
         if (uid == 0 || gid == 0) return "SANDBOX_UID/SANDBOX_GID must not be 0";
         if (!Files.isExecutable(Path.of(BWRAP))) return "bubblewrap is not installed (" + BWRAP + " missing)";
         if (!Files.isExecutable(Path.of(SETPRIV))) return "setpriv is not installed (" + SETPRIV + " missing; package util-linux)";
@@ -392,7 +447,7 @@ final class BwrapSandbox implements Sandbox {
         Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 1024, 1 << 16, 1 << 20);
         SandboxSpec spec = new SandboxSpec("selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
                 List.of("/usr/bin/id", "-u"), "/work", Map.of(), List.of(), Map.of(), l);
-        try (SandboxProcess p = launch(spec, helper)) {
+        try (SandboxProcess p = launch(spec, helper, ns)) {
             p.stdin().close();
             String out = new String(p.stdout().readAllBytes(), StandardCharsets.UTF_8).trim();
             String err = new String(p.stderr().readAllBytes(), StandardCharsets.UTF_8).trim();

@@ -1,6 +1,7 @@
 package dev.codeexec.sandbox;
 
 import dev.codeexec.engine.Limits;
+import dev.codeexec.linux.Spawn;
 
 import java.io.File;
 import java.io.IOException;
@@ -108,6 +109,13 @@ final class Launcher {
     static List<String> helperCommand(Path helper, List<Path> procsFiles, Limits limits, boolean rlimitMemory,
             boolean rlimitNproc, Map<Integer, Path> fds, Map<Integer, Path> writeFds, int uid, int gid,
             List<String> argv) {
+        return helperCommand(helper, procsFiles, limits, rlimitMemory, rlimitNproc, fds, writeFds, null, uid, gid, argv);
+    }
+
+    /** @param mntns what the helper opens to enter the mount namespace to start bwrap in ({@link TrimmedMounts}), or null */
+    static List<String> helperCommand(Path helper, List<Path> procsFiles, Limits limits, boolean rlimitMemory,
+            boolean rlimitNproc, Map<Integer, Path> fds, Map<Integer, Path> writeFds, String mntns, int uid, int gid,
+            List<String> argv) {
         List<String> cmd = new ArrayList<>(List.of(helper.toString(), "launch"));
         for (Path p : procsFiles) cmd.addAll(List.of("--cgroup", p.toString()));
         checkFds(fds, writeFds);
@@ -116,6 +124,7 @@ final class Launcher {
         fds.forEach((fd, path) -> cmd.addAll(List.of("--fd", fd + "=" + path)));
         writeFds.forEach((fd, path) -> cmd.addAll(List.of("--wfd", fd + "=" + path)));
         cmd.addAll(List.of("--fd", HELPER_FD + "=" + helper));
+        if (mntns != null) cmd.addAll(List.of("--mntns", mntns));
         cmd.addAll(List.of("--uid", Integer.toString(uid), "--gid", Integer.toString(gid), "--"));
         cmd.addAll(argv);
         return cmd;
@@ -154,13 +163,25 @@ final class Launcher {
             if (fd < 3 || fd > LAST_FD || fds.containsKey(fd)) throw new IllegalArgumentException("fd out of range: " + fd);
     }
 
-    /** Starts the command on the spawner thread with exactly the given environment. */
+    /**
+     * Starts the command on the spawner thread with exactly the given environment: with {@link Spawn} (posix_spawn
+     * of the launcher itself) where it works, else the JDK's {@link ProcessBuilder} (its jspawnhelper in between).
+     * The command's first element must be an absolute path.
+     */
     static Process start(List<String> command, Map<String, String> env, File dir) throws SandboxException {
-        ProcessBuilder pb = new ProcessBuilder(command);
-        pb.environment().clear();
-        pb.environment().putAll(env);
-        if (dir != null) pb.directory(dir);
-        Future<Process> f = SPAWNER.submit(pb::start);
+        return start(command, env, dir, Spawn.available());
+    }
+
+    /** @param direct posix_spawn through {@link Spawn}, not the JDK's ProcessBuilder (tests compare both) */
+    static Process start(List<String> command, Map<String, String> env, File dir, boolean direct) throws SandboxException {
+        Future<Process> f = SPAWNER.submit(() -> {
+            if (direct) return Spawn.start(command, env, dir == null ? null : dir.toPath());
+            ProcessBuilder pb = new ProcessBuilder(command);
+            pb.environment().clear();
+            pb.environment().putAll(env);
+            if (dir != null) pb.directory(dir);
+            return pb.start();
+        });
         boolean interrupted = false;
         try {
             while (true) {

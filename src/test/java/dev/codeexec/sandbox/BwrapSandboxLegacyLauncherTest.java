@@ -24,6 +24,7 @@ class BwrapSandboxLegacyLauncherTest extends BwrapSandboxTest {
 
     @Test
     void infoNamesTheLauncher() {
-        assertThat(sandbox.info()).containsEntry("launcher", "dash+setpriv");
+        assertThat(sandbox.info()).containsEntry("launcher", "dash+setpriv").containsEntry("spawn", "ProcessBuilder")
+                .containsEntry("mountNamespace", "the server's (needs codeexec-helper)");
     }
 }

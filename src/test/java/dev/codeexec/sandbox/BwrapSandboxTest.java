@@ -64,7 +64,23 @@ class BwrapSandboxTest {
 
     @Test
     void infoNamesTheLauncher() {
-        assertThat(sandbox.info()).containsEntry("launcher", "codeexec-helper").doesNotContainKey("launcherNote");
+        assertThat(sandbox.info()).containsEntry("launcher", "codeexec-helper").doesNotContainKey("launcherNote")
+                .containsEntry("spawn", "posix_spawn");
+        // every host has /sys to leave out
+        assertThat((String) sandbox.info().get("mountNamespace")).matches("\\d+ of the host's \\d+ mounts");
+    }
+
+    /**
+     * A run that binds something from under a mount the sandboxes' namespace leaves out (here sysfs) starts in the
+     * server's namespace instead, where bwrap finds it.
+     */
+    @Test
+    void aBindFromALeftOutMountStillWorks() throws Exception {
+        SandboxSpec s = new SandboxSpec(runId(), List.of("/bin/ls", "/sys/kernel"), "/work", Map.of(),
+                List.of(Path.of("/sys/kernel")), ENV, limits());
+        Result r = run(sandbox, s);
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out().lines().toList()).contains("mm");
     }
 
     @Test

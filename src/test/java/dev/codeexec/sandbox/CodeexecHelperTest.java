@@ -126,6 +126,43 @@ class CodeexecHelperTest {
         assertThat(o.out().lines().toList()).containsExactly("SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000");
     }
 
+    /**
+     * mntns makes a namespace without the detached mounts and waits; a launch with --mntns enters it before it
+     * drops privileges (the program sees that mount table), one without stays in the server's; a namespace path
+     * that cannot be entered runs nothing.
+     */
+    @Test
+    void launchEntersTheNamespaceMntnsMade() throws Exception {
+        assertThat(Files.readString(Path.of("/proc/self/mountinfo"))).contains(" /sys ");
+        Process ns = new ProcessBuilder(helper.toString(), "mntns", "--umount", "/sys", "--umount", "/not/a/mount").start();
+        try {
+            assertThat(new String(ns.getInputStream().readNBytes(6), StandardCharsets.UTF_8)).isEqualTo("ready\n");
+            String path = "/proc/" + ns.pid() + "/ns/mnt";
+            Out in = run(launch("--mntns", path, "--", "/bin/cat", "/proc/self/mountinfo"));
+            assertThat(in.exit()).as(in.err()).isZero();
+            assertThat(in.out()).doesNotContain(" /sys ").contains(" / / ");
+            assertThat(TrimmedMounts.mountPoints(in.out())).noneMatch(m -> m.startsWith("/sys"));
+            Out out = run(launch("--", "/bin/cat", "/proc/self/mountinfo"));
+            assertThat(out.out()).contains(" /sys ");
+
+            Out bad = run(launch("--mntns", "/proc/self/fd/999", "--", "/bin/echo", "ran"));
+            assertThat(bad.exit()).isEqualTo(125);
+            assertThat(bad.out()).isEmpty();
+            Out notNs = run(launch("--mntns", "/etc/hostname", "--", "/bin/echo", "ran"));
+            assertThat(notNs.exit()).isEqualTo(125);
+            assertThat(notNs.err()).contains("cannot enter mount namespace");
+            assertThat(notNs.out()).isEmpty();
+        } finally {
+            ns.getOutputStream().close();
+            assertThat(ns.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        }
+        assertThat(ns.exitValue()).isZero();
+        // the host's namespace never changed
+        assertThat(Files.readString(Path.of("/proc/self/mountinfo"))).contains(" /sys ");
+        assertThat(run("mntns", "--umount", "relative").exit()).isEqualTo(125);
+        assertThat(run("mntns", "--umount", "/").exit()).isEqualTo(125);
+    }
+
     @Test
     void unknownRoleIsAUsageError() throws Exception {
         Out o = run("frobnicate");
