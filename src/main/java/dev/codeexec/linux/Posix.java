@@ -18,7 +18,8 @@ import java.lang.invoke.VarHandle;
  * {@code /proc/self/fd/N/name}, which the kernel resolves through descriptor N itself);</li>
  * <li>{@code mkfifo}, {@code kill}, {@code prlimit}, {@code mount} and {@code umount2}, for warm sandboxes and
  * sessions: a control channel into a sandbox, interrupting its program, resetting its CPU and file-size budget
- * when a run is handed to it, and mounting the run's working directory into it after it started.</li>
+ * when a run is handed to it, and mounting the run's working directory into it after it started;</li>
+ * <li>what {@link Spawn} builds on: handles bound with and without errno capture, and {@link #call}.</li>
  * </ul>
  */
 public final class Posix {
