@@ -12,6 +12,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -42,12 +43,17 @@ public final class Spawn {
     private static final short POSIX_SPAWN_SETSIGDEF = 0x04;
     private static final short POSIX_SPAWN_SETSIGMASK = 0x08;
     private static final long SYS_PIDFD_OPEN = 434;
+    private static final int P_PID = 1;
     private static final int P_PIDFD = 3;
     private static final int WEXITED = 4;
     private static final int CLD_EXITED = 1;
     private static final int EPOLL_CTL_ADD = 1;
     private static final int EPOLL_CTL_DEL = 2;
     private static final int EPOLLIN = 1;
+    /** struct epoll_event: packed on x86-64 (u32 events, u64 data: 12 bytes), naturally aligned elsewhere (16). */
+    private static final boolean PACKED_EPOLL_EVENT = System.getProperty("os.arch").equals("amd64");
+    private static final long EVENT_SIZE = PACKED_EPOLL_EVENT ? 12 : 16;
+    private static final long EVENT_DATA = PACKED_EPOLL_EVENT ? 4 : 8;
     private static final int EINTR = 4;
     /** Generous for glibc's posix_spawn_file_actions_t (80 bytes), posix_spawnattr_t (336) and sigset_t (128). */
     private static final long OPAQUE = 1024;
@@ -114,14 +120,31 @@ public final class Spawn {
             out = pipe();
             err = pipe();
             int pid = spawn(argv, env, dir, in[0], out[1], err[1]);
-            // Descriptors of our own for the streams, opened through /proc while the child's ends are still open
-            // here (opening a pipe's end waits for the other end to be open), then the child's ends closed.
-            OutputStream stdin = new PipeOut(new FileOutputStream("/proc/self/fd/" + in[1]));
-            InputStream stdout = new PipeIn(new FileInputStream("/proc/self/fd/" + out[0]));
-            InputStream stderr = new PipeIn(new FileInputStream("/proc/self/fd/" + err[0]));
-            SpawnedProcess p = new SpawnedProcess(pid, stdin, stdout, stderr);
-            Waiter.INSTANCE.watch(p);
-            return p;
+            List<java.io.Closeable> streams = new ArrayList<>();
+            try {
+                // Descriptors of our own for the streams, opened through /proc while the child's ends are still
+                // open here (opening a pipe's end waits for the other end to be open), then the child's ends closed.
+                OutputStream stdin = new PipeOut(new FileOutputStream("/proc/self/fd/" + in[1]));
+                streams.add(stdin);
+                InputStream stdout = new PipeIn(new FileInputStream("/proc/self/fd/" + out[0]));
+                streams.add(stdout);
+                InputStream stderr = new PipeIn(new FileInputStream("/proc/self/fd/" + err[0]));
+                streams.add(stderr);
+                SpawnedProcess p = new SpawnedProcess(pid, stdin, stdout, stderr);
+                Waiter.INSTANCE.watch(p);
+                return p;
+            } catch (IOException | RuntimeException e) {
+                // nobody would wait for it: kill and reap it here
+                Waiter.INSTANCE.killAndReap(pid);
+                for (java.io.Closeable c : streams) {
+                    try {
+                        c.close();
+                    } catch (IOException ignored) {
+                        // closing a pipe end
+                    }
+                }
+                throw e;
+            }
         } finally {
             for (int[] p : new int[][] {in, out, err})
                 if (p != null) {
@@ -315,25 +338,51 @@ public final class Spawn {
             return Posix.call("pidfd_open", (a, s) -> (int) (long) Posix.SYSCALL3.invokeExact(s, SYS_PIDFD_OPEN, (int) pid, 0, 0));
         }
 
+        /** Adds the child to the epoll set; throws (the caller kills and reaps it) when that fails. */
         void watch(SpawnedProcess p) throws IOException {
+            int pidfd;
             try {
-                int pidfd = pidfdOpen(p.pid);
-                byPidfd.put(pidfd, p);
+                pidfd = pidfdOpen(p.pid);
+            } catch (Posix.Errno e) {
+                throw new IOException("cannot watch process " + p.pid + ": " + e.getMessage(), e);
+            }
+            byPidfd.put(pidfd, p);
+            try {
                 Posix.call("epoll_ctl", (a, s) -> {
-                    MemorySegment ev = a.allocate(12, 4); // struct epoll_event is packed on x86-64: u32, u64
+                    MemorySegment ev = a.allocate(EVENT_SIZE, 4);
                     ev.set(INT, 0, EPOLLIN);
-                    ev.set(ValueLayout.JAVA_LONG_UNALIGNED, 4, pidfd);
+                    ev.set(ValueLayout.JAVA_LONG_UNALIGNED, EVENT_DATA, pidfd);
                     return (int) H.epollCtl.invokeExact(s, epfd, EPOLL_CTL_ADD, pidfd, ev);
                 });
             } catch (Posix.Errno e) {
-                p.destroyForcibly();
+                byPidfd.remove(pidfd);
+                Posix.close(pidfd);
                 throw new IOException("cannot watch process " + p.pid + ": " + e.getMessage(), e);
+            }
+        }
+
+        /** SIGKILL and a blocking reap, for a child that cannot be watched. */
+        void killAndReap(int pid) {
+            try {
+                Posix.kill(pid, SIGKILL);
+            } catch (Posix.Errno e) {
+                // gone already; it still has to be reaped
+            }
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment info = a.allocate(128, 8);
+                MemorySegment state = a.allocate(Posix.CAPTURE);
+                int rc;
+                do {
+                    rc = (int) H.waitid.invokeExact(state, P_PID, pid, info, WEXITED);
+                } while (rc < 0 && Posix.errno(state) == EINTR);
+            } catch (Throwable t) {
+                // nothing more to do
             }
         }
 
         private void loop() {
             try (Arena a = Arena.ofConfined()) {
-                MemorySegment events = a.allocate(12L * 16, 8);
+                MemorySegment events = a.allocate(EVENT_SIZE * 16, 8);
                 MemorySegment info = a.allocate(128, 8);
                 MemorySegment state = a.allocate(Posix.CAPTURE);
                 while (true) {
@@ -345,7 +394,7 @@ public final class Spawn {
                     }
                     if (n < 0) continue; // EINTR
                     for (int i = 0; i < n; i++) {
-                        int pidfd = (int) events.get(ValueLayout.JAVA_LONG_UNALIGNED, 12L * i + 4);
+                        int pidfd = (int) events.get(ValueLayout.JAVA_LONG_UNALIGNED, EVENT_SIZE * i + EVENT_DATA);
                         SpawnedProcess p = byPidfd.remove(pidfd);
                         if (p != null) reap(p, pidfd, info, state);
                     }
