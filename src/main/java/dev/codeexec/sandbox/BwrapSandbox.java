@@ -134,9 +134,10 @@ final class BwrapSandbox implements Sandbox {
                     note = e.getMessage();
                 }
             }
-            if (h == null && ns != null) {
-                ns.close();
+            if (h == null) {
+                if (ns != null) ns.close();
                 ns = null;
+                nsNote = "needs codeexec-helper";
             }
             if (h == null) broken = selfTest(null, null);
             if (broken == null && !note.isEmpty()) {
