@@ -168,9 +168,11 @@ describe('a gateway in front of three workers', () => {
             t.diagnostic(`${label}: ${results.length} runs at concurrency 8: ${JSON.stringify(c)}`);
             assert.deepEqual(results.filter((x) => !ok(x)).map(describeFailure), [], `${label}: every run succeeds`);
             assert.deepEqual(Object.keys(c).filter((w) => !SLOTS[w]), [], 'every result names its worker');
-            const fast = Math.min(c.w1 ?? 0, c.w2 ?? 0);
-            assert.ok(fast > 0, `${label}: both fast workers ran code: ${JSON.stringify(c)}`);
-            assert.ok((c.w3 ?? 0) < bound * fast, `${label}: w3 (1 slot) got clearly fewer runs (< ${bound}×) than each fast worker: ${JSON.stringify(c)}`);
+            assert.ok(Math.min(c.w1 ?? 0, c.w2 ?? 0) > 0, `${label}: both fast workers ran code: ${JSON.stringify(c)}`);
+            // Against the fast workers' mean: ~75 runs over two equal workers split unevenly by chance (24/30 seen),
+            // and the smaller of two noisy counts is no measure of a fast worker's share.
+            const fast = ((c.w1 ?? 0) + (c.w2 ?? 0)) / 2;
+            assert.ok((c.w3 ?? 0) < bound * fast, `${label}: w3 (1 slot) got clearly fewer runs (< ${bound}×) than a fast worker on average: ${JSON.stringify(c)}`);
         }
     });
 
