@@ -1,29 +1,22 @@
 package dev.codeexec;
 
-import ch.qos.logback.classic.Level;
-import ch.qos.logback.classic.LoggerContext;
-import ch.qos.logback.classic.encoder.JsonEncoder;
-import ch.qos.logback.classic.encoder.PatternLayoutEncoder;
-import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.ConsoleAppender;
-import ch.qos.logback.core.encoder.Encoder;
+import dev.codeexec.boot.Version;
+import dev.codeexec.boot.Logging;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.auth.KeysCommand;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.gateway.RemoteExecutor;
 import dev.codeexec.http.HttpServer;
-import dev.codeexec.http.WorkspaceExpiry;
+import dev.codeexec.workspace.WorkspaceExpiry;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.Languages;
-import dev.codeexec.engine.LocalExecutor;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.mcp.McpExtension;
-import dev.codeexec.mcp.SandboxStatus;
-import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.sandbox.Sandbox;
-import dev.codeexec.sandbox.Sandboxes;
 import dev.codeexec.mcp.StdioServer;
 import dev.codeexec.worker.WorkerMain;
 import dev.codeexec.workspace.Workspaces;
@@ -31,8 +24,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.PrintStream;
-import java.nio.file.Path;
-import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -70,7 +61,7 @@ public final class Main {
             System.err.println("code-exec-mcp: configuration error: " + e.getMessage());
             return 2;
         }
-        configureLogging(config);
+        Logging.configure(config);
         boolean stdio = "stdio".equals(config.get(Config.TRANSPORT));
         // In stdio mode stdout is the protocol channel: keep it for the transport, send every stray print to stderr.
         PrintStream protocolOut = System.out;
@@ -138,52 +129,6 @@ public final class Main {
         }
     }
 
-    /** LOG_FORMAT and LOG_LEVEL, applied to every logger (the engine's "audit" logger included), always on stderr. */
-    public static void configureLogging(Config config) {
-        if (!(LoggerFactory.getILoggerFactory() instanceof LoggerContext ctx)) return;
-        ctx.reset();
-        Encoder<ILoggingEvent> encoder = logEncoder(config.get(Config.LOG_FORMAT), ctx);
-        ConsoleAppender<ILoggingEvent> appender = new ConsoleAppender<>();
-        appender.setContext(ctx);
-        appender.setName("stderr");
-        appender.setTarget("System.err");
-        appender.setEncoder(encoder);
-        appender.start();
-        ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
-        Level level = Level.toLevel(config.get(Config.LOG_LEVEL), Level.INFO);
-        root.setLevel(level);
-        root.addAppender(appender);
-        if (level.isGreaterOrEqual(Level.INFO)) {
-            ctx.getLogger("org.eclipse.jetty").setLevel(Level.WARN);
-        }
-    }
-
-    /**
-     * The started encoder of LOG_FORMAT ({@code text} or {@code json}); public so tests read log lines exactly as
-     * the server writes them. JSON lines carry the MDC, and with it the request id ({@code "mdc":{"requestId":..}}).
-     */
-    public static Encoder<ILoggingEvent> logEncoder(String format, LoggerContext ctx) {
-        Encoder<ILoggingEvent> encoder;
-        if ("json".equals(format)) {
-            // One self-contained line per event: the formatted message, not logback's pattern-plus-arguments pair.
-            JsonEncoder json = new JsonEncoder();
-            json.setWithFormattedMessage(true);
-            json.setWithMessage(false);
-            json.setWithArguments(false);
-            json.setWithSequenceNumber(false);
-            json.setWithNanoseconds(false);
-            json.setWithContext(false);
-            encoder = json;
-        } else {
-            PatternLayoutEncoder text = new PatternLayoutEncoder();
-            text.setPattern("%d{yyyy-MM-dd'T'HH:mm:ss.SSSXXX} %-5level [%thread] %logger{20} - %msg%n");
-            encoder = text;
-        }
-        encoder.setContext(ctx);
-        encoder.start();
-        return encoder;
-    }
-
     /** Builds the engine for production: the configured sandbox, the local executor and the request validator. */
     static ServerSetup wire(Config config) {
         return wire(config, List.of());
@@ -197,45 +142,21 @@ public final class Main {
         Languages languages = Languages.load();
         RequestValidator validator = new RequestValidator(config, languages);
         Executor executor;
-        SandboxStatus sandboxStatus;
+        Sandbox.Status sandboxStatus;
         Workspaces workspaces;
         if (config.get(Config.WORKERS).isBlank()) {
-            LocalEngine engine = localEngine(config);
+            LocalEngine engine = LocalEngine.create(config);
             executor = engine.executor();
-            sandboxStatus = engine.sandboxStatus();
+            sandboxStatus = engine.sandbox().status();
             workspaces = engine.workspaces();
         } else {
             // Gateway: code runs on the workers, which have the sandbox; requests are validated here all the same,
             // and the workspaces (on a volume shared with the workers) are served here.
             executor = RemoteExecutor.create(config, languages);
-            sandboxStatus = new SandboxStatus("workers", Optional.empty());
-            workspaces = workspaces(config);
+            sandboxStatus = new Sandbox.Status("workers", Optional.empty());
+            workspaces = Workspaces.configured(config);
         }
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), sandboxStatus, ServerSetup.versionOf(Main.class), extensions, workspaces);
-    }
-
-    /**
-     * The engine that runs code on this machine, built the same way for the server and for a worker: the
-     * configured sandbox, the local executor (warm pool, sessions) and the workspaces under WORKSPACE_ROOT.
-     */
-    public static LocalEngine localEngine(Config config) {
-        Sandbox sandbox = Sandboxes.create(config);
-        LocalExecutor executor = LocalExecutor.create(config, sandbox);
-        return new LocalEngine(sandbox, executor, workspaces(config));
-    }
-
-    private static Workspaces workspaces(Config config) {
-        return new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
-                config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
-                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
-                config.get(Config.SANDBOX_GID));
-    }
-
-    /** What {@link #localEngine} builds. */
-    public record LocalEngine(Sandbox sandbox, LocalExecutor executor, Workspaces workspaces) {
-        public SandboxStatus sandboxStatus() {
-            return new SandboxStatus(sandbox.name(), sandbox.unavailableReason());
-        }
+                languages.names(), sandboxStatus, Version.of(Main.class), extensions, workspaces);
     }
 }

@@ -154,7 +154,7 @@ public final class LocalExecutor implements Executor {
             boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
             sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
             this.warmPool = Optional.of(new WarmPool(sandbox, targets, recipes,
-                    Limits.defaults(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late));
+                    RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late));
         } else {
             this.warmPool = Optional.empty();
         }

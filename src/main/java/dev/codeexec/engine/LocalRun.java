@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
 import dev.codeexec.sandbox.SandboxSpec;

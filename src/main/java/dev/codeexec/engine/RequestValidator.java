@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.config.Config;
 
 import java.nio.charset.StandardCharsets;
@@ -93,7 +94,15 @@ public final class RequestValidator {
 
     /** The server's limits with the given timeout. */
     public Limits limits(Duration timeout) {
-        return Limits.defaults(config, timeout);
+        return defaultLimits(config, timeout);
+    }
+
+    /** The server's limits (CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, ...) with the given timeout. */
+    public static Limits defaultLimits(Config config, Duration timeout) {
+        long mb = 1024L * 1024L;
+        return new Limits(timeout, config.get(Config.CPU_LIMIT_SECONDS), config.get(Config.MEMORY_LIMIT_MB) * mb,
+                config.get(Config.MAX_PROCESSES), config.get(Config.MAX_OUTPUT_KB) * 1024L,
+                config.get(Config.MAX_DISK_MB) * mb);
     }
 
     private String supported() {

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.ExecutionResult.Figure;
 import dev.codeexec.engine.ExecutionResult.SessionOutput;
 import dev.codeexec.sandbox.ControlChannel;

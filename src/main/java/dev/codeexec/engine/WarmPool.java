@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxException;

@@ -13,14 +13,14 @@ import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
-import dev.codeexec.worker.WireFormat;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ExecuteInput;
-import dev.codeexec.worker.v1.ExecuteRequest;
-import dev.codeexec.worker.v1.ListSessionsRequest;
-import dev.codeexec.worker.v1.ListSessionsResponse;
-import dev.codeexec.worker.v1.SessionRequest;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.WireFormat;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.ExecuteInput;
+import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.ListSessionsRequest;
+import dev.codeexec.wire.v1.ListSessionsResponse;
+import dev.codeexec.wire.v1.SessionRequest;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import com.google.common.util.concurrent.ListenableFuture;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
@@ -423,7 +423,7 @@ public final class RemoteExecutor implements Executor {
             Map<String, SessionInfo> byName = new TreeMap<>();
             for (Pending p : pending) {
                 try {
-                    for (dev.codeexec.worker.v1.SessionInfo s : p.f().get(WorkerDirectory.POLL_DEADLINE.toMillis() + 1000,
+                    for (dev.codeexec.wire.v1.SessionInfo s : p.f().get(WorkerDirectory.POLL_DEADLINE.toMillis() + 1000,
                             TimeUnit.MILLISECONDS).getSessionsList()) {
                         SessionInfo info = WireFormat.fromProto(s);
                         byName.merge(info.name(), info, (a, b) -> a.lastUsed().isAfter(b.lastUsed()) ? a : b);

@@ -2,10 +2,10 @@ package dev.codeexec.gateway;
 
 import com.google.common.util.concurrent.ListenableFuture;
 import dev.codeexec.engine.WorkerStatus;
-import dev.codeexec.worker.v1.RuntimeInfoRequest;
-import dev.codeexec.worker.v1.StatusRequest;
-import dev.codeexec.worker.v1.StatusResponse;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.v1.RuntimeInfoRequest;
+import dev.codeexec.wire.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusResponse;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.health.v1.HealthCheckRequest;

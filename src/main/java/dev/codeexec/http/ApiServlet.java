@@ -95,6 +95,18 @@ final class ApiServlet extends HttpServlet {
         fail(resp, 405, "method_not_allowed", "use POST to upload");
     }
 
+    /** The HTTP status of each cause of a refused workspace operation: an exhaustive switch, so none is forgotten. */
+    static int status(Kind kind) {
+        return switch (kind) {
+            case BAD_PATH, BAD_NAME -> 400;
+            case NOT_FOUND -> 404;
+            case CONFLICT -> 409;
+            case TOO_LARGE -> 413;
+            case QUOTA_EXCEEDED -> 507;
+            case IO -> 500;
+        };
+    }
+
     /** The one place where causes become statuses. */
     private void handle(String method, HttpServletRequest req, HttpServletResponse resp) throws IOException {
         try {
@@ -110,7 +122,7 @@ final class ApiServlet extends HttpServlet {
             route(method, r, AdminApi.actingTenant(who, r.query().get("tenant")), who, req, resp);
         } catch (WorkspaceException e) {
             if (e.kind() == Kind.IO) LOG.warn("REST {} {}: {}", method, req.getRequestURI(), e.getMessage());
-            fail(resp, e.kind().httpStatus, e.code(), e.getMessage());
+            fail(resp, status(e.kind()), e.code(), e.getMessage());
         } catch (ApiException e) {
             fail(resp, e.status, e.code, e.getMessage());
         } catch (UncheckedIOException e) {

@@ -7,12 +7,9 @@ import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
-import dev.codeexec.engine.SessionRef;
-import dev.codeexec.mcp.RequestConverter;
-import dev.codeexec.mcp.ResultMaps;
-import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.surface.ResultMaps;
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.workspace.Workspace;
-import dev.codeexec.workspace.Workspaces;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import org.slf4j.Logger;
@@ -190,16 +187,14 @@ final class ExecuteStream implements OutputListener {
      */
     static final class Endpoint {
 
+        private final ServerSetup setup;
         private final Executor executor;
-        private final RequestConverter converter;
-        private final Workspaces workspaces;
         private final long maxBodyBytes;
         private final long maxImageBytes;
 
         Endpoint(ServerSetup setup, long maxBodyBytes) {
+            this.setup = setup;
             this.executor = setup.executor();
-            this.converter = setup.converter();
-            this.workspaces = setup.workspaces();
             this.maxBodyBytes = maxBodyBytes;
             this.maxImageBytes = (long) setup.config().get(dev.codeexec.config.Config.MAX_IMAGE_KB) << 10;
         }
@@ -208,21 +203,13 @@ final class ExecuteStream implements OutputListener {
             Map<String, Object> args = body(req);
             ExecutionRequest request;
             try {
-                request = converter.convert(args);
+                // No JSON-RPC id here: the run is known by its HTTP request's X-Request-Id (audit line, log MDC, history).
+                request = setup.request(args, tenant, new AuditInfo(Optional.of(tenant), Optional.empty(),
+                        Optional.empty(), RequestTracker.requestId(req)));
             } catch (ExecutionException.InvalidRequest e) {
                 throw new ApiException(400, "invalid_request", e.getMessage());
             }
-            // No JSON-RPC id here: the run is known by its HTTP request's X-Request-Id (audit line, log MDC, history).
-            request = request.withAudit(new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.empty(),
-                    RequestTracker.requestId(req)));
-            Optional<String> wsName = name(args, "workspace");
-            if (wsName.isPresent()) {
-                Workspace ws = workspaces.open(tenant, wsName.get(), true);
-                request = request.inWorkspace(ws);
-            }
-            Optional<String> session = name(args, "session");
-            if (session.isPresent()) request = request.inSession(new SessionRef(tenant, session.get()));
-
+            Optional<String> wsName = request.workspace().map(Workspace::name);
             ExecuteStream stream = new ExecuteStream();
             RunHandle handle;
             try {
@@ -261,13 +248,6 @@ final class ExecuteStream implements OutputListener {
             Map<String, Object> args = new LinkedHashMap<>();
             map.forEach((k, v) -> args.put(String.valueOf(k), v));
             return args;
-        }
-
-        private static Optional<String> name(Map<String, Object> args, String key) {
-            Object v = args.get(key);
-            if (v == null) return Optional.empty();
-            if (!(v instanceof String s)) throw ApiException.badRequest("'" + key + "' must be a string");
-            return Optional.of(Workspaces.checkName(key, s));
         }
     }
 }

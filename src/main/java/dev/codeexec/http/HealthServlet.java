@@ -1,9 +1,9 @@
 package dev.codeexec.http;
 
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.WorkerStatus;
-import dev.codeexec.mcp.ResultMaps;
-import dev.codeexec.mcp.SandboxStatus;
+import dev.codeexec.surface.ResultMaps;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -33,11 +33,11 @@ final class HealthServlet extends HttpServlet {
     static final String UNAVAILABLE = "unavailable";
 
     private final Executor executor;
-    private final SandboxStatus sandbox;
+    private final Sandbox.Status sandbox;
     private final String version;
     private final long startNanos = System.nanoTime();
 
-    HealthServlet(Executor executor, SandboxStatus sandbox, String version) {
+    HealthServlet(Executor executor, Sandbox.Status sandbox, String version) {
         this.executor = executor;
         this.sandbox = sandbox;
         this.version = version;

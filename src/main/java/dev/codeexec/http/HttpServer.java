@@ -7,7 +7,7 @@ import dev.codeexec.engine.RunObserver;
 import dev.codeexec.mcp.McpServers;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
-import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.ops.Metrics;
 import dev.codeexec.ops.RunHistory;
 import io.modelcontextprotocol.server.McpSyncServer;

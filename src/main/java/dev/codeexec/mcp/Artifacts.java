@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.config.Config;
 import dev.codeexec.workspace.MimeTypes;
 import dev.codeexec.workspace.RelPath;
@@ -26,8 +27,8 @@ public final class Artifacts {
     public record FileInfo(String path, long size, String mimeType) {
     }
 
-    /** A result with many charts would otherwise grow without bound; the rest stay reachable as links. */
-    static final int MAX_INLINE_IMAGES = 10;
+    /** See {@link ResultMaps#MAX_INLINE_IMAGES}. */
+    static final int MAX_INLINE_IMAGES = ResultMaps.MAX_INLINE_IMAGES;
 
     private final long maxImageBytes;
 

@@ -1,5 +1,7 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ResultMaps;
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
@@ -9,11 +11,9 @@ import dev.codeexec.engine.LogContext;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
-import dev.codeexec.engine.SessionRef;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
-import dev.codeexec.workspace.Workspaces;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
@@ -46,17 +46,15 @@ final class ExecuteCodeTool {
     static final int MAX_FILE_CONTENTS = 50;
 
     private final Executor executor;
-    private final RequestConverter converter;
+    private final ServerSetup setup;
     private final RunRegistry registry;
-    private final Workspaces workspaces;
     private final Artifacts artifacts;
     private final Tool tool;
 
     ExecuteCodeTool(ServerSetup setup, RunRegistry registry) {
         this.executor = setup.executor();
-        this.converter = setup.converter();
+        this.setup = setup;
         this.registry = registry;
-        this.workspaces = setup.workspaces();
         this.artifacts = Artifacts.of(setup.config());
         this.tool = Tool.builder()
                 .name(NAME)
@@ -159,21 +157,14 @@ final class ExecuteCodeTool {
     private CallToolResult execute(McpSyncServerExchange exchange, CallToolRequest call, Map<String, Object> meta,
             Optional<String> httpRequestId) {
         try {
-            ExecutionRequest parsed = converter.convert(call.arguments() == null ? Map.of() : call.arguments());
             String mcpSession = Optional.ofNullable(meta.get(MessageInterceptor.SESSION_META)).map(Object::toString)
                     .orElseGet(exchange::sessionId);
             Optional<String> requestId = Optional.ofNullable(meta.get(MessageInterceptor.REQUEST_ID_META))
                     .map(Object::toString);
             Principal who = MessageInterceptor.principalOf(meta);
-            ExecutionRequest request = parsed.withAudit(new AuditInfo(Optional.of(who.tenant()),
-                    Optional.ofNullable(mcpSession), requestId, httpRequestId));
-            Optional<Workspace> ws = workspace(call.arguments(), who);
-            if (ws.isPresent()) request = request.inWorkspace(ws.get());
-            Object session = call.arguments() == null ? null : call.arguments().get("session");
-            if (session != null) {
-                if (!(session instanceof String name)) throw new IllegalArgumentException("'session' must be a string");
-                request = request.inSession(new SessionRef(who.tenant(), name));
-            }
+            ExecutionRequest request = setup.request(call.arguments(), who.tenant(), new AuditInfo(
+                    Optional.of(who.tenant()), Optional.ofNullable(mcpSession), requestId, httpRequestId));
+            Optional<Workspace> ws = request.workspace();
             Object token = meta.get("progressToken");
             try (ProgressForwarder progress = token == null ? null
                     : new ProgressForwarder(token, exchange::progressNotification)) {
@@ -190,8 +181,6 @@ final class ExecuteCodeTool {
             return error(e);
         } catch (WorkspaceException e) {
             return error("Invalid request: " + e.getMessage());
-        } catch (IllegalArgumentException e) {
-            return error("Invalid arguments: " + e.getMessage());
         } catch (RuntimeException e) {
             LOG.error("execute_code failed unexpectedly", e);
             return error("Internal error: the call could not be completed (details are in the server log).");
@@ -199,13 +188,6 @@ final class ExecuteCodeTool {
     }
 
     /** The caller's workspace named by the {@code workspace} argument, created if new; empty without one. */
-    private Optional<Workspace> workspace(Map<String, Object> arguments, Principal who) {
-        Object name = arguments == null ? null : arguments.get("workspace");
-        if (name == null) return Optional.empty();
-        if (!(name instanceof String n)) throw new IllegalArgumentException("'workspace' must be a string");
-        return Optional.of(workspaces.open(who.tenant(), Workspaces.checkName("workspace", n), true));
-    }
-
     private static ExecutionResult await(RunHandle handle) {
         try {
             return handle.result().get();

@@ -8,6 +8,6 @@ import io.modelcontextprotocol.server.McpServer;
  * also replace the server capabilities.
  */
 @FunctionalInterface
-public interface McpExtension {
+public interface McpExtension extends dev.codeexec.surface.SurfaceExtension {
     void apply(McpServer.SyncSpecification<?> spec);
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
 import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
@@ -66,7 +67,7 @@ public final class McpServers {
                 .resourceTemplates(resources.files())
                 .prompts(new CodePrompts(setup).specifications())
                 .completions(new Completions(setup).specifications());
-        setup.extensions().forEach(e -> e.apply(spec));
+        for (var e : setup.extensions()) if (e instanceof McpExtension m) m.apply(spec);
         return spec.build();
     }
 }

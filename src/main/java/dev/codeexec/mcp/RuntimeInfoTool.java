@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.WorkerStatus;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;

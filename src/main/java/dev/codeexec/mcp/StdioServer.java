@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
 import io.modelcontextprotocol.json.McpJsonDefaults;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;

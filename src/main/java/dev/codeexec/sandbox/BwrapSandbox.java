@@ -13,7 +13,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
 
-import dev.codeexec.engine.Limits;
 import org.slf4j.LoggerFactory;
 
 /**

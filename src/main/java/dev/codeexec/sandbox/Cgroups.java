@@ -1,6 +1,5 @@
 package dev.codeexec.sandbox;
 
-import dev.codeexec.engine.Limits;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

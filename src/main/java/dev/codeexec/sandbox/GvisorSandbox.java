@@ -12,7 +12,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
 
-import dev.codeexec.engine.Limits;
 
 /**
  * gVisor: the program talks to gVisor's user-space kernel, not to the host's. The launcher enters a private

@@ -1,6 +1,5 @@
 package dev.codeexec.sandbox;
 
-import dev.codeexec.engine.Limits;
 import dev.codeexec.linux.Spawn;
 
 import java.io.File;

@@ -29,6 +29,23 @@ public interface Sandbox extends AutoCloseable {
      */
     SandboxProcess start(SandboxSpec spec) throws SandboxException;
 
+    /** The sandbox's name and, when it cannot run code, why: what /healthz, a worker's status and the start-up log say. */
+    default Status status() {
+        return new Status(name(), unavailableReason());
+    }
+
+    /**
+     * A sandbox's name and availability, as plain data (a gateway, which has no sandbox of its own, says "workers").
+     *
+     * @param name              bwrap, gvisor, none (or "workers" for a gateway)
+     * @param unavailableReason empty when the sandbox works
+     */
+    record Status(String name, Optional<String> unavailableReason) {
+        public boolean available() {
+            return unavailableReason.isEmpty();
+        }
+    }
+
     /** What runtime_info shows: kind, isolation features, cgroup version, uid. Plain data for JSON. */
     Map<String, Object> info();
 

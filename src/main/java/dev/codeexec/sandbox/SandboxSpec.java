@@ -1,6 +1,5 @@
 package dev.codeexec.sandbox;
 
-import dev.codeexec.engine.Limits;
 
 import java.nio.file.Path;
 import java.util.List;

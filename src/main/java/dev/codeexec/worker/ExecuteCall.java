@@ -1,11 +1,12 @@
 package dev.codeexec.worker;
 
+import dev.codeexec.wire.WireFormat;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
-import dev.codeexec.worker.v1.Accepted;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.Output;
+import dev.codeexec.wire.v1.Accepted;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.Output;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;

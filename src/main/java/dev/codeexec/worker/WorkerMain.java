@@ -1,9 +1,10 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.Main;
+import dev.codeexec.boot.Version;
+import dev.codeexec.boot.Logging;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
-import dev.codeexec.mcp.ServerSetup;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -34,13 +35,13 @@ public final class WorkerMain {
             System.err.println("code-exec-mcp worker: configuration error: " + e.getMessage());
             return 2;
         }
-        Main.configureLogging(config);
-        Main.LocalEngine engine = null;
+        Logging.configure(config);
+        LocalEngine engine = null;
         WorkerServer server;
         try {
-            engine = Main.localEngine(config);
+            engine = LocalEngine.create(config);
             server = WorkerServer.start(config, engine.executor(), engine.workspaces(),
-                    ServerSetup.versionOf(WorkerMain.class), engine.sandboxStatus());
+                    Version.of(WorkerMain.class), engine.sandbox().status());
         } catch (ConfigException e) {
             if (engine != null) engine.executor().close();
             System.err.println("code-exec-mcp worker: configuration error: " + e.getMessage());
@@ -51,7 +52,7 @@ public final class WorkerMain {
             return 1;
         }
         LOG.info("code-exec-mcp {} worker {} ({}) listening on {}:{}: TLS {}, token {}, sandbox {}, {} slots, queue {}",
-                ServerSetup.versionOf(WorkerMain.class), server.name(), server.instanceId(), config.get(Config.WORKER_HOST), server.port(),
+                Version.of(WorkerMain.class), server.name(), server.instanceId(), config.get(Config.WORKER_HOST), server.port(),
                 server.tls() ? (WorkerSecurity.mutualTls(config) ? "on (client certificates required)" : "on") : "off",
                 config.get(Config.WORKER_TOKEN).isEmpty() ? "off" : "on", engine.sandbox().name(),
                 config.get(Config.MAX_CONCURRENT), config.get(Config.QUEUE_SIZE));

@@ -1,10 +1,10 @@
 package dev.codeexec.worker;
 
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.mcp.SandboxStatus;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.Server;
 import io.grpc.ServerInterceptor;
@@ -67,7 +67,7 @@ public final class WorkerServer implements AutoCloseable {
     /** A worker over the given engine, assuming its sandbox works (tests; the configured sandbox's name). */
     public static WorkerServer start(Config config, Executor executor, Workspaces workspaces, String version)
             throws IOException {
-        return start(config, executor, workspaces, version, new SandboxStatus(config.get(Config.SANDBOX), Optional.empty()));
+        return start(config, executor, workspaces, version, new Sandbox.Status(config.get(Config.SANDBOX), Optional.empty()));
     }
 
     /**
@@ -78,7 +78,7 @@ public final class WorkerServer implements AutoCloseable {
      * @throws IOException     the port cannot be bound
      */
     public static WorkerServer start(Config config, Executor executor, Workspaces workspaces, String version,
-            SandboxStatus sandbox) throws IOException {
+            Sandbox.Status sandbox) throws IOException {
         WorkerSecurity.check(config);
         WorkerService.Identity identity = new WorkerService.Identity(name(config), UUID.randomUUID().toString(),
                 version, sandbox.name(), Instant.now());

@@ -1,27 +1,28 @@
 package dev.codeexec.worker;
 
+import dev.codeexec.wire.WireFormat;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.Languages;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionControl;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ExecuteInput;
-import dev.codeexec.worker.v1.ExecuteRequest;
-import dev.codeexec.worker.v1.ListSessionsRequest;
-import dev.codeexec.worker.v1.ListSessionsResponse;
-import dev.codeexec.worker.v1.RuntimeInfoRequest;
-import dev.codeexec.worker.v1.RuntimeInfoResponse;
-import dev.codeexec.worker.v1.SessionRequest;
-import dev.codeexec.worker.v1.SessionResponse;
-import dev.codeexec.worker.v1.StatusRequest;
-import dev.codeexec.worker.v1.StatusResponse;
-import dev.codeexec.worker.v1.WarmLevel;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.ExecuteInput;
+import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.ListSessionsRequest;
+import dev.codeexec.wire.v1.ListSessionsResponse;
+import dev.codeexec.wire.v1.RuntimeInfoRequest;
+import dev.codeexec.wire.v1.RuntimeInfoResponse;
+import dev.codeexec.wire.v1.SessionRequest;
+import dev.codeexec.wire.v1.SessionResponse;
+import dev.codeexec.wire.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusResponse;
+import dev.codeexec.wire.v1.WarmLevel;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.Status;
@@ -179,7 +180,7 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     /** The request validated again (language, sizes, args, env) with limits clamped to this worker's maxima. */
     private ExecutionRequest toRequest(ExecuteRequest req) {
         ExecutionRequest wire = WireFormat.fromProto(req, (tenant, name) -> workspaces.open(tenant, name, false));
-        Limits limits = clamp(wire.limits(), Limits.defaults(config, config.maxTimeout()));
+        Limits limits = clamp(wire.limits(), RequestValidator.defaultLimits(config, config.maxTimeout()));
         ExecutionRequest checked = validator.validate(req.getLanguage(), wire.code(), wire.stdin(),
                 limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit());
         return new ExecutionRequest(checked.language(), checked.code(), checked.stdin(), checked.args(), checked.env(),

@@ -6,15 +6,9 @@ package dev.codeexec.workspace;
  */
 public final class WorkspaceException extends RuntimeException {
 
-    /** The cause, with the HTTP status a REST surface answers with. */
+    /** The cause (the REST surface gives each one status: {@code http.ApiErrors}). */
     public enum Kind {
-        BAD_PATH(400), BAD_NAME(400), NOT_FOUND(404), CONFLICT(409), TOO_LARGE(413), QUOTA_EXCEEDED(507), IO(500);
-
-        public final int httpStatus;
-
-        Kind(int httpStatus) {
-            this.httpStatus = httpStatus;
-        }
+        BAD_PATH, BAD_NAME, NOT_FOUND, CONFLICT, TOO_LARGE, QUOTA_EXCEEDED, IO
     }
 
     private final Kind kind;

@@ -41,6 +41,14 @@ public final class Workspaces {
     /**
      * @param maxAge idle time after which a workspace is removed; zero keeps workspaces forever
      */
+    /** The workspaces the configuration names: WORKSPACE_ROOT, WORKSPACE_QUOTA_MB, WORKSPACE_MAX_AGE_HOURS, SANDBOX_UID/GID. */
+    public static Workspaces configured(dev.codeexec.config.Config config) {
+        return new Workspaces(Path.of(config.get(dev.codeexec.config.Config.WORKSPACE_ROOT)),
+                config.get(dev.codeexec.config.Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
+                Duration.ofHours(config.get(dev.codeexec.config.Config.WORKSPACE_MAX_AGE_HOURS)),
+                config.get(dev.codeexec.config.Config.SANDBOX_UID), config.get(dev.codeexec.config.Config.SANDBOX_GID));
+    }
+
     public Workspaces(Path root, long quotaBytes, Duration maxAge, int uid, int gid) {
         this.root = root;
         this.quotaBytes = quotaBytes;

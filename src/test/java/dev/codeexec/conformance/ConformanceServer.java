@@ -2,7 +2,7 @@ package dev.codeexec.conformance;
 
 import dev.codeexec.Main;
 import dev.codeexec.config.Config;
-import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.surface.ServerSetup;
 
 import java.util.List;
 

@@ -2,7 +2,6 @@ package dev.codeexec.conformance;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.http.HttpServer;
-import dev.codeexec.mcp.ServerSetup;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;

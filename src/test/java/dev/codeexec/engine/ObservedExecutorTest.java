@@ -54,7 +54,7 @@ class ObservedExecutorTest {
 
     private static ExecutionRequest request(String tenant) {
         return new ExecutionRequest("python", "print(1)", "", List.of(), Map.of(),
-                Limits.defaults(TestSupport.config(), Duration.ofSeconds(5)),
+                RequestValidator.defaultLimits(TestSupport.config(), Duration.ofSeconds(5)),
                 new ExecutionRequest.AuditInfo(Optional.of(tenant), Optional.empty(), Optional.of("req-1")));
     }
 

@@ -1,20 +1,20 @@
 package dev.codeexec.gateway;
 
-import dev.codeexec.worker.v1.Accepted;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ExecuteInput;
-import dev.codeexec.worker.v1.ExecuteRequest;
-import dev.codeexec.worker.v1.ListSessionsRequest;
-import dev.codeexec.worker.v1.ListSessionsResponse;
-import dev.codeexec.worker.v1.Output;
-import dev.codeexec.worker.v1.Result;
-import dev.codeexec.worker.v1.SessionInfo;
-import dev.codeexec.worker.v1.SessionOutput;
-import dev.codeexec.worker.v1.SessionRequest;
-import dev.codeexec.worker.v1.SessionResponse;
-import dev.codeexec.worker.v1.StatusRequest;
-import dev.codeexec.worker.v1.StatusResponse;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.v1.Accepted;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.ExecuteInput;
+import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.ListSessionsRequest;
+import dev.codeexec.wire.v1.ListSessionsResponse;
+import dev.codeexec.wire.v1.Output;
+import dev.codeexec.wire.v1.Result;
+import dev.codeexec.wire.v1.SessionInfo;
+import dev.codeexec.wire.v1.SessionOutput;
+import dev.codeexec.wire.v1.SessionRequest;
+import dev.codeexec.wire.v1.SessionResponse;
+import dev.codeexec.wire.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusResponse;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import io.grpc.Metadata;
 import io.grpc.Server;
 import io.grpc.ServerCall;
@@ -269,15 +269,15 @@ final class FakeWorker implements AutoCloseable {
             if (hung) return;
             obs.onNext(StatusResponse.newBuilder().setWorker(name).setInstanceId(instanceId).setSlots(4)
                     .setSessions(sessions.size()).setSandbox("fake")
-                    .putWarmPool("python", dev.codeexec.worker.v1.WarmLevel.newBuilder().setReady(1).setTarget(2).build())
+                    .putWarmPool("python", dev.codeexec.wire.v1.WarmLevel.newBuilder().setReady(1).setTarget(2).build())
                     .build());
             obs.onCompleted();
         }
 
         @Override
-        public void runtimeInfo(dev.codeexec.worker.v1.RuntimeInfoRequest req,
-                StreamObserver<dev.codeexec.worker.v1.RuntimeInfoResponse> obs) {
-            obs.onNext(dev.codeexec.worker.v1.RuntimeInfoResponse.newBuilder()
+        public void runtimeInfo(dev.codeexec.wire.v1.RuntimeInfoRequest req,
+                StreamObserver<dev.codeexec.wire.v1.RuntimeInfoResponse> obs) {
+            obs.onNext(dev.codeexec.wire.v1.RuntimeInfoResponse.newBuilder()
                     .setJson("{\"languages\":{\"python\":{\"available\":true}},\"sandbox\":{\"name\":\"fake\"}}").build());
             obs.onCompleted();
         }

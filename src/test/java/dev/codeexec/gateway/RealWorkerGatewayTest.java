@@ -1,11 +1,11 @@
 package dev.codeexec.gateway;
 
-import dev.codeexec.Main;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Languages;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -48,10 +48,10 @@ class RealWorkerGatewayTest {
 
     private WorkerServer worker(String name) throws Exception {
         Config c = workerConfig(name);
-        Main.LocalEngine engine = Main.localEngine(c);
+        LocalEngine engine = LocalEngine.create(c);
         toClose.add(engine.executor());
         assumeTrue(engine.sandbox().unavailableReason().isEmpty(), "the sandbox cannot run code here");
-        WorkerServer w = WorkerServer.start(c, engine.executor(), engine.workspaces(), "test", engine.sandboxStatus());
+        WorkerServer w = WorkerServer.start(c, engine.executor(), engine.workspaces(), "test", engine.sandbox().status());
         toClose.add(w);
         return w;
     }

@@ -1,20 +1,21 @@
 package dev.codeexec.gateway;
 
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Languages;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.Output;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.Output;
 import io.grpc.Status;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -409,7 +410,7 @@ class RemoteExecutorTest {
     void productionWiringUsesTheWorkersWhenWorkersIsSet(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
             throws Exception {
         FakeWorker w = worker("w");
-        dev.codeexec.mcp.ServerSetup setup = dev.codeexec.Main.wire(Config.of("WORKERS", "static:///" + w.address(),
+        dev.codeexec.surface.ServerSetup setup = dev.codeexec.Main.wire(Config.of("WORKERS", "static:///" + w.address(),
                 "WORKSPACE_ROOT", dir.toString(), "SHUTDOWN_GRACE_SECONDS", "1"), List.of());
         toClose.add(setup.executor());
         assertThat(setup.executor()).isInstanceOf(RemoteExecutor.class);

@@ -4,7 +4,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Languages;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.mcp.FakeExecutor;

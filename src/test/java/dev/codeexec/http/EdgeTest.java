@@ -1,9 +1,9 @@
 package dev.codeexec.http;
 
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.mcp.RawClient;
-import dev.codeexec.mcp.SandboxStatus;
-import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.mcp.TestServers;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -58,7 +58,7 @@ class EdgeTest {
     void healthzSaysDegradedWhenTheSandboxCannotRunCode() throws Exception {
         ServerSetup ok = TestServers.setup(executor, List.of());
         server = HttpServer.start(new ServerSetup(ok.config(), executor, ok.converter(), ok.languages(),
-                new SandboxStatus("bwrap", Optional.of("bubblewrap cannot create a user namespace")), "test", List.of(),
+                new Sandbox.Status("bwrap", Optional.of("bubblewrap cannot create a user namespace")), "test", List.of(),
                 ok.workspaces()));
         raw = new RawClient(server.port());
         HttpResponse<String> r = raw.send(raw.request("/healthz").GET());

@@ -3,7 +3,7 @@ package dev.codeexec.http;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.LocalExecutor;
-import dev.codeexec.mcp.ServerSetup;
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.mcp.TestServers;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;

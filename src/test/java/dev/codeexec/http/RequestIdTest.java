@@ -1,9 +1,9 @@
 package dev.codeexec.http;
 
+import dev.codeexec.boot.Logging;
 import ch.qos.logback.classic.LoggerContext;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.OutputStreamAppender;
-import dev.codeexec.Main;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.mcp.FakeExecutor;
@@ -159,7 +159,7 @@ class RequestIdTest {
             LoggerContext ctx = (LoggerContext) LoggerFactory.getILoggerFactory();
             appender.setContext(ctx);
             appender.setName("json-capture");
-            appender.setEncoder(Main.logEncoder("json", ctx));
+            appender.setEncoder(Logging.encoder("json", ctx));
             appender.setOutputStream(captured);
             appender.start();
             logger = ctx.getLogger(loggerName);

@@ -1,8 +1,9 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.RequestConverter;
 import dev.codeexec.engine.ExecutionException.InvalidRequest;
 import dev.codeexec.engine.ExecutionRequest;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 
 import java.time.Duration;
 import java.util.List;

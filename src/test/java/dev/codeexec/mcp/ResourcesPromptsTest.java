@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.workspace.Workspaces;
 import io.modelcontextprotocol.client.McpSyncClient;

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.LocalExecutor;
 import dev.codeexec.sandbox.Sandbox;

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.http.BufferedBodyRequest;
 import dev.codeexec.auth.Principal;
 import io.modelcontextprotocol.client.McpClient;

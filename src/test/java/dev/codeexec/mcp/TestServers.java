@@ -1,5 +1,7 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.config.Config;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.workspace.Workspaces;
@@ -43,7 +45,7 @@ public final class TestServers {
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions,
             Workspaces workspaces) {
         return new ServerSetup(config, executor, new FakeConverter(), FakeConverter.LANGUAGES,
-                new SandboxStatus("fake", Optional.empty()), "test", extensions, workspaces);
+                new Sandbox.Status("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
     /** The production engine (real sandbox, LocalExecutor, validator) behind a setup, for tests of real runs. */
@@ -53,7 +55,7 @@ public final class TestServers {
         dev.codeexec.engine.RequestValidator validator = new dev.codeexec.engine.RequestValidator(config, languages);
         return new ServerSetup(config, executor,
                 a -> validator.fromArguments(a, dev.codeexec.engine.ExecutionRequest.AuditInfo.NONE), languages.names(),
-                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "test", List.of(), workspaces(config));
+                new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(), workspaces(config));
     }
 
     /**

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Languages;
@@ -45,7 +46,7 @@ class WorkspaceExecutionTest {
         RequestValidator validator = new RequestValidator(config, languages);
         ServerSetup setup = new ServerSetup(config, LocalExecutor.create(config, sandbox),
                 a -> validator.fromArguments(a, AuditInfo.NONE), languages.names(),
-                new SandboxStatus(sandbox.name(), sandbox.unavailableReason()), "test", List.of(),
+                new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(),
                 TestServers.workspaces(config));
         server = HttpServer.start(setup);
         client = FileToolsTest.client(server);

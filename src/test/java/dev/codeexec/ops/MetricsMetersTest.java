@@ -1,11 +1,11 @@
 package dev.codeexec.ops;
 
+import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -158,7 +158,7 @@ class MetricsMetersTest {
             Optional<ExecutionException> error) {
         Config config = Config.of();
         ExecutionRequest request = new ExecutionRequest(language, "x", "", List.of(), Map.of(),
-                Limits.defaults(config, Duration.ofSeconds(1)), ExecutionRequest.AuditInfo.NONE);
+                RequestValidator.defaultLimits(config, Duration.ofSeconds(1)), ExecutionRequest.AuditInfo.NONE);
         return new RunObserver.RunEnd(new RunObserver.RunStart("run-1", Instant.now(), request), Instant.now(), result, error);
     }
 

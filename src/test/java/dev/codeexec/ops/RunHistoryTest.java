@@ -4,7 +4,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.RunObserver.RunEnd;
 import dev.codeexec.engine.RunObserver.RunStart;

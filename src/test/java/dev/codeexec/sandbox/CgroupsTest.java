@@ -1,6 +1,5 @@
 package dev.codeexec.sandbox;
 
-import dev.codeexec.engine.Limits;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;

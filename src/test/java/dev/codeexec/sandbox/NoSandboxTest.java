@@ -52,7 +52,7 @@ class NoSandboxTest {
 
     @Test
     void limitsAndKillStillApply() throws Exception {
-        var l = new dev.codeexec.engine.Limits(java.time.Duration.ofSeconds(10), 1, 256L << 20, 32, 1 << 20, 1 << 20);
+        var l = new Limits(java.time.Duration.ofSeconds(10), 1, 256L << 20, 32, 1 << 20, 1 << 20);
         Result r = run(sandbox, spec(l, PY, "-c", "while True: pass"));
         assertThat(r.process().cpuLimitHit()).isTrue();
         Result bg = run(sandbox, spec("/bin/sh", "-c", "setsid sleep 1000 >/dev/null 2>&1 & echo ok"));

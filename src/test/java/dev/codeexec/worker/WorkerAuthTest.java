@@ -2,9 +2,9 @@ package dev.codeexec.worker;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.mcp.FakeExecutor;
-import dev.codeexec.worker.v1.ListSessionsRequest;
-import dev.codeexec.worker.v1.SessionRequest;
-import dev.codeexec.worker.v1.StatusRequest;
+import dev.codeexec.wire.v1.ListSessionsRequest;
+import dev.codeexec.wire.v1.SessionRequest;
+import dev.codeexec.wire.v1.StatusRequest;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
@@ -67,11 +67,11 @@ class WorkerAuthTest {
     void theOtherWorkerCallsNeedTheTokenToo() {
         var anonymous = WorkerTesting.blocking(channel, null);
         var wrong = WorkerTesting.blocking(channel, "nope");
-        for (var stub : new dev.codeexec.worker.v1.WorkerGrpc.WorkerBlockingStub[] {anonymous, wrong}) {
+        for (var stub : new dev.codeexec.wire.v1.WorkerGrpc.WorkerBlockingStub[] {anonymous, wrong}) {
             assertUnauthenticated(() -> stub.status(StatusRequest.getDefaultInstance()));
             assertUnauthenticated(() -> stub.listSessions(ListSessionsRequest.newBuilder().setTenant("alice").build()));
             assertUnauthenticated(() -> stub.closeSession(SessionRequest.newBuilder().setTenant("alice").setName("s").build()));
-            assertUnauthenticated(() -> stub.runtimeInfo(dev.codeexec.worker.v1.RuntimeInfoRequest.getDefaultInstance()));
+            assertUnauthenticated(() -> stub.runtimeInfo(dev.codeexec.wire.v1.RuntimeInfoRequest.getDefaultInstance()));
         }
     }
 

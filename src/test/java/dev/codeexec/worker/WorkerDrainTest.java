@@ -1,6 +1,6 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.Main;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import io.grpc.ManagedChannel;
@@ -31,7 +31,7 @@ class WorkerDrainTest {
 
     @TempDir
     Path tmp;
-    Main.LocalEngine engine;
+    LocalEngine engine;
     WorkerServer server;
     ManagedChannel channel;
 
@@ -40,7 +40,7 @@ class WorkerDrainTest {
         Config config = WorkerTesting.config(tmp.resolve("ws"), "MAX_CONCURRENT", "1", "SHUTDOWN_GRACE_SECONDS",
                 Integer.toString(graceSeconds));
         engine = WorkerTesting.realEngine(config);
-        server = WorkerServer.start(config, engine.executor(), engine.workspaces(), "test", engine.sandboxStatus());
+        server = WorkerServer.start(config, engine.executor(), engine.workspaces(), "test", engine.sandbox().status());
         channel = WorkerTesting.plaintext(server.port());
     }
 

@@ -1,19 +1,18 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.Main;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ListSessionsRequest;
-import dev.codeexec.worker.v1.RuntimeInfoRequest;
-import dev.codeexec.worker.v1.SessionRequest;
-import dev.codeexec.worker.v1.StatusRequest;
-import dev.codeexec.worker.v1.StatusResponse;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.ListSessionsRequest;
+import dev.codeexec.wire.v1.RuntimeInfoRequest;
+import dev.codeexec.wire.v1.SessionRequest;
+import dev.codeexec.wire.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusResponse;
 import dev.codeexec.workspace.RelPath;
 import dev.codeexec.workspace.Workspace;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
-import io.grpc.StatusRuntimeException;
 import io.grpc.stub.MetadataUtils;
 import io.grpc.xds.shaded.com.github.xds.data.orca.v3.OrcaLoadReport;
 import org.junit.jupiter.api.AfterAll;
@@ -27,7 +26,6 @@ import java.io.ByteArrayInputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -46,7 +44,7 @@ class WorkerExecuteTest {
 
     @TempDir
     static Path tmp;
-    static Main.LocalEngine engine;
+    static LocalEngine engine;
     static WorkerServer server;
     static ManagedChannel channel;
 
@@ -56,7 +54,7 @@ class WorkerExecuteTest {
         Config config = WorkerTesting.config(tmp.resolve("ws"), "MAX_CONCURRENT", "1", "WORKER_NAME", "w-test");
         engine = WorkerTesting.realEngine(config);
         server = WorkerServer.start(config, engine.executor(), engine.workspaces(), "test-version",
-                engine.sandboxStatus());
+                engine.sandbox().status());
         channel = WorkerTesting.plaintext(server.port());
     }
 
@@ -86,9 +84,9 @@ class WorkerExecuteTest {
         assertThat(events.subList(1, events.size() - 1)).allMatch(ExecuteEvent::hasOutput).isNotEmpty();
         assertThat(call.stdout()).isEqualTo("one\ntwo\n");
         assertThat(events.stream().filter(e -> e.hasOutput()
-                && e.getOutput().getStream() == dev.codeexec.worker.v1.Output.Stream.STDERR)
+                && e.getOutput().getStream() == dev.codeexec.wire.v1.Output.Stream.STDERR)
                 .map(e -> e.getOutput().getText())).containsExactly("err\n");
-        dev.codeexec.worker.v1.Result r = call.result();
+        dev.codeexec.wire.v1.Result r = call.result();
         assertThat(r.getOutcome()).isEqualTo("exited");
         assertThat(r.getExitCode()).isZero();
         assertThat(r.getStdout()).isEqualTo("one\ntwo\n");
@@ -162,8 +160,8 @@ class WorkerExecuteTest {
         Files.createDirectories(own);
         Config config = WorkerTesting.config(own.resolve("ws"), "MAX_CONCURRENT", "1", "QUEUE_SIZE", "1",
                 "QUEUE_TIMEOUT_MS", "300", "WORKER_NAME", "w-queue");
-        Main.LocalEngine small = WorkerTesting.realEngine(config);
-        WorkerServer s = WorkerServer.start(config, small.executor(), small.workspaces(), "test", small.sandboxStatus());
+        LocalEngine small = WorkerTesting.realEngine(config);
+        WorkerServer s = WorkerServer.start(config, small.executor(), small.workspaces(), "test", small.sandbox().status());
         ManagedChannel ch = WorkerTesting.plaintext(s.port());
         try {
             WorkerTesting.Recorded holder = execute(ch, null, request("bash", "sleep 3").build());
@@ -265,7 +263,7 @@ class WorkerExecuteTest {
 
         var stub = WorkerTesting.blocking(channel, null);
         var list = stub.listSessions(ListSessionsRequest.newBuilder().setTenant("alice").build());
-        assertThat(list.getSessionsList()).extracting(dev.codeexec.worker.v1.SessionInfo::getName).contains("s1");
+        assertThat(list.getSessionsList()).extracting(dev.codeexec.wire.v1.SessionInfo::getName).contains("s1");
         assertThat(list.getInstanceId()).isEqualTo(server.instanceId());
         assertThat(stub.listSessions(ListSessionsRequest.newBuilder().setTenant("bob").build()).getSessionsList())
                 .isEmpty();
@@ -281,7 +279,7 @@ class WorkerExecuteTest {
         assertThat(lang.await().getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
         assertThat(lang.await().getDescription()).contains("unknown language");
         WorkerTesting.Recorded limits = execute(channel, null, request("python", "print(1)")
-                .setLimits(dev.codeexec.worker.v1.Limits.newBuilder().setTimeoutMs(1000)).build());
+                .setLimits(dev.codeexec.wire.v1.Limits.newBuilder().setTimeoutMs(1000)).build());
         assertThat(limits.await().getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
         WorkerTesting.Recorded env = execute(channel, null,
                 request("python", "print(1)").putEnv("BAD-NAME", "x").build());

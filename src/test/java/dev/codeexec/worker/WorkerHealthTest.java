@@ -1,8 +1,8 @@
 package dev.codeexec.worker;
 
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.mcp.FakeExecutor;
-import dev.codeexec.mcp.SandboxStatus;
-import dev.codeexec.worker.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusRequest;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.ManagedChannel;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
@@ -27,7 +27,7 @@ class WorkerHealthTest {
         FakeExecutor executor = new FakeExecutor();
         WorkerServer server = WorkerServer.start(WorkerTesting.config(tmp), executor,
                 new Workspaces(tmp, 1 << 20, Duration.ofHours(1), 65534, 65534), "test",
-                new SandboxStatus("bwrap", Optional.of("user namespaces are disabled")));
+                new Sandbox.Status("bwrap", Optional.of("user namespaces are disabled")));
         ManagedChannel ch = WorkerTesting.plaintext(server.port());
         try {
             assertThat(WorkerTesting.health(ch, "")).isEqualTo(ServingStatus.NOT_SERVING);

@@ -1,9 +1,9 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.Main;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
-import dev.codeexec.engine.Limits;
-import dev.codeexec.worker.v1.Result;
+import dev.codeexec.sandbox.Limits;
+import dev.codeexec.wire.v1.Result;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import org.junit.jupiter.api.AfterAll;
@@ -29,7 +29,7 @@ class WorkerLimitsTest {
 
     @TempDir
     static Path tmp;
-    static Main.LocalEngine engine;
+    static LocalEngine engine;
     static WorkerServer server;
     static ManagedChannel channel;
 
@@ -39,7 +39,7 @@ class WorkerLimitsTest {
         Config config = WorkerTesting.config(tmp.resolve("ws"), "MAX_TIMEOUT_MS", "2000", "DEFAULT_TIMEOUT_MS",
                 "2000", "MAX_OUTPUT_KB", "1", "MEMORY_LIMIT_MB", "64");
         engine = WorkerTesting.realEngine(config);
-        server = WorkerServer.start(config, engine.executor(), engine.workspaces(), "test", engine.sandboxStatus());
+        server = WorkerServer.start(config, engine.executor(), engine.workspaces(), "test", engine.sandbox().status());
         channel = WorkerTesting.plaintext(server.port());
     }
 
@@ -50,14 +50,14 @@ class WorkerLimitsTest {
         if (engine != null) engine.executor().close();
     }
 
-    private static Result run(String language, String code, dev.codeexec.worker.v1.Limits limits) throws Exception {
+    private static Result run(String language, String code, dev.codeexec.wire.v1.Limits limits) throws Exception {
         WorkerTesting.Recorded call = execute(channel, null, request(language, code).setLimits(limits).build());
         assertThat(call.await().getCode()).isEqualTo(Status.Code.OK);
         return call.result();
     }
 
-    private static dev.codeexec.worker.v1.Limits.Builder generous() {
-        return dev.codeexec.worker.v1.Limits.newBuilder().setTimeoutMs(600_000).setCpuSeconds(3600)
+    private static dev.codeexec.wire.v1.Limits.Builder generous() {
+        return dev.codeexec.wire.v1.Limits.newBuilder().setTimeoutMs(600_000).setCpuSeconds(3600)
                 .setMemoryBytes(64L << 30).setMaxProcesses(10_000).setOutputBytes(64L << 20).setDiskBytes(64L << 30);
     }
 

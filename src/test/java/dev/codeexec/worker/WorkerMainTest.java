@@ -1,6 +1,6 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.worker.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusRequest;
 import io.grpc.ManagedChannel;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

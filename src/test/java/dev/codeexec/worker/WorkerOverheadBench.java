@@ -1,6 +1,6 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.Main;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.Executor;
@@ -8,9 +8,8 @@ import dev.codeexec.engine.Languages;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.mcp.FakeExecutor;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ExecuteRequest;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.ManagedChannel;
 import org.junit.jupiter.api.Test;
@@ -22,7 +21,6 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -47,7 +45,7 @@ class WorkerOverheadBench {
         fake.close();
 
         Config config = WorkerTesting.config(tmp.resolve("ws"), "WARM_POOL", "python=2");
-        Main.LocalEngine engine = WorkerTesting.realEngine(config);
+        LocalEngine engine = WorkerTesting.realEngine(config);
         engine.executor().awaitWarmPool(Duration.ofSeconds(60));
         compare("bwrap, python print, warm pool", config, engine.executor(), "python", "print('x')", 100);
         compare("bwrap, bash echo", config, engine.executor(), "bash", "echo x", 100);

@@ -1,13 +1,13 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.Main;
+import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
-import dev.codeexec.worker.v1.ExecuteEvent;
-import dev.codeexec.worker.v1.ExecuteInput;
-import dev.codeexec.worker.v1.ExecuteRequest;
-import dev.codeexec.worker.v1.Start;
-import dev.codeexec.worker.v1.Limits;
-import dev.codeexec.worker.v1.WorkerGrpc;
+import dev.codeexec.wire.v1.ExecuteEvent;
+import dev.codeexec.wire.v1.ExecuteInput;
+import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.Start;
+import dev.codeexec.wire.v1.Limits;
+import dev.codeexec.wire.v1.WorkerGrpc;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
 import io.grpc.ClientInterceptors;
@@ -46,8 +46,8 @@ final class WorkerTesting {
     }
 
     /** The production engine for the configuration; the test is skipped where the sandbox cannot run code. */
-    static Main.LocalEngine realEngine(Config config) {
-        Main.LocalEngine e = Main.localEngine(config);
+    static LocalEngine realEngine(Config config) {
+        LocalEngine e = LocalEngine.create(config);
         if (e.sandbox().unavailableReason().isPresent()) {
             e.executor().close();
             assumeTrue(false, "the sandbox cannot run code here: " + e.sandbox().unavailableReason().get());
@@ -140,12 +140,12 @@ final class WorkerTesting {
         String stdout() {
             StringBuilder sb = new StringBuilder();
             events.stream().filter(e -> e.hasOutput()
-                            && e.getOutput().getStream() == dev.codeexec.worker.v1.Output.Stream.STDOUT)
+                            && e.getOutput().getStream() == dev.codeexec.wire.v1.Output.Stream.STDOUT)
                     .forEach(e -> sb.append(e.getOutput().getText()));
             return sb.toString();
         }
 
-        dev.codeexec.worker.v1.Result result() {
+        dev.codeexec.wire.v1.Result result() {
             return events.stream().filter(ExecuteEvent::hasResult).findFirst().orElseThrow().getResult();
         }
     }

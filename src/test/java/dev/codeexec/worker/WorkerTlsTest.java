@@ -1,9 +1,8 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.mcp.FakeExecutor;
-import dev.codeexec.worker.v1.StatusRequest;
+import dev.codeexec.wire.v1.StatusRequest;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.ChannelCredentials;
 import io.grpc.ManagedChannel;

@@ -1,6 +1,5 @@
-package dev.codeexec.http;
+package dev.codeexec.workspace;
 
-import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;

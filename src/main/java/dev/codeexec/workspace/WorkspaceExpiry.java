@@ -1,6 +1,5 @@
-package dev.codeexec.http;
+package dev.codeexec.workspace;
 
-import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

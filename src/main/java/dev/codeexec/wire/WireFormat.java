@@ -1,18 +1,18 @@
-package dev.codeexec.worker;
+package dev.codeexec.wire;
 
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.Limits;
+import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.SessionControl.SessionInfo;
 import dev.codeexec.engine.SessionRef;
-import dev.codeexec.worker.v1.Audit;
-import dev.codeexec.worker.v1.ExecuteRequest;
-import dev.codeexec.worker.v1.FileArtifact;
-import dev.codeexec.worker.v1.Figure;
-import dev.codeexec.worker.v1.Result;
-import dev.codeexec.worker.v1.SessionOutput;
+import dev.codeexec.wire.v1.Audit;
+import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.FileArtifact;
+import dev.codeexec.wire.v1.Figure;
+import dev.codeexec.wire.v1.Result;
+import dev.codeexec.wire.v1.SessionOutput;
 import dev.codeexec.workspace.Workspace;
 import com.google.protobuf.ByteString;
 
@@ -42,7 +42,7 @@ public final class WireFormat {
                 .setStdin(r.stdin())
                 .addAllArgs(r.args())
                 .putAllEnv(r.env())
-                .setLimits(dev.codeexec.worker.v1.Limits.newBuilder()
+                .setLimits(dev.codeexec.wire.v1.Limits.newBuilder()
                         .setTimeoutMs(l.timeout().toMillis())
                         .setCpuSeconds(l.cpuSeconds())
                         .setMemoryBytes(l.memoryBytes())
@@ -71,7 +71,7 @@ public final class WireFormat {
      * @throws IllegalArgumentException limits that are not positive
      */
     public static ExecutionRequest fromProto(ExecuteRequest p, BiFunction<String, String, Workspace> openWorkspace) {
-        dev.codeexec.worker.v1.Limits pl = p.getLimits();
+        dev.codeexec.wire.v1.Limits pl = p.getLimits();
         Limits limits = new Limits(Duration.ofMillis(pl.getTimeoutMs()), pl.getCpuSeconds(), pl.getMemoryBytes(),
                 pl.getMaxProcesses(), pl.getOutputBytes(), pl.getDiskBytes());
         Audit a = p.getAudit();
@@ -139,8 +139,8 @@ public final class WireFormat {
                 .orElse(Outcome.KILLED_BY_SIGNAL);
     }
 
-    public static dev.codeexec.worker.v1.SessionInfo toProto(SessionInfo s) {
-        dev.codeexec.worker.v1.SessionInfo.Builder b = dev.codeexec.worker.v1.SessionInfo.newBuilder()
+    public static dev.codeexec.wire.v1.SessionInfo toProto(SessionInfo s) {
+        dev.codeexec.wire.v1.SessionInfo.Builder b = dev.codeexec.wire.v1.SessionInfo.newBuilder()
                 .setName(s.name()).setLanguage(s.language()).setWorkspace(s.workspace().orElse(""))
                 .setCreatedEpochMs(s.created().toEpochMilli()).setLastUsedEpochMs(s.lastUsed().toEpochMilli())
                 .setCalls(s.calls()).setBusy(s.busy());
@@ -148,7 +148,7 @@ public final class WireFormat {
         return b.build();
     }
 
-    public static SessionInfo fromProto(dev.codeexec.worker.v1.SessionInfo p) {
+    public static SessionInfo fromProto(dev.codeexec.wire.v1.SessionInfo p) {
         return new SessionInfo(p.getName(), p.getLanguage(), nonEmpty(p.getWorkspace()),
                 Instant.ofEpochMilli(p.getCreatedEpochMs()), Instant.ofEpochMilli(p.getLastUsedEpochMs()),
                 p.hasMemoryBytes() ? OptionalLong.of(p.getMemoryBytes()) : OptionalLong.empty(), p.getCalls(),

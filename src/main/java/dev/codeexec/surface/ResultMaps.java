@@ -1,4 +1,4 @@
-package dev.codeexec.mcp;
+package dev.codeexec.surface;
 
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
@@ -19,6 +19,12 @@ public final class ResultMaps {
 
     private ResultMaps() {
     }
+
+    /**
+     * Images a result shows inline at most (a result with many charts would otherwise grow without bound; the rest
+     * stay reachable as links): the MCP surface's rule, which the {@code shown} flag of each figure reports.
+     */
+    public static final int MAX_INLINE_IMAGES = 10;
 
     /** Mode value of a server that runs code itself. */
     public static final String LOCAL = "local";
@@ -96,8 +102,8 @@ public final class ResultMaps {
             List<Map<String, Object>> figures = new ArrayList<>();
             int shown = 0;
             for (ExecutionResult.Figure f : so.figures()) {
-                // the rule of Artifacts.figures: in order, up to the count, none over the size limit
-                boolean inline = shown < Artifacts.MAX_INLINE_IMAGES && f.data().length <= maxImageBytes;
+                // the rule of the MCP surface's figures: in order, up to the count, none over the size limit
+                boolean inline = shown < MAX_INLINE_IMAGES && f.data().length <= maxImageBytes;
                 if (inline) shown++;
                 figures.add(Map.of("mimeType", f.mimeType(), "size", f.data().length, "shown", inline));
             }

@@ -1,4 +1,4 @@
-package dev.codeexec.mcp;
+package dev.codeexec.surface;
 
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;

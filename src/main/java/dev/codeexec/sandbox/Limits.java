@@ -1,10 +1,11 @@
-package dev.codeexec.engine;
+package dev.codeexec.sandbox;
 
 import java.time.Duration;
 
 /**
- * The resource limits of one run, resolved once at the edge (server default, then request value, clamped to
- * the server maximum) and enforced by the kernel. Immutable.
+ * The resource limits of one sandboxed program, enforced by the kernel (cgroups, rlimits, tmpfs sizes): the
+ * sandbox's contract. Immutable. A run's limits come from the server's configuration and the request's timeout
+ * ({@code RequestValidator.defaultLimits}); a worker clamps what a gateway sends to its own maxima.
  *
  * @param timeout      wall-clock time from start to kill
  * @param cpuSeconds   CPU time per process (RLIMIT_CPU)
@@ -23,14 +24,6 @@ public record Limits(Duration timeout, int cpuSeconds, long memoryBytes, int max
         if (maxProcesses <= 0) throw new IllegalArgumentException("maxProcesses must be positive");
         if (outputBytes <= 0) throw new IllegalArgumentException("outputBytes must be positive");
         if (diskBytes <= 0) throw new IllegalArgumentException("diskBytes must be positive");
-    }
-
-    /** The server's limits (CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, ...) with the given timeout. */
-    public static Limits defaults(dev.codeexec.config.Config config, Duration timeout) {
-        long mb = 1024L * 1024L;
-        return new Limits(timeout, config.get(dev.codeexec.config.Config.CPU_LIMIT_SECONDS),
-                config.get(dev.codeexec.config.Config.MEMORY_LIMIT_MB) * mb, config.get(dev.codeexec.config.Config.MAX_PROCESSES),
-                config.get(dev.codeexec.config.Config.MAX_OUTPUT_KB) * 1024L, config.get(dev.codeexec.config.Config.MAX_DISK_MB) * mb);
     }
 
     public Limits withTimeout(Duration t) {

@@ -1,15 +1,22 @@
-package dev.codeexec.mcp;
+package dev.codeexec.surface;
 
 import dev.codeexec.config.Config;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.workspace.Workspaces;
 
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 
 /**
- * Everything the surfaces (MCP over HTTP or stdio, the HTTP edge) need, built once in {@code Main} or in a test.
+ * Everything the surfaces (MCP over HTTP or stdio, the REST API, the admin API) need, built once in {@code Main} or
+ * in a test.
  *
  * @param config     validated configuration
  * @param executor   runs code; the surfaces only submit, await and cancel
@@ -17,11 +24,11 @@ import java.util.Objects;
  * @param languages  language ids and aliases shown as the {@code language} enum of the input schema
  * @param sandbox    sandbox name and availability for /healthz and the start-up log
  * @param version    server version (from the jar manifest)
- * @param extensions extra MCP features; empty in production
+ * @param extensions features the surfaces add after their own (test fixtures); empty in production
  * @param workspaces the tenants' workspaces: one instance shared by the MCP tools and the REST API
  */
 public record ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
-        SandboxStatus sandbox, String version, List<McpExtension> extensions, Workspaces workspaces) {
+        Sandbox.Status sandbox, String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces) {
 
     public ServerSetup {
         Objects.requireNonNull(config, "config");
@@ -32,6 +39,32 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
         Objects.requireNonNull(version, "version");
         extensions = List.copyOf(extensions);
         Objects.requireNonNull(workspaces, "workspaces");
+    }
+
+    /**
+     * The request an {@code execute_code} call asks for, whichever surface it came through (an MCP tool call, the
+     * REST playground): the arguments validated by the converter, then its {@code workspace} (opened for the
+     * caller's tenant, created when new) and its {@code session} (the tenant's session of that name).
+     *
+     * @throws ExecutionException.InvalidRequest          arguments the engine cannot accept
+     * @throws dev.codeexec.workspace.WorkspaceException a workspace name that is not valid, or a workspace that
+     *                                                   cannot be opened
+     */
+    public ExecutionRequest request(Map<String, Object> arguments, String tenant, AuditInfo audit) {
+        Map<String, Object> args = arguments == null ? Map.of() : arguments;
+        ExecutionRequest request = converter.convert(args).withAudit(audit);
+        String ws = name(args, "workspace");
+        if (ws != null) request = request.inWorkspace(workspaces.open(tenant, Workspaces.checkName("workspace", ws), true));
+        String session = name(args, "session");
+        // the session name is the engine's to check (it says which names a session may have)
+        if (session != null) request = request.inSession(new SessionRef(tenant, session));
+        return request;
+    }
+
+    private static String name(Map<String, Object> args, String key) {
+        Object v = args.get(key);
+        if (v == null || v instanceof String) return (String) v;
+        throw new ExecutionException.InvalidRequest("'" + key + "' must be a string");
     }
 
     /**
