@@ -23,7 +23,7 @@
  *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
  *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
- *   /proc/self/fd/N init PROGRAM [ARG...]
+ *   /proc/self/fd/N init [--status-fd FD] PROGRAM [ARG...]
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
  *       binary (--fd N=...), so that nothing of the host's file system is bound into the sandbox for it. It closes
  *       that descriptor and makes itself non-dumpable (the sandboxed program cannot read /proc/1/exe, environ or
@@ -31,6 +31,10 @@
  *       unblocked, reaps every process that ends inside the sandbox while PROGRAM runs, and exits with PROGRAM's
  *       status (128+N when killed by signal N). When pid 1 exits, the kernel kills whatever else is left in the pid
  *       namespace. A PROGRAM that cannot be started: a message as env(1) gives it, exit 127 (not found) or 126.
+ *       --status-fd FD: a pipe to the server (inherited through the launcher and bwrap, never by PROGRAM: it is
+ *       close-on-exec), on which init writes PROGRAM's real wait status before it exits, "exit N\n" or
+ *       "signal N\n": an exit status cannot tell `exit 130` from death by SIGINT, and bwrap turns init's own death
+ *       into an exit status too.
  *
  * Built by Maven (pom.xml, `cc -O2 -static`) into the jar; the server installs it in DATA_DIR/runtime and falls
  * back to the shell launcher, setpriv and a shell init when it is missing or does not run on this machine.
@@ -199,7 +203,15 @@ static void default_signal(int sig) {
 }
 
 static int init(int argc, char **argv) {
-    if (argc < 3) { dprintf(2, "codeexec-helper: init needs a program\n"); return 125; }
+    int program = 2, status_fd = -1;
+    if (argc >= 4 && strcmp(argv[2], "--status-fd") == 0) {
+        errno = 0;
+        long long fd = number(argv[3], "--status-fd");
+        if (fd < 3 || fd > 64 || fcntl((int) fd, F_SETFD, FD_CLOEXEC) != 0) fail("bad --status-fd", argv[3]);
+        status_fd = (int) fd;
+        program = 4;
+    }
+    if (argc <= program) { dprintf(2, "codeexec-helper: init needs a program\n"); return 125; }
     const char *self = "/proc/self/fd/";
     if (strncmp(argv[0], self, strlen(self)) == 0) close(atoi(argv[0] + strlen(self)));
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -214,9 +226,9 @@ static int init(int argc, char **argv) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execvp(argv[2], &argv[2]);
+        execvp(argv[program], &argv[program]);
         int err = errno;
-        dprintf(2, "env: '%s': %s\n", argv[2], strerror(err));
+        dprintf(2, "env: '%s': %s\n", argv[program], strerror(err));
         _exit(err == ENOENT ? 127 : 126);
     }
     // Pid 1 gets no signal it has no handler for from inside its namespace; from outside, SIGKILL only (the
@@ -229,8 +241,14 @@ static int init(int argc, char **argv) {
             return 125;
         }
         if (done == child) {
-            if (WIFEXITED(status)) return WEXITSTATUS(status);
-            if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+            if (WIFEXITED(status)) {
+                if (status_fd >= 0) dprintf(status_fd, "exit %d\n", WEXITSTATUS(status));
+                return WEXITSTATUS(status);
+            }
+            if (WIFSIGNALED(status)) {
+                if (status_fd >= 0) dprintf(status_fd, "signal %d\n", WTERMSIG(status));
+                return 128 + WTERMSIG(status);
+            }
         }
     }
 }
@@ -243,6 +261,6 @@ int main(int argc, char **argv) {
         puts("codeexec-helper 1");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init PROGRAM [ARG...] | mntns [--umount DIR]...\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] PROGRAM [ARG...] | mntns [--umount DIR]...\n");
     return 2;
 }

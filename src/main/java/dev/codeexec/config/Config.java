@@ -6,7 +6,6 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * All configuration, read once from environment variables, validated, then immutable. Every key is in
@@ -55,7 +54,14 @@ public final class Config {
     public static final ConfigKey<Integer> MAX_PROCESSES = ConfigKey.integer("MAX_PROCESSES", 128, 4, 100000,
             "Processes and threads of a whole run (cgroup pids.max).");
     public static final ConfigKey<Integer> MAX_OUTPUT_KB = ConfigKey.integer("MAX_OUTPUT_KB", 256, 1, 1048576,
-            "Cap for stdout and for stderr of a run, each; going over ends the run with truncated=true.");
+            "What a result keeps of stdout and of stderr, each: over it, the head and the tail with a marker of what was "
+                    + "left out, truncated=true; the program runs on.");
+    public static final ConfigKey<Integer> MAX_OUTPUT_DRAIN_MB = ConfigKey.integer("MAX_OUTPUT_DRAIN_MB", 64, 1, 1048576,
+            "Output of a run (stdout and stderr together) after which a program that floods without end is stopped "
+                    + "(outcome output_limit); at least MAX_OUTPUT_KB.");
+    public static final ConfigKey<Integer> PROGRESS_INTERVAL_MS = ConfigKey.integer("PROGRESS_INTERVAL_MS", 100, 0, 10000,
+            "Output streamed as progress notifications is gathered for this long: at most one notification per "
+                    + "interval and run (0: one per chunk read). A stream streams at most MAX_OUTPUT_KB.");
     public static final ConfigKey<Integer> MAX_DISK_MB = ConfigKey.integer("MAX_DISK_MB", 512, 1, 1048576,
             "Size of a run's writable working directory and of its /tmp (each a size-capped tmpfs).");
     public static final ConfigKey<String> DATA_DIR = ConfigKey.string("DATA_DIR", "/var/lib/code-exec-mcp",
@@ -74,8 +80,9 @@ public final class Config {
             "Largest file upload through the REST API (separate from MAX_BODY_MB).");
     public static final ConfigKey<Integer> MAX_IMAGE_KB = ConfigKey.integer("MAX_IMAGE_KB", 1024, 0, 1048576,
             "Images a run creates up to this size come back inline as MCP image content; larger ones as resource links.");
+    // The names are the languages table's (languages with a warm interpreter); the engine checks them at start.
     public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1",
-            Set.of("python", "nodejs"), 64,
+            null, 64,
             "Pre-started single-use sandboxes per language, e.g. `python=2,nodejs=1`; `off` turns the pool off.");
     public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
             "[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*",
@@ -123,7 +130,7 @@ public final class Config {
     public static final List<ConfigKey<?>> KEYS = List.of(HOST, PORT, TRANSPORT, API_KEY, ALLOW_UNAUTHENTICATED,
             CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, MAX_CONCURRENT, QUEUE_SIZE,
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
-            MAX_OUTPUT_KB, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
+            MAX_OUTPUT_KB, MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
             WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
             MAX_SESSIONS, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,

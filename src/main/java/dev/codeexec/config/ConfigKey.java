@@ -52,6 +52,7 @@ public record ConfigKey<T>(String name, String defaultValue, String description,
     }
 
     /** {@code name=count,name=count}: names from {@code allowed}, counts 0..max; {@code off} = no entries. */
+    /** @param allowed the names allowed, or null for any lower-case name (checked later by whoever knows them) */
     static ConfigKey<Map<String, Integer>> counts(String name, String def, Set<String> allowed, int max, String description) {
         return new ConfigKey<>(name, def, description, s -> {
             Map<String, Integer> out = new LinkedHashMap<>();
@@ -59,8 +60,10 @@ public record ConfigKey<T>(String name, String defaultValue, String description,
             for (String part : s.split(",")) {
                 if (part.isBlank()) continue;
                 String[] kv = part.trim().split("=", -1);
-                if (kv.length != 2 || !allowed.contains(kv[0].trim()))
-                    throw new IllegalArgumentException("must look like " + String.join("=1,", allowed.stream().sorted().toList())
+                if (kv.length != 2 || (allowed == null ? !kv[0].trim().matches("[a-z][a-z0-9_]{0,31}")
+                        : !allowed.contains(kv[0].trim())))
+                    throw new IllegalArgumentException(allowed == null ? "must look like name=1,name2=1, got '" + part.trim() + "'"
+                            : "must look like " + String.join("=1,", allowed.stream().sorted().toList())
                             + "=1 (names: " + String.join(", ", allowed.stream().sorted().toList()) + "), got '" + part.trim() + "'");
                 int n;
                 try {

@@ -18,10 +18,38 @@ import java.util.Optional;
  * @param env           variables added to the base sandbox environment (before the request's own)
  * @param binds         host directories bound read-only at the same path inside the sandbox
  * @param warmup        what to run once at server start to make later runs faster (see {@link LanguageWarmup})
+ * @param warm          the interpreter a warm sandbox keeps waiting for its code ({@link WarmPool}); empty: the
+ *                      language cannot be kept warm
+ * @param session       the interpreter of a stateful session ({@link Session}); empty: no sessions in it
  */
 public record Language(String id, List<String> aliases, String fileExtension, Optional<List<String>> compile,
         List<String> run, List<String> version, Map<String, String> env, List<String> binds,
-        Optional<Warmup> warmup) {
+        Optional<Warmup> warmup, Optional<Interpreter> warm, Optional<Interpreter> session) {
+
+    /** A language without interpreters started ahead of their code. */
+    public Language(String id, List<String> aliases, String fileExtension, Optional<List<String>> compile,
+            List<String> run, List<String> version, Map<String, String> env, List<String> binds,
+            Optional<Warmup> warmup) {
+        this(id, aliases, fileExtension, compile, run, version, env, binds, warmup, Optional.empty(), Optional.empty());
+    }
+
+    /**
+     * An interpreter started ahead of its code, spoken to over the control channel (docs/interpreter-protocol.md).
+     *
+     * @param argv    its command (placeholders as in {@code run})
+     * @param env     variables on top of the language's environment
+     * @param message warm sandboxes: the form of the run message, {@code lengths} or {@code json}
+     * @param preload warm sandboxes: the variable that names the modules to import before the code arrives, or ""
+     * @param stdin   sessions: whether a call may give its code a stdin
+     */
+    public record Interpreter(List<String> argv, Map<String, String> env, String message, String preload,
+            boolean stdin) {
+        public Interpreter {
+            if (argv.isEmpty()) throw new IllegalArgumentException("empty interpreter command");
+            argv = List.copyOf(argv);
+            env = Map.copyOf(env);
+        }
+    }
 
     /**
      * A start-time step, outside the sandbox, on our own fixed program.
@@ -49,6 +77,8 @@ public record Language(String id, List<String> aliases, String fileExtension, Op
         env = Map.copyOf(env);
         binds = List.copyOf(binds);
         Objects.requireNonNull(warmup, "warmup");
+        Objects.requireNonNull(warm, "warm");
+        Objects.requireNonNull(session, "session");
     }
 
     public boolean compiled() {

@@ -61,7 +61,8 @@ public final class Languages {
             Language l = new Language(id, strings(row.path("aliases")), row.path("extension").asString(),
                     row.has("compile") ? Optional.of(strings(row.path("compile"))) : Optional.empty(),
                     strings(row.path("run")), strings(row.path("version")), stringMap(row.path("env")),
-                    strings(row.path("binds")), warmup(row.path("warmup")));
+                    strings(row.path("binds")), warmup(row.path("warmup")), interpreter(row.path("warm")),
+                    interpreter(row.path("session")));
             checkPlaceholders(l);
             langs.add(l);
         }
@@ -76,6 +77,12 @@ public final class Languages {
                 stringMap(w.path("env")), w.path("produces").asString()));
     }
 
+    private static Optional<Language.Interpreter> interpreter(JsonNode i) {
+        if (i.isMissingNode() || i.isNull()) return Optional.empty();
+        return Optional.of(new Language.Interpreter(strings(i.path("argv")), stringMap(i.path("env")),
+                i.path("message").asString("json"), i.path("preload").asString(""), i.path("stdin").asBoolean(false)));
+    }
+
     private static void checkPlaceholders(Language l) {
         List<String> all = new ArrayList<>(l.run());
         l.compile().ifPresent(all::addAll);
@@ -87,6 +94,11 @@ public final class Languages {
             all.addAll(w.env().values());
             all.add(w.produces());
         });
+        for (Optional<Language.Interpreter> i : List.of(l.warm(), l.session()))
+            i.ifPresent(x -> {
+                all.addAll(x.argv());
+                all.addAll(x.env().values());
+            });
         all.forEach(t -> Placeholders.check("language " + l.id(), t));
     }
 

@@ -1,6 +1,7 @@
 package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
+import dev.codeexec.config.ConfigException;
 import dev.codeexec.sandbox.Sandbox;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -85,6 +86,8 @@ public final class LocalExecutor implements Executor {
     private final StartupProcesses startupProcesses = new StartupProcesses();
     private final RuntimeProbe probe;
     final Sessions sessions;
+    /** How long streamed output is gathered into one progress notification (PROGRESS_INTERVAL_MS). */
+    final Duration progressInterval;
     /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
     final Optional<WarmPool> warmPool;
     /** Why there is no warm pool, when there is none. */
@@ -122,8 +125,11 @@ public final class LocalExecutor implements Executor {
         // before any Python run or warm sandbox: they all start from what this measures
         languages.find("python").ifPresent(py -> PythonSite.prepare(
                 Placeholders.fill(py.run().getFirst(), placeholders), runtimeDir));
+        this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
-                Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)));
+                Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)),
+                languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
+                progressInterval);
 
         this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache, scratchDir,
                 Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders),
@@ -141,6 +147,10 @@ public final class LocalExecutor implements Executor {
 
         Map<String, Integer> targets = new LinkedHashMap<>();
         config.get(Config.WARM_POOL).forEach((k, v) -> {
+            if (languages.find(k).flatMap(Language::warm).isEmpty())
+                throw new ConfigException("WARM_POOL: '" + k + "' cannot be kept warm; languages with a warm "
+                        + "interpreter: " + String.join(", ", languages.all().stream()
+                        .filter(l -> l.warm().isPresent()).map(Language::id).toList()));
             if (v > 0) targets.put(k, v);
         });
         String off = targets.isEmpty() ? "WARM_POOL is empty"
@@ -358,7 +368,7 @@ public final class LocalExecutor implements Executor {
         info.put("concurrency", conc);
         info.put("goCache", goCacheState());
         info.put("sessions", Map.of("count", sessions.count(), "maxPerTenant", sessions.maxPerTenant(),
-                "idleSeconds", sessions.idleTimeout().toSeconds(), "languages", List.of("python", "nodejs"),
+                "idleSeconds", sessions.idleTimeout().toSeconds(), "languages", sessions.languages(),
                 "available", sandbox.supportsControl() && sessions.maxPerTenant() > 0));
         info.put("warmPool", warmPoolInfo());
         return info;

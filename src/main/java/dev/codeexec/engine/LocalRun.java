@@ -4,11 +4,10 @@ import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
 import dev.codeexec.sandbox.SandboxSpec;
-import dev.codeexec.workspace.MimeTypes;
+import dev.codeexec.sandbox.Termination;
 import dev.codeexec.workspace.RelPath;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
-import dev.codeexec.workspace.WorkspaceFs;
 import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -26,12 +25,8 @@ import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalDouble;
-import java.util.OptionalLong;
 import java.util.Optional;
-import java.util.HashMap;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * One run: QUEUED → RUNNING → FINISHED. {@link #execute()} reads top to bottom: stage the code file, build the
@@ -126,8 +121,8 @@ final class LocalRun implements RunHandle {
     }
 
     private ExecutionResult cancelledInQueue() {
-        return new ExecutionResult(language.id(), -1, "", terminatedLine(Outcome.CANCELLED, -1), 0,
-                Outcome.CANCELLED, false, OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
+        return RunEnd.of(new RunEnd.CancelledBeforeStart(), request.limits())
+                .result(language.id(), executor.sandbox.name(), "");
     }
 
     /** The run holds its slot now; its listener hears of it before anything of the program starts. */
@@ -177,11 +172,6 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    /** Most entries a run's before/after scan of its workspace looks at. */
-    static final int SCAN_LIMIT = 10_000;
-    /** A workspace at its quota still lets a run start; its files may then grow by this much at most. */
-    static final long MIN_WORKSPACE_DISK = 64 * 1024;
-
     /**
      * A run in a persistent workspace: the directory is bound read-write as the working directory; each file the
      * program writes is capped (RLIMIT_FSIZE) at the space left under the quota; the code file gets a name no user
@@ -189,43 +179,17 @@ final class LocalRun implements RunHandle {
      */
     private ExecutionResult runInWorkspace(Workspace ws, String name, String fileName, Path staged) {
         try (Workspaces.Hold hold = ws.hold()) {
-            Map<String, WorkspaceFs.Entry> before = new HashMap<>();
-            boolean truncatedBefore = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> before.put(e.path().toString(), e));
-            long left = Math.max(MIN_WORKSPACE_DISK, ws.quotaBytes() - sizeOf(before.values()));
-            Limits limits = request.limits().withDiskBytes(Math.min(request.limits().diskBytes(), left));
+            WorkspaceDiff diff = WorkspaceDiff.before(ws);
+            Limits limits = request.limits().withDiskBytes(Math.min(request.limits().diskBytes(), diff.spaceLeft()));
             ExecutionResult r;
             try {
                 r = runInSandbox(name, fileName, staged, limits, Optional.of(ws.fs().root()));
             } finally {
                 removeQuietly(ws, fileName);
             }
-            Map<String, WorkspaceFs.Entry> after = new HashMap<>();
-            boolean truncatedAfter = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> after.put(e.path().toString(), e));
-            ws.fs().touch();
-            return r.withFiles(changedFiles(before, after), truncatedBefore || truncatedAfter);
+            WorkspaceDiff.Changes changes = diff.after();
+            return r.withFiles(changes.files(), changes.truncated());
         }
-    }
-
-    private static long sizeOf(java.util.Collection<WorkspaceFs.Entry> entries) {
-        long sum = 0;
-        for (WorkspaceFs.Entry e : entries) sum += e.size();
-        return sum;
-    }
-
-    /** Regular files that are new, or whose size or modification time changed, sorted by path. */
-    static List<ExecutionResult.FileArtifact> changedFiles(Map<String, WorkspaceFs.Entry> before,
-            Map<String, WorkspaceFs.Entry> after) {
-        List<ExecutionResult.FileArtifact> out = new ArrayList<>();
-        for (WorkspaceFs.Entry e : after.values()) {
-            if (!e.type().equals("file")) continue;
-            WorkspaceFs.Entry old = before.get(e.path().toString());
-            String status = old == null || !old.type().equals("file") ? "created"
-                    : old.size() != e.size() || !old.modified().equals(e.modified()) ? "modified" : null;
-            if (status != null) out.add(new ExecutionResult.FileArtifact(e.path().toString(), e.size(),
-                    MimeTypes.of(e.name()), status));
-        }
-        out.sort(java.util.Comparator.comparing(ExecutionResult.FileArtifact::path));
-        return out;
     }
 
     /** A code file name that no entry of the workspace has (neither the source nor a compiled binary). */
@@ -332,48 +296,37 @@ final class LocalRun implements RunHandle {
             return failedToStart(e.getMessage());
         }
         executor.sandboxStarted(language.id(), startedWarm, Duration.ofNanos(System.nanoTime() - startingAt));
-        ListenerDispatcher progress = new ListenerDispatcher(listener, executor.virtualThreads);
+        ListenerDispatcher progress = new ListenerDispatcher(listener, executor.virtualThreads, executor.progressInterval);
         try (SandboxProcess p = started) {
             long t0 = System.nanoTime(); // the wall timer starts when the program does, not when it was queued
             process = p;
             if (cancelled) p.kill();
-            AtomicBoolean overCap = new AtomicBoolean();
-            Runnable onOverCap = () -> {
-                if (overCap.compareAndSet(false, true)) p.kill();
-            };
+            OutputCollector.Drain drain = new OutputCollector.Drain(request.limits().drainBytes(), p::kill);
             long cap = request.limits().outputBytes();
-            OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, progress, onOverCap);
-            OutputCollector err = new OutputCollector(p.stderr(), cap, OutputListener.Stream.STDERR, progress, onOverCap);
+            OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, progress, drain);
+            OutputCollector err = new OutputCollector(p.stderr(), cap, OutputListener.Stream.STDERR, progress, drain);
             Thread outReader = executor.virtualThreads.newThread(out);
             Thread errReader = executor.virtualThreads.newThread(err);
             outReader.start();
             errReader.start();
             executor.virtualThreads.newThread(() -> feedStdin(p.stdin())).start();
 
-            Duration timeout = request.limits().timeout();
-            boolean exited = p.waitFor(timeout);
+            boolean exited = p.waitFor(request.limits().timeout());
             // Snapshot: a cancel that arrives after the program ended by itself does not change how it ended.
-            boolean cancelledBeforeEnd = cancelled;
-            boolean timedOut = !exited && !cancelledBeforeEnd && !overCap.get();
+            RunEnd.Stop stop = cancelled ? RunEnd.Stop.CANCELLED : drain.exceeded() ? RunEnd.Stop.OUTPUT_FLOOD
+                    : exited ? null : RunEnd.Stop.TIMEOUT;
             if (!exited) {
                 p.kill();
                 p.waitFor(Duration.ofSeconds(10));
             }
             long durationMs = (System.nanoTime() - t0) / 1_000_000;
             joinReaders(p, outReader, errReader);
-
-            int exitCode = exitCode(p);
-            Outcome outcome = classify(cancelledBeforeEnd, timedOut, overCap.get(), p, exitCode);
-            String stderr = err.text();
-            String line = terminatedLine(outcome, exitCode);
-            if (!line.isEmpty()) {
-                String sep = stderr.isEmpty() || stderr.endsWith("\n") ? "" : "\n";
-                stderr = stderr + sep + line;
-                progress.onOutput(OutputListener.Stream.STDERR, sep + line);
-            }
+            RunEnd end = RunEnd.of(new RunEnd.ProgramEnded(stop, termination(p), p.memoryLimitHit(), p.cpuLimitHit()),
+                    request.limits());
+            ExecutionResult r = end.result(language.id(), out.captured(), err.captured(), durationMs,
+                    p.peakMemoryBytes(), p.cpuTimeMs(), executor.sandbox.name(), progress);
             progress.finish(LISTENER_GRACE);
-            return new ExecutionResult(language.id(), exitCode, out.text(), stderr, durationMs, outcome,
-                    out.truncated() || err.truncated(), p.peakMemoryBytes(), p.cpuTimeMs(), executor.sandbox.name());
+            return r;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return failedToStart("the run was interrupted by the server");
@@ -404,41 +357,17 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    private static int exitCode(SandboxProcess p) {
+    /** The program's wait status, or null when it did not end even after a kill (the sandbox's close deals with it). */
+    private static Termination termination(SandboxProcess p) {
         try {
-            return p.exitCode();
+            return p.termination();
         } catch (RuntimeException e) {
-            return -1; // it did not end even after kill: the sandbox's close() deals with it
+            return null;
         }
     }
 
-    private static Outcome classify(boolean cancelled, boolean timedOut, boolean overCap, SandboxProcess p,
-            int exitCode) {
-        if (cancelled) return Outcome.CANCELLED;
-        if (timedOut) return Outcome.TIMEOUT;
-        if (overCap) return Outcome.OUTPUT_LIMIT;
-        if (p.memoryLimitHit()) return Outcome.MEMORY_LIMIT;
-        if (p.cpuLimitHit()) return Outcome.CPU_LIMIT;
-        if (exitCode > 128 && exitCode <= 128 + 64) return Outcome.KILLED_BY_SIGNAL;
-        return Outcome.EXITED;
-    }
-
-    private String terminatedLine(Outcome outcome, int exitCode) {
-        Limits l = request.limits();
-        return switch (outcome) {
-            case EXITED, FAILED_TO_START, WORKER_LOST -> "";
-            case TIMEOUT -> "[terminated] timeout after " + l.timeout().toMillis() + " ms\n";
-            case CANCELLED -> "[terminated] cancelled\n";
-            case MEMORY_LIMIT -> "[terminated] memory limit " + l.memoryMb() + " MB exceeded\n";
-            case CPU_LIMIT -> "[terminated] CPU time limit " + l.cpuSeconds() + " s exceeded\n";
-            case OUTPUT_LIMIT -> "[terminated] output limit " + (l.outputBytes() / 1024) + " KB exceeded\n";
-            case KILLED_BY_SIGNAL -> "[terminated] killed by signal " + (exitCode - 128) + "\n";
-        };
-    }
-
     private ExecutionResult failedToStart(String message) {
-        return new ExecutionResult(language.id(), -1, "", message, 0, Outcome.FAILED_TO_START, false,
-                OptionalLong.empty(), OptionalDouble.empty(), executor.sandbox.name());
+        return RunEnd.of(new RunEnd.NotStarted(message), request.limits()).result(language.id(), executor.sandbox.name(), message);
     }
 
     void finish(ExecutionResult r) {

@@ -9,45 +9,87 @@ import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Drains one output stream of a run: keeps at most {@code capBytes} bytes as text, hands every decoded chunk to
- * the listener as it arrives, and reports once when the cap is passed. It keeps reading (and discarding) past the
- * cap until end of stream, so a child writing into a full pipe is never blocked by us; the run is killed by the
- * over-cap callback instead.
+ * Drains one output stream of a run to its end, never blocking the program on a full pipe. What it read goes to
+ * three places:
+ * <ul>
+ * <li>the result: {@link CapturedText} keeps all of it up to the output cap, else its head and its tail;</li>
+ * <li>the listener (progress): the first cap's worth as it arrives, then one notice that the rest is not
+ *     streamed, so progress is bounded like the result;</li>
+ * <li>the run's {@link Drain}: stdout and stderr together may pass the much larger drain limit only once, when
+ *     the run is stopped (a program that floods without end).</li>
+ * </ul>
+ * A program that writes a lot and then ends runs to its end: its exit code counts, and its last lines are in the
+ * result.
  *
- * <p>Decoding is streaming UTF-8 with replacement: a multibyte character split across two reads is decoded
- * whole, and bytes that are not UTF-8 (binary output) become U+FFFD, so the result is always valid text.
+ * <p>Decoding is streaming UTF-8 with replacement: a multibyte character split across two reads is decoded whole,
+ * and bytes that are not UTF-8 (binary output) become U+FFFD, so the result is always valid text.
  */
 final class OutputCollector implements Runnable {
+
+    /** What progress says once a stream has streamed its cap. */
+    static final String NOT_STREAMED = "\n[... more output is not streamed: the result keeps its head and its tail ...]\n";
 
     private final InputStream in;
     private final long capBytes;
     private final OutputListener.Stream stream;
     private final OutputListener listener;
-    private final Runnable onOverCap;
+    private final Drain drain;
     private final CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
             .onMalformedInput(CodingErrorAction.REPLACE)
             .onUnmappableCharacter(CodingErrorAction.REPLACE);
     private final ByteBuffer pending = ByteBuffer.allocate(16 * 1024);
     private final CharBuffer chars = CharBuffer.allocate(16 * 1024);
-    private final StringBuilder text = new StringBuilder();
-    private long kept;
-    private volatile boolean truncated;
+    private final CapturedText text;
+    /** Bytes passed to the listener so far; past the cap, nothing more is. */
+    private long streamed;
+    private boolean ended;
+    private boolean noticeSent;
 
-    OutputCollector(InputStream in, long capBytes, OutputListener.Stream stream, OutputListener listener,
-            Runnable onOverCap) {
+    /**
+     * The bytes that a run may write before it is stopped, shared by its two streams. {@code onExceeded} runs once,
+     * on the reader thread that passed the limit (it kills a run, or interrupts a session call).
+     */
+    static final class Drain {
+        private final long limit;
+        private final Runnable onExceeded;
+        private long used;
+        private boolean exceeded;
+
+        Drain(long limit, Runnable onExceeded) {
+            this.limit = limit;
+            this.onExceeded = onExceeded;
+        }
+
+        void take(int n) {
+            boolean now;
+            synchronized (this) {
+                used += n;
+                now = !exceeded && used > limit;
+                if (now) exceeded = true;
+            }
+            if (now) onExceeded.run();
+        }
+
+        synchronized boolean exceeded() {
+            return exceeded;
+        }
+    }
+
+    OutputCollector(InputStream in, long capBytes, OutputListener.Stream stream, OutputListener listener, Drain drain) {
         this.in = in;
         this.capBytes = capBytes;
         this.stream = stream;
         this.listener = listener;
-        this.onOverCap = onOverCap;
+        this.drain = drain;
+        this.text = new CapturedText(capBytes);
     }
 
     /**
      * A collector fed by its caller ({@link #feed}, then {@link #end}) instead of reading a stream itself: for a
      * session call, whose output is the part of a long-lived stream before the call's marker.
      */
-    OutputCollector(long capBytes, OutputListener.Stream stream, OutputListener listener, Runnable onOverCap) {
-        this(null, capBytes, stream, listener, onOverCap);
+    OutputCollector(long capBytes, OutputListener.Stream stream, OutputListener listener, Drain drain) {
+        this(null, capBytes, stream, listener, drain);
     }
 
     @Override
@@ -62,28 +104,11 @@ final class OutputCollector implements Runnable {
         end();
     }
 
-    /** Takes the next bytes of the stream: kept up to the cap, passed on to the listener as text. */
-    void feed(byte[] buf, int off, int n) {
-        if (truncated) return;
-        long room = capBytes - kept;
-        int keep = (int) Math.min(n, room);
-        if (keep > 0) accept(buf, off, keep);
-        if (n > room) {
-            truncated = true;
-            finish();
-            onOverCap.run();
-        }
-    }
-
-    /** The stream ended: decodes what is pending (an incomplete character becomes U+FFFD). */
-    void end() {
-        if (!truncated) finish();
-    }
-
-    private void accept(byte[] buf, int start, int len) {
-        kept += len;
-        int off = start;
-        int stop = start + len;
+    /** Takes the next bytes of the stream. */
+    synchronized void feed(byte[] buf, int off, int n) {
+        if (ended) return;
+        drain.take(n);
+        int stop = off + n;
         while (off < stop) {
             int chunk = Math.min(stop - off, pending.remaining());
             pending.put(buf, off, chunk);
@@ -96,7 +121,10 @@ final class OutputCollector implements Runnable {
         }
     }
 
-    private void finish() {
+    /** The stream ended: decodes what is pending (an incomplete character becomes U+FFFD). */
+    synchronized void end() {
+        if (ended) return;
+        ended = true;
         pending.flip();
         decoder.decode(pending, chars, true);
         decoder.flush(chars);
@@ -108,26 +136,45 @@ final class OutputCollector implements Runnable {
         chars.flip();
         if (chars.hasRemaining()) {
             String s = chars.toString();
-            synchronized (text) {
-                text.append(s);
-            }
-            try {
-                listener.onOutput(stream, s);
-            } catch (RuntimeException e) {
-                // A failing listener must not stop the draining of the pipe.
-            }
+            text.append(s);
+            stream(s);
         }
         chars.clear();
     }
 
-    /** The text collected so far (complete once the reader thread has ended). */
-    String text() {
-        synchronized (text) {
-            return text.toString();
+    /**
+     * Chunks go out while less than the cap has streamed (the last one may pass it by a chunk); the first chunk
+     * after that is replaced by the notice, and later ones are dropped.
+     */
+    private void stream(String s) {
+        if (streamed < capBytes) {
+            streamed += CapturedText.utf8Length(s);
+            tell(s);
+        } else if (!noticeSent) {
+            noticeSent = true;
+            tell(NOT_STREAMED);
         }
     }
 
+    private void tell(String s) {
+        try {
+            listener.onOutput(stream, s);
+        } catch (RuntimeException e) {
+            // A failing listener must not stop the draining of the pipe.
+        }
+    }
+
+    /** What the result keeps (complete once the stream has ended). */
+    CapturedText.Captured captured() {
+        return text.captured();
+    }
+
+    /** The text kept so far, as the result would show it. */
+    String text() {
+        return text.captured().text();
+    }
+
     boolean truncated() {
-        return truncated;
+        return text.leftOut() > 0;
     }
 }

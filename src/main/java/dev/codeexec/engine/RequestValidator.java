@@ -102,7 +102,7 @@ public final class RequestValidator {
         long mb = 1024L * 1024L;
         return new Limits(timeout, config.get(Config.CPU_LIMIT_SECONDS), config.get(Config.MEMORY_LIMIT_MB) * mb,
                 config.get(Config.MAX_PROCESSES), config.get(Config.MAX_OUTPUT_KB) * 1024L,
-                config.get(Config.MAX_DISK_MB) * mb);
+                config.get(Config.MAX_DISK_MB) * mb, config.get(Config.MAX_OUTPUT_DRAIN_MB) * mb);
     }
 
     private String supported() {

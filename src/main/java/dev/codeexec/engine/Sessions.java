@@ -15,7 +15,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadFactory;
 
@@ -23,10 +22,17 @@ import java.util.concurrent.ThreadFactory;
  * The stateful sessions of all tenants, keyed by (tenant, name), at most MAX_SESSIONS per tenant. A call is
  * checked here when submitted (language, arguments, limits) and run here once the executor gave it a slot, so
  * calls queue and count like runs. Sessions idle for SESSION_IDLE_SECONDS are ended by a sweeper.
+ *
+ * <p>The session types, and what each is for: {@link SessionRef} names a session (tenant + name; a request carries
+ * it). {@code Sessions} (this) keeps every tenant's sessions and their rules (checks, limits, idle expiry, notices
+ * of sessions that died while idle); it is the {@link SessionControl} that surfaces use to list, reset and close
+ * them. {@link Session} is one session: which interpreter serves it now, and its life (start, end, reset).
+ * {@link SessionInterpreter} is that interpreter: a sandbox that lives across calls, its streams and control
+ * channel. {@link SessionCall} is one call: it waits for a slot like a run, then drives the exchange with the
+ * interpreter (sent → interrupting → answered / lost / killed) into a result through {@link RunEnd}.
  */
 final class Sessions implements SessionControl {
 
-    static final Set<String> LANGUAGES = Set.of("python", "nodejs");
     /** How many "ended while idle" notices are kept for sessions nobody called again. */
     private static final int MAX_NOTICES = 1000;
 
@@ -48,13 +54,22 @@ final class Sessions implements SessionControl {
     private final Object create = new Object();
     private volatile boolean closed;
     private final Thread sweeper;
+    private final Duration progressInterval;
+    private final List<String> languages;
 
-    Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle) {
+    /**
+     * @param languages        the ids of the languages that have a session interpreter
+     * @param progressInterval how long streamed output is gathered (PROGRESS_INTERVAL_MS)
+     */
+    Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
+            List<String> languages, Duration progressInterval) {
         this.sandbox = sandbox;
         this.placeholders = placeholders;
         this.threads = threads;
         this.maxPerTenant = maxPerTenant;
         this.idle = idle;
+        this.languages = List.copyOf(languages);
+        this.progressInterval = progressInterval;
         this.sweeper = Thread.ofVirtual().name("session-sweeper").unstarted(this::sweep);
         if (maxPerTenant > 0) sweeper.start();
     }
@@ -69,6 +84,15 @@ final class Sessions implements SessionControl {
 
     ThreadFactory threads() {
         return threads;
+    }
+
+    Duration progressInterval() {
+        return progressInterval;
+    }
+
+    /** The languages a session can run in. */
+    List<String> languages() {
+        return languages;
     }
 
     int maxPerTenant() {
@@ -100,18 +124,17 @@ final class Sessions implements SessionControl {
         } catch (WorkspaceException e) {
             throw new ExecutionException.InvalidRequest(e.getMessage());
         }
-        if (!LANGUAGES.contains(lang.id()))
-            throw new ExecutionException.InvalidRequest("sessions support python and nodejs, not '" + lang.id()
-                    + "'; run " + lang.id() + " code without 'session'");
+        if (lang.session().isEmpty())
+            throw new ExecutionException.InvalidRequest("sessions support " + String.join(" and ", languages) + ", not '"
+                    + lang.id() + "'; run " + lang.id() + " code without 'session'");
         if (!request.args().isEmpty())
             throw new ExecutionException.InvalidRequest("'args' cannot be used with 'session': a session's interpreter "
                     + "is already running; pass values in the code instead");
         if (!request.env().isEmpty())
             throw new ExecutionException.InvalidRequest("'env' cannot be used with 'session': a session's interpreter "
                     + "is already running; set os.environ / process.env in the code instead");
-        if (lang.id().equals("nodejs") && !request.stdin().isEmpty())
-            throw new ExecutionException.InvalidRequest("'stdin' is not supported in nodejs sessions (python sessions "
-                    + "give it to the call as sys.stdin)");
+        if (!lang.session().get().stdin() && !request.stdin().isEmpty())
+            throw new ExecutionException.InvalidRequest("'stdin' is not supported in " + lang.id() + " sessions");
         Session s = sessions.get(ref);
         if (s != null) {
             String mismatch = mismatch(s, lang, request.workspace());

@@ -60,7 +60,9 @@ final class WarmPool implements AutoCloseable {
     private static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
 
     /** How one language's warm interpreter is started. */
-    record Recipe(String language, List<String> command, Map<String, String> env, List<Path> readOnlyDirs) {
+    /** @param message the run message's form: {@code lengths} or {@code json} (languages.json's {@code warm.message}) */
+    record Recipe(String language, List<String> command, Map<String, String> env, List<Path> readOnlyDirs,
+            String message) {
     }
 
     private final Sandbox sandbox;
@@ -153,7 +155,7 @@ final class WarmPool implements AutoCloseable {
         if (workspace.isPresent()) p.limitProgramFileSize(runLimits.diskBytes());
         ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
         try {
-            if (language.equals("python")) {
+            if (recipes.get(language).message().equals("lengths")) {
                 c.send(runMessage(file, code, args));
             } else {
                 Map<String, Object> msg = new LinkedHashMap<>();
@@ -361,23 +363,20 @@ final class WarmPool implements AutoCloseable {
         }
     }
 
-    /** The recipes for the languages of WARM_POOL this engine knows how to keep warm. */
+    /** The recipes for the languages of WARM_POOL that have a warm interpreter in the languages table. */
     static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
             Map<String, String> placeholders, List<String> pythonPreload) {
         String runtime = placeholders.get("runtimeDir");
         Map<String, Recipe> out = new LinkedHashMap<>();
         for (String id : targets.keySet()) {
             Optional<Language> lang = languages.apply(id);
-            if (lang.isEmpty()) continue;
+            if (lang.isEmpty() || lang.get().warm().isEmpty()) continue;
+            Language.Interpreter warm = lang.get().warm().get();
             Map<String, String> env = new LinkedHashMap<>(LocalExecutor.environment(lang.get(), Map.of(), placeholders));
-            List<String> cmd = switch (id) {
-                case "python" -> List.of("/usr/bin/python3", "-S", "-u", runtime + "/warm_python.py");
-                case "nodejs" -> List.of("/usr/bin/node", runtime + "/warm_node.js");
-                default -> null;
-            };
-            if (cmd == null) continue;
-            if (id.equals("python") && !pythonPreload.isEmpty()) env.put("CODE_EXEC_PRELOAD", String.join(",", pythonPreload));
-            out.put(id, new Recipe(id, cmd, env, List.of(Path.of(runtime))));
+            warm.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, placeholders)));
+            if (!warm.preload().isEmpty() && !pythonPreload.isEmpty()) env.put(warm.preload(), String.join(",", pythonPreload));
+            out.put(id, new Recipe(id, Placeholders.fill(warm.argv(), placeholders), env, List.of(Path.of(runtime)),
+                    warm.message()));
         }
         return out;
     }

@@ -69,7 +69,7 @@ public final class Spawn {
     }
 
     /** The glibc functions, or null when one is missing. */
-    private record Handles(MethodHandle pipe2, MethodHandle faInit, MethodHandle faDup2, MethodHandle faClosefrom,
+    private record Handles(MethodHandle pipe2, MethodHandle faInit, MethodHandle faDup2, MethodHandle faClose, MethodHandle faClosefrom,
             MethodHandle faChdir, MethodHandle faDestroy, MethodHandle attrInit, MethodHandle attrSetflags,
             MethodHandle attrSetsigmask, MethodHandle attrSetsigdefault, MethodHandle attrDestroy,
             MethodHandle sigemptyset, MethodHandle sigfillset, MethodHandle posixSpawn, MethodHandle waitid,
@@ -81,6 +81,7 @@ public final class Spawn {
                         Posix.bind("pipe2", FunctionDescriptor.of(INT, PTR, INT)),
                         Posix.plain("posix_spawn_file_actions_init", FunctionDescriptor.of(INT, PTR)),
                         Posix.plain("posix_spawn_file_actions_adddup2", FunctionDescriptor.of(INT, PTR, INT, INT)),
+                        Posix.plain("posix_spawn_file_actions_addclose", FunctionDescriptor.of(INT, PTR, INT)),
                         Posix.plain("posix_spawn_file_actions_addclosefrom_np", FunctionDescriptor.of(INT, PTR, INT)),
                         Posix.plain("posix_spawn_file_actions_addchdir_np", FunctionDescriptor.of(INT, PTR, PTR)),
                         Posix.plain("posix_spawn_file_actions_destroy", FunctionDescriptor.of(INT, PTR)),
@@ -102,6 +103,27 @@ public final class Spawn {
         }
     }
 
+    /**
+     * How a process this class started ended, from its real wait status: the signal that killed it, 0 when it
+     * exited; empty for a process started elsewhere or not ended yet. (Its exit value alone cannot tell a program
+     * that did {@code exit 137} from one killed by SIGKILL.)
+     */
+    public static java.util.OptionalInt killedBySignal(Process p) {
+        if (!(p instanceof SpawnedProcess s) || !s.exit.isDone()) return java.util.OptionalInt.empty();
+        return java.util.OptionalInt.of(s.signal);
+    }
+
+    /**
+     * What was written on the process's status descriptor ({@link #start(List, Map, Path, int)}); empty for a
+     * process without one, and empty before it ended. Reads what the pipe holds without waiting (its writers write
+     * before they exit, in one write of less than PIPE_BUF, so once the process has ended it is all there), closes
+     * the pipe, and gives the same text on every later call.
+     */
+    public static String statusReport(Process p) {
+        if (!(p instanceof SpawnedProcess s) || !s.exit.isDone()) return "";
+        return s.readReport();
+    }
+
     /** Whether {@link #start} works here (glibc with the functions above, pidfds); decided once. */
     public static boolean available() {
         return Waiter.INSTANCE != null;
@@ -113,13 +135,24 @@ public final class Spawn {
      * child's parent thread (what PR_SET_PDEATHSIG follows).
      */
     public static Process start(List<String> argv, Map<String, String> env, Path dir) throws IOException {
+        return start(argv, env, dir, 0);
+    }
+
+    /**
+     * Like {@link #start(List, Map, Path)}, and when {@code statusFd} is above 2 the child also gets the write end
+     * of a fourth pipe on that descriptor: a channel for a report from inside (the sandbox's init writes its
+     * program's wait status there), read with {@link #statusReport} once the process has ended.
+     */
+    public static Process start(List<String> argv, Map<String, String> env, Path dir, int statusFd) throws IOException {
         if (!available()) throw new IOException("posix_spawn is not available here");
         if (argv.isEmpty() || !argv.getFirst().startsWith("/")) throw new IOException("argv[0] must be an absolute path");
-        int[] in = pipe(), out = null, err = null;
+        if (statusFd != 0 && (statusFd < 3 || statusFd > 64)) throw new IOException("status descriptor out of range: " + statusFd);
+        int[] in = pipe(), out = null, err = null, status = null;
         try {
             out = pipe();
             err = pipe();
-            int pid = spawn(argv, env, dir, in[0], out[1], err[1]);
+            if (statusFd > 0) status = pipe();
+            int pid = spawn(argv, env, dir, in[0], out[1], err[1], status == null ? -1 : status[1], statusFd);
             List<java.io.Closeable> streams = new ArrayList<>();
             try {
                 // Descriptors of our own for the streams, opened through /proc while the child's ends are still
@@ -130,7 +163,12 @@ public final class Spawn {
                 streams.add(stdout);
                 InputStream stderr = new PipeIn(new FileInputStream("/proc/self/fd/" + err[0]));
                 streams.add(stderr);
-                SpawnedProcess p = new SpawnedProcess(pid, stdin, stdout, stderr);
+                FileInputStream report = null;
+                if (status != null) {
+                    report = new FileInputStream("/proc/self/fd/" + status[0]);
+                    streams.add(report);
+                }
+                SpawnedProcess p = new SpawnedProcess(pid, stdin, stdout, stderr, report);
                 Waiter.INSTANCE.watch(p);
                 return p;
             } catch (IOException | RuntimeException e) {
@@ -146,7 +184,7 @@ public final class Spawn {
                 throw e;
             }
         } finally {
-            for (int[] p : new int[][] {in, out, err})
+            for (int[] p : new int[][] {in, out, err, status})
                 if (p != null) {
                     Posix.close(p[0]);
                     Posix.close(p[1]);
@@ -166,8 +204,13 @@ public final class Spawn {
         }
     }
 
-    private static int spawn(List<String> argv, Map<String, String> env, Path dir, int stdin, int stdout, int stderr)
-            throws IOException {
+    /**
+     * @param status   the write end of the status pipe, or -1
+     * @param statusFd where the child gets it: placed on fd 3 before every other descriptor is closed, then moved
+     *                 there (file actions run in order, and closefrom would close it anywhere above 3)
+     */
+    private static int spawn(List<String> argv, Map<String, String> env, Path dir, int stdin, int stdout, int stderr,
+            int status, int statusFd) throws IOException {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment fa = a.allocate(OPAQUE, 16);
             MemorySegment attr = a.allocate(OPAQUE, 16);
@@ -179,7 +222,16 @@ public final class Spawn {
                 check("adddup2", (int) H.faDup2.invokeExact(fa, stdin, 0));
                 check("adddup2", (int) H.faDup2.invokeExact(fa, stdout, 1));
                 check("adddup2", (int) H.faDup2.invokeExact(fa, stderr, 2));
-                check("addclosefrom", (int) H.faClosefrom.invokeExact(fa, 3));
+                if (status >= 0) {
+                    check("adddup2", (int) H.faDup2.invokeExact(fa, status, 3));
+                    check("addclosefrom", (int) H.faClosefrom.invokeExact(fa, 4));
+                    if (statusFd != 3) {
+                        check("adddup2", (int) H.faDup2.invokeExact(fa, 3, statusFd));
+                        check("addclose", (int) H.faClose.invokeExact(fa, 3));
+                    }
+                } else {
+                    check("addclosefrom", (int) H.faClosefrom.invokeExact(fa, 3));
+                }
                 if (dir != null) check("addchdir", (int) H.faChdir.invokeExact(fa, a.allocateFrom(dir.toString())));
                 check("sigemptyset", (int) H.sigemptyset.invokeExact(none));
                 check("sigfillset", (int) H.sigfillset.invokeExact(all));
@@ -418,7 +470,10 @@ public final class Spawn {
                 // mean someone else reaped our child (nothing in the server does): reported as SIGKILL.
                 int siCode = info.get(INT, 8), status = info.get(INT, 24);
                 code = rc < 0 ? 128 + SIGKILL : siCode == CLD_EXITED ? status : 128 + status;
+                p.signal = rc < 0 ? SIGKILL : siCode == CLD_EXITED ? 0 : status;
                 p.reaped = true;
+                // now, while reaping: the pipe is closed with the process even when nobody asks for the report
+                p.readReport();
             }
             try {
                 int ignored = (int) H.epollCtl.invokeExact(state, epfd, EPOLL_CTL_DEL, pidfd, MemorySegment.NULL);
@@ -437,15 +492,35 @@ public final class Spawn {
         private final OutputStream stdin;
         private final InputStream stdout;
         private final InputStream stderr;
+        private final FileInputStream report;
         final CompletableFuture<Integer> exit = new CompletableFuture<>();
         /** Set by the waiter, under this object's lock, when the pid is no longer ours. */
         boolean reaped;
+        /** The signal that killed it (set by the waiter before {@link #exit} completes), or 0 when it exited. */
+        volatile int signal;
 
-        SpawnedProcess(int pid, OutputStream stdin, InputStream stdout, InputStream stderr) {
+        SpawnedProcess(int pid, OutputStream stdin, InputStream stdout, InputStream stderr, FileInputStream report) {
             this.pid = pid;
             this.stdin = stdin;
             this.stdout = stdout;
             this.stderr = stderr;
+            this.report = report;
+        }
+
+        private String reportText;
+
+        /** See {@link Spawn#statusReport}. */
+        synchronized String readReport() {
+            if (reportText != null) return reportText;
+            reportText = "";
+            if (report == null) return reportText;
+            try (report) {
+                int n = Math.min(report.available(), 4096);
+                reportText = new String(report.readNBytes(n), java.nio.charset.StandardCharsets.US_ASCII);
+            } catch (IOException e) {
+                // no report: the caller falls back to the exit value
+            }
+            return reportText;
         }
 
         @Override

@@ -153,18 +153,27 @@ final class BwrapSandbox implements Sandbox {
         this.unavailable = Optional.ofNullable(broken);
     }
 
-    /** The helper from the jar, installed root-owned and world-executable; throws why it cannot run. */
+    /**
+     * The helper from the jar, installed root-owned and world-executable under a name made of its content's hash,
+     * so that servers of different versions sharing a DATA_DIR never run each other's helper (a newer init takes
+     * options an older one does not know); throws why it cannot run.
+     */
     private static Path installHelper(Path dir) throws SandboxException {
         try (java.io.InputStream in = BwrapSandbox.class.getResourceAsStream(HELPER_RESOURCE)) {
             if (in == null) throw new SandboxException("codeexec-helper is not in this build");
+            byte[] binary = in.readAllBytes();
+            String hash = java.util.HexFormat.of().formatHex(
+                    java.security.MessageDigest.getInstance("SHA-256").digest(binary), 0, 8);
             Files.createDirectories(dir);
             Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
-            Path target = dir.resolve("codeexec-helper");
-            Path tmp = Files.createTempFile(dir, ".helper", ".tmp");
-            Files.copy(in, tmp, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-            Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
-            Files.move(tmp, target, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
-                    java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            Path target = dir.resolve("codeexec-helper-" + hash);
+            if (!Files.isRegularFile(target, LinkOption.NOFOLLOW_LINKS) || Files.size(target) != binary.length) {
+                Path tmp = Files.createTempFile(dir, ".helper", ".tmp");
+                Files.write(tmp, binary);
+                Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+                Files.move(tmp, target, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            }
             Process p = new ProcessBuilder(target.toString(), "--version").redirectErrorStream(true).start();
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
             if (p.waitFor() != 0 || !out.startsWith("codeexec-helper "))
@@ -172,6 +181,8 @@ final class BwrapSandbox implements Sandbox {
             return target;
         } catch (IOException e) {
             throw new SandboxException("codeexec-helper cannot be installed (" + e.getMessage() + ")", e);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new SandboxException("codeexec-helper cannot be installed (no SHA-256)", e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new SandboxException("interrupted while installing codeexec-helper");
@@ -308,7 +319,12 @@ final class BwrapSandbox implements Sandbox {
         // The root and /dev are bwrap's own tmpfs mounts: read-only, so nothing can be written outside the
         // capped areas (workDir, /tmp, /dev/shm).
         argv.addAll(List.of("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--"));
-        argv.addAll(helper != null ? List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init") : List.of("/bin/sh", "-c", INIT, "sh"));
+        // With posix_spawn the init gets the status pipe (the program's real wait status); the JDK's ProcessBuilder
+        // cannot pass an extra descriptor, and the dash init cannot tell an exit from a signal anyway.
+        boolean statusPipe = helper != null && spawnDirect;
+        argv.addAll(helper == null ? List.of("/bin/sh", "-c", INIT, "sh")
+                : statusPipe ? List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init", "--status-fd", Integer.toString(Launcher.STATUS_FD))
+                : List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
         argv.addAll(spec.command());
 
         Cgroups.RunCgroup cg = Cgroups.RunCgroup.NONE;
@@ -334,7 +350,8 @@ final class BwrapSandbox implements Sandbox {
                 cmd = Launcher.command(cg.procsFiles(), limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), true,
                         fds, writeFds, dropped);
             }
-            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect);
+            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect,
+                    statusPipe ? Launcher.STATUS_FD : 0);
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,

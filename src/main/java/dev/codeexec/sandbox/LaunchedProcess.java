@@ -1,6 +1,7 @@
 package dev.codeexec.sandbox;
 
 import dev.codeexec.linux.Posix;
+import dev.codeexec.linux.Spawn;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -242,9 +243,22 @@ final class LaunchedProcess implements SandboxProcess {
         return process.waitFor(timeout.toNanos(), TimeUnit.NANOSECONDS);
     }
 
+    /**
+     * The init's report on the status pipe where there is one (bwrap with codeexec-helper); for a program that is
+     * the launcher's process itself (no pid namespace), its own wait status; else the exit status read by the
+     * 128+N convention. An init the server killed reports nothing: bwrap then exits 137, read as SIGKILL.
+     */
     @Override
-    public int exitCode() {
-        return process.exitValue();
+    public Termination termination() {
+        int status = process.exitValue();
+        Termination reported = Termination.fromReport(Spawn.statusReport(process));
+        if (reported != null) return reported;
+        if (!pidNamespace) {
+            java.util.OptionalInt signal = Spawn.killedBySignal(process);
+            if (signal.isPresent()) return signal.getAsInt() == 0 ? new Termination.Exited(status, true)
+                    : new Termination.Signaled(signal.getAsInt(), true);
+        }
+        return Termination.fromExitStatus(status);
     }
 
     @Override
@@ -292,11 +306,11 @@ final class LaunchedProcess implements SandboxProcess {
     @Override
     public boolean cpuLimitHit() {
         if (process.isAlive() || killedByUs) return false;
-        int code = process.exitValue();
-        if (code == 128 + SIGXCPU) return true;
+        if (!(termination() instanceof Termination.Signaled s)) return false;
+        if (s.signal() == SIGXCPU) return true;
         // SIGKILL at the hard limit (program caught SIGXCPU): only plausible if the run used that much CPU.
         OptionalDouble used = cpuTimeMs();
-        return code == 128 + 9 && !memoryLimitHit() && used.isPresent() && used.getAsDouble() >= cpuSeconds * 1000.0;
+        return s.signal() == 9 && !memoryLimitHit() && used.isPresent() && used.getAsDouble() >= cpuSeconds * 1000.0;
     }
 
     @Override

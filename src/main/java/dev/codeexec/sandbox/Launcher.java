@@ -38,6 +38,8 @@ final class Launcher {
     static final int LAST_FD = 9;
     /** codeexec-helper open on this fd, for bwrap to execute as the sandbox's init (which closes it). */
     static final int HELPER_FD = 10;
+    /** The status pipe ({@link Spawn#start(List, Map, Path, int)}): the init reports its program's wait status on it. */
+    static final int STATUS_FD = 11;
 
     /**
      * Started processes must be forked from a thread that lives as long as the server: bwrap's
@@ -173,8 +175,14 @@ final class Launcher {
 
     /** @param direct posix_spawn through {@link Spawn}, not the JDK's ProcessBuilder (tests compare both) */
     static Process start(List<String> command, Map<String, String> env, File dir, boolean direct) throws SandboxException {
+        return start(command, env, dir, direct, 0);
+    }
+
+    /** @param statusFd with {@code direct}: give the command a status pipe on this fd (0: none) */
+    static Process start(List<String> command, Map<String, String> env, File dir, boolean direct, int statusFd)
+            throws SandboxException {
         Future<Process> f = SPAWNER.submit(() -> {
-            if (direct) return Spawn.start(command, env, dir == null ? null : dir.toPath());
+            if (direct) return Spawn.start(command, env, dir == null ? null : dir.toPath(), statusFd);
             ProcessBuilder pb = new ProcessBuilder(command);
             pb.environment().clear();
             pb.environment().putAll(env);

@@ -23,8 +23,13 @@ public interface SandboxProcess extends AutoCloseable {
     /** Waits for the sandbox to exit; returns false if the duration elapsed first. */
     boolean waitFor(Duration timeout) throws InterruptedException;
 
-    /** Exit code once ended: the program's code, or 128+N when the program died from signal N. */
-    int exitCode();
+    /** How the program ended; valid once {@link #waitFor} returned true. */
+    Termination termination();
+
+    /** Exit status once ended: the program's code, or 128+N when the program died from signal N. */
+    default int exitCode() {
+        return termination().exitCode();
+    }
 
     /** Kills the whole process tree now (every process in the run's cgroup / pid namespace). Idempotent. */
     void kill();

@@ -48,7 +48,8 @@ public final class WireFormat {
                         .setMemoryBytes(l.memoryBytes())
                         .setMaxProcesses(l.maxProcesses())
                         .setOutputBytes(l.outputBytes())
-                        .setDiskBytes(l.diskBytes()))
+                        .setDiskBytes(l.diskBytes())
+                        .setDrainBytes(l.drainBytes()))
                 .setAudit(Audit.newBuilder()
                         .setTenant(r.audit().tenant().orElse(""))
                         .setMcpSession(r.audit().session().orElse(""))
@@ -73,7 +74,8 @@ public final class WireFormat {
     public static ExecutionRequest fromProto(ExecuteRequest p, BiFunction<String, String, Workspace> openWorkspace) {
         dev.codeexec.wire.v1.Limits pl = p.getLimits();
         Limits limits = new Limits(Duration.ofMillis(pl.getTimeoutMs()), pl.getCpuSeconds(), pl.getMemoryBytes(),
-                pl.getMaxProcesses(), pl.getOutputBytes(), pl.getDiskBytes());
+                pl.getMaxProcesses(), pl.getOutputBytes(), pl.getDiskBytes(),
+                pl.getDrainBytes() > 0 ? pl.getDrainBytes() : Long.MAX_VALUE);
         Audit a = p.getAudit();
         AuditInfo audit = new AuditInfo(nonEmpty(a.getTenant()), nonEmpty(a.getMcpSession()),
                 nonEmpty(a.getRequestId()), nonEmpty(a.getHttpRequestId()));

@@ -191,7 +191,7 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
         return new Limits(asked.timeout().compareTo(max.timeout()) > 0 ? max.timeout() : asked.timeout(),
                 Math.min(asked.cpuSeconds(), max.cpuSeconds()), Math.min(asked.memoryBytes(), max.memoryBytes()),
                 Math.min(asked.maxProcesses(), max.maxProcesses()), Math.min(asked.outputBytes(), max.outputBytes()),
-                Math.min(asked.diskBytes(), max.diskBytes()));
+                Math.min(asked.diskBytes(), max.diskBytes()), Math.min(asked.drainBytes(), max.drainBytes()));
     }
 
     /** The one mapping of refusals to gRPC statuses; descriptions are the exceptions' client-safe messages. */

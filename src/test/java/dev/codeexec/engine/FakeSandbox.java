@@ -93,8 +93,11 @@ final class FakeSandbox implements Sandbox {
         }
 
         @Override
-        public int exitCode() {
-            return p.exitValue();
+        public dev.codeexec.sandbox.Termination termination() {
+            // ProcessBuilder gives only the exit value; the JDK reports a signal N as 128+N
+            int v = p.exitValue();
+            return v > 128 && v <= 192 ? new dev.codeexec.sandbox.Termination.Signaled(v - 128, false)
+                    : new dev.codeexec.sandbox.Termination.Exited(v, false);
         }
 
         @Override

@@ -38,7 +38,7 @@ class LocalExecutorTest {
         return new FakeSandbox();
     }
 
-    private LocalExecutor executor(String... pairs) {
+    LocalExecutor executor(String... pairs) {
         Config config = config(pairs);
         if (sandbox == null) sandbox = new RecordingSandbox(baseSandbox(config));
         LocalExecutor e = new LocalExecutor(config, sandbox, Languages.load());
@@ -55,7 +55,7 @@ class LocalExecutorTest {
         return request(e.config, "python", code);
     }
 
-    private static ExecutionRequest sh(LocalExecutor e, String code, long timeoutMs) {
+    static ExecutionRequest sh(LocalExecutor e, String code, long timeoutMs) {
         return request(e.config, "shell", code, "", List.of(), Map.of(), timeoutMs);
     }
 
@@ -180,24 +180,41 @@ class LocalExecutorTest {
     }
 
     @Test
-    void stdoutFloodEndsWithOutputLimitWithoutDeadlock() throws Exception {
-        LocalExecutor e = executor("MAX_OUTPUT_KB", "64");
+    void stdoutFloodWithoutEndIsStoppedAtTheDrainLimitWithHeadAndTail() throws Exception {
+        LocalExecutor e = executor("MAX_OUTPUT_KB", "64", "MAX_OUTPUT_DRAIN_MB", "8");
         ExecutionResult r = await(e.submit(py(e, "import sys\nwhile True: sys.stdout.write('x' * 65536)"),
                 OutputListener.NONE));
         assertThat(r.outcome()).isEqualTo(Outcome.OUTPUT_LIMIT);
         assertThat(r.truncated()).isTrue();
-        assertThat(r.stdout()).hasSize(64 * 1024).matches("x+");
-        assertThat(r.stderr()).contains("[terminated] output limit 64 KB exceeded");
+        assertThat(r.stdout()).matches("x{32768}\n\\[\\.\\.\\. \\d+ bytes left out \\.\\.\\.\\]\nx{32768}");
+        assertThat(r.stderr()).isEqualTo("[terminated] output limit: more than 8 MB of output\n");
     }
 
     @Test
-    void stderrFloodEndsWithOutputLimitWithoutDeadlock() throws Exception {
-        LocalExecutor e = executor("MAX_OUTPUT_KB", "16");
+    void stderrFloodWithoutEndIsStoppedAtTheDrainLimit() throws Exception {
+        LocalExecutor e = executor("MAX_OUTPUT_KB", "16", "MAX_OUTPUT_DRAIN_MB", "4");
         ExecutionResult r = await(e.submit(sh(e, "yes error >&2", 20_000), OutputListener.NONE));
         assertThat(r.outcome()).isEqualTo(Outcome.OUTPUT_LIMIT);
         assertThat(r.truncated()).isTrue();
-        assertThat(r.stderr()).startsWith("error\nerror\n").endsWith("[terminated] output limit 16 KB exceeded\n");
-        assertThat(r.stderr().length()).isLessThan(16 * 1024 + 100);
+        assertThat(r.stderr()).startsWith("error\nerror\n").contains(" bytes left out ...]\n")
+                .endsWith("\n[terminated] output limit: more than 4 MB of output\n");
+        assertThat(r.stderr().length()).isLessThan(16 * 1024 + 200);
+    }
+
+    @Test
+    void outputOverTheCapNoLongerEndsTheProgram() throws Exception {
+        LocalExecutor e = executor("MAX_OUTPUT_KB", "64");
+        List<String> streamed = new CopyOnWriteArrayList<>();
+        ExecutionResult r = await(e.submit(py(e, "import sys\nsys.stderr.write('start\\n' + 'e' * 5_000_000 + '\\nlast words\\n')\n"
+                + "print('fine')"), (s, t) -> streamed.add(t)));
+        assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(r.exitCode()).isZero();
+        assertThat(r.stdout()).isEqualTo("fine\n");
+        assertThat(r.truncated()).isTrue();
+        assertThat(r.stderr()).startsWith("start\neee").endsWith("eee\nlast words\n")
+                .contains("[... " + (5_000_018 - 64 * 1024) + " bytes left out ...]");
+        assertThat(String.join("", streamed).length()).as("progress is bounded by the cap too")
+                .isLessThan(2 * 64 * 1024 + 2 * 16 * 1024 + 200);
     }
 
     @Test
@@ -368,8 +385,11 @@ class LocalExecutorTest {
         assertThat(slow.result().get().outcome()).isEqualTo(Outcome.CANCELLED);
         assertThat(sandbox.alive.get()).isZero();
         assertThat(sandbox.closed.get()).isEqualTo(sandbox.specs.size());
+        // the staging directory is shared with every other test JVM on the machine: look for these runs' files
+        Set<String> ours = Set.of(quick.id(), queued.id(), slow.id());
         try (Stream<Path> staged = Files.list(e2.stagingDir)) {
-            assertThat(staged.filter(p -> p.getFileName().toString().startsWith("run-"))).isEmpty();
+            assertThat(staged.filter(p -> ours.stream().anyMatch(id -> p.getFileName().toString().startsWith(id + "-"))))
+                    .isEmpty();
         }
     }
 

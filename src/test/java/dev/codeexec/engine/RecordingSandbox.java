@@ -80,8 +80,8 @@ final class RecordingSandbox implements Sandbox {
             }
 
             @Override
-            public int exitCode() {
-                return p.exitCode();
+            public dev.codeexec.sandbox.Termination termination() {
+                return p.termination();
             }
 
             @Override

@@ -303,7 +303,7 @@ class SessionsTest {
         RunHandle h = executor.submit(req(executor, "python", "print('started', flush=True)\nwhile True: pass", t, "main"),
                 (s, text) -> seen.add(text));
         long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-        while (!String.join("", seen).contains("started") && System.nanoTime() < end) Thread.sleep(10);
+        while (!String.join("", seen).contains("started\n") && System.nanoTime() < end) Thread.sleep(10);
         assertThat(String.join("", seen)).startsWith("started\n");
         h.cancel();
         ExecutionResult r = await(h);
@@ -314,7 +314,7 @@ class SessionsTest {
     }
 
     @Test
-    void outputStreamsToTheListenerWithoutTheMarkerAndIsCappedPerCall() throws Exception {
+    void outputStreamsToTheListenerWithoutTheMarkerAndAFloodIsInterruptedAtTheDrainLimit() throws Exception {
         String t = tenant();
         Map<OutputListener.Stream, StringBuilder> seen = Map.of(OutputListener.Stream.STDOUT, new StringBuilder(),
                 OutputListener.Stream.STDERR, new StringBuilder());
@@ -334,13 +334,13 @@ class SessionsTest {
         ExecutionRequest flood = req(executor, "python", "n = 0\nwhile True:\n    n += 1\n    print('y' * 100)", t, "main");
         Limits l = flood.limits();
         flood = new ExecutionRequest("python", flood.code(), "", List.of(), Map.of(), new Limits(l.timeout(),
-                l.cpuSeconds(), l.memoryBytes(), l.maxProcesses(), 4096, l.diskBytes()), flood.audit(),
+                l.cpuSeconds(), l.memoryBytes(), l.maxProcesses(), 4096, l.diskBytes(), 1 << 20), flood.audit(),
                 Optional.empty(), flood.session());
         ExecutionResult over = await(executor.submit(flood, OutputListener.NONE));
         assertThat(over.outcome()).isEqualTo(Outcome.OUTPUT_LIMIT);
         assertThat(over.truncated()).isTrue();
-        assertThat(over.stdout().length()).isLessThanOrEqualTo(4096);
-        assertThat(over.stderr()).contains("kept its state");
+        assertThat(over.stdout().length()).isLessThanOrEqualTo(4096 + 40);
+        assertThat(over.stderr()).contains("output limit: more than 1 MB of output").contains("kept its state");
         assertThat(py(t, "n > 0").session().orElseThrow().result()).contains("True");
         executor.sessions().close(t, "main");
     }

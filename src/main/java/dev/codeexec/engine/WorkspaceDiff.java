@@ -1,0 +1,77 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.workspace.MimeTypes;
+import dev.codeexec.workspace.RelPath;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.WorkspaceFs;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What a run (or a session call) did to its workspace: a scan before it starts, which also says how much of the
+ * quota is left for it, and a scan after, whose difference is the result's {@code files}. Both scans look at no
+ * more than {@link #SCAN_LIMIT} entries; {@code filesTruncated} says when a workspace had more.
+ */
+final class WorkspaceDiff {
+
+    /** Most entries a scan looks at. */
+    static final int SCAN_LIMIT = 10_000;
+    /** A workspace at its quota still lets a run start; its files may then grow by this much at most. */
+    static final long MIN_SPACE = 64 * 1024;
+
+    private final Workspace workspace;
+    private final Map<String, WorkspaceFs.Entry> before;
+    private final boolean beforeTruncated;
+
+    private WorkspaceDiff(Workspace workspace, Map<String, WorkspaceFs.Entry> before, boolean beforeTruncated) {
+        this.workspace = workspace;
+        this.before = before;
+        this.beforeTruncated = beforeTruncated;
+    }
+
+    /** Scans the workspace as it is before the run. */
+    static WorkspaceDiff before(Workspace ws) {
+        Map<String, WorkspaceFs.Entry> entries = new HashMap<>();
+        boolean truncated = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> entries.put(e.path().toString(), e));
+        return new WorkspaceDiff(ws, entries, truncated);
+    }
+
+    /** The bytes the run may still write under the quota (at least {@link #MIN_SPACE}). */
+    long spaceLeft() {
+        long used = 0;
+        for (WorkspaceFs.Entry e : before.values()) used += e.size();
+        return Math.max(MIN_SPACE, workspace.quotaBytes() - used);
+    }
+
+    /** Scans again after the run and marks the workspace used: what the run created or changed. */
+    Changes after() {
+        Map<String, WorkspaceFs.Entry> now = new HashMap<>();
+        boolean truncated = !workspace.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> now.put(e.path().toString(), e));
+        workspace.fs().touch();
+        return new Changes(changedFiles(before, now), beforeTruncated || truncated);
+    }
+
+    /** The files a run created or changed, and whether a scan stopped at its limit. */
+    record Changes(List<ExecutionResult.FileArtifact> files, boolean truncated) {
+    }
+
+    /** Regular files that are new, or whose size or modification time changed, sorted by path. */
+    static List<ExecutionResult.FileArtifact> changedFiles(Map<String, WorkspaceFs.Entry> before,
+            Map<String, WorkspaceFs.Entry> after) {
+        List<ExecutionResult.FileArtifact> out = new ArrayList<>();
+        for (WorkspaceFs.Entry e : after.values()) {
+            if (!e.type().equals("file")) continue;
+            WorkspaceFs.Entry old = before.get(e.path().toString());
+            String status = old == null || !old.type().equals("file") ? "created"
+                    : old.size() != e.size() || !old.modified().equals(e.modified()) ? "modified" : null;
+            if (status != null) out.add(new ExecutionResult.FileArtifact(e.path().toString(), e.size(),
+                    MimeTypes.of(e.name()), status));
+        }
+        out.sort(Comparator.comparing(ExecutionResult.FileArtifact::path));
+        return out;
+    }
+}
