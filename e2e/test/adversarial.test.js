@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { startServer, exec, hostProcessesWith, looksLikeStackTrace, randomSecret, sleep } from '../lib/server.js';
 
 const SECRET = randomSecret('secret-token-');
-const LIMITS = { MEMORY_LIMIT_MB: 256, MAX_OUTPUT_KB: 64, MAX_PROCESSES: 64, MAX_DISK_MB: 64, MAX_BODY_MB: 1 };
+const LIMITS = { MEMORY_LIMIT_MB: 256, MAX_OUTPUT_KB: 64, MAX_OUTPUT_DRAIN_MB: 16, MAX_PROCESSES: 64, MAX_DISK_MB: 64, MAX_BODY_MB: 1 };
 
 let server;
 let client;
@@ -240,12 +240,13 @@ attack(`disk fill in the work dir and /tmp hits ENOSPC at MAX_DISK_MB=${LIMITS.M
     assert.ok(big && Number(big[1]) <= LIMITS.MAX_DISK_MB + 1, r.sc.stdout);
 });
 
-attack(`infinite stdout ends with output_limit and truncated at MAX_OUTPUT_KB=${LIMITS.MAX_OUTPUT_KB}`, async () => {
+attack(`infinite stdout ends with output_limit at MAX_OUTPUT_DRAIN_MB=${LIMITS.MAX_OUTPUT_DRAIN_MB}, head and tail kept`, async () => {
     const r = await py('while True:\n    print("x" * 1000)\n', { timeout_ms: 30_000 });
     assert.equal(r.sc.outcome, 'output_limit');
     assert.equal(r.sc.truncated, true);
-    assert.ok(r.sc.stdout.length <= LIMITS.MAX_OUTPUT_KB * 1024, `stdout ${r.sc.stdout.length} chars`);
-    assert.ok(r.sc.stdout.length >= LIMITS.MAX_OUTPUT_KB * 1024 / 2, 'the output up to the cap is kept');
+    assert.ok(r.sc.stdout.length <= LIMITS.MAX_OUTPUT_KB * 1024 + 64, `stdout ${r.sc.stdout.length} chars`);
+    assert.match(r.sc.stdout, /^x+\n[\s\S]*\[\.\.\. \d+ bytes left out \.\.\.\]\n[\s\S]*x+\n$/);
+    assert.ok(r.sc.stderr.endsWith(`[terminated] output limit: more than ${LIMITS.MAX_OUTPUT_DRAIN_MB} MB of output\n`), r.sc.stderr);
 });
 
 attack('a stderr flood ends with output_limit and truncated', async () => {
@@ -253,6 +254,18 @@ attack('a stderr flood ends with output_limit and truncated', async () => {
     assert.equal(r.sc.outcome, 'output_limit');
     assert.equal(r.sc.truncated, true);
     assert.ok(r.sc.stderr.length <= LIMITS.MAX_OUTPUT_KB * 1024 + 512, `stderr ${r.sc.stderr.length} chars`);
+});
+
+attack('5 MB on stderr and then a last line: the program runs on, exits 0, and the result has the head and the tail', async () => {
+    const r = await py('import sys\nsys.stderr.write("start\\n" + "e" * 5_000_000 + "\\nlast words\\n")\nprint("fine")\n',
+        { timeout_ms: 30_000 });
+    assert.equal(r.sc.outcome, 'exited', r.sc.stderr.slice(-300));
+    assert.equal(r.sc.exitCode, 0);
+    assert.equal(r.sc.stdout, 'fine\n');
+    assert.equal(r.sc.truncated, true);
+    assert.ok(r.sc.stderr.startsWith('start\neee'), r.sc.stderr.slice(0, 100));
+    assert.ok(r.sc.stderr.endsWith('eee\nlast words\n'), r.sc.stderr.slice(-100));
+    assert.match(r.sc.stderr, /\[\.\.\. \d+ bytes left out \.\.\.\]/);
 });
 
 attack('background processes do not outlive the run', async () => {

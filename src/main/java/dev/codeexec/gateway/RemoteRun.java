@@ -2,8 +2,9 @@ package dev.codeexec.gateway;
 
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.CapturedText;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.Outcome;
+import dev.codeexec.engine.RunEnd;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionRef;
@@ -19,7 +20,6 @@ import io.grpc.stub.ClientResponseObserver;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
@@ -40,8 +40,9 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput,
     private final OutputListener listener;
     private final RemoteExecutor owner;
     private final CompletableFuture<ExecutionResult> result = new CompletableFuture<>();
-    private final BoundedText stdout;
-    private final BoundedText stderr;
+    /** What streamed, for the result of a run whose worker was lost: head and tail like a worker's result. */
+    private final CapturedText stdout;
+    private final CapturedText stderr;
 
     private ClientCallStreamObserver<ExecuteInput> call;
     private volatile boolean accepted;
@@ -59,8 +60,8 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput,
         this.request = request;
         this.listener = listener;
         this.owner = owner;
-        this.stdout = new BoundedText(request.limits().outputBytes());
-        this.stderr = new BoundedText(request.limits().outputBytes());
+        this.stdout = new CapturedText(request.limits().outputBytes());
+        this.stderr = new CapturedText(request.limits().outputBytes());
     }
 
     @Override
@@ -231,22 +232,18 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput,
      */
     ExecutionResult workerLost(String why) {
         String who = worker.isEmpty() ? "?" : worker;
-        String line = "[terminated] worker lost: " + who + (instanceId.isEmpty() ? "" : " (instance " + instanceId + ")")
-                + " " + why + "; the run's outcome is unknown and it was not re-run\n";
-        return partial(Outcome.WORKER_LOST, line);
+        return partial(new RunEnd.RemoteEnded(false, who + (instanceId.isEmpty() ? "" : " (instance " + instanceId + ")")
+                + " " + why));
     }
 
     private ExecutionResult cancelledResult() {
-        return partial(Outcome.CANCELLED, "[terminated] cancelled\n");
+        return partial(new RunEnd.RemoteEnded(true, ""));
     }
 
-    private ExecutionResult partial(Outcome outcome, String line) {
-        String err = stderr.text();
-        String sep = err.isEmpty() || err.endsWith("\n") ? "" : "\n";
+    private ExecutionResult partial(RunEnd.Facts facts) {
         long durationMs = accepted ? (System.nanoTime() - acceptedNanos) / 1_000_000 : 0;
-        ExecutionResult r = new ExecutionResult(request.language(), -1, stdout.text(), err + sep + line, durationMs,
-                outcome, stdout.truncated() || stderr.truncated(), OptionalLong.empty(), OptionalDouble.empty(),
-                owner.sandboxName());
+        ExecutionResult r = RunEnd.of(facts, request.limits()).result(request.language(), stdout.captured(),
+                stderr.captured(), durationMs, OptionalLong.empty(), OptionalDouble.empty(), owner.sandboxName(), null);
         if (request.session().isPresent()) {
             r = r.withSession(new ExecutionResult.SessionOutput(request.session().get().name(), false,
                     Optional.empty(), List.of()));
@@ -262,45 +259,5 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput,
     private void fail(ExecutionException e) {
         owner.ended(this);
         result.completeExceptionally(e);
-    }
-
-    /** Output kept for a lost run's result, capped like the engine caps it (bytes of UTF-8). */
-    static final class BoundedText {
-        private final long cap;
-        private final StringBuilder sb = new StringBuilder();
-        private long bytes;
-        private boolean truncated;
-
-        BoundedText(long cap) {
-            this.cap = cap;
-        }
-
-        synchronized void append(String s) {
-            if (truncated) return;
-            long n = s.getBytes(StandardCharsets.UTF_8).length;
-            if (bytes + n <= cap) {
-                sb.append(s);
-                bytes += n;
-                return;
-            }
-            truncated = true;
-            int i = 0;
-            while (i < s.length()) {
-                int cp = s.codePointAt(i);
-                int len = new String(Character.toChars(cp)).getBytes(StandardCharsets.UTF_8).length;
-                if (bytes + len > cap) break;
-                sb.appendCodePoint(cp);
-                bytes += len;
-                i += Character.charCount(cp);
-            }
-        }
-
-        synchronized String text() {
-            return sb.toString();
-        }
-
-        synchronized boolean truncated() {
-            return truncated;
-        }
     }
 }

@@ -86,18 +86,6 @@ class WorkerChannelsTest {
     }
 
     @Test
-    void outputKeptForALostRunIsCappedInBytes() {
-        RemoteRun.BoundedText t = new RemoteRun.BoundedText(5);
-        t.append("ab");
-        t.append("cé€");
-        assertThat(t.text()).isEqualTo("abcé");
-        assertThat(t.truncated()).isTrue();
-        t.append("x");
-        assertThat(t.text()).isEqualTo("abcé");
-        assertThat(List.of(t.truncated())).containsExactly(true);
-    }
-
-    @Test
     void statusDescriptionsShownToClientsLeaveGrpcDiagnosticsOut() {
         io.grpc.Status s = io.grpc.Status.UNAVAILABLE.withDescription(
                 "io exception [closed=[], open=[[connecting_and_lb_delay=1009012821ns, remote_addr=10.0.0.5:1]]]");
