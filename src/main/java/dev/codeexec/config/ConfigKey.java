@@ -51,8 +51,11 @@ public record ConfigKey<T>(String name, String defaultValue, String description,
         });
     }
 
-    /** {@code name=count,name=count}: names from {@code allowed}, counts 0..max; {@code off} = no entries. */
-    /** @param allowed the names allowed, or null for any lower-case name (checked later by whoever knows them) */
+    /**
+     * {@code name=count,name=count}: names from {@code allowed}, counts 0..max; {@code off} = no entries.
+     *
+     * @param allowed the names allowed, or null for any lower-case name (checked later by whoever knows them)
+     */
     static ConfigKey<Map<String, Integer>> counts(String name, String def, Set<String> allowed, int max, String description) {
         return new ConfigKey<>(name, def, description, s -> {
             Map<String, Integer> out = new LinkedHashMap<>();

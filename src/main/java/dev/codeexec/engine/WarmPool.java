@@ -59,8 +59,11 @@ final class WarmPool implements AutoCloseable {
     static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
     private static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
 
-    /** How one language's warm interpreter is started. */
-    /** @param message the run message's form: {@code lengths} or {@code json} (languages.json's {@code warm.message}) */
+    /**
+     * How one language's warm interpreter is started.
+     *
+     * @param message the run message's form: {@code lengths} or {@code json} (languages.json's {@code warm.message})
+     */
     record Recipe(String language, List<String> command, Map<String, String> env, List<Path> readOnlyDirs,
             String message) {
     }

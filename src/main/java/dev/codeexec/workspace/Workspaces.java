@@ -38,9 +38,6 @@ public final class Workspaces {
     /** Workspaces with a run or a request in flight: expiry skips them. */
     private final Map<Path, AtomicInteger> inUse = new ConcurrentHashMap<>();
 
-    /**
-     * @param maxAge idle time after which a workspace is removed; zero keeps workspaces forever
-     */
     /** The workspaces the configuration names: WORKSPACE_ROOT, WORKSPACE_QUOTA_MB, WORKSPACE_MAX_AGE_HOURS, SANDBOX_UID/GID. */
     public static Workspaces configured(dev.codeexec.config.Config config) {
         return new Workspaces(Path.of(config.get(dev.codeexec.config.Config.WORKSPACE_ROOT)),
@@ -49,6 +46,9 @@ public final class Workspaces {
                 config.get(dev.codeexec.config.Config.SANDBOX_UID), config.get(dev.codeexec.config.Config.SANDBOX_GID));
     }
 
+    /**
+     * @param maxAge idle time after which a workspace is removed; zero keeps workspaces forever
+     */
     public Workspaces(Path root, long quotaBytes, Duration maxAge, int uid, int gid) {
         this.root = root;
         this.quotaBytes = quotaBytes;

@@ -41,6 +41,10 @@ class CodeexecHelperTest {
     static Out run(String... args) throws Exception {
         List<String> cmd = new ArrayList<>(List.of(helper.toString()));
         cmd.addAll(List.of(args));
+        return exec(cmd);
+    }
+
+    static Out exec(List<String> cmd) throws Exception {
         Process p = new ProcessBuilder(cmd).start();
         p.getOutputStream().close();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
@@ -108,6 +112,24 @@ class CodeexecHelperTest {
         assertThat(run("init", "no-such-program-xyz")).isEqualTo(
                 new Out(127, "", "env: 'no-such-program-xyz': No such file or directory\n"));
         assertThat(run("init", "sh", "-c", "exit 3").exit()).as("found on PATH").isEqualTo(3);
+    }
+
+    /** With --status-fd the real wait status goes to the server: exit 130 and death by SIGINT look alike otherwise. */
+    @Test
+    void initReportsTheProgramsWaitStatusOnTheStatusDescriptorWhichTheProgramNeverSees(@TempDir Path dir)
+            throws Exception {
+        Path report = dir.resolve("status");
+        String withFd5 = "exec 5>\"$0\"; exec \"$@\"";
+        Out exited = exec(List.of("/bin/sh", "-c", withFd5, report.toString(), helper.toString(), "init", "--status-fd", "5",
+                "/bin/sh", "-c", "ls /proc/self/fd; exit 130"));
+        assertThat(exited.exit()).as(exited.err()).isEqualTo(130);
+        assertThat(exited.out().lines().toList()).as("the program's descriptors").containsExactly("0", "1", "2", "3");
+        assertThat(Files.readString(report)).isEqualTo("exit 130\n");
+        Out signaled = exec(List.of("/bin/sh", "-c", withFd5, report.toString(), helper.toString(), "init", "--status-fd", "5",
+                "/bin/sh", "-c", "kill -INT $$"));
+        assertThat(signaled.exit()).isEqualTo(130);
+        assertThat(Files.readString(report)).isEqualTo("signal 2\n");
+        assertThat(run("init", "--status-fd", "99", "/bin/true").exit()).as("a descriptor that is not open").isEqualTo(125);
     }
 
     @Test
