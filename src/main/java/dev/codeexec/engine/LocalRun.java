@@ -29,10 +29,14 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * One run: QUEUED → RUNNING → FINISHED. {@link #execute()} reads top to bottom: stage the code file, build the
- * sandbox spec, start, feed stdin, drain stdout/stderr, wait with the wall timer, classify how it ended, clean up.
- * Cleanup is structural: the sandbox process is closed by try-with-resources and the staged file is deleted in
- * {@code finally}; the result future is completed on every path.
+ * One run: QUEUED → RUNNING → FINISHED. The executor holds it in its queue and calls {@link #execute()} on a slot's
+ * thread: a session call goes to its session ({@link SessionCall}); any other run picks its code file's name
+ * ({@link #runInWorkspace} first scans its workspace, {@link WorkspaceDiff}), gets a sandbox ({@link #start}: a
+ * warm one from the pool when it fits, else a cold start from a staged code file), then {@link #runInSandbox}
+ * feeds stdin, drains stdout and stderr, waits with the wall timer and hands the facts of the end to
+ * {@link RunEnd}. Cleanup is structural: the sandbox process is closed by try-with-resources and the staged file is
+ * deleted in {@code finally}; the result future is completed on every path, and {@link #finish} writes the audit
+ * line.
  */
 final class LocalRun implements RunHandle {
 
