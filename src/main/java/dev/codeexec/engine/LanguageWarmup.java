@@ -51,7 +51,7 @@ final class LanguageWarmup {
             ph.put("name", "Main");
             ph.put("output", output.toString());
 
-            Map<String, String> env = new LinkedHashMap<>(LocalExecutor.baseEnvironment(work.toString()));
+            Map<String, String> env = new LinkedHashMap<>(Language.baseEnvironment(work.toString()));
             lang.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
             w.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
             ProcessBuilder pb = new ProcessBuilder(Placeholders.fill(w.argv(), ph)).directory(work.toFile())

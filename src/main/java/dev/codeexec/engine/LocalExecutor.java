@@ -51,7 +51,6 @@ public final class LocalExecutor implements Executor {
 
     /** Working directory of every run inside the sandbox: a fresh tmpfs per run. */
     public static final String WORK_DIR = "/work";
-    static final String BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
     private static final Logger log = LoggerFactory.getLogger(LocalExecutor.class);
 
@@ -127,7 +126,7 @@ public final class LocalExecutor implements Executor {
 
         this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache, scratchDir,
                 Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders),
-                environment(go, Map.of(), placeholders), startupProcesses));
+                go.environment(Map.of(), placeholders), startupProcesses));
         this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
                 .orElse(CompletableFuture.completedFuture(null));
         Map<String, String> warmupPlaceholders = new LinkedHashMap<>(placeholders);
@@ -137,7 +136,7 @@ public final class LocalExecutor implements Executor {
                         () -> LanguageWarmup.run(l, warmupPlaceholders, scratchDir, startupProcesses),
                         r -> virtualThreads.newThread(r).start()))
                 .toList();
-        this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
+        this.probe = new RuntimeProbe(languages, placeholders, Language.baseEnvironment("/tmp"), virtualThreads);
 
         Map<String, Integer> targets = new LinkedHashMap<>();
         config.get(Config.WARM_POOL).forEach((k, v) -> {
@@ -215,28 +214,6 @@ public final class LocalExecutor implements Executor {
             Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
             Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
         }
-    }
-
-    /** The whitelist every run starts from; nothing comes from the server's own environment. */
-    static Map<String, String> baseEnvironment(String home) {
-        Map<String, String> env = new LinkedHashMap<>();
-        env.put("PATH", BASE_PATH);
-        env.put("HOME", home);
-        env.put("LANG", "C.UTF-8");
-        env.put("TMPDIR", "/tmp");
-        env.put("PYTHONUNBUFFERED", "1");
-        env.put("MPLBACKEND", "Agg");
-        return env;
-    }
-
-    /** Base whitelist, then the language's extras, then the request's own variables (which win). */
-    static Map<String, String> environment(Language lang, Map<String, String> requestEnv, Map<String, String> ph) {
-        // HOME is the run's /tmp, not the working directory: tools' caches (fontconfig, matplotlib, pip, npm) must
-        // not litter a persistent workspace or count against its quota.
-        Map<String, String> env = baseEnvironment("/tmp");
-        lang.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
-        env.putAll(requestEnv);
-        return env;
     }
 
     @Override

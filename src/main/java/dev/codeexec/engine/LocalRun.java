@@ -260,7 +260,7 @@ final class LocalRun implements RunHandle {
             if (Files.isDirectory(p)) binds.add(p);
         }
         return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, Map.of(file, staged), binds,
-                LocalExecutor.environment(language, request.env(), ph), limits, workDirSource);
+                language.environment(request.env(), ph), limits, workDirSource);
     }
 
     /**

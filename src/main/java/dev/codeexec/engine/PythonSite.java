@@ -64,7 +64,7 @@ final class PythonSite {
             ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)
                     .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null"))).directory(runtimeDir.toFile());
             pb.environment().clear();
-            pb.environment().putAll(Map.of("PATH", LocalExecutor.BASE_PATH, "LANG", "C.UTF-8"));
+            pb.environment().putAll(Map.of("PATH", Language.BASE_PATH, "LANG", "C.UTF-8"));
             Process p = pb.start();
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
             if (!p.waitFor(60, TimeUnit.SECONDS)) p.destroyForcibly();

@@ -247,7 +247,7 @@ final class Session {
         List<String> command = language.id().equals("python")
                 ? List.of("/usr/bin/python3", "-S", "-u", runtime + "/session_python.py")
                 : List.of("/usr/bin/node", runtime + "/session_node.js");
-        Map<String, String> env = LocalExecutor.environment(language, Map.of(), ph);
+        Map<String, String> env = language.environment(Map.of(), ph);
         if (language.id().equals("python")) env.put("MPLBACKEND", "module://codeexec_mpl");
         Limits limits = new Limits(launchLimits.timeout(),
                 launchLimits.cpuSeconds() * LIFETIME_CPU_CALLS + START_CPU_SECONDS,

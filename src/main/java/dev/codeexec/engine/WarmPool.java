@@ -369,7 +369,7 @@ final class WarmPool implements AutoCloseable {
         for (String id : targets.keySet()) {
             Optional<Language> lang = languages.apply(id);
             if (lang.isEmpty()) continue;
-            Map<String, String> env = new LinkedHashMap<>(LocalExecutor.environment(lang.get(), Map.of(), placeholders));
+            Map<String, String> env = new LinkedHashMap<>(lang.get().environment(Map.of(), placeholders));
             List<String> cmd = switch (id) {
                 case "python" -> List.of("/usr/bin/python3", "-S", "-u", runtime + "/warm_python.py");
                 case "nodejs" -> List.of("/usr/bin/node", runtime + "/warm_node.js");

@@ -20,7 +20,7 @@ class GoCacheWarmerTest {
 
     private static Map<String, String> goEnv() {
         Language go = Languages.load().find("go").orElseThrow();
-        return LocalExecutor.environment(go, Map.of(), Map.of("goCache", "/unused"));
+        return go.environment(Map.of(), Map.of("goCache", "/unused"));
     }
 
     @Test

@@ -674,7 +674,7 @@ class RunnerScriptsTest {
 
     /** The environment the server gives a run, minus the sandbox. */
     private static Map<String, String> baseEnv() {
-        Map<String, String> env = LocalExecutor.baseEnvironment("/tmp");
+        Map<String, String> env = Language.baseEnvironment("/tmp");
         env.put("PYTHONDONTWRITEBYTECODE", "1");
         return env;
     }
