@@ -253,7 +253,7 @@ final class LocalRun implements RunHandle {
         ph.put("file", file);
         ph.put("dir", LocalExecutor.WORK_DIR);
         ph.put("name", name);
-        ph.put("heapMb", LocalExecutor.heapMb(limits.memoryMb()));
+        ph.put("heapMb", Placeholders.heapMb(limits.memoryMb()));
         List<Path> binds = new ArrayList<>();
         for (String b : language.binds()) {
             Path p = Path.of(Placeholders.fill(b, ph));
