@@ -122,6 +122,11 @@ public final class DataDir {
         return root.resolve("etc");
     }
 
+    /** Where Jetty spools the parts of multipart uploads that are too large to hold in memory. */
+    public Path uploadSpool() {
+        return root.resolve("upload-tmp");
+    }
+
     /** Lock files live apart from everything bound into sandboxes: a sandboxed program must not hold one. */
     private Path lockFile(String name) {
         return root.resolve("locks").resolve(name + ".lock");
@@ -199,6 +204,11 @@ public final class DataDir {
     /** This server's directory in late/ (one per run in it), with late/'s mode for the same reason. */
     public Path prepareLateForThisServer() throws IOException {
         return directory(lateForThisServer(), SEARCH_ONLY_DIR);
+    }
+
+    /** upload-tmp/ is 0700: the spooled parts are a tenant's files, for the server's eyes only. */
+    public Path prepareUploadSpool() throws IOException {
+        return directory(uploadSpool(), PRIVATE_DIR);
     }
 
     private static Path directory(Path dir, String mode) throws IOException {
