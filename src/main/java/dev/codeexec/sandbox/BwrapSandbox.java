@@ -306,17 +306,16 @@ final class BwrapSandbox implements Sandbox {
                 fds.put(SandboxSpec.CONTROL_IN_FD, fifos.in());
                 writeFds = Map.of(SandboxSpec.CONTROL_OUT_FD, fifos.out());
             }
+            Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).standingInFor(cgroups);
             List<String> cmd;
             if (helper != null) {
                 String mntns = ns != null && ns.covers(bindSources(argv)) ? ns.path() : null;
-                cmd = Launcher.helperCommand(helper, cg.procsFiles(), limits, !cgroups.limitsMemory(),
-                        !cgroups.limitsPids(), fds, writeFds, mntns, uid, gid, argv);
+                cmd = Launcher.helperCommand(helper, cg.procsFiles(), rlimits, fds, writeFds, mntns, uid, gid, argv);
             } else {
                 List<String> dropped = new ArrayList<>(List.of(SETPRIV, "--reuid=" + uid, "--regid=" + gid,
                         "--clear-groups", "--no-new-privs", "--"));
                 dropped.addAll(argv);
-                cmd = Launcher.command(cg.procsFiles(), limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), true,
-                        fds, writeFds, dropped);
+                cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
             }
             p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect);
             Optional<ControlChannel> control = fifos == null ? Optional.empty()

@@ -119,7 +119,9 @@ final class GvisorSandbox implements Sandbox {
             // (about 60 threads and processes on the ptrace platform), which a run's process limit must not starve.
             cg = cgroups.create(spec.runId(), new Limits(limits.timeout(), limits.cpuSeconds(), limits.memoryBytes(),
                     limits.maxProcesses() + GVISOR_OWN_PIDS, limits.outputBytes(), limits.diskBytes()));
-            List<String> cmd = Launcher.command(cg.procsFiles(), limits, false, false, false, Map.of(), argv);
+            // no RLIMIT_FSIZE: it applies to gVisor's sentry, whose memory file is larger than a run's disk limit
+            Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).withoutFsize();
+            List<String> cmd = Launcher.command(cg.procsFiles(), rlimits, Map.of(), argv);
             Process p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), staging.toFile());
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), false, () -> DataDir.deleteTree(staging));
         } catch (SandboxException | IOException | RuntimeException e) {

@@ -88,8 +88,8 @@ final class NoSandbox implements Sandbox {
             Map<String, String> env = new LinkedHashMap<>();
             spec.env().forEach((k, v) -> env.put(k, remap(v, workDir, dir)));
             cg = cgroups.create(spec.runId(), spec.limits());
-            List<String> cmd = Launcher.command(cg.procsFiles(), spec.limits(), !cgroups.limitsMemory(),
-                    !cgroups.limitsPids(), Map.of(), argv);
+            List<String> cmd = Launcher.command(cg.procsFiles(), Launcher.Rlimits.of(spec.limits()).standingInFor(cgroups),
+                    Map.of(), argv);
             Process p = Launcher.start(cmd, env, dir.toFile());
             return new LaunchedProcess(p, cg, spec.limits().cpuSeconds(), false, () -> {
                 if (ownDir) DataDir.deleteTree(dir);
