@@ -19,10 +19,13 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * DATA_DIR, the server's state on the host: every path in it is named here, every directory is made here with its
- * mode, and every file in it is written through here.
+ * mode, and every file the server replaces in it is written through here. (A run's staged code file has a name of
+ * its own and is written once; Go writes its build cache itself, under {@link #locked}.)
  *
  * <p>Several servers may share one DATA_DIR and start at the same moment (three workers on one host, as
  * e2e/test/cluster.test.js starts them). So no file is written in place or under a fixed temporary name: it is
@@ -38,6 +41,9 @@ public final class DataDir {
     private static final String PUBLIC_DIR = "rwxr-xr-x";
     private static final String SEARCH_ONLY_DIR = "rwx--x--x";
     private static final String PRIVATE_DIR = "rwx------";
+
+    /** What {@link #tempFor} names look like, with the writer's pid; a tool may add its own suffix (the JVM's .config). */
+    private static final Pattern TEMP_NAME = Pattern.compile("\\..+\\.(\\d+)-[0-9a-f]{8}\\.tmp(\\..*)?");
 
     /** Control FIFOs this old belong to no starting run: a run's launcher opens its FIFOs within milliseconds. */
     private static final long STALE_CONTROL_MS = 60_000;
@@ -149,14 +155,17 @@ public final class DataDir {
         return root;
     }
 
-    /** runtime/ is 0755: bwrap binds it as the sandbox uid, and sandboxed programs read the files in it. */
+    /**
+     * runtime/ is 0755: bwrap binds it as the sandbox uid, and sandboxed programs read the files in it. Temporary
+     * files of servers killed mid-write (a Java AOT cache is 25 MB) are removed.
+     */
     public Path prepareRuntime() throws IOException {
-        return directory(runtime(), PUBLIC_DIR);
+        return removeStaleTemps(directory(runtime(), PUBLIC_DIR));
     }
 
     /** go-cache/ is 0755: sandboxed Go builds read it (read-only) as the sandbox uid. */
     public Path prepareGoCache() throws IOException {
-        return directory(goCache(), PUBLIC_DIR);
+        return removeStaleTemps(directory(goCache(), PUBLIC_DIR));
     }
 
     /** staging/ is 0711: the launcher opens a staged file by its name, and no one else can list the staged code. */
@@ -214,6 +223,17 @@ public final class DataDir {
     private static Path directory(Path dir, String mode) throws IOException {
         Files.createDirectories(dir);
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString(mode));
+        return dir;
+    }
+
+    /** Removes the {@link #tempFor} files in {@code dir} whose writer no longer runs. */
+    private static Path removeStaleTemps(Path dir) throws IOException {
+        try (var files = Files.list(dir)) {
+            for (Path f : files.toList()) {
+                Matcher m = TEMP_NAME.matcher(f.getFileName().toString());
+                if (m.matches() && !isLiveProcess(m.group(1))) Files.deleteIfExists(f);
+            }
+        }
         return dir;
     }
 

@@ -61,6 +61,21 @@ class DataDirTest {
     }
 
     @Test
+    void temporaryFilesOfServersThatNoLongerRunAreRemovedAndALiveOnesStay(@TempDir Path parent) throws Exception {
+        DataDir data = DataDir.at(parent);
+        Path runtime = data.prepareRuntime();
+        Path deadAot = Files.createFile(runtime.resolve(".java-source.aot.999999999-0123abcd.tmp"));
+        Path deadConfig = Files.createFile(runtime.resolve(".java-source.aot.999999999-0123abcd.tmp.config"));
+        Path mine = Files.createFile(DataDir.tempFor(runtime.resolve("typescript.v8cache")));
+        Path installed = Files.createFile(runtime.resolve("ts-loader.js"));
+        data.prepareRuntime();
+        assertThat(deadAot).doesNotExist();
+        assertThat(deadConfig).doesNotExist();
+        assertThat(mine).as("this server may be writing it").exists();
+        assertThat(installed).exists();
+    }
+
+    @Test
     void controlEntriesOlderThanAMinuteAreRemovedAndRecentOnesStay(@TempDir Path parent) throws Exception {
         DataDir data = DataDir.at(parent);
         Path old = Files.createDirectories(data.control().resolve("run-old"));
