@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -81,7 +82,35 @@ public record Language(String id, List<String> aliases, String fileExtension, Op
         Objects.requireNonNull(session, "session");
     }
 
+    /** The search path of every program the server starts, sandboxed or not: system directories only. */
+    static final String BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
+
     public boolean compiled() {
         return compile.isPresent();
+    }
+
+    /**
+     * The environment a program of this language starts with: the whitelist, then the language's own variables,
+     * then the request's (which win). Nothing comes from the server's own environment. HOME is the run's /tmp, not
+     * the working directory: tools' caches (fontconfig, matplotlib, pip, npm) must not litter a persistent
+     * workspace or count against its quota.
+     */
+    public Map<String, String> environment(Map<String, String> requestEnv, Map<String, String> placeholders) {
+        Map<String, String> env = baseEnvironment("/tmp");
+        this.env.forEach((k, v) -> env.put(k, Placeholders.fill(v, placeholders)));
+        env.putAll(requestEnv);
+        return env;
+    }
+
+    /** The whitelist every program starts from, whatever its language; a fresh map the caller may change. */
+    static Map<String, String> baseEnvironment(String home) {
+        Map<String, String> env = new LinkedHashMap<>();
+        env.put("PATH", BASE_PATH);
+        env.put("HOME", home);
+        env.put("LANG", "C.UTF-8");
+        env.put("TMPDIR", "/tmp");
+        env.put("PYTHONUNBUFFERED", "1");
+        env.put("MPLBACKEND", "Agg");
+        return env;
     }
 }

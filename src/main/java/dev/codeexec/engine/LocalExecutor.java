@@ -2,18 +2,12 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.config.DataDir;
 import dev.codeexec.sandbox.Sandbox;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.attribute.PosixFilePermission;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -21,7 +15,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
@@ -44,31 +37,19 @@ import java.util.concurrent.atomic.AtomicInteger;
  * thread's carrier can retire mid-run, which would kill a healthy sandbox. Platform threads that live as long as
  * the executor make "parent died" mean "server died".
  *
- * <p>At start it prepares DATA_DIR (staging area, engine helper files, shared Go build cache) and, in the
- * background, warms the Go build cache ({@link GoCacheWarmer}), runs the languages' warm-ups
- * ({@link LanguageWarmup}: TypeScript code cache, Java AOT cache) and probes language and tool versions ({@link RuntimeProbe}); none delays a request.
+ * <p>What it does to DATA_DIR at start is {@link StartupWork}'s; what runtime_info says, {@link RuntimeInfo}'s.
  */
 public final class LocalExecutor implements Executor {
 
     /** Working directory of every run inside the sandbox: a fresh tmpfs per run. */
     public static final String WORK_DIR = "/work";
-    static final String BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
     private static final Logger log = LoggerFactory.getLogger(LocalExecutor.class);
-
-    /**
-     * Engine helper files copied to DATA_DIR/runtime (bound read-only into sandboxes): the TypeScript loader and
-     * the interpreters of warm sandboxes and sessions (docs/interpreter-protocol.md).
-     */
-    static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "run_python.py", "warm_python.py",
-            "warm_node.js", "session_python.py", "session_node.js", "codeexec_site.py", "codeexec_run.py",
-            "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js");
 
     final Config config;
     final Sandbox sandbox;
     final Languages languages;
     final Path stagingDir;
-    private final Path scratchDir;
     final Map<String, String> placeholders;
     private final Semaphore slots;
     private final int maxConcurrent;
@@ -80,18 +61,13 @@ public final class LocalExecutor implements Executor {
     private final Set<LocalRun> runs = ConcurrentHashMap.newKeySet();
     final ThreadFactory virtualThreads = Thread.ofVirtual().name("exec-", 0).factory();
     private final ExecutorService sandboxThreads;
-    private final Optional<GoCacheWarmer> goWarmer;
-    private final CompletableFuture<Void> goWarmed;
-    private final List<CompletableFuture<Boolean>> warmups;
-    private final StartupProcesses startupProcesses = new StartupProcesses();
-    private final RuntimeProbe probe;
+    private final StartupWork startup;
+    private final RuntimeInfo info;
     final Sessions sessions;
     /** How long streamed output is gathered into one progress notification (PROGRESS_INTERVAL_MS). */
     final Duration progressInterval;
     /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
     final Optional<WarmPool> warmPool;
-    /** Why there is no warm pool, when there is none. */
-    private final String warmPoolOff;
     private final List<StartListener> startListeners = new CopyOnWriteArrayList<>();
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
@@ -110,41 +86,33 @@ public final class LocalExecutor implements Executor {
         ThreadFactory platform = Thread.ofPlatform().name("exec-sandbox-", 0).daemon(true).factory();
         this.sandboxThreads = Executors.newFixedThreadPool(maxConcurrent, platform);
 
-        Path dataDir = config.dataDir().toAbsolutePath();
-        Path runtimeDir = dataDir.resolve("runtime");
-        Path goCache = dataDir.resolve("go-cache");
-        this.stagingDir = dataDir.resolve("staging");
-        this.scratchDir = dataDir.resolve("tmp").resolve(Long.toString(ProcessHandle.current().pid()));
-        prepareDataDir(dataDir, runtimeDir, goCache, stagingDir, scratchDir);
-
-        Map<String, String> ph = new LinkedHashMap<>();
-        ph.put("javaHome", Path.of(System.getProperty("java.home")).toAbsolutePath().toString());
-        ph.put("goCache", goCache.toString());
-        ph.put("runtimeDir", runtimeDir.toString());
-        this.placeholders = Map.copyOf(ph);
-        // before any Python run or warm sandbox: they all start from what this measures
-        languages.find("python").ifPresent(py -> PythonSite.prepare(
-                Placeholders.fill(py.run().getFirst(), placeholders), runtimeDir));
+        DataDir data = DataDir.of(config);
+        this.stagingDir = data.staging();
+        this.placeholders = Placeholders.ofServer(data);
+        this.startup = StartupWork.start(data, languages, placeholders, config.get(Config.MEMORY_LIMIT_MB),
+                virtualThreads);
         this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)),
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
                 progressInterval);
+        PoolChoice pool = warmPool(config, sandbox, languages, placeholders);
+        this.warmPool = pool.pool();
+        this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
+                warmPool, pool.whyNone());
 
-        this.goWarmer = languages.find("go").map(go -> new GoCacheWarmer(goCache, scratchDir,
-                Placeholders.fill(go.compile().orElse(go.run()).getFirst(), placeholders),
-                environment(go, Map.of(), placeholders), startupProcesses));
-        this.goWarmed = goWarmer.map(w -> CompletableFuture.runAsync(w::warm, r -> virtualThreads.newThread(r).start()))
-                .orElse(CompletableFuture.completedFuture(null));
-        Map<String, String> warmupPlaceholders = new LinkedHashMap<>(placeholders);
-        warmupPlaceholders.put("heapMb", heapMb(config.get(Config.MEMORY_LIMIT_MB)));
-        this.warmups = languages.all().stream().filter(l -> l.warmup().isPresent())
-                .map(l -> CompletableFuture.supplyAsync(
-                        () -> LanguageWarmup.run(l, warmupPlaceholders, scratchDir, startupProcesses),
-                        r -> virtualThreads.newThread(r).start()))
-                .toList();
-        this.probe = new RuntimeProbe(languages, placeholders, baseEnvironment("/tmp"), virtualThreads);
+        sandbox.unavailableReason().ifPresentOrElse(
+                r -> log.error("sandbox '{}' cannot run code: {}; every run will be refused", sandbox.name(), r),
+                () -> log.info("executor ready: sandbox {}, {} runs at once, queue {}", sandbox.name(), maxConcurrent,
+                        queueSize));
+    }
 
+    /** A warm pool, or why there is none. */
+    private record PoolChoice(Optional<WarmPool> pool, String whyNone) {
+    }
+
+    private static PoolChoice warmPool(Config config, Sandbox sandbox, Languages languages,
+            Map<String, String> placeholders) {
         Map<String, Integer> targets = new LinkedHashMap<>();
         config.get(Config.WARM_POOL).forEach((k, v) -> {
             if (languages.find(k).flatMap(Language::warm).isEmpty())
@@ -157,96 +125,15 @@ public final class LocalExecutor implements Executor {
                 : sandbox.unavailableReason().isPresent() ? "the sandbox is unavailable"
                 : !sandbox.supportsControl() ? "the '" + sandbox.name() + "' sandbox cannot keep interpreters warm (bwrap can)"
                 : null;
-        if (off == null) {
-            Map<String, WarmPool.Recipe> recipes = WarmPool.recipes(targets, languages::find, placeholders,
-                    config.get(Config.WARM_PRELOAD_PYTHON));
-            targets.keySet().retainAll(recipes.keySet());
-            boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
-            sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
-            this.warmPool = Optional.of(new WarmPool(sandbox, targets, recipes,
-                    RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late));
-        } else {
-            this.warmPool = Optional.empty();
-        }
-        this.warmPoolOff = off;
-
-        sandbox.unavailableReason().ifPresentOrElse(
-                r -> log.error("sandbox '{}' cannot run code: {}; every run will be refused", sandbox.name(), r),
-                () -> log.info("executor ready: sandbox {}, {} runs at once, queue {}", sandbox.name(), maxConcurrent,
-                        queueSize));
-    }
-
-    /**
-     * DATA_DIR must be traversable (not listable) by the sandbox uid, for the read-only binds of runtime/ and
-     * go-cache/. Staging is 0711 so no one else can list the staged code files. tmp/&lt;pid&gt; holds this server's
-     * start-time work; directories of servers that are no longer running (killed, say) are removed at start.
-     */
-    private static void prepareDataDir(Path dataDir, Path runtimeDir, Path goCache, Path staging, Path scratch) {
-        try {
-            Files.createDirectories(dataDir);
-            Set<PosixFilePermission> perms = Files.getPosixFilePermissions(dataDir);
-            if (!perms.contains(PosixFilePermission.OTHERS_EXECUTE)) {
-                perms.add(PosixFilePermission.OTHERS_EXECUTE);
-                perms.add(PosixFilePermission.GROUP_EXECUTE);
-                Files.setPosixFilePermissions(dataDir, perms);
-            }
-            for (Path d : List.of(runtimeDir, goCache)) {
-                Files.createDirectories(d);
-                Files.setPosixFilePermissions(d, PosixFilePermissions.fromString("rwxr-xr-x"));
-            }
-            Files.createDirectories(staging);
-            Files.setPosixFilePermissions(staging, PosixFilePermissions.fromString("rwx--x--x"));
-            Path scratchRoot = scratch.getParent();
-            Files.createDirectories(scratchRoot);
-            Files.setPosixFilePermissions(scratchRoot, PosixFilePermissions.fromString("rwx------"));
-            try (var others = Files.list(scratchRoot)) {
-                others.filter(d -> !isLiveServer(d.getFileName().toString())).forEach(GoCacheWarmer::deleteTree);
-            }
-            Files.createDirectories(scratch);
-            for (String f : RUNTIME_FILES) installResource("/engine/" + f, runtimeDir.resolve(f));
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot prepare DATA_DIR " + dataDir + ": " + e.getMessage(), e);
-        }
-    }
-
-    private static boolean isLiveServer(String pidName) {
-        try {
-            return ProcessHandle.of(Long.parseLong(pidName)).map(ProcessHandle::isAlive).orElse(false);
-        } catch (NumberFormatException e) {
-            return false;
-        }
-    }
-
-    private static void installResource(String resource, Path target) throws IOException {
-        try (InputStream in = LocalExecutor.class.getResourceAsStream(resource)) {
-            if (in == null) throw new IOException(resource + " is missing from the classpath");
-            Path tmp = Files.createTempFile(target.getParent(), ".install", ".tmp");
-            Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
-            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
-            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        }
-    }
-
-    /** The whitelist every run starts from; nothing comes from the server's own environment. */
-    static Map<String, String> baseEnvironment(String home) {
-        Map<String, String> env = new LinkedHashMap<>();
-        env.put("PATH", BASE_PATH);
-        env.put("HOME", home);
-        env.put("LANG", "C.UTF-8");
-        env.put("TMPDIR", "/tmp");
-        env.put("PYTHONUNBUFFERED", "1");
-        env.put("MPLBACKEND", "Agg");
-        return env;
-    }
-
-    /** Base whitelist, then the language's extras, then the request's own variables (which win). */
-    static Map<String, String> environment(Language lang, Map<String, String> requestEnv, Map<String, String> ph) {
-        // HOME is the run's /tmp, not the working directory: tools' caches (fontconfig, matplotlib, pip, npm) must
-        // not litter a persistent workspace or count against its quota.
-        Map<String, String> env = baseEnvironment("/tmp");
-        lang.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
-        env.putAll(requestEnv);
-        return env;
+        if (off != null) return new PoolChoice(Optional.empty(), off);
+        Map<String, WarmPool.Recipe> recipes = WarmPool.recipes(targets, languages::find, placeholders,
+                config.get(Config.WARM_PRELOAD_PYTHON));
+        targets.keySet().retainAll(recipes.keySet());
+        boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
+        sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
+        return new PoolChoice(Optional.of(new WarmPool(sandbox, targets, recipes,
+                RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late)),
+                null);
     }
 
     @Override
@@ -324,66 +211,12 @@ public final class LocalExecutor implements Executor {
 
     @Override
     public Map<String, Object> runtimeInfo() {
-        Map<String, Object> info = new LinkedHashMap<>();
-        Map<String, RuntimeProbe.Found> langVersions = probed(probe.languagesFuture());
-        Map<String, Object> langs = new LinkedHashMap<>();
-        for (Language l : languages.all()) {
-            RuntimeProbe.Found f = langVersions.get(l.id());
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("available", f != null && f.available());
-            m.put("version", f == null ? "unknown (still probing)" : f.version() == null ? "unknown" : f.version());
-            m.put("aliases", l.aliases());
-            m.put("compiled", l.compiled());
-            langs.put(l.id(), m);
-        }
-        info.put("languages", langs);
-        Map<String, Object> tools = new LinkedHashMap<>();
-        probed(probe.toolsFuture()).forEach((k, v) -> tools.put(k, v.toMap()));
-        info.put("tools", tools);
-
-        Map<String, Object> sb = new LinkedHashMap<>();
-        sb.put("name", sandbox.name());
-        sb.putAll(sandbox.info());
-        Optional<String> reason = sandbox.unavailableReason();
-        sb.put("available", reason.isEmpty());
-        reason.ifPresent(r -> sb.put("unavailableReason", r));
-        info.put("sandbox", sb);
-
-        Map<String, Object> limits = new LinkedHashMap<>();
-        limits.put("defaultTimeoutMs", config.get(Config.DEFAULT_TIMEOUT_MS));
-        limits.put("maxTimeoutMs", config.get(Config.MAX_TIMEOUT_MS));
-        limits.put("cpuSeconds", config.get(Config.CPU_LIMIT_SECONDS));
-        limits.put("memoryMb", config.get(Config.MEMORY_LIMIT_MB));
-        limits.put("maxProcesses", config.get(Config.MAX_PROCESSES));
-        limits.put("maxOutputKb", config.get(Config.MAX_OUTPUT_KB));
-        limits.put("maxDiskMb", config.get(Config.MAX_DISK_MB));
-        info.put("limits", limits);
-
-        Map<String, Object> conc = new LinkedHashMap<>();
-        conc.put("maxConcurrent", maxConcurrent);
-        conc.put("queueSize", queueSize);
-        conc.put("queueTimeoutMs", queueTimeoutMs);
-        conc.put("running", running());
-        conc.put("queued", queued());
-        info.put("concurrency", conc);
-        info.put("goCache", goCacheState());
-        info.put("sessions", Map.of("count", sessions.count(), "maxPerTenant", sessions.maxPerTenant(),
-                "idleSeconds", sessions.idleTimeout().toSeconds(), "languages", sessions.languages(),
-                "available", sandbox.supportsControl() && sessions.maxPerTenant() > 0));
-        info.put("warmPool", warmPoolInfo());
-        return info;
+        return info.snapshot(running(), queued());
     }
 
     /** Per language: target, ready, starting, served, missed (ran cold), ...; or why there is no pool. */
     public Map<String, Object> warmPoolInfo() {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("enabled", warmPool.isPresent());
-        warmPool.ifPresentOrElse(p -> {
-            m.put("workspaces", p.lateWorkDir());
-            m.put("preloadPython", config.get(Config.WARM_PRELOAD_PYTHON));
-            m.put("languages", p.info());
-        }, () -> m.put("reason", warmPoolOff));
-        return m;
+        return info.warmPool();
     }
 
     @Override
@@ -398,45 +231,17 @@ public final class LocalExecutor implements Executor {
 
     /** "warm", "warming" or "cold" ("cold" too when Go is not in the table). */
     public String goCacheState() {
-        return goWarmer.map(w -> w.state().name().toLowerCase()).orElse("cold");
-    }
-
-    /** The JVM heap cap of a run: the JVM would size its heap from host memory when it cannot see the cgroup limit. */
-    static String heapMb(long memoryMb) {
-        return Long.toString(Math.max(32, memoryMb / 2));
+        return startup.goCacheState();
     }
 
     /** Blocks until the start-time warm-ups (languages, then the Go build cache) have ended (tests, benchmarks). */
     void awaitWarmups(Duration max) throws InterruptedException {
-        long end = System.nanoTime() + max.toNanos();
-        for (CompletableFuture<Boolean> w : warmups) {
-            try {
-                w.get(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
-            } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
-                // A warm-up that did not finish only makes runs slower.
-            }
-        }
-        awaitGoCache(Duration.ofNanos(Math.max(0, end - System.nanoTime())));
+        startup.await(max);
     }
 
     /** Blocks until the Go build cache warm-up has ended (tests, benchmarks). */
     void awaitGoCache(Duration max) throws InterruptedException {
-        try {
-            goWarmed.get(max.toMillis(), TimeUnit.MILLISECONDS);
-        } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
-            // The state says what happened; callers check goCacheState().
-        }
-    }
-
-    private static Map<String, RuntimeProbe.Found> probed(CompletableFuture<Map<String, RuntimeProbe.Found>> f) {
-        try {
-            return f.get(10, TimeUnit.SECONDS);
-        } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
-            return Map.of();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return Map.of();
-        }
+        startup.awaitGoCache(max);
     }
 
     @Override
@@ -482,7 +287,7 @@ public final class LocalExecutor implements Executor {
     @Override
     public void close() {
         if (!closing.compareAndSet(false, true)) return;
-        startupProcesses.stopAll();
+        startup.stop();
         warmPool.ifPresent(WarmPool::close);
         List<LocalRun> all = new ArrayList<>(runs);
         all.stream().filter(LocalRun::isQueued).forEach(LocalRun::cancel);
@@ -507,9 +312,7 @@ public final class LocalExecutor implements Executor {
         try {
             if (!sandboxThreads.awaitTermination(30, TimeUnit.SECONDS))
                 log.warn("shutdown: runs did not clean up within 30 s");
-            // The stopped warm-ups delete their temporary directories on the way out.
-            awaitWarmups(Duration.ofSeconds(10));
-            GoCacheWarmer.deleteTree(scratchDir);
+            startup.cleanUp();
             sandbox.close();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

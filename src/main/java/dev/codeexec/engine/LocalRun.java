@@ -221,14 +221,14 @@ final class LocalRun implements RunHandle {
         ph.put("file", file);
         ph.put("dir", LocalExecutor.WORK_DIR);
         ph.put("name", name);
-        ph.put("heapMb", LocalExecutor.heapMb(limits.memoryMb()));
+        ph.put("heapMb", Placeholders.heapMb(limits.memoryMb()));
         List<Path> binds = new ArrayList<>();
         for (String b : language.binds()) {
             Path p = Path.of(Placeholders.fill(b, ph));
             if (Files.isDirectory(p)) binds.add(p);
         }
         return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, Map.of(file, staged), binds,
-                LocalExecutor.environment(language, request.env(), ph), limits, workDirSource);
+                language.environment(request.env(), ph), limits, workDirSource);
     }
 
     /**

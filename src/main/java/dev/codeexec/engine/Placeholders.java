@@ -1,5 +1,8 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.config.DataDir;
+
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -15,6 +18,20 @@ final class Placeholders {
     private static final Pattern PLACEHOLDER = Pattern.compile("\\{([A-Za-z]+)}");
 
     private Placeholders() {
+    }
+
+    /**
+     * The JVM heap cap of a run ({heapMb}): the JVM would size its heap from host memory when it cannot see the
+     * cgroup limit.
+     */
+    static String heapMb(long memoryMb) {
+        return Long.toString(Math.max(32, memoryMb / 2));
+    }
+
+    /** The placeholders that are the same for every run of this server: where its runtimes and caches are. */
+    static Map<String, String> ofServer(DataDir data) {
+        return Map.of("javaHome", Path.of(System.getProperty("java.home")).toAbsolutePath().toString(),
+                "goCache", data.goCache().toString(), "runtimeDir", data.runtime().toString());
     }
 
     static String fill(String template, Map<String, String> values) {

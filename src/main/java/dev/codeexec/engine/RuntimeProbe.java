@@ -20,8 +20,6 @@ import java.util.concurrent.TimeUnit;
  */
 final class RuntimeProbe {
 
-    static final String SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin";
-
     /** What one probe found. */
     record Found(boolean available, String version) {
         Map<String, Object> toMap() {
@@ -87,7 +85,7 @@ final class RuntimeProbe {
 
     static Optional<Path> which(String name) {
         if (name.startsWith("/")) return Files.isExecutable(Path.of(name)) ? Optional.of(Path.of(name)) : Optional.empty();
-        for (String dir : SEARCH_PATH.split(":")) {
+        for (String dir : Language.BASE_PATH.split(":")) {
             Path p = Path.of(dir, name);
             if (Files.isExecutable(p)) return Optional.of(p);
         }

@@ -94,7 +94,7 @@ final class SessionInterpreter {
         Language.Interpreter recipe = language.session()
                 .orElseThrow(() -> new SandboxException(language.id() + " has no session interpreter"));
         Map<String, String> ph = owner.placeholders();
-        Map<String, String> env = new LinkedHashMap<>(LocalExecutor.environment(language, Map.of(), ph));
+        Map<String, String> env = new LinkedHashMap<>(language.environment(Map.of(), ph));
         recipe.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
         Limits limits = new Limits(callLimits.timeout(),
                 callLimits.cpuSeconds() * LIFETIME_CPU_CALLS + START_CPU_SECONDS, callLimits.memoryBytes(),

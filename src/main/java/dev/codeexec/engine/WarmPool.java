@@ -375,7 +375,7 @@ final class WarmPool implements AutoCloseable {
             Optional<Language> lang = languages.apply(id);
             if (lang.isEmpty() || lang.get().warm().isEmpty()) continue;
             Language.Interpreter warm = lang.get().warm().get();
-            Map<String, String> env = new LinkedHashMap<>(LocalExecutor.environment(lang.get(), Map.of(), placeholders));
+            Map<String, String> env = new LinkedHashMap<>(lang.get().environment(Map.of(), placeholders));
             warm.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, placeholders)));
             if (!warm.preload().isEmpty() && !pythonPreload.isEmpty()) env.put(warm.preload(), String.join(",", pythonPreload));
             out.put(id, new Recipe(id, Placeholders.fill(warm.argv(), placeholders), env, List.of(Path.of(runtime)),

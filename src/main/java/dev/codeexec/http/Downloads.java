@@ -144,7 +144,7 @@ final class Downloads {
 
     static String etag(WorkspaceFs.OpenFile f) {
         String id = f.fileKey() + ":" + f.size() + ":" + f.modified().to(java.util.concurrent.TimeUnit.NANOSECONDS);
-        byte[] h = ApiServlet.sha256().digest(id.getBytes(StandardCharsets.UTF_8));
+        byte[] h = Uploads.sha256().digest(id.getBytes(StandardCharsets.UTF_8));
         return "\"" + HexFormat.of().formatHex(h, 0, 16) + "\"";
     }
 

@@ -2,6 +2,7 @@ package dev.codeexec.http;
 
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.config.Config;
+import dev.codeexec.config.DataDir;
 import dev.codeexec.engine.ObservedExecutor;
 import dev.codeexec.engine.RunObserver;
 import dev.codeexec.mcp.McpServers;
@@ -28,7 +29,6 @@ import org.eclipse.jetty.util.thread.QueuedThreadPool;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.EnumSet;
@@ -120,10 +120,12 @@ public final class HttpServer implements AutoCloseable {
         ServletHolder mcpServlet = new ServletHolder(transport);
         mcpServlet.setAsyncSupported(true);
         context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
-        ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(), EdgeFilter.maxUploadBytes(config),
-                multipartDir(config), new AdminApi(setup, history, maxBody)));
+        DataDir data = DataDir.of(config);
+        ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(),
+                new Uploads(setup.workspaces(), EdgeFilter.maxUploadBytes(config), data),
+                new AdminApi(setup, history, maxBody)));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
-        api.getRegistration().setMultipartConfig(new MultipartConfigElement(multipartDir(config).toString(),
+        api.getRegistration().setMultipartConfig(new MultipartConfigElement(data.uploadSpool().toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
                 64 * 1024));
         context.addServlet(api, JsonErrors.API_PATH + "/*");
@@ -145,10 +147,6 @@ public final class HttpServer implements AutoCloseable {
         LOG.info("listening on http://{}:{}/mcp (healthz at {}, metrics at {})", config.get(Config.HOST), server.port(),
                 EdgeFilter.HEALTH_PATH, EdgeFilter.METRICS_PATH);
         return server;
-    }
-
-    private static Path multipartDir(Config config) {
-        return config.dataDir().resolve("upload-tmp");
     }
 
     /** The bound port (the real one when PORT=0). */

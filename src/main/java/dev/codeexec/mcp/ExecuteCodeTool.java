@@ -21,7 +21,6 @@ import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Content;
 import io.modelcontextprotocol.spec.McpSchema.TextContent;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import io.modelcontextprotocol.spec.McpSchema.ToolAnnotations;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -72,7 +71,7 @@ final class ExecuteCodeTool {
                         + "session_close.")
                 .inputSchema(inputSchema(setup))
                 .outputSchema(outputSchema())
-                .annotations(new ToolAnnotations("Execute code", false, false, false, false, null))
+                .annotations(ToolHints.additive().annotations("Execute code"))
                 .build();
     }
 

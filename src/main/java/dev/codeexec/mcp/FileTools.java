@@ -13,7 +13,6 @@ import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import io.modelcontextprotocol.spec.McpSchema.ToolAnnotations;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -57,7 +56,7 @@ final class FileTools {
                                 "recursive", Map.of("type", "boolean", "default", false, "description", "List the whole tree below 'path'."),
                                 "limit", Map.of("type", "integer", "minimum", 1, "maximum", MAX_LIST_LIMIT, "default", DEFAULT_LIST_LIMIT,
                                         "description", "Most entries returned.")), List.of("workspace")),
-                        listOutput(), true, false), Set.of("workspace", "path", "recursive", "limit"), this::listFiles),
+                        listOutput(), ToolHints.readOnly()), Set.of("workspace", "path", "recursive", "limit"), this::listFiles),
                 spec(tool("read_file", "Read file",
                         "Reads a file of a workspace, up to 1 MB (larger files: GET /api/workspaces/{workspace}/files/{path}). "
                                 + "encoding 'auto' returns text for UTF-8 text files and base64 otherwise.",
@@ -66,7 +65,7 @@ final class FileTools {
                                 List.of("workspace", "path")),
                         object(Map.of("path", str(), "size", integer(), "encoding", Map.of("type", "string", "enum", List.of("text", "base64")),
                                 "content", str(), "mimeType", str()), List.of("path", "size", "encoding", "content", "mimeType")),
-                        true, false), Set.of("workspace", "path", "encoding"), this::readFile),
+                        ToolHints.readOnly()), Set.of("workspace", "path", "encoding"), this::readFile),
                 spec(tool("write_file", "Write file",
                         "Writes a file into a workspace, creating the workspace and parent directories as needed and "
                                 + "replacing an existing file atomically; fails with quota_exceeded when the workspace "
@@ -75,7 +74,8 @@ final class FileTools {
                                 "content", Map.of("type", "string", "description", "The file content (text, or base64 with encoding=base64)."),
                                 "encoding", Map.of("type", "string", "enum", List.of("text", "base64"), "default", "text")),
                                 List.of("workspace", "path", "content")),
-                        object(Map.of("path", str(), "size", integer()), List.of("path", "size")), false, true),
+                        object(Map.of("path", str(), "size", integer()), List.of("path", "size")),
+                        ToolHints.destructive().idempotent()),
                         Set.of("workspace", "path", "content", "encoding"), this::writeFile),
                 spec(tool("delete_file", "Delete file",
                         "Deletes a file, a symbolic link (the link itself, never its target) or a directory "
@@ -84,11 +84,12 @@ final class FileTools {
                                 "recursive", Map.of("type", "boolean", "default", false, "description", "Delete a directory with its content.")),
                                 List.of("workspace", "path")),
                         object(Map.of("path", str(), "type", str(), "deleted", Map.of("type", "boolean")), List.of("path", "type", "deleted")),
-                        false, true), Set.of("workspace", "path", "recursive"), this::deleteFile),
+                        // deleting twice fails the second time
+                        ToolHints.destructive()), Set.of("workspace", "path", "recursive"), this::deleteFile),
                 spec(tool("workspace_info", "Workspace info",
                         "Size, quota, file and directory counts and last use of a workspace; without 'workspace', "
                                 + "the same for each of your workspaces.",
-                        input(Map.of("workspace", workspaceProp()), List.of()), infoOutput(), true, false),
+                        input(Map.of("workspace", workspaceProp()), List.of()), infoOutput(), ToolHints.readOnly()),
                         Set.of("workspace"), this::workspaceInfo));
     }
 
@@ -291,11 +292,9 @@ final class FileTools {
     }
 
     private static Tool tool(String name, String title, String description, Map<String, Object> input,
-            Map<String, Object> output, boolean readOnly, boolean destructive) {
-        // Deleting twice fails the second time; everything else may be repeated with the same effect.
-        boolean idempotent = !name.equals("delete_file");
+            Map<String, Object> output, ToolHints hints) {
         return Tool.builder().name(name).title(title).description(description).inputSchema(input).outputSchema(output)
-                .annotations(new ToolAnnotations(title, readOnly, destructive, idempotent, false, null))
+                .annotations(hints.annotations(title))
                 .build();
     }
 

@@ -6,7 +6,6 @@ import dev.codeexec.engine.WorkerStatus;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import io.modelcontextprotocol.spec.McpSchema.ToolAnnotations;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import tools.jackson.databind.SerializationFeature;
@@ -42,7 +41,7 @@ final class RuntimeInfoTool {
                         + "on a gateway the workers (address, name, healthy, running, queued, slots, sessions).")
                 .inputSchema(Map.of("type", "object", "properties", Map.of(), "additionalProperties", false))
                 .outputSchema(Map.of("type", "object"))
-                .annotations(new ToolAnnotations("Runtime info", true, false, true, false, null))
+                .annotations(ToolHints.readOnly().annotations("Runtime info"))
                 .build();
         return new SyncToolSpecification(tool, (exchange, call) -> call());
     }

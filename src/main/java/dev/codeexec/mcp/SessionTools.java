@@ -7,7 +7,6 @@ import dev.codeexec.engine.SessionControl.SessionInfo;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import io.modelcontextprotocol.spec.McpSchema.ToolAnnotations;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -33,18 +32,18 @@ final class SessionTools {
                 FileTools.spec(tool("session_list", "List sessions",
                         "Lists your stateful sessions (made by execute_code with 'session'): name, language, "
                                 + "workspace, when created and last used, memory, calls, and whether a call is running.",
-                        Map.of(), List.of(), listOutput(), true, false, true), Set.of(), this::list),
+                        Map.of(), List.of(), listOutput(), ToolHints.readOnly()), Set.of(), this::list),
                 FileTools.spec(tool("session_reset", "Reset session",
                         "Restarts a session's interpreter with the same name, language and workspace: every "
                                 + "variable, import and function is gone (files in its workspace stay). A call "
                                 + "running in it is ended.",
-                        Map.of("session", sessionProp()), List.of("session"), changedOutput("reset"), false, true,
-                        true), Set.of("session"), this::reset),
+                        Map.of("session", sessionProp()), List.of("session"), changedOutput("reset"),
+                        ToolHints.destructive().idempotent()), Set.of("session"), this::reset),
                 FileTools.spec(tool("session_close", "Close session",
                         "Ends a session: its interpreter is stopped and its state is gone (files in its workspace "
                                 + "stay). A call running in it is ended.",
-                        Map.of("session", sessionProp()), List.of("session"), changedOutput("closed"), false, true,
-                        false), Set.of("session"), this::close));
+                        Map.of("session", sessionProp()), List.of("session"), changedOutput("closed"),
+                        ToolHints.destructive()), Set.of("session"), this::close));
     }
 
     private CallToolResult list(Principal who, ToolArgs args) {
@@ -90,11 +89,10 @@ final class SessionTools {
     }
 
     private static Tool tool(String name, String title, String description, Map<String, Object> props,
-            List<String> required, Map<String, Object> output, boolean readOnly, boolean destructive,
-            boolean idempotent) {
+            List<String> required, Map<String, Object> output, ToolHints hints) {
         return Tool.builder().name(name).title(title).description(description)
                 .inputSchema(FileTools.input(props, required)).outputSchema(output)
-                .annotations(new ToolAnnotations(title, readOnly, destructive, idempotent, false, null))
+                .annotations(hints.annotations(title))
                 .build();
     }
 

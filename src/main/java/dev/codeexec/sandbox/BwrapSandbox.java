@@ -1,5 +1,7 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
+
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -86,24 +88,29 @@ final class BwrapSandbox implements Sandbox {
         this.cgroups = cgroups;
         this.spawnDirect = useHelper && dev.codeexec.linux.Spawn.available();
         this.version = bwrapVersion();
+        DataDir data = DataDir.at(dataDir);
         Path filter = null;
         List<String> binds = List.of();
         String why = null;
         try {
-            Sandboxes.prepareDataDir(dataDir);
-            filter = SeccompFilter.writeTo(dataDir);
-            binds = systemBinds(EtcSnapshot.build(Path.of("/etc"), dataDir));
+            data.prepareRoot();
+            filter = SeccompFilter.writeTo(data.seccompFilter());
+            binds = systemBinds(EtcSnapshot.build(Path.of("/etc"), data));
         } catch (IOException e) {
             why = "cannot prepare " + dataDir + " (seccomp filter, /etc snapshot): " + e.getMessage();
         }
         this.seccomp = filter;
         this.systemBinds = binds;
-        this.controlDir = dataDir.toAbsolutePath().resolve("control");
-        WorkDirMounts.Result late = why == null ? WorkDirMounts.prepare(dataDir, uid, gid)
+        this.controlDir = data.control();
+        WorkDirMounts.Result late = why == null ? WorkDirMounts.prepare(data, uid, gid)
                 : new WorkDirMounts.Result(Optional.empty(), Optional.of(why));
         this.lateWorkDirs = late.mounts();
         this.lateWorkDirsUnavailable = late.unavailable();
-        prepareControlDir();
+        try {
+            data.prepareControl();
+        } catch (IOException e) {
+            // start() reports it when a control channel is asked for
+        }
         Path h = null;
         String note = "";
         String broken = why;
@@ -112,8 +119,8 @@ final class BwrapSandbox implements Sandbox {
         if (broken == null) {
             if (useHelper) {
                 try {
-                    h = installHelper(dataDir.toAbsolutePath().resolve("helper"));
-                    TrimmedMounts.Result trimmed = TrimmedMounts.create(h, List.of(dataDir.toAbsolutePath()));
+                    h = installHelper(data);
+                    TrimmedMounts.Result trimmed = TrimmedMounts.create(h, List.of(data.root()));
                     ns = trimmed.mounts().orElse(null);
                     nsNote = trimmed.note();
                     if (ns != null) {
@@ -153,27 +160,17 @@ final class BwrapSandbox implements Sandbox {
         this.unavailable = Optional.ofNullable(broken);
     }
 
-    /**
-     * The helper from the jar, installed root-owned and world-executable under a name made of its content's hash,
-     * so that servers of different versions sharing a DATA_DIR never run each other's helper (a newer init takes
-     * options an older one does not know); throws why it cannot run.
-     */
-    private static Path installHelper(Path dir) throws SandboxException {
+    /** The helper from the jar, installed root-owned and world-executable ({@link DataDir#helper}); throws why it cannot run. */
+    private static Path installHelper(DataDir data) throws SandboxException {
         try (java.io.InputStream in = BwrapSandbox.class.getResourceAsStream(HELPER_RESOURCE)) {
             if (in == null) throw new SandboxException("codeexec-helper is not in this build");
             byte[] binary = in.readAllBytes();
             String hash = java.util.HexFormat.of().formatHex(
                     java.security.MessageDigest.getInstance("SHA-256").digest(binary), 0, 8);
-            Files.createDirectories(dir);
-            Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
-            Path target = dir.resolve("codeexec-helper-" + hash);
-            if (!Files.isRegularFile(target, LinkOption.NOFOLLOW_LINKS) || Files.size(target) != binary.length) {
-                Path tmp = Files.createTempFile(dir, ".helper", ".tmp");
-                Files.write(tmp, binary);
-                Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
-                Files.move(tmp, target, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
-                        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
-            }
+            data.prepareHelperDir();
+            Path target = data.helper(hash);
+            if (!Files.isRegularFile(target, LinkOption.NOFOLLOW_LINKS) || Files.size(target) != binary.length)
+                DataDir.write(target, binary, "rwxr-xr-x");
             Process p = new ProcessBuilder(target.toString(), "--version").redirectErrorStream(true).start();
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
             if (p.waitFor() != 0 || !out.startsWith("codeexec-helper "))
@@ -194,24 +191,6 @@ final class BwrapSandbox implements Sandbox {
     /** Whether runs start through codeexec-helper (tests, runtime_info). */
     boolean usesHelper() {
         return helper != null;
-    }
-
-    /**
-     * Root-only: the FIFOs of control channels live here until both ends are open (milliseconds). Leftovers of a
-     * crashed server are removed; recent entries may belong to another server sharing DATA_DIR, mid-start.
-     */
-    private void prepareControlDir() {
-        try {
-            Files.createDirectories(controlDir);
-            long stale = System.currentTimeMillis() - 60_000;
-            try (var entries = Files.list(controlDir)) {
-                for (Path e : entries.toList())
-                    if (Files.getLastModifiedTime(e, LinkOption.NOFOLLOW_LINKS).toMillis() < stale) HostDirs.deleteTree(e);
-            }
-            Files.setPosixFilePermissions(controlDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
-        } catch (IOException e) {
-            // start() reports it when a control channel is asked for
-        }
     }
 
     @Override
@@ -338,17 +317,16 @@ final class BwrapSandbox implements Sandbox {
                 fds.put(SandboxSpec.CONTROL_IN_FD, fifos.in());
                 writeFds = Map.of(SandboxSpec.CONTROL_OUT_FD, fifos.out());
             }
+            Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).standingInFor(cgroups);
             List<String> cmd;
             if (helper != null) {
                 String mntns = ns != null && ns.covers(bindSources(argv)) ? ns.path() : null;
-                cmd = Launcher.helperCommand(helper, cg.procsFiles(), limits, !cgroups.limitsMemory(),
-                        !cgroups.limitsPids(), fds, writeFds, mntns, uid, gid, argv);
+                cmd = Launcher.helperCommand(helper, cg.procsFiles(), rlimits, fds, writeFds, mntns, uid, gid, argv);
             } else {
                 List<String> dropped = new ArrayList<>(List.of(SETPRIV, "--reuid=" + uid, "--regid=" + gid,
                         "--clear-groups", "--no-new-privs", "--"));
                 dropped.addAll(argv);
-                cmd = Launcher.command(cg.procsFiles(), limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), true,
-                        fds, writeFds, dropped);
+                cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
             }
             p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect,
                     statusPipe ? Launcher.STATUS_FD : 0);

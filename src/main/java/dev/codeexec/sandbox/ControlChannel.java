@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import dev.codeexec.linux.Posix;
 
 import java.io.ByteArrayOutputStream;
@@ -50,13 +51,13 @@ public final class ControlChannel implements AutoCloseable {
                 Posix.mkfifo(out.toString(), 0600);
                 return new Fifos(dir, in, out);
             } catch (IOException | Posix.Errno e) {
-                HostDirs.deleteTree(dir);
+                DataDir.deleteTree(dir);
                 throw new SandboxException("cannot create the control channel: " + e.getMessage(), e);
             }
         }
 
         void delete() {
-            HostDirs.deleteTree(dir);
+            DataDir.deleteTree(dir);
         }
     }
 

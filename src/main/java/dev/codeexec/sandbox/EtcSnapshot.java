@@ -1,5 +1,7 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
+
 import java.io.IOException;
 import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
@@ -47,9 +49,21 @@ final class EtcSnapshot {
         return !NEVER.contains(name) && WHITELIST.stream().anyMatch(p -> p.matcher(name).matches());
     }
 
-    /** Builds {@code <dataDir>/etc} from {@code hostEtc}, replacing an earlier snapshot. */
-    static Path build(Path hostEtc, Path dataDir) throws IOException {
-        Path target = dataDir.resolve("etc");
+    /**
+     * Builds {@link DataDir#etc()} from {@code hostEtc}, replacing an earlier snapshot. Under a lock: two servers
+     * starting on one DATA_DIR would otherwise both set the old snapshot aside and both move theirs into place, and
+     * the loser's move fails (the target is no longer empty), which leaves its sandbox unavailable.
+     */
+    static Path build(Path hostEtc, DataDir data) throws IOException {
+        try {
+            return data.locked("etc", () -> replace(hostEtc, data.root(), data.etc()));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new java.io.InterruptedIOException("interrupted while waiting for another server's /etc snapshot");
+        }
+    }
+
+    private static Path replace(Path hostEtc, Path dataDir, Path target) throws IOException {
         Path fresh = Files.createTempDirectory(dataDir, "etc.new-");
         try {
             try (var entries = Files.list(hostEtc)) {
@@ -68,7 +82,7 @@ final class EtcSnapshot {
             Files.move(fresh, target, StandardCopyOption.ATOMIC_MOVE);
             return target;
         } finally {
-            HostDirs.deleteTree(Files.exists(fresh) ? fresh : null);
+            DataDir.deleteTree(Files.exists(fresh) ? fresh : null);
         }
     }
 
@@ -101,9 +115,9 @@ final class EtcSnapshot {
                 String n = e.getFileName().toString();
                 if (!n.startsWith("etc.old-")) continue;
                 try {
-                    if (Long.parseLong(n.substring("etc.old-".length())) < before) HostDirs.deleteTree(e);
+                    if (Long.parseLong(n.substring("etc.old-".length())) < before) DataDir.deleteTree(e);
                 } catch (NumberFormatException ignored) {
-                    HostDirs.deleteTree(e); // not a name this class gives
+                    DataDir.deleteTree(e); // not a name this class gives
                 }
             }
         }

@@ -1,5 +1,7 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
+
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -44,7 +46,9 @@ final class GvisorSandbox implements Sandbox {
         Path etcDir = null;
         String why = null;
         try {
-            etcDir = EtcSnapshot.build(Path.of("/etc"), Sandboxes.prepareDataDir(dataDir));
+            DataDir data = DataDir.at(dataDir);
+            data.prepareRoot();
+            etcDir = EtcSnapshot.build(Path.of("/etc"), data);
         } catch (IOException e) {
             why = "cannot prepare " + dataDir + " (/etc snapshot): " + e.getMessage();
         }
@@ -115,13 +119,15 @@ final class GvisorSandbox implements Sandbox {
             // (about 60 threads and processes on the ptrace platform), which a run's process limit must not starve.
             cg = cgroups.create(spec.runId(), new Limits(limits.timeout(), limits.cpuSeconds(), limits.memoryBytes(),
                     limits.maxProcesses() + GVISOR_OWN_PIDS, limits.outputBytes(), limits.diskBytes()));
-            List<String> cmd = Launcher.command(cg.procsFiles(), limits, false, false, false, Map.of(), argv);
+            // no RLIMIT_FSIZE: it applies to gVisor's sentry, whose memory file is larger than a run's disk limit
+            Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).withoutFsize();
+            List<String> cmd = Launcher.command(cg.procsFiles(), rlimits, Map.of(), argv);
             Process p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), staging.toFile());
-            return new LaunchedProcess(p, cg, limits.cpuSeconds(), false, () -> HostDirs.deleteTree(staging));
+            return new LaunchedProcess(p, cg, limits.cpuSeconds(), false, () -> DataDir.deleteTree(staging));
         } catch (SandboxException | IOException | RuntimeException e) {
             cg.killAll();
             cg.remove();
-            HostDirs.deleteTree(staging);
+            DataDir.deleteTree(staging);
             if (e instanceof SandboxException se) throw se;
             throw new SandboxException("cannot start: " + e.getMessage(), e);
         }

@@ -57,32 +57,23 @@ final class Launcher {
     }
 
     /**
-     * @param procsFiles   cgroup.procs files to join (may be empty)
-     * @param limits       the run's limits: RLIMIT_CPU, RLIMIT_FSIZE and core 0 always
-     * @param rlimitMemory also set RLIMIT_AS (where no memory cgroup is used)
-     * @param rlimitNproc  also set RLIMIT_NPROC (where no pids cgroup is used; counts per host uid)
-     * @param fds          fd number → host file opened read-only for the command
-     * @param argv         what to exec
+     * @param procsFiles cgroup.procs files to join (may be empty)
+     * @param rlimits    the rlimits to set
+     * @param fds        fd number → host file opened read-only for the command
+     * @param argv       what to exec
      */
-    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
-            Map<Integer, Path> fds, List<String> argv) {
-        return command(procsFiles, limits, rlimitMemory, rlimitNproc, true, fds, argv);
-    }
-
-    /** @param rlimitFsize set RLIMIT_FSIZE to the disk limit (gVisor cannot: its sentry's memory file is larger) */
-    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
-            boolean rlimitFsize, Map<Integer, Path> fds, List<String> argv) {
-        return command(procsFiles, limits, rlimitMemory, rlimitNproc, rlimitFsize, fds, Map.of(), argv);
+    static List<String> command(List<Path> procsFiles, Rlimits rlimits, Map<Integer, Path> fds, List<String> argv) {
+        return command(procsFiles, rlimits, fds, Map.of(), argv);
     }
 
     /** @param writeFds fd number → host file (a FIFO) opened write-only for the command, after {@code fds} */
-    static List<String> command(List<Path> procsFiles, Limits limits, boolean rlimitMemory, boolean rlimitNproc,
-            boolean rlimitFsize, Map<Integer, Path> fds, Map<Integer, Path> writeFds, List<String> argv) {
+    static List<String> command(List<Path> procsFiles, Rlimits rlimits, Map<Integer, Path> fds,
+            Map<Integer, Path> writeFds, List<String> argv) {
         checkFds(fds, writeFds);
         StringBuilder s = new StringBuilder();
         for (Path p : procsFiles) s.append("echo $$ > ").append(quote(p.toString())).append(" || exit ").append(SETUP_FAILED).append('\n');
         List<String> ulimits = new ArrayList<>();
-        for (Rlimit r : rlimits(limits, rlimitMemory, rlimitNproc, rlimitFsize)) {
+        for (Rlimit r : rlimits.list()) {
             if (r.soft() == r.hard()) {
                 ulimits.add("ulimit -" + r.dashFlag() + " " + r.soft() / r.dashUnit());
             } else {
@@ -106,21 +97,15 @@ final class Launcher {
      * The same first step as {@link #command} (cgroups, rlimits, fds: the same values), done by
      * {@code codeexec-helper launch}, which then also drops to {@code uid}/{@code gid} (what setpriv did) and execs
      * {@code argv} (bwrap, by absolute path).
+     *
+     * @param mntns what the helper opens to enter the mount namespace to start bwrap in ({@link TrimmedMounts}), or null
      */
-    static List<String> helperCommand(Path helper, List<Path> procsFiles, Limits limits, boolean rlimitMemory,
-            boolean rlimitNproc, Map<Integer, Path> fds, Map<Integer, Path> writeFds, int uid, int gid,
-            List<String> argv) {
-        return helperCommand(helper, procsFiles, limits, rlimitMemory, rlimitNproc, fds, writeFds, null, uid, gid, argv);
-    }
-
-    /** @param mntns what the helper opens to enter the mount namespace to start bwrap in ({@link TrimmedMounts}), or null */
-    static List<String> helperCommand(Path helper, List<Path> procsFiles, Limits limits, boolean rlimitMemory,
-            boolean rlimitNproc, Map<Integer, Path> fds, Map<Integer, Path> writeFds, String mntns, int uid, int gid,
-            List<String> argv) {
+    static List<String> helperCommand(Path helper, List<Path> procsFiles, Rlimits rlimits, Map<Integer, Path> fds,
+            Map<Integer, Path> writeFds, String mntns, int uid, int gid, List<String> argv) {
         List<String> cmd = new ArrayList<>(List.of(helper.toString(), "launch"));
         for (Path p : procsFiles) cmd.addAll(List.of("--cgroup", p.toString()));
         checkFds(fds, writeFds);
-        for (Rlimit r : rlimits(limits, rlimitMemory, rlimitNproc, true))
+        for (Rlimit r : rlimits.list())
             cmd.addAll(List.of("--rlimit", r.name() + "=" + r.soft() + ":" + r.hard()));
         fds.forEach((fd, path) -> cmd.addAll(List.of("--fd", fd + "=" + path)));
         writeFds.forEach((fd, path) -> cmd.addAll(List.of("--wfd", fd + "=" + path)));
@@ -138,18 +123,50 @@ final class Launcher {
     record Rlimit(String name, String dashFlag, long dashUnit, long soft, long hard) {
     }
 
-    /** The rlimits of a run, the same for every launcher. */
-    static List<Rlimit> rlimits(Limits limits, boolean rlimitMemory, boolean rlimitNproc, boolean rlimitFsize) {
-        int cpu = limits.cpuSeconds();
-        List<Rlimit> r = new ArrayList<>();
-        // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
-        r.add(new Rlimit("cpu", "t", 1, cpu, cpu + 1));
-        r.add(new Rlimit("core", "c", 1, 0, 0));
-        if (rlimitFsize) r.add(same("fsize", "f", 512, limits.diskBytes())); // dash counts 512-byte blocks
-        r.add(same("nofile", "n", 1, NOFILE));
-        if (rlimitMemory) r.add(same("as", "v", 1024, limits.memoryBytes()));
-        if (rlimitNproc) r.add(same("nproc", "p", 1, limits.maxProcesses()));
-        return r;
+    /**
+     * The rlimits of a run, the same for every launcher. CPU time, core size (0) and open files always; file size
+     * unless left out; address space and processes only where asked, as stand-ins for a cgroup that is missing:
+     * RLIMIT_AS counts mappings, not memory, and RLIMIT_NPROC counts every process of the sandbox uid on the host.
+     */
+    record Rlimits(Limits limits, boolean memory, boolean nproc, boolean fsize) {
+
+        /** CPU time, core size, open files and file size (the disk limit). */
+        static Rlimits of(Limits limits) {
+            return new Rlimits(limits, false, false, true);
+        }
+
+        /** Also RLIMIT_AS at the memory limit. */
+        Rlimits withMemory() {
+            return new Rlimits(limits, true, nproc, fsize);
+        }
+
+        /** Also RLIMIT_NPROC at the process limit. */
+        Rlimits withNproc() {
+            return new Rlimits(limits, memory, true, fsize);
+        }
+
+        /** Without RLIMIT_FSIZE (gVisor: its sentry's memory file is larger than a run's disk limit). */
+        Rlimits withoutFsize() {
+            return new Rlimits(limits, memory, nproc, false);
+        }
+
+        /** RLIMIT_AS where {@code cgroups} cannot limit memory, RLIMIT_NPROC where they cannot limit processes. */
+        Rlimits standingInFor(Cgroups cgroups) {
+            return new Rlimits(limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), fsize);
+        }
+
+        List<Rlimit> list() {
+            int cpu = limits.cpuSeconds();
+            List<Rlimit> r = new ArrayList<>();
+            // hard = soft + 1: SIGXCPU at the soft limit, SIGKILL a second later for programs that catch it.
+            r.add(new Rlimit("cpu", "t", 1, cpu, cpu + 1));
+            r.add(new Rlimit("core", "c", 1, 0, 0));
+            if (fsize) r.add(same("fsize", "f", 512, limits.diskBytes())); // dash counts 512-byte blocks
+            r.add(same("nofile", "n", 1, NOFILE));
+            if (memory) r.add(same("as", "v", 1024, limits.memoryBytes()));
+            if (nproc) r.add(same("nproc", "p", 1, limits.maxProcesses()));
+            return r;
+        }
     }
 
     private static Rlimit same(String name, String dashFlag, long unit, long value) {

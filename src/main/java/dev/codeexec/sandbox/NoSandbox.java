@@ -1,5 +1,7 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -86,16 +88,16 @@ final class NoSandbox implements Sandbox {
             Map<String, String> env = new LinkedHashMap<>();
             spec.env().forEach((k, v) -> env.put(k, remap(v, workDir, dir)));
             cg = cgroups.create(spec.runId(), spec.limits());
-            List<String> cmd = Launcher.command(cg.procsFiles(), spec.limits(), !cgroups.limitsMemory(),
-                    !cgroups.limitsPids(), Map.of(), argv);
+            List<String> cmd = Launcher.command(cg.procsFiles(), Launcher.Rlimits.of(spec.limits()).standingInFor(cgroups),
+                    Map.of(), argv);
             Process p = Launcher.start(cmd, env, dir.toFile());
             return new LaunchedProcess(p, cg, spec.limits().cpuSeconds(), false, () -> {
-                if (ownDir) HostDirs.deleteTree(dir);
+                if (ownDir) DataDir.deleteTree(dir);
             });
         } catch (SandboxException | IOException | RuntimeException e) {
             cg.killAll();
             cg.remove();
-            if (ownDir) HostDirs.deleteTree(dir);
+            if (ownDir) DataDir.deleteTree(dir);
             if (e instanceof SandboxException se) throw se;
             throw new SandboxException("cannot start: " + e.getMessage(), e);
         }

@@ -1,12 +1,11 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
+
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -136,19 +135,11 @@ public final class SeccompFilter {
     }
 
     /**
-     * Writes the program to {@code dir/seccomp.bpf} (atomically, root-only). The launcher opens it as root and
-     * hands it to bwrap as fd 3, so the file never needs to be readable by the sandbox uid.
+     * Writes the program to {@code target} (atomically, root-only: {@link DataDir#seccompFilter()}). The launcher
+     * opens it as root and hands it to bwrap as fd 3, so the file never needs to be readable by the sandbox uid.
      */
-    public static Path writeTo(Path dir) throws IOException {
-        Path target = dir.resolve("seccomp.bpf");
-        Path tmp = Files.createTempFile(dir, "seccomp", ".tmp",
-                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
-        try {
-            Files.write(tmp, bytes());
-            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
+    public static Path writeTo(Path target) throws IOException {
+        DataDir.write(target, bytes(), "rw-------");
         return target;
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import dev.codeexec.linux.Posix;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -32,6 +33,7 @@ final class WorkDirMounts {
 
     private static final Logger log = LoggerFactory.getLogger(WorkDirMounts.class);
 
+    private final DataDir data;
     private final Path root;
     private final Path mine;
     private final int uid;
@@ -40,16 +42,17 @@ final class WorkDirMounts {
     private boolean closed;
     private boolean hooked;
 
-    private WorkDirMounts(Path root, int uid, int gid) {
-        this.root = root;
-        this.mine = root.resolve(Long.toString(ProcessHandle.current().pid()));
+    private WorkDirMounts(DataDir data, int uid, int gid) {
+        this.data = data;
+        this.root = data.late();
+        this.mine = data.lateForThisServer();
         this.uid = uid;
         this.gid = gid;
     }
 
-    /** Sets up {@code dataDir/late} as a shared mount and reaps what crashed servers left; or why it cannot. */
-    static Result prepare(Path dataDir, int uid, int gid) {
-        WorkDirMounts m = new WorkDirMounts(dataDir.resolve("late").toAbsolutePath(), uid, gid);
+    /** Sets up {@link DataDir#late()} as a shared mount and reaps what crashed servers left; or why it cannot. */
+    static Result prepare(DataDir data, int uid, int gid) {
+        WorkDirMounts m = new WorkDirMounts(data, uid, gid);
         try {
             m.setUp();
             return new Result(Optional.of(m), Optional.empty());
@@ -60,14 +63,12 @@ final class WorkDirMounts {
     }
 
     private synchronized void setUp() throws IOException, Posix.Errno {
-        Files.createDirectories(root);
-        Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx--x--x"));
+        data.prepareLate();
         if (!mountPoints().contains(root.toString()))
             Posix.mount(root.toString(), root.toString(), null, Posix.MS_BIND, null);
         Posix.mount(null, root.toString(), null, Posix.MS_SHARED, null);
         reapStale();
-        Files.createDirectories(mine);
-        Files.setPosixFilePermissions(mine, PosixFilePermissions.fromString("rwx--x--x"));
+        data.prepareLateForThisServer();
         closed = false;
         if (!hooked) {
             // A JVM that ends without closing its sandbox (a test, an embedding program) must not leave the shared

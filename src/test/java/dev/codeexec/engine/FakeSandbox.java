@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.config.DataDir;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
@@ -139,7 +140,7 @@ final class FakeSandbox implements Sandbox {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
-            GoCacheWarmer.deleteTree(dir);
+            DataDir.deleteTree(dir);
         }
     }
 }

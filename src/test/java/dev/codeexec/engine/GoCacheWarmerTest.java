@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -20,14 +21,14 @@ class GoCacheWarmerTest {
 
     private static Map<String, String> goEnv() {
         Language go = Languages.load().find("go").orElseThrow();
-        return LocalExecutor.environment(go, Map.of(), Map.of("goCache", "/unused"));
+        return go.environment(Map.of(), Map.of("goCache", "/unused"));
     }
 
     @Test
     void warmsOnceWorldReadableAndAgainWhenWhatItWasWarmedForChanges(@TempDir Path dir) throws Exception {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        Path cache = dir.resolve("cache");
-        GoCacheWarmer w = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+        Path cache = DataDir.at(dir).goCache();
+        GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("errors"), new StartupProcesses());
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
         w.warm();
@@ -43,13 +44,13 @@ class GoCacheWarmerTest {
 
         FileTime before = FileTime.fromMillis(1_000_000L);
         Files.setLastModifiedTime(marker, before);
-        GoCacheWarmer again = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+        GoCacheWarmer again = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("errors"), new StartupProcesses());
         again.warm();
         assertThat(again.state()).isEqualTo(GoCacheWarmer.State.WARM);
         assertThat(Files.getLastModifiedTime(marker)).as("no second warm-up").isEqualTo(before);
 
-        GoCacheWarmer changed = new GoCacheWarmer(cache, dir.resolve("scratch"), GO, goEnv(),
+        GoCacheWarmer changed = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("errors", "unicode/utf8"), new StartupProcesses());
         changed.warm();
         assertThat(changed.state()).isEqualTo(GoCacheWarmer.State.WARM);
@@ -63,7 +64,7 @@ class GoCacheWarmerTest {
     @Test
     void aStandardPackageOutsideTheWarmListBuildsWithTheCacheReadOnly(@TempDir Path dir) throws Exception {
         GoCacheWarmer w = warmedForAnotherUid(dir);
-        Path cache = dir.resolve("cache");
+        Path cache = DataDir.at(dir).goCache();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.WARM);
         BuildResult r = buildAsSandboxUid(dir, cache, "archive/zip", "_ = zip.NewWriter(os.Stdout)");
         assertThat(r.exit()).as(r.output()).isZero();
@@ -77,7 +78,7 @@ class GoCacheWarmerTest {
     @Test
     void aStaleTrimStampBreaksReadOnlyBuildsUntilTheWarmerStampsIt(@TempDir Path dir) throws Exception {
         GoCacheWarmer w = warmedForAnotherUid(dir);
-        Path cache = dir.resolve("cache");
+        Path cache = DataDir.at(dir).goCache();
         long dayAndAHourAgo = System.currentTimeMillis() / 1000 - 25 * 3600;
         Files.writeString(cache.resolve("trim.txt"), Long.toString(dayAndAHourAgo));
         BuildResult stale = buildAsSandboxUid(dir, cache, "errors", "_ = errors.New(\"x\")");
@@ -88,12 +89,12 @@ class GoCacheWarmerTest {
         assertThat(fresh.exit()).as(fresh.output()).isZero();
     }
 
-    /** A cache warmed with one package at dir/cache, for builds as uid 65534 (needs Go, root and setpriv). */
+    /** A cache warmed with one package in dir's go-cache, for builds as uid 65534 (needs Go, root and setpriv). */
     private static GoCacheWarmer warmedForAnotherUid(Path dir) {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
         assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
                 "needs root and setpriv to act as another uid");
-        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+        GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("errors"), new StartupProcesses());
         w.warm();
         return w;
@@ -126,30 +127,57 @@ class GoCacheWarmerTest {
     @Test
     void aProgramThatDoesNotBuildLeavesTheCacheCold(@TempDir Path dir) {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+        GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("no/such/package"), new StartupProcesses());
         w.warm();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
-        assertThat(dir.resolve("cache").resolve(GoCacheWarmer.MARKER)).doesNotExist();
+        assertThat(DataDir.at(dir).goCache().resolve(GoCacheWarmer.MARKER)).doesNotExist();
     }
 
     @Test
     void stoppingEndsTheWarmUpAndRemovesItsScratchDirectory(@TempDir Path dir) throws Exception {
         assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
         StartupProcesses processes = new StartupProcesses();
-        GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
+        GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 GoCacheWarmer.PACKAGES, processes);
         Thread t = Thread.ofVirtual().start(w::warm);
         Thread.sleep(500); // into the build of the whole package list (tens of seconds on a cold cache)
         processes.stopAll();
         assertThat(t.join(java.time.Duration.ofSeconds(20))).isTrue();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);
-        assertThat(dir.resolve("cache").resolve(GoCacheWarmer.MARKER)).doesNotExist();
-        try (Stream<Path> left = Files.list(dir.resolve("scratch"))) {
+        assertThat(DataDir.at(dir).goCache().resolve(GoCacheWarmer.MARKER)).doesNotExist();
+        try (Stream<Path> left = Files.list(DataDir.at(dir).scratch())) {
             assertThat(left).isEmpty();
         }
         assertThat(ProcessHandle.current().descendants()
                 .filter(p -> p.info().command().orElse("").contains("go"))).isEmpty();
+    }
+
+    /**
+     * Servers sharing DATA_DIR start together: the second waits for the first's warm-up and finds the cache warm,
+     * instead of building the same packages into the same cache at the same time. A stand-in for go logs each build.
+     */
+    @Test
+    void twoServersWarmingOneCacheAtOnceBuildItOnceAndBothEndWarm(@TempDir Path dir) throws Exception {
+        Path builds = dir.resolve("builds.log");
+        Path go = dir.resolve("go");
+        Files.writeString(go, String.join("\n", "#!/bin/sh",
+                "case \"$1\" in",
+                "  version) echo go version go1.99 stand-in ;;",
+                "  build) echo build >> " + builds + "; sleep 1; touch \"$3\" ;;",
+                "esac", ""));
+        Files.setPosixFilePermissions(go, PosixFilePermissions.fromString("rwxr-xr-x"));
+        DataDir data = DataDir.at(dir.resolve("data"));
+        GoCacheWarmer first = new GoCacheWarmer(data, go.toString(), Map.of(), List.of("errors"), new StartupProcesses());
+        GoCacheWarmer second = new GoCacheWarmer(data, go.toString(), Map.of(), List.of("errors"), new StartupProcesses());
+
+        Thread a = Thread.ofPlatform().start(first::warm);
+        Thread b = Thread.ofPlatform().start(second::warm);
+        a.join();
+        b.join();
+
+        assertThat(List.of(first.state(), second.state())).containsOnly(GoCacheWarmer.State.WARM);
+        assertThat(Files.readAllLines(builds)).containsExactly("build");
     }
 
     @Test

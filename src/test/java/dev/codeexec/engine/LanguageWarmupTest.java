@@ -35,7 +35,7 @@ class LanguageWarmupTest {
         ProcessBuilder pb = new ProcessBuilder(Placeholders.fill(lang.run(), ph)).directory(work.toFile())
                 .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
         pb.environment().clear();
-        pb.environment().putAll(LocalExecutor.environment(lang, Map.of(), ph));
+        pb.environment().putAll(lang.environment(Map.of(), ph));
         pb.environment().put("HOME", work.toString());
         Process p = pb.start();
         String out = new String(p.getInputStream().readAllBytes());

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -54,9 +55,10 @@ class RunnerScriptsTest {
 
     @BeforeAll
     static void installRuntime(@TempDir Path dir) throws IOException {
-        runtime = Files.createDirectories(dir.resolve("runtime"));
-        for (String f : LocalExecutor.RUNTIME_FILES) Files.copy(ENGINE.resolve(f), runtime.resolve(f));
-        assertThat(PythonSite.prepare(PYTHON, runtime)).as("python-site measured").isTrue();
+        DataDir data = DataDir.at(dir);
+        runtime = data.prepareRuntime();
+        for (String f : StartupWork.RUNTIME_FILES) Files.copy(ENGINE.resolve(f), runtime.resolve(f));
+        assertThat(PythonSite.prepare(PYTHON, data)).as("python-site measured").isTrue();
     }
 
     private static String[] warmPython() {
@@ -290,7 +292,7 @@ class RunnerScriptsTest {
     @Test
     void pythonStartUpFallsBackToTheRealSiteWithoutTheMeasuredFile(@TempDir Path dir) throws Exception {
         Path copy = Files.createDirectories(dir.resolve("bare-runtime"));
-        for (String f : LocalExecutor.RUNTIME_FILES) Files.copy(ENGINE.resolve(f), copy.resolve(f));
+        for (String f : StartupWork.RUNTIME_FILES) Files.copy(ENGINE.resolve(f), copy.resolve(f));
         Path file = work(dir).resolve("code_fallback.py");
         Files.writeString(file, "import sys\nprint(sys.path[1:], 'site' in sys.modules)\n");
         Outcome plain = runCold(work(dir), baseEnv(), "", List.of(PYTHON, "-u", file.toString()));
@@ -674,7 +676,7 @@ class RunnerScriptsTest {
 
     /** The environment the server gives a run, minus the sandbox. */
     private static Map<String, String> baseEnv() {
-        Map<String, String> env = LocalExecutor.baseEnvironment("/tmp");
+        Map<String, String> env = Language.baseEnvironment("/tmp");
         env.put("PYTHONDONTWRITEBYTECODE", "1");
         return env;
     }

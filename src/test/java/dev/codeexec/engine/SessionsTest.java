@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.config.DataDir;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
@@ -67,7 +68,7 @@ class SessionsTest {
         executor.close();
         assertNothingLeft();
         sandbox.close();
-        GoCacheWarmer.deleteTree(dataDir);
+        DataDir.deleteTree(dataDir);
     }
 
     static void assertNothingLeft() throws Exception {

@@ -233,7 +233,7 @@ class AdminApiTest {
         assertError(executeRaw(ALICE, "", "{nope"), 400, "bad_request");
         assertError(executeRaw(ALICE, "", "[1,2]"), 400, "bad_request");
         assertError(executeRaw(ALICE, "", "{\"language\":\"python\",\"code\":\"x\",\"workspace\":\"../etc\"}"), 400, "bad_name");
-        assertError(executeRaw(ALICE, "", "{\"language\":\"python\",\"code\":\"x\",\"workspace\":7}"), 400, "bad_request");
+        assertError(executeRaw(ALICE, "", "{\"language\":\"python\",\"code\":\"x\",\"workspace\":7}"), 400, "invalid_request");
         assertError(executeRaw(ALICE, "", "{\"language\":\"python\",\"code\":\"x\",\"session\":\"a b\"}"), 400, "bad_name");
         assertError(api.as(ALICE).get("/api/execute"), 405, "method_not_allowed");
         assertError(api.as(ALICE).send(api.req("/api/admin/stats").POST(HttpRequest.BodyPublishers.ofString("{}"))),

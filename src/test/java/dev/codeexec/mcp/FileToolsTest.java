@@ -92,6 +92,26 @@ class FileToolsTest {
         return workspaces.root().resolve("default").resolve(workspace);
     }
 
+    /** readOnly, destructive, idempotent, openWorld: what a client may do without asking the user. */
+    @Test
+    void everyToolTellsClientsItsEffects() {
+        Map<String, List<Boolean>> hints = new HashMap<>();
+        client.listTools().tools().forEach(t -> hints.put(t.name(), List.of(t.annotations().readOnlyHint(),
+                t.annotations().destructiveHint(), t.annotations().idempotentHint(), t.annotations().openWorldHint())));
+        assertThat(hints).containsAllEntriesOf(Map.of(
+                "list_files", List.of(true, false, true, false),
+                "read_file", List.of(true, false, true, false),
+                "workspace_info", List.of(true, false, true, false),
+                "runtime_info", List.of(true, false, true, false),
+                "write_file", List.of(false, true, true, false),
+                "delete_file", List.of(false, true, false, false),
+                "execute_code", List.of(false, false, false, false)));
+        assertThat(hints).containsAllEntriesOf(Map.of(
+                "session_list", List.of(true, false, true, false),
+                "session_reset", List.of(false, true, true, false),
+                "session_close", List.of(false, true, false, false)));
+    }
+
     @Test
     @SuppressWarnings("unchecked")
     void toolsDeclareInputAndOutputSchemas() {

@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -35,7 +36,7 @@ class BwrapSandboxTest {
 
     @AfterAll
     static void removeDataDir() {
-        HostDirs.deleteTree(dataDir);
+        DataDir.deleteTree(dataDir);
     }
 
     @AfterEach
@@ -241,7 +242,7 @@ class BwrapSandboxTest {
             assertThat(r.out().lines().toList()).containsExactly("1", "shared", "ro-file", "ro-dir");
         } finally {
             Files.delete(code);
-            HostDirs.deleteTree(dir);
+            DataDir.deleteTree(dir);
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -27,7 +28,7 @@ class CgroupsTest {
 
     @AfterEach
     void tearDown() {
-        HostDirs.deleteTree(root);
+        DataDir.deleteTree(root);
     }
 
     Path procFiles(String selfCgroup, String mountinfo) throws Exception {

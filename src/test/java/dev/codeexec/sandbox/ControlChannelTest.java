@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -37,7 +38,7 @@ class ControlChannelTest {
     static void tearDown() {
         sandbox.close();
         assertThat(dataDir.resolve("late")).isEmptyDirectory();
-        HostDirs.deleteTree(dataDir);
+        DataDir.deleteTree(dataDir);
     }
 
     @AfterEach

@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -21,13 +22,14 @@ class EtcSnapshotTest {
             Path etc = Files.createDirectories(root.resolve("hostetc"));
             Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
             Path data = Files.createDirectories(root.resolve("data"));
-            Path snap = EtcSnapshot.build(etc, data);
+            DataDir dataDir = DataDir.at(data);
+            Path snap = EtcSnapshot.build(etc, dataDir);
             Object inode = Files.readAttributes(snap, java.nio.file.attribute.BasicFileAttributes.class).fileKey();
-            EtcSnapshot.build(etc, data);
+            EtcSnapshot.build(etc, dataDir);
             assertThat(Files.readAttributes(snap, java.nio.file.attribute.BasicFileAttributes.class).fileKey())
                     .as("unchanged /etc: the same directory stays").isEqualTo(inode);
             Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/bash\n");
-            EtcSnapshot.build(etc, data);
+            EtcSnapshot.build(etc, dataDir);
             assertThat(data.resolve("etc/passwd")).hasContent("root:x:0:0::/root:/bin/bash\n");
             try (var olds = Files.list(data)) {
                 Path old = olds.filter(p -> p.getFileName().toString().startsWith("etc.old-")).findFirst().orElseThrow();
@@ -37,7 +39,7 @@ class EtcSnapshotTest {
                         .isEqualTo(inode);
             }
         } finally {
-            HostDirs.deleteTree(root);
+            DataDir.deleteTree(root);
         }
     }
 
@@ -58,8 +60,9 @@ class EtcSnapshotTest {
             Files.setPosixFilePermissions(etc.resolve("hosts"), PosixFilePermissions.fromString("rw-------"));
             Files.createSymbolicLink(etc.resolve("localtime"), Path.of("/usr/share/zoneinfo/Etc/UTC"));
             Path data = Files.createDirectories(root.resolve("data"));
+            DataDir dataDir = DataDir.at(data);
 
-            Path snap = EtcSnapshot.build(etc, data);
+            Path snap = EtcSnapshot.build(etc, dataDir);
             assertThat(snap).isEqualTo(data.resolve("etc"));
             try (var s = Files.list(snap)) {
                 assertThat(s.map(p -> p.getFileName().toString()).sorted().toList())
@@ -70,14 +73,34 @@ class EtcSnapshotTest {
             assertThat(snap.resolve("ssl/private")).doesNotExist();
 
             Files.writeString(etc.resolve("passwd"), "changed\n");
-            EtcSnapshot.build(etc, data);
+            EtcSnapshot.build(etc, dataDir);
             assertThat(snap.resolve("passwd")).hasContent("changed");
             try (var s = Files.list(data)) {
                 // the previous snapshot is set aside for sandboxes still bound to it, removed after a day
-                assertThat(s.map(p -> p.getFileName().toString()).sorted().toList()).hasSize(2).first().isEqualTo("etc");
+                assertThat(s.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("etc")).sorted().toList())
+                        .hasSize(2).first().isEqualTo("etc");
             }
         } finally {
-            HostDirs.deleteTree(root);
+            DataDir.deleteTree(root);
+        }
+    }
+
+    /** Servers sharing DATA_DIR start together: each rebuild of a changed /etc must succeed, none may fail the other. */
+    @Test
+    void twoServersRebuildingAChangedSnapshotAtOnceBothSucceed() throws Exception {
+        Path root = Files.createTempDirectory("etc-test-");
+        try (var servers = java.util.concurrent.Executors.newFixedThreadPool(2)) {
+            Path etc = Files.createDirectories(root.resolve("hostetc"));
+            DataDir data = DataDir.at(Files.createDirectories(root.resolve("data")));
+            for (int round = 0; round < 20; round++) {
+                Files.writeString(etc.resolve("passwd"), "round " + round + "\n");
+                var first = servers.submit(() -> EtcSnapshot.build(etc, data));
+                var second = servers.submit(() -> EtcSnapshot.build(etc, data));
+                assertThat(first.get()).isEqualTo(second.get()).isEqualTo(data.etc());
+                assertThat(data.etc().resolve("passwd")).hasContent("round " + round);
+            }
+        } finally {
+            DataDir.deleteTree(root);
         }
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -28,7 +29,7 @@ class GvisorSandboxTest {
 
     @AfterAll
     static void tearDown() {
-        HostDirs.deleteTree(dataDir);
+        DataDir.deleteTree(dataDir);
     }
 
     @Test

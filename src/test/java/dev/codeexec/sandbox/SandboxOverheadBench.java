@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
@@ -38,7 +39,7 @@ class SandboxOverheadBench {
             System.out.printf("BENCH %-28s bare %6.1f ms | none(setpriv+cgroup) %6.1f ms | bwrap %6.1f ms | overhead %+.1f ms%n",
                     String.join(" ", cmd), bare, plain, sandboxed, sandboxed - bare);
         }
-        HostDirs.deleteTree(data);
+        DataDir.deleteTree(data);
     }
 
     static void runOnce(Sandbox sb, List<String> cmd) throws Exception {

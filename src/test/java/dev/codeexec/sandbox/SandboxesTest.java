@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import dev.codeexec.config.Config;
 import org.junit.jupiter.api.Test;
 
@@ -25,7 +26,7 @@ class SandboxesTest {
             assertThat(Sandboxes.create(Config.of("SANDBOX", "none", "DATA_DIR", data.toString())).name()).isEqualTo("none");
             assertThat(Sandboxes.create(Config.of("SANDBOX", "gvisor", "DATA_DIR", data.toString())).name()).isEqualTo("gvisor");
         } finally {
-            HostDirs.deleteTree(parent);
+            DataDir.deleteTree(parent);
         }
     }
 }

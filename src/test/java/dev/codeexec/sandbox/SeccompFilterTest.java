@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.Test;
 
 import java.nio.ByteBuffer;
@@ -116,14 +117,14 @@ class SeccompFilterTest {
     void isWrittenRootOnly() throws Exception {
         Path dir = Files.createTempDirectory("seccomp-");
         try {
-            Path f = writeTo(dir);
+            Path f = writeTo(DataDir.at(dir).seccompFilter());
             assertThat(Files.readAllBytes(f)).isEqualTo(bytes());
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(f))).isEqualTo("rw-------");
             try (var s = Files.list(dir)) {
                 assertThat(s.toList()).containsExactly(f);
             }
         } finally {
-            HostDirs.deleteTree(dir);
+            DataDir.deleteTree(dir);
         }
     }
 }
