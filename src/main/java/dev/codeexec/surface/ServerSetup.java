@@ -47,8 +47,8 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
      * caller's tenant, created when new) and its {@code session} (the tenant's session of that name).
      *
      * @throws ExecutionException.InvalidRequest          arguments the engine cannot accept
-     * @throws dev.codeexec.workspace.WorkspaceException a workspace name that is not valid, or a workspace that
-     *                                                   cannot be opened
+     * @throws dev.codeexec.workspace.WorkspaceException a workspace or session name that is not valid, or a
+     *                                                   workspace that cannot be opened
      */
     public ExecutionRequest request(Map<String, Object> arguments, String tenant, AuditInfo audit) {
         Map<String, Object> args = arguments == null ? Map.of() : arguments;
@@ -56,8 +56,7 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
         String ws = name(args, "workspace");
         if (ws != null) request = request.inWorkspace(workspaces.open(tenant, Workspaces.checkName("workspace", ws), true));
         String session = name(args, "session");
-        // the session name is the engine's to check (it says which names a session may have)
-        if (session != null) request = request.inSession(new SessionRef(tenant, session));
+        if (session != null) request = request.inSession(new SessionRef(tenant, Workspaces.checkName("session", session)));
         return request;
     }
 
