@@ -45,7 +45,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p>At start it prepares DATA_DIR (staging area, engine helper files, shared Go build cache) and, in the
  * background, warms the Go build cache ({@link GoCacheWarmer}), runs the languages' warm-ups
- * ({@link LanguageWarmup}: TypeScript code cache, Java AOT cache) and probes language and tool versions ({@link RuntimeProbe}); none delays a request.
+ * ({@link LanguageWarmup}: TypeScript code cache, Java AOT cache) and probes language and tool versions ({@link RuntimeProbe}); none delays a request
+ * but a Go run that arrives before the Go build cache is warm, which waits for it.
  */
 public final class LocalExecutor implements Executor {
 
@@ -253,7 +254,29 @@ public final class LocalExecutor implements Executor {
         LocalRun run = new LocalRun(this, request, lang, out, call);
         runs.add(run);
         run.result().whenComplete((r, e) -> runs.remove(run));
+        if (lang.id().equals("go") && !goWarmed.isDone()) virtualThreads.newThread(() -> waitForGoCache(run)).start();
+        else enqueue(run);
+        return run;
+    }
 
+    /**
+     * A Go run that arrives while the shared build cache is being warmed waits, outside the queue and holding no
+     * slot, until the warm-up has ended (see {@link GoCacheWarmer} on why); cancelling the run ends the wait.
+     */
+    private void waitForGoCache(LocalRun run) {
+        run.waiter = Thread.currentThread();
+        try {
+            if (!run.cancelled) goWarmed.get();
+        } catch (InterruptedException | java.util.concurrent.ExecutionException e) {
+            // cancel() interrupts the wait; a warm-up that failed leaves the cache cold and the run goes on cold
+        } finally {
+            run.waiter = null;
+        }
+        if (run.cancelled) run.finishCancelledInQueue();
+        else enqueue(run);
+    }
+
+    private void enqueue(LocalRun run) {
         // Take a free slot at once only when nobody is waiting: queued runs keep their order.
         if (queued.get() == 0 && slots.tryAcquire()) {
             startRunning(run);
@@ -264,7 +287,6 @@ public final class LocalExecutor implements Executor {
         } else {
             virtualThreads.newThread(() -> waitForSlot(run)).start();
         }
-        return run;
     }
 
     private void waitForSlot(LocalRun run) {
