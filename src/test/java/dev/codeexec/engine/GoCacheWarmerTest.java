@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -140,7 +141,9 @@ class GoCacheWarmerTest {
         GoCacheWarmer w = new GoCacheWarmer(dir.resolve("cache"), dir.resolve("scratch"), GO, goEnv(),
                 GoCacheWarmer.PACKAGES, processes);
         Thread t = Thread.ofVirtual().start(w::warm);
-        Thread.sleep(500); // into the build of the whole package list (tens of seconds on a cold cache)
+        // Into the build of the whole package list (tens of seconds on a cold cache): its go process is running.
+        Poll.until("the warm-up's go build running", () -> ProcessHandle.current().descendants()
+                .anyMatch(p -> p.info().arguments().map(a -> a.length > 0 && a[0].equals("build")).orElse(false)));
         processes.stopAll();
         assertThat(t.join(java.time.Duration.ofSeconds(20))).isTrue();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);

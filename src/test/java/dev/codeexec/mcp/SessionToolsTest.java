@@ -60,7 +60,7 @@ class SessionToolsTest {
         if (server != null) server.close();
         if (executor != null) {
             executor.close();
-            assertThat(SandboxLeftovers.processes()).isEmpty();
+            SandboxLeftovers.awaitNoProcesses("no session interpreter after the executor closed");
             assertThat(SandboxLeftovers.cgroups(sandbox)).isEmpty();
         }
     }

@@ -42,7 +42,7 @@ class ControlChannelTest {
 
     @AfterEach
     void nothingLeftBehind() throws Exception {
-        assertThat(lingeringSandboxProcesses()).isEmpty();
+        awaitNoSandboxProcesses("no process of uid 65534 after the test");
         assertThat(sandbox.leftoverCgroups()).isEmpty();
         assertThat(WorkDirMounts.mountPoints()).noneMatch(m -> m.startsWith(dataDir.resolve("late") + "/"));
         assertThat(dataDir.resolve("control")).isEmptyDirectory();

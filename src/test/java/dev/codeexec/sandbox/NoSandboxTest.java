@@ -1,5 +1,6 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -18,8 +19,7 @@ class NoSandboxTest {
 
     @AfterEach
     void nothingLeftBehind() throws Exception {
-        Thread.sleep(100);
-        assertThat(liveProcessesOfSandboxUid()).isEmpty();
+        Poll.until("no live process of uid 65534", SandboxTesting::liveProcessesOfSandboxUid, List::isEmpty);
         try (var s = Files.list(Path.of(System.getProperty("java.io.tmpdir")))) {
             assertThat(s.filter(p -> p.getFileName().toString().startsWith("code-exec-none-")).toList()).isEmpty();
         }
