@@ -2,6 +2,7 @@ package dev.codeexec.http;
 
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -293,12 +294,8 @@ class AdminApiTest {
         }
         // The socket is closed while the run prints nothing: the keep-alive writes find out and cancel it.
         String id = get(ALICE, "/api/admin/executions").path("executions").get(0).path("id").asString();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        JsonNode detail = get(ALICE, "/api/admin/executions/" + id);
-        while (detail.path("running").asBoolean() && System.nanoTime() < deadline) {
-            Thread.sleep(100);
-            detail = get(ALICE, "/api/admin/executions/" + id);
-        }
+        JsonNode detail = Poll.until("the run ended", () -> get(ALICE, "/api/admin/executions/" + id),
+                d -> !d.path("running").asBoolean());
         assertThat(detail.path("outcome").asString()).isEqualTo("cancelled");
         assertThat(api.fake.cancels.get()).isEqualTo(1);
         assertThat(get(ALICE, "/api/admin/stats").path("executions").path("byOutcome").path("cancelled").asLong())

@@ -1,5 +1,6 @@
 package dev.codeexec.http;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -175,15 +176,10 @@ class ApiLargeFileTest {
         assertThat(growth).as("old-generation growth").isLessThan(50L * 1024 * 1024);
         // Jetty removes spooled parts when it completes the request, which may be just after the client has the
         // response (the request-tracking handler around everything completes last).
-        long deadline = System.nanoTime() + 5_000_000_000L;
-        List<java.nio.file.Path> left;
-        do {
+        Poll.until("spooled parts removed", () -> {
             try (var s = Files.list(api.dataDir.resolve("upload-tmp"))) {
-                left = s.toList();
+                return s.toList();
             }
-            if (left.isEmpty()) break;
-            Thread.sleep(20);
-        } while (System.nanoTime() < deadline);
-        assertThat(left).as("spooled parts are removed").isEmpty();
+        }, List::isEmpty);
     }
 }

@@ -3,6 +3,7 @@ package dev.codeexec.http;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.mcp.RawClient;
 import dev.codeexec.mcp.TestServers;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -145,18 +146,13 @@ class MetricsTest {
         }
     }
 
-    /** Scrapes until the text satisfies the condition (at most 10 s), then returns the last scrape. */
+    /** Scrapes until the text satisfies the condition (the run's meters are updated on engine threads). */
     private static String scrapeUntil(Predicate<String> condition) throws Exception {
-        long end = System.nanoTime() + 10_000_000_000L;
-        String text;
-        do {
+        return Poll.until("a scrape with the run's meters", () -> {
             HttpResponse<String> r = server.get("/metrics", "Bearer " + METRICS_TOKEN);
             assertThat(r.statusCode()).isEqualTo(200);
-            text = r.body();
-            if (condition.test(text)) return text;
-            Thread.sleep(50);
-        } while (System.nanoTime() < end);
-        return text;
+            return r.body();
+        }, condition);
     }
 
     /** The value of one exact series (name and labels as printed), if present. */

@@ -1,5 +1,6 @@
 package dev.codeexec.linux;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -143,7 +144,10 @@ class SpawnTest {
                 }
             }));
         }
-        Thread.sleep(200); // the readers are blocked now
+        // Every reader waits for its pipe before anything is written (parked: a reader blocking its carrier would
+        // stay RUNNABLE, and with every carrier held the writers below could never run).
+        Poll.until("every reader parked on its pipe",
+                () -> threads.stream().allMatch(t -> t.getState() == Thread.State.WAITING));
         for (int i = 0; i < n; i++) {
             Process p = ps.get(i);
             byte[] data = ("input " + i + "\n").repeat(20_000).getBytes(); // larger than a pipe's buffer

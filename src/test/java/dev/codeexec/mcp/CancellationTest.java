@@ -1,6 +1,7 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.http.HttpServer;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -82,8 +83,7 @@ class CancellationTest {
         HttpResponse<String> deleted = raw.send(raw.request("/mcp").header("Mcp-Session-Id", session).DELETE());
         assertThat(deleted.statusCode()).isEqualTo(200);
         // The cancel may land just after the DELETE's answer.
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (executor.cancels.get() == 0 && System.nanoTime() < end) Thread.sleep(10);
+        Poll.until("the run cancelled", () -> executor.cancels.get() > 0);
         assertThat(executor.cancels.get()).isEqualTo(1);
         call.get(10, TimeUnit.SECONDS);
         assertThat(executor.activeRuns()).isZero();
@@ -118,8 +118,7 @@ class CancellationTest {
         String session = raw.initialize();
         List<CompletableFuture<String>> pending = new ArrayList<>();
         for (int i = 0; i < calls; i++) pending.add(callInBackground(session, 100 + i));
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (executor.activeRuns() < calls && System.nanoTime() < deadline) Thread.sleep(20);
+        Poll.until("all " + calls + " calls running", () -> executor.activeRuns() >= calls);
         assertThat(executor.activeRuns()).isEqualTo(calls);
         assertThat(server.registry().size()).isEqualTo(calls);
 
