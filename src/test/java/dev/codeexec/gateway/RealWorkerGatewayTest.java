@@ -81,7 +81,9 @@ class RealWorkerGatewayTest {
             return gw.workers().size() == 2 && gw.workers().stream().allMatch(WorkerStatus::healthy);
         });
         assertThat(gw.maxConcurrent()).isEqualTo(4);
-        assertThat(gw.runtimeInfo()).containsEntry("mode", "gateway").containsKey("sandbox");
+        // A worker answers runtime_info once its engine has probed the language versions (seconds after start).
+        assertThat(Poll.until("runtime info from a worker", gw::runtimeInfo, m -> m.containsKey("sandbox")))
+                .containsEntry("mode", "gateway");
 
         ExecutionResult r = gw.submit(python("print(6*7)", Duration.ofSeconds(20)), OutputListener.NONE).result()
                 .get(60, TimeUnit.SECONDS);
