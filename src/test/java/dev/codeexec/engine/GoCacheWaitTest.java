@@ -2,6 +2,7 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -74,6 +75,8 @@ class GoCacheWaitTest {
         System.arraycopy(config, 0, pairs, 4, config.length);
         executor = new LocalExecutor(Config.of(pairs), new FakeSandbox(),
                 Languages.parse(new ByteArrayInputStream(table.getBytes(StandardCharsets.UTF_8))));
+        // The warm-up says "warming" once it has asked "go version", just before its build, which blocks on the FIFO.
+        Poll.until("the warm-up in its build", () -> executor.goCacheState().equals("warming"));
         return fifo;
     }
 
