@@ -4,6 +4,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.http.HttpServer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import tools.jackson.databind.JsonNode;
@@ -26,6 +27,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * resources and prompts added through the extension hook. Needs Node >= 22: the e2e project installs one
  * ({@code npm ci} in e2e/ gives e2e/node_modules/node/bin/node); this test runs that install when it is missing.
  */
+@Tag("slow")
 @Timeout(value = 10, unit = TimeUnit.MINUTES)
 class ConformanceTest {
 

@@ -1,6 +1,7 @@
 package dev.codeexec.engine;
 
 import dev.codeexec.testing.Poll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -15,6 +16,7 @@ import java.util.stream.Stream;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+@Tag("slow")
 class GoCacheWarmerTest {
 
     private static final String GO = "/usr/lib/go-1.23/bin/go";

@@ -4,6 +4,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -29,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * The engine's run lifecycle, queue, limits and cleanup, against {@link FakeSandbox};
  * {@link RealSandboxExecutorTest} runs the same tests in the real sandbox.
  */
+@Tag("slow")
 class LocalExecutorTest {
 
     private RecordingSandbox sandbox;

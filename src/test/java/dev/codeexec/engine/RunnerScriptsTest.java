@@ -1,6 +1,7 @@
 package dev.codeexec.engine;
 
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -40,6 +41,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * without a sandbox, on FIFOs as fds 8 and 9 the way the server starts them. Warm runs are compared with the cold
  * `python3 -u file` / `node file` they stand in for.
  */
+@Tag("slow")
 @Timeout(value = 30, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class RunnerScriptsTest {
 

@@ -9,6 +9,7 @@ import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * and tenant, timeouts and cancels interrupt without losing state, a stuck or dying interpreter ends its session
  * clearly, and nothing is left behind.
  */
+@Tag("sandbox")
 @org.junit.jupiter.api.Timeout(value = 120, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
 class SessionsTest {
 

@@ -6,6 +6,7 @@ import dev.codeexec.testing.Poll;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -28,6 +29,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * next, the limits of a cold run hold, workspaces are bound late, and nothing is left when the executor closes.
  * Whether a run was warm is read from the pool's counters ({@code served}).
  */
+@Tag("sandbox")
 @Timeout(value = 180, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class WarmPoolTest {
 

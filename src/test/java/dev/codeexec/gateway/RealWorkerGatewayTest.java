@@ -14,6 +14,7 @@ import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.testing.Poll;
 import dev.codeexec.worker.WorkerServer;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** The gateway in front of real WorkerServers, each over a real local engine in bubblewrap. */
+@Tag("sandbox")
 class RealWorkerGatewayTest {
 
     @TempDir

@@ -19,6 +19,7 @@ import dev.codeexec.wire.v1.ExecuteEvent;
 import dev.codeexec.wire.v1.Output;
 import io.grpc.Status;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
@@ -43,6 +44,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The gateway's executor against fake workers on loopback: balancing, retries, losses, cancel, sessions. */
+@Tag("slow")
 class RemoteExecutorTest {
 
     private final List<AutoCloseable> toClose = new ArrayList<>();

@@ -11,6 +11,7 @@ import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.testing.Poll;
 import dev.codeexec.worker.WorkerServer;
 import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -33,6 +34,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * WorkerServers on two loopback addresses with the same port, recycling connections every second
  * (WORKER_MAX_CONNECTION_AGE_SECONDS), which is what makes grpc resolve the name again.
  */
+@Tag("slow")
 class WorkerDiscoveryTest {
 
     private static final Path HOSTS = Path.of("/etc/hosts");

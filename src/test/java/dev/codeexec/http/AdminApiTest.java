@@ -5,6 +5,7 @@ import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import tools.jackson.databind.JsonNode;
@@ -30,6 +31,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * and workspaces; the {@code ?tenant=} override; the playground's NDJSON stream and what a disconnect does. The
  * engine is {@link dev.codeexec.mcp.FakeExecutor}; {@link PlaygroundRealRunTest} streams real programs.
  */
+@Tag("slow")
 @Timeout(value = 120, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class AdminApiTest {
 

@@ -4,6 +4,7 @@ import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.testing.LogCapture;
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpRequest;
@@ -19,6 +20,7 @@ import static dev.codeexec.http.ApiFilesTest.json;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** Traversal, symbolic links and other tenants' workspaces, on every REST route. */
+@Tag("slow")
 class ApiAttackTest {
 
     ApiClient api;

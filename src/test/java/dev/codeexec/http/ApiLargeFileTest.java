@@ -2,6 +2,7 @@ package dev.codeexec.http;
 
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.io.InputStream;
@@ -26,6 +27,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * 100 MB array on either side), with the heap watched: the long-lived part of the heap (old generation, where
  * G1 puts any array over half a region, so a whole-body buffer would land there) must not grow by 50 MB.
  */
+@Tag("slow")
 class ApiLargeFileTest {
 
     static final long SIZE = 100L * 1024 * 1024;

@@ -6,6 +6,7 @@ import dev.codeexec.mcp.TestServers;
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -21,6 +22,7 @@ import static dev.codeexec.http.RealServer.TENANT_KEY;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** GET /metrics on the real server: what a python run leaves in it, who may read it, and that no URI leaks into it. */
+@Tag("sandbox")
 @Timeout(value = 120, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class MetricsTest {
 

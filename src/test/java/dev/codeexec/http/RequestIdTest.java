@@ -12,6 +12,7 @@ import dev.codeexec.mcp.RawClient;
 import dev.codeexec.mcp.RunRegistry;
 import dev.codeexec.mcp.TestServers;
 import dev.codeexec.testing.Poll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.slf4j.LoggerFactory;
@@ -31,6 +32,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * X-Request-Id on every response (the client's sane id echoed, anything else replaced), and the same id in the JSON
  * log line of the run a tool call started: through the MCP SDK's thread hop and the engine's own threads.
  */
+@Tag("sandbox")
 @Timeout(value = 120, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class RequestIdTest {
 

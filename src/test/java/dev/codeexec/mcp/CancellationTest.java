@@ -4,6 +4,7 @@ import dev.codeexec.http.HttpServer;
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpResponse;
@@ -16,6 +17,7 @@ import java.util.stream.Collectors;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** notifications/cancelled and the end of a session reach the run, over real HTTP. */
+@Tag("slow")
 class CancellationTest {
 
     FakeExecutor executor = new FakeExecutor();

@@ -9,6 +9,7 @@ import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpResponse;
@@ -19,6 +20,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** notifications/cancelled over real HTTP interrupts a call in a session, which keeps its state. */
+@Tag("sandbox")
 @org.junit.jupiter.api.Timeout(value = 120, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
 class SessionCancelTest {
 

@@ -3,6 +3,7 @@ package dev.codeexec.sandbox;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.io.BufferedReader;
@@ -24,6 +25,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The bubblewrap sandbox against the real bwrap, cgroups and kernel of this machine: isolation promises,
  * kernel-enforced limits, and that nothing is left behind. Each test would fail if its promise broke.
  */
+@Tag("sandbox")
 class BwrapSandboxTest {
 
     static BwrapSandbox sandbox;

@@ -3,6 +3,7 @@ package dev.codeexec.sandbox;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -19,6 +20,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * Interpreters started ahead of their code, against the real bwrap: the control channel on fds 8/9, a working
  * directory mounted after start (tmpfs or a workspace), limits reset when code arrives, SIGINT to the program.
  */
+@Tag("sandbox")
 @org.junit.jupiter.api.Timeout(value = 60, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
 class ControlChannelTest {
 

@@ -2,6 +2,7 @@ package dev.codeexec.sandbox;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.net.ServerSocket;
@@ -15,6 +16,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** gVisor where runsc is installed; elsewhere only that it explains why it cannot run. */
+@Tag("sandbox")
 class GvisorSandboxTest {
 
     static GvisorSandbox sandbox;

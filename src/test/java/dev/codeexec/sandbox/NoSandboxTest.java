@@ -2,6 +2,7 @@ package dev.codeexec.sandbox;
 
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -13,6 +14,7 @@ import static dev.codeexec.sandbox.SandboxTesting.*;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The development-only "none" sandbox still drops to the sandbox uid, clears the environment and cleans up. */
+@Tag("sandbox")
 class NoSandboxTest {
 
     final NoSandbox sandbox = new NoSandbox(UID, UID);

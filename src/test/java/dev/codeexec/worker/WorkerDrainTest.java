@@ -9,6 +9,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,6 +31,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * Drain (the SIGTERM path) on a real engine with one slot: health flips, the running job finishes, the queued
  * one is sent back unstarted, new calls are refused, and a job outliving the grace is killed.
  */
+@Tag("sandbox")
 class WorkerDrainTest {
 
     @TempDir

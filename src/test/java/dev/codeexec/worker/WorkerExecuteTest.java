@@ -18,6 +18,7 @@ import io.grpc.stub.MetadataUtils;
 import io.grpc.xds.shaded.com.github.xds.data.orca.v3.OrcaLoadReport;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import tools.jackson.databind.JsonNode;
@@ -42,6 +43,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * The Execute stream and the other Worker calls against a real worker: gRPC server on a loopback port over the
  * production engine (bubblewrap), one execution slot so that queueing can be observed.
  */
+@Tag("sandbox")
 class WorkerExecuteTest {
 
     @TempDir
