@@ -33,7 +33,7 @@ if ! command -v podman >/dev/null || ! command -v docker-compose >/dev/null || !
   ./scripts/install-deps.sh --test
 fi
 if [ ! -d e2e/node_modules/@modelcontextprotocol/sdk ]; then
-  (cd e2e && npm install --no-fund --no-audit --loglevel=error)
+  (cd e2e && npm ci --no-fund --no-audit --loglevel=error)
 fi
 
 TMP=$(mktemp -d /tmp/code-exec-container.XXXXXX)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end suites against the real jar: MCP over HTTP and stdio with the official TypeScript SDK, the MCP
 # Inspector CLI, the adversarial suite, the concurrency limit. Expects target/code-exec-mcp.jar; installs the
-# pinned Node packages of e2e/ when missing. Runs on Node 20 (/usr/bin/node); the Inspector runs on the
+# pinned Node packages of e2e/ when missing, exactly as e2e/package-lock.json has them (npm ci). Runs on Node 20 (/usr/bin/node); the Inspector runs on the
 # Node 22 that e2e/ installs. Usage: scripts/e2e.sh [test files...]   (default: all of e2e/test/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +9,8 @@ export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 NODE=${NODE:-/usr/bin/node}
 [ -f target/code-exec-mcp.jar ] || { echo "e2e.sh: target/code-exec-mcp.jar missing: run ./mvnw -B -q package -DskipTests first" >&2; exit 1; }
 if [ ! -x e2e/node_modules/node/bin/node ] || [ ! -d e2e/node_modules/@modelcontextprotocol/sdk ] || [ ! -d e2e/node_modules/playwright-core ]; then
-  # npm ci trips over an optional dependency of vite missing from the lock (an npm bug); install keeps the lock.
-  (cd e2e && npm install --no-fund --no-audit --loglevel=error)
+  # npm ci, never npm install: install may resolve anew and rewrite the lock, which would leave the checkout changed.
+  (cd e2e && npm ci --no-fund --no-audit --loglevel=error)
 fi
 if [ $# -eq 0 ]; then set -- e2e/test/*.test.js; fi
 # One fresh DATA_DIR for the whole run: the servers of the files (one after the other) share the warmed Go cache.

@@ -3,7 +3,8 @@
 // MAX_CONCURRENT=4, w3 with MAX_CONCURRENT=1: the slow one), gateway A (WORKER_BALANCING=weighted_round_robin, the
 // default) and gateway B (least_request), one tenant, one shared WORKSPACE_ROOT with WORKSPACE_QUOTA_MB=2.
 // Tests that kill, stop or drain a worker start it again on the same port before they end, so the order of the
-// tests matters only for time. The worker's own gRPC surface (health, token refusal) is reached with Node's
+// tests matters only for time. Placement follows load, so a test that needs work on one worker puts it there
+// itself: through a gateway in front of that worker alone (clientOn), or with a session its key hashes onto it. The worker's own gRPC surface (health, token refusal) is reached with Node's
 // HTTP/2 (e2e/lib/grpc.js), no gRPC library.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -33,7 +34,8 @@ before(async () => {
         workers: [{ name: 'w1' }, { name: 'w2' }, { name: 'w3', env: { MAX_CONCURRENT: '1' } }],
         gateways: [{ name: 'A' }, { name: 'B', env: { WORKER_BALANCING: 'least_request' } }],
         env: { WORKSPACE_QUOTA_MB: '2', WARM_POOL: 'python=1' },
-        workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '20' },
+        // A drain waits this long for the runs still on the worker (the drain test holds one until it releases it).
+        workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '60' },
         // A gateway's deadline for a run is timeout + QUEUE_TIMEOUT_MS + 15 s of slack: a shorter queue wait
         // keeps the deadline of a call to a hung worker short.
         gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS) },
@@ -51,6 +53,7 @@ before(async () => {
 after(async () => {
     await clientA?.close().catch(() => {});
     await clientB?.close().catch(() => {});
+    for (const o of Object.values(only)) await o.client.close().catch(() => {});
     if (process.env.E2E_CLUSTER_LOGS && cluster) {
         for (const w of Object.values(cluster.workers)) process.stderr.write(`\n==== worker ${w.name}\n${w.log().slice(-20000)}`);
         for (const g of Object.values(cluster.gateways)) process.stderr.write(`\n==== gateway ${g.name}\n${g.log().slice(-20000)}`);
@@ -111,11 +114,32 @@ async function until(fn, timeoutMs, stepMs = 100) {
     }
 }
 
-/** Restarts a worker on its port and waits until both gateways see it healthy again. */
+/** Worker name → { gateway, client }: a gateway in front of that worker alone, started by clientOn. */
+const only = {};
+
+/** An MCP client whose runs land on worker `name` and nowhere else: a gateway with that one worker (started once). */
+async function clientOn(name) {
+    if (!only[name]) {
+        const gateway = await cluster.startGateway({ name: `only-${name}`, workers: [name] });
+        only[name] = { gateway, client: (await gateway.connect({ apiKey: key })).client };
+    }
+    return only[name].client;
+}
+
+/** The gateways that list worker `name`: A, B and the one in front of it alone, once started. */
+const gatewaysOf = (name) => [A, B, ...(only[name] ? [only[name].gateway] : [])];
+
+/** Restarts a worker on its port and waits until every gateway of it sees it healthy again. */
 async function restart(name) {
     await cluster.workers[name].restart();
-    return cluster.waitWorkers([name], true, 30_000, [A, B]);
+    return cluster.waitWorkers([name], true, 30_000, gatewaysOf(name));
 }
+
+/** The pid at the start of a `ps -o pid=,args=` line. */
+const pidOf = (line) => Number(line.trim().split(/\s+/)[0]);
+
+/** Python that waits until the file "release" appears in its workspace, then prints done. */
+const HOLD_CODE = 'import os, time\nwhile not os.path.exists("release"):\n    time.sleep(0.05)\nprint("done")\n';
 
 describe('a gateway in front of three workers', () => {
     test('runtime_info and /healthz list the workers: address, name, healthy, slots', async () => {
@@ -176,25 +200,33 @@ describe('a gateway in front of three workers', () => {
         }
     });
 
-    test('shared workspaces: REST upload at A, runs on several workers read it, REST download at B, quota', { timeout: 120_000 }, async () => {
+    test('shared workspaces: REST upload at A, runs on every worker read it, REST download at B, quota', { timeout: 180_000 }, async (t) => {
         const content = `from-rest-${randomBytes(8).toString('hex')}`;
         let res = await apiA('POST', '/api/workspaces/shared/files/input.txt', { body: content });
         assert.equal(res.status, 201, await res.text());
+        // Runs spread by load read it...
         const reads = await Promise.all(Array.from({ length: 9 }, () => run(clientA,
             { language: 'python', workspace: 'shared', code: 'import time\nprint(open("input.txt").read())\ntime.sleep(0.5)\n' })));
         assert.deepEqual(reads.filter((x) => !ok(x, `${content}\n`)).map(describeFailure), []);
-        const workers = new Set(reads.map((x) => x.worker));
-        assert.ok(workers.size >= 2, `the reads ran on several workers: ${JSON.stringify(countBy(reads))}`);
+        t.diagnostic(`reads through A: ${JSON.stringify(countBy(reads))}`);
+        // ... and so does a run on each worker, placed there through a gateway in front of it alone.
+        const names = Object.keys(SLOTS);
+        const clients = [];
+        for (const name of names) clients.push(await clientOn(name));
+        const onEach = await Promise.all(clients.map((c) => run(c, { language: 'python', workspace: 'shared',
+            code: 'print(open("input.txt").read())' })));
+        assert.deepEqual(onEach.filter((x) => !ok(x, `${content}\n`)).map(describeFailure), []);
+        assert.deepEqual(onEach.map((x) => x.worker), names, 'each read ran on its worker');
 
-        // Each worker writes a file of its own; the other gateway serves all of them.
-        const writes = await Promise.all(Array.from({ length: 9 }, (_, i) => run(clientB, { language: 'python', workspace: 'shared',
-            code: `import time\nopen("out-${i}.txt", "w").write("written-${i}")\ntime.sleep(0.5)\nprint("done")\n` })));
+        // Each worker writes a file of its own; gateway A serves all of them.
+        const writes = await Promise.all(names.map((name, i) => run(clients[i], { language: 'python', workspace: 'shared',
+            code: `open("out-${name}.txt", "w").write("written on ${name}")\nprint("done")\n` })));
         assert.deepEqual(writes.filter((x) => !ok(x)).map(describeFailure), []);
-        assert.ok(new Set(writes.map((x) => x.worker)).size >= 2, `writes on several workers: ${JSON.stringify(countBy(writes))}`);
-        for (let i = 0; i < 9; i++) {
-            res = await apiA('GET', `/api/workspaces/shared/files/out-${i}.txt`);
-            assert.equal(res.status, 200, `out-${i}.txt (written on ${writes[i].worker})`);
-            assert.equal(await res.text(), `written-${i}`);
+        assert.deepEqual(writes.map((x) => x.worker), names, 'each write ran on its worker');
+        for (const name of names) {
+            res = await apiA('GET', `/api/workspaces/shared/files/out-${name}.txt`);
+            assert.equal(res.status, 200, `out-${name}.txt`);
+            assert.equal(await res.text(), `written on ${name}`);
         }
         const r = await exec(clientA, { language: 'python', workspace: 'shared', code: 'open("made.txt", "w").write("made on a worker")' });
         assert.equal(r.sc.exitCode, 0, r.sc.stderr);
@@ -206,31 +238,36 @@ describe('a gateway in front of three workers', () => {
         res = await apiB('POST', '/api/workspaces/shared/files/big.bin', { body: randomBytes(3 * MiB) });
         assert.equal(res.status, 507);
         assert.equal((await res.json()).error, 'quota_exceeded');
-        const big = await Promise.all(Array.from({ length: 3 }, () => run(clientA, { language: 'python', workspace: 'shared', code: [
-            'import os, time',
+        // One worker after the other, each through its own gateway: a run's files stop at the space left when it
+        // started, so runs at the same time could pass the quota together (it bounds each file, not their sum).
+        const bigCode = [
             'try:',
-            '    with open("big-%d.bin" % os.getpid(), "wb") as f:',
+            '    with open("big.bin", "wb") as f:',
             '        f.write(b"x" * (3 * 1024 * 1024))',
             '    print("WROTE")',
             'except OSError as e:',
             '    print("ERRNO", e.errno)',
-            'time.sleep(0.3)',
-        ].join('\n') })));
-        for (const x of big) {
+        ].join('\n');
+        for (const [i, name] of names.entries()) {
+            const x = await run(clients[i], { language: 'python', workspace: 'shared', code: bigCode });
             assert.ok(!x.error && !x.r.isError, describeFailure(x));
-            assert.equal(x.r.sc.stdout, 'ERRNO 27\n', `on ${x.worker}: ${x.r.sc.stdout} ${x.r.sc.stderr}`);
+            assert.equal(x.r.sc.stdout, 'ERRNO 27\n', `on ${name}: ${x.r.sc.stdout} ${x.r.sc.stderr}`);
+            const info = await (await apiA('GET', '/api/workspaces/shared')).json();
+            assert.ok(info.size <= 2 * MiB, `after the run on ${name}: workspace size ${info.size} over the 2 MB quota`);
         }
-        const info = await (await apiA('GET', '/api/workspaces/shared')).json();
-        assert.ok(info.size <= 2 * MiB, `workspace size ${info.size} over the 2 MB quota`);
     });
 
     test('sessions are sticky across two gateway replicas; a session whose worker died says it was lost', { timeout: 180_000 }, async (t) => {
-        const names = Array.from({ length: 6 }, (_, i) => `sticky-${i}`);
+        // Six sessions, and more until they sit on two workers at least: a session's worker follows from a hash of
+        // its name, and six names can all land on one worker.
+        const names = [];
         const home = {};
-        for (const [i, session] of names.entries()) {
+        for (let i = 0; i < 30 && (i < 6 || new Set(Object.values(home)).size < 2); i++) {
+            const session = `sticky-${i}`;
             const r = await exec(clientA, { language: 'python', session, code: `x = ${i} * 10` });
             assert.equal(r.isError, false, r.text);
             assert.equal(r.sc.sessionCreated, true);
+            names.push(session);
             home[session] = r.sc.worker;
         }
         t.diagnostic(`session → worker: ${JSON.stringify(home)}`);
@@ -349,13 +386,17 @@ describe('a gateway in front of three workers', () => {
         assert.deepEqual(tree.map((e) => e.name).sort(), ['proof-good.txt', 'seed.txt'], 'only the authenticated call ran code');
     });
 
-    test('drain: SIGTERM a worker during a 2 s run: the run completes, new runs go elsewhere, it exits 0', { timeout: 120_000 }, async (t) => {
+    test('drain: SIGTERM a worker during a run: the run completes, new runs go elsewhere, it exits 0', { timeout: 180_000 }, async (t) => {
         const w2 = cluster.workers.w2;
+        let res = await apiA('POST', '/api/workspaces/drain/files/seed.txt', { body: 'seed' });
+        assert.equal(res.status, 201, await res.text());
         const marker = `drain-${randomBytes(6).toString('hex')}`;
-        const longRuns = Array.from({ length: 8 }, () => run(clientA,
-            { language: 'python', code: SLEEP_CODE(2), args: [marker], env: COLD, timeout_ms: 30_000 }));
-        assert.ok(await until(() => hostProcessesWith(marker).some((l) => w2.owns(Number(l.trim().split(/\s+/)[0]))), 10_000),
-            'a 2 s run is running on w2');
+        // A run on w2 for sure (through the gateway in front of it alone) that goes on until the test releases it:
+        // the drain and the calls below all happen while it runs.
+        const held = run(await clientOn('w2'), { language: 'python', workspace: 'drain', code: HOLD_CODE, args: [marker],
+            env: COLD, timeout_ms: 110_000 }, { timeout: 180_000 });
+        assert.ok(await until(() => hostProcessesWith(marker).some((l) => w2.owns(pidOf(l))), 60_000),
+            'the held run is running on w2');
         w2.signal('SIGTERM');
         const health = [];
         const watch = (async () => {
@@ -364,17 +405,19 @@ describe('a gateway in front of three workers', () => {
                 await sleep(50);
             }
         })();
+        assert.ok(await until(() => health.includes('NOT_SERVING'), 30_000), `health says NOT_SERVING while draining: ${health}`);
         const during = [];
         for (let i = 0; i < 6; i++) during.push(await run(clientB, { language: 'python', code: 'print("done")' }));
-        const finished = await Promise.all(longRuns);
+        res = await apiA('POST', '/api/workspaces/drain/files/release', { body: 'go' });
+        assert.equal(res.status, 201, await res.text());
+        const finished = await held;
         const exit = await w2.waitExit(40_000);
         await watch;
-        t.diagnostic(`long runs: ${JSON.stringify(countBy(finished))}; during the drain: ${JSON.stringify(countBy(during))}; w2 health seen: ${[...new Set(health)]}`);
-        assert.deepEqual(finished.filter((x) => !ok(x)).map(describeFailure), [], 'every 2 s run completed, those on w2 too');
-        assert.ok(finished.some((x) => x.worker === 'w2'), 'w2 finished its run');
+        t.diagnostic(`during the drain: ${JSON.stringify(countBy(during))}; w2 health seen: ${[...new Set(health)]}`);
+        assert.ok(ok(finished), `the held run completed: ${describeFailure(finished)}`);
+        assert.equal(finished.worker, 'w2');
         assert.deepEqual(during.filter((x) => !ok(x)).map(describeFailure), []);
         assert.deepEqual(during.filter((x) => x.worker === 'w2').length, 0, 'no new run on the draining worker');
-        assert.ok(health.includes('NOT_SERVING'), `health said NOT_SERVING while draining: ${health}`);
         assert.deepEqual(exit, { code: 0, signal: null }, 'the drained worker exits 0');
         await restart('w2');
     });
@@ -428,7 +471,7 @@ describe('a gateway in front of three workers', () => {
         } finally {
             w1.signal('SIGCONT');
         }
-        const back = await cluster.waitWorkers(['w1'], true, 60_000, [A, B]);
+        const back = await cluster.waitWorkers(['w1'], true, 60_000, gatewaysOf('w1'));
         t.diagnostic(`w1 healthy again ${back} ms after SIGCONT`);
     });
 
@@ -439,11 +482,20 @@ describe('a gateway in front of three workers', () => {
         const marker = `kill-${randomBytes(6).toString('hex')}`;
         const TIMEOUT = 20_000;
         // Each run appends its id to runs.log first: a silent rerun would show as an id twice.
-        const code = (id) => `import time\nwith open("runs.log", "a") as f:\n    f.write("${id}\\n")\ntime.sleep(2)\nprint("done")\n`;
+        const code = (id, seconds = 2) => `import time\nwith open("runs.log", "a") as f:\n    f.write("${id}\\n")\ntime.sleep(${seconds})\nprint("done")\n`;
+        // A run on w1 for sure (through the gateway in front of it alone), still running when w1 is killed.
+        const heldMarker = `kill-held-${randomBytes(6).toString('hex')}`;
+        const held = run(await clientOn('w1'), { language: 'python', workspace: 'kill', code: code('h0', 100),
+            args: [heldMarker], env: COLD, timeout_ms: 110_000 }, { timeout: 180_000 });
+        assert.ok(await until(() => hostProcessesWith(heldMarker).some((l) => w1.owns(pidOf(l))), 60_000),
+            'the held run is running on w1');
         const calls = Array.from({ length: 12 }, (_, i) => run(i % 2 ? clientB : clientA,
             { language: 'python', workspace: 'kill', code: code(`r${i}`), args: [marker], env: COLD, timeout_ms: TIMEOUT }, { timeout: 120_000 }));
-        assert.ok(await until(() => hostProcessesWith(marker).some((l) => w1.owns(Number(l.trim().split(/\s+/)[0]))), 15_000),
-            'a run is running on w1');
+        // Killed under load: once one of these has started (its id is in runs.log, where it stays).
+        assert.ok(await until(async () => {
+            const log = await apiA('GET', '/api/workspaces/kill/files/runs.log');
+            return log.status === 200 && /^r\d+$/m.test(await log.text());
+        }, 60_000), 'the load is running');
         await w1.kill();
         const killedAt = Date.now();
         const unhealthy = until(async () => (await viewOf(A, 'w1'))?.healthy === false, 5000, 100).then((v) => ({ v, ms: Date.now() - killedAt }));
@@ -452,6 +504,7 @@ describe('a gateway in front of three workers', () => {
             { language: 'python', workspace: 'kill', code: code(`n${i}`), timeout_ms: TIMEOUT }, { timeout: 120_000 }));
         const first = await Promise.all(calls);
         const second = await Promise.all(afterKill);
+        const lostHeld = await held;
         const all = [...first, ...second];
         const seen = await unhealthy;
         t.diagnostic(`under load: ${JSON.stringify(countBy(first))}; after the kill: ${JSON.stringify(countBy(second))}; ` +
@@ -465,8 +518,10 @@ describe('a gateway in front of three workers', () => {
             if (x.worker) assert.equal(x.worker, 'w1', 'only runs on the killed worker are lost');
             assert.equal(looksLikeStackTrace(x.r.text), false, x.r.text);
         }
-        assert.ok(lost.length >= 1, 'the run seen on w1 was lost');
-        assert.ok(lost.length <= SLOTS.w1, `at most w1's ${SLOTS.w1} started runs are lost (queued ones are retried): ${lost.length}`);
+        assert.ok(!lostHeld.error, `the gateway answered the held run: ${describeFailure(lostHeld)}`);
+        assert.equal(lostHeld.r.sc?.outcome, 'worker_lost', `the run held on w1 was lost: ${describeFailure(lostHeld)}`);
+        assert.match(lostHeld.r.sc?.stderr ?? lostHeld.r.text, /worker lost/i);
+        assert.ok(lost.length + 1 <= SLOTS.w1, `at most w1's ${SLOTS.w1} started runs are lost, the held one among them (queued ones are retried): ${lost.length + 1}`);
         assert.deepEqual(second.filter((x) => !ok(x)).map(describeFailure), [], 'calls after the kill succeed');
         assert.equal(second.filter((x) => x.worker === 'w1').length, 0);
         for (const x of all) assert.ok(x.ms < deadlineOf(TIMEOUT), `no call hangs: ${x.ms} ms`);
@@ -482,7 +537,7 @@ describe('a gateway in front of three workers', () => {
         // No silent rerun: every successful id exactly once, a lost one at most once (if it had started), no other.
         const lines = (await (await apiB('GET', '/api/workspaces/kill/files/runs.log')).text()).split('\n').filter(Boolean);
         const ids = (list, prefix) => list.map((x, i) => [`${prefix}${i}`, x]);
-        const expected = [...ids(first, 'r'), ...ids(second, 'n')];
+        const expected = [...ids(first, 'r'), ...ids(second, 'n'), ['h0', lostHeld]];
         for (const [id, x] of expected) {
             const n = lines.filter((l) => l === id).length;
             if (ok(x)) assert.equal(n, 1, `${id} succeeded and ran exactly once (${n})`);
@@ -503,6 +558,6 @@ describe('a gateway in front of three workers', () => {
         }
         t.diagnostic(`w1 restarted: first run on it ${rejoinedAfter} ms after it was SERVING`);
         assert.ok(rejoinedAfter !== null && rejoinedAfter < 20_000, `the restarted worker rejoins (${rejoinedAfter} ms)`);
-        await cluster.waitWorkers(['w1'], true, 30_000, [A, B]);
+        await cluster.waitWorkers(['w1'], true, 30_000, gatewaysOf('w1'));
     });
 });

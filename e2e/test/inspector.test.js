@@ -1,5 +1,5 @@
 // The MCP Inspector's CLI mode (`inspector --cli <url> --method ...`) as a second, independent client.
-// The Inspector needs Node >= 22.19: it runs on the Node 22 that `npm install` put under node_modules/node.
+// The Inspector needs Node >= 22.19: it runs on the Node 22 that `npm ci` put under node_modules/node.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

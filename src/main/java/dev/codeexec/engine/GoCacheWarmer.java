@@ -25,10 +25,24 @@ import java.util.stream.Stream;
  * the next one. One trap, measured with Go 1.23: Go keeps an index of each standard package's directory in the
  * cache, and with a read-only cache a package whose index entry is missing fails with "package archive/zip is not
  * in std". {@code GODEBUG=goindex=0} avoids it but costs about 100 ms per build; instead the warm-up also runs
- * {@code go list std} (0.3 s), which writes the index entry of every standard package. The warm-up is our own fixed program, built outside the sandbox with the exact Go environment of the
- * languages table (same GOFLAGS, CGO_ENABLED, ...: the cache key depends on them). It runs in the background at
- * executor start; until it is done Go runs still work, only slower. A marker file holding the Go version, the
- * environment and the package list makes later starts skip it, and makes a Go upgrade or a table change warm again.
+ * {@code go list std} (0.3 s), which writes the index entry of every standard package. The warm-up is our own
+ * fixed program, built outside the sandbox with the exact Go environment of the languages table (same GOFLAGS,
+ * CGO_ENABLED, ...: the cache key depends on them). It runs in the background at executor start. A marker file
+ * holding the Go version, the environment and the package list makes later starts skip it, and makes a Go upgrade
+ * or a table change warm again.
+ *
+ * <p>A Go run that arrives before the warm-up has ended waits for it (LocalExecutor, outside the queue, holding no
+ * slot) instead of racing it. Measured on a fresh DATA_DIR with the default limits (MAX_DISK_MB 512, 30 s timeout;
+ * Go 1.23, 2 busy cores, where the warm-up took 95-125 s), a hello world that did not wait: submitted at once,
+ * failed with "failed to initialize build cache ... mkdir go-cache/00: read-only file system" (the warm-up had not
+ * made the cache's directories yet); submitted 3 to 36 s in, built the standard library itself and hit the 30 s
+ * timeout; in a workspace with 16 MB left (a workspace run's /tmp is capped at what its quota has left) failed with
+ * "compile: writing output: write $WORK/b027/_pkg_.a: no space left on device" (fmt's dependencies compiled
+ * cold write 29 MB to GOTMPDIR, runtime's archive alone 12.8 MB); with the directories but not the index written,
+ * Go says "package fmt is not in std". Only from about 50-70 s in did it work. A bigger /tmp or a writable cache
+ * area would mend only the disk case, and a run building the standard library competes with the warm-up for the
+ * same cores. Waiting costs the first Go runs of a fresh DATA_DIR the rest of the warm-up, once; after a failed
+ * warm-up runs go on cold, as before.
  *
  * <p>Servers sharing DATA_DIR share the cache: the warm-up runs under a lock, so the second server to start waits
  * and then finds the marker written (8 s of CPU saved per extra server), and every file this class writes there

@@ -37,7 +37,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * thread's carrier can retire mid-run, which would kill a healthy sandbox. Platform threads that live as long as
  * the executor make "parent died" mean "server died".
  *
- * <p>What it does to DATA_DIR at start is {@link StartupWork}'s; what runtime_info says, {@link RuntimeInfo}'s.
+ * <p>What it does to DATA_DIR at start is {@link StartupWork}'s; what runtime_info says, {@link RuntimeInfo}'s. None
+ * of the start-time work delays a request, but a Go run that arrives before the Go build cache is warm waits for it.
  */
 public final class LocalExecutor implements Executor {
 
@@ -150,7 +151,29 @@ public final class LocalExecutor implements Executor {
         LocalRun run = new LocalRun(this, request, lang, out, call);
         runs.add(run);
         run.result().whenComplete((r, e) -> runs.remove(run));
+        if (lang.id().equals("go") && !startup.goWarmed().isDone()) virtualThreads.newThread(() -> waitForGoCache(run)).start();
+        else enqueue(run);
+        return run;
+    }
 
+    /**
+     * A Go run that arrives while the shared build cache is being warmed waits, outside the queue and holding no
+     * slot, until the warm-up has ended (see {@link GoCacheWarmer} on why); cancelling the run ends the wait.
+     */
+    private void waitForGoCache(LocalRun run) {
+        run.waiter = Thread.currentThread();
+        try {
+            if (!run.cancelled) startup.goWarmed().get();
+        } catch (InterruptedException | java.util.concurrent.ExecutionException e) {
+            // cancel() interrupts the wait; a warm-up that failed leaves the cache cold and the run goes on cold
+        } finally {
+            run.waiter = null;
+        }
+        if (run.cancelled) run.finishCancelledInQueue();
+        else enqueue(run);
+    }
+
+    private void enqueue(LocalRun run) {
         // Take a free slot at once only when nobody is waiting: queued runs keep their order.
         if (queued.get() == 0 && slots.tryAcquire()) {
             startRunning(run);
@@ -161,7 +184,6 @@ public final class LocalExecutor implements Executor {
         } else {
             virtualThreads.newThread(() -> waitForSlot(run)).start();
         }
-        return run;
     }
 
     private void waitForSlot(LocalRun run) {

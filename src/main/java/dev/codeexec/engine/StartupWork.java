@@ -88,6 +88,11 @@ final class StartupWork {
     }
 
     /** "warm", "warming" or "cold" ("cold" too when Go is not in the table). */
+    /** Completes when the Go build cache's warm-up has ended (however it ended); at once without Go. */
+    CompletableFuture<Void> goWarmed() {
+        return goWarmed;
+    }
+
     String goCacheState() {
         return goWarmer.map(w -> w.state().name().toLowerCase()).orElse("cold");
     }

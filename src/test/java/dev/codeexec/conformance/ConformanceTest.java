@@ -4,6 +4,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.http.HttpServer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import tools.jackson.databind.JsonNode;
@@ -24,8 +25,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * Runs the official MCP conformance suite ({@code @modelcontextprotocol/conformance} 0.1.16, server side, the
  * "active" suite) against our real HTTP stack started in-process on a free port, with the suite's fixture tools,
  * resources and prompts added through the extension hook. Needs Node >= 22: the e2e project installs one
- * ({@code npm install} in e2e/ gives e2e/node_modules/node/bin/node); this test runs that install when it is missing.
+ * ({@code npm ci} in e2e/ gives e2e/node_modules/node/bin/node); this test runs that install when it is missing.
  */
+@Tag("slow")
 @Timeout(value = 10, unit = TimeUnit.MINUTES)
 class ConformanceTest {
 
@@ -104,11 +106,11 @@ class ConformanceTest {
 
     private static void ensureNodePackages() throws IOException, InterruptedException {
         if (Files.isExecutable(NODE22) && Files.isRegularFile(CLI)) return;
-        // npm ci trips over an optional dependency missing from the lock (an npm bug); install keeps the lock.
-        Process p = new ProcessBuilder("npm", "install", "--no-fund", "--no-audit", "--loglevel=error")
+        // Exactly the lock: npm install could resolve anew and rewrite e2e/package-lock.json in the checkout.
+        Process p = new ProcessBuilder("npm", "ci", "--no-fund", "--no-audit", "--loglevel=error")
                 .directory(E2E.toFile()).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor()).as("npm install in e2e/:\n%s", log).isZero();
+        assertThat(p.waitFor()).as("npm ci in e2e/:\n%s", log).isZero();
         assertThat(NODE22).as("Node 22 from npm package node@22").isExecutable();
         assertThat(CLI).as("conformance CLI").isRegularFile();
     }

@@ -1,6 +1,8 @@
 package dev.codeexec.engine;
 
 import dev.codeexec.config.DataDir;
+import dev.codeexec.testing.Poll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -15,6 +17,7 @@ import java.util.stream.Stream;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+@Tag("slow")
 class GoCacheWarmerTest {
 
     private static final String GO = "/usr/lib/go-1.23/bin/go";
@@ -141,7 +144,9 @@ class GoCacheWarmerTest {
         GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 GoCacheWarmer.PACKAGES, processes);
         Thread t = Thread.ofVirtual().start(w::warm);
-        Thread.sleep(500); // into the build of the whole package list (tens of seconds on a cold cache)
+        // Into the build of the whole package list (tens of seconds on a cold cache): its go process is running.
+        Poll.until("the warm-up's go build running", () -> ProcessHandle.current().descendants()
+                .anyMatch(p -> p.info().arguments().map(a -> a.length > 0 && a[0].equals("build")).orElse(false)));
         processes.stopAll();
         assertThat(t.join(java.time.Duration.ofSeconds(20))).isTrue();
         assertThat(w.state()).isEqualTo(GoCacheWarmer.State.COLD);

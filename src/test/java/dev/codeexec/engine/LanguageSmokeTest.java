@@ -4,6 +4,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -22,6 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * Every language of the table end to end through {@link LocalExecutor}: hello world, stdin, args, stderr and the
  * exit code, in the real sandbox when it can run here (else the fake). Prints the measured durations.
  */
+@Tag("sandbox")
 class LanguageSmokeTest {
 
     static Config config;

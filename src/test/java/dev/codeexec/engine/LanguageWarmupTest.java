@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -13,6 +14,7 @@ import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+@Tag("slow")
 class LanguageWarmupTest {
 
     private final Languages table = Languages.load();

@@ -2,7 +2,9 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -28,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * The engine's run lifecycle, queue, limits and cleanup, against {@link FakeSandbox};
  * {@link RealSandboxExecutorTest} runs the same tests in the real sandbox.
  */
+@Tag("slow")
 class LocalExecutorTest {
 
     private RecordingSandbox sandbox;
@@ -157,14 +160,11 @@ class LocalExecutorTest {
     @Test
     void timeoutKillsTheRunAndSaysSo() throws Exception {
         LocalExecutor e = executor();
-        long t0 = System.nanoTime();
         ExecutionResult r = await(e.submit(sh(e, "echo before; sleep 30; echo after", 2000), OutputListener.NONE));
-        long ms = (System.nanoTime() - t0) / 1_000_000;
         assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
         assertThat(r.timedOut()).isTrue();
-        assertThat(r.stdout()).isEqualTo("before\n");
+        assertThat(r.stdout()).as("killed before the sleep ended").isEqualTo("before\n");
         assertThat(r.stderr()).endsWith("[terminated] timeout after 2000 ms\n");
-        assertThat(ms).isLessThan(10_000);
         assertThat(r.durationMs()).isGreaterThanOrEqualTo(2000);
     }
 
@@ -283,9 +283,8 @@ class LocalExecutorTest {
         ExecutionResult r = await(e.submit(request(e.config, "python", "import sys\nsys.stdout.write('z' * 1000000)",
                 "", List.of(), Map.of(), 60_000L), stuck));
         release.countDown();
-        assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
+        assertThat(r.outcome()).as("ended by itself, not by the 60 s timeout").isEqualTo(Outcome.EXITED);
         assertThat(r.stdout()).hasSize(1_000_000);
-        assertThat(r.durationMs()).isLessThan(30_000);
     }
 
     @Test
@@ -293,13 +292,11 @@ class LocalExecutorTest {
         LocalExecutor e = executor();
         CompletableFuture<Void> started = new CompletableFuture<>();
         RunHandle h = e.submit(sh(e, "echo started; sleep 30; echo never", 60_000), (s, t) -> started.complete(null));
-        started.get(10, TimeUnit.SECONDS);
-        long t0 = System.nanoTime();
+        started.get(60, TimeUnit.SECONDS);
         h.cancel();
         ExecutionResult r = await(h);
-        assertThat((System.nanoTime() - t0) / 1_000_000).isLessThan(5_000);
         assertThat(r.outcome()).isEqualTo(Outcome.CANCELLED);
-        assertThat(r.stdout()).isEqualTo("started\n");
+        assertThat(r.stdout()).as("killed before the sleep ended").isEqualTo("started\n");
         assertThat(r.stderr()).endsWith("[terminated] cancelled\n");
         assertThat(sandbox.closed.get()).isEqualTo(1);
     }
@@ -309,13 +306,13 @@ class LocalExecutorTest {
         LocalExecutor e = executor("MAX_CONCURRENT", "1");
         RunHandle busy = e.submit(sh(e, "sleep 30", 60_000), OutputListener.NONE);
         RunHandle waiting = e.submit(sh(e, "echo should-not-run", 60_000), OutputListener.NONE);
-        awaitCondition(() -> e.queued() == 1 && e.running() == 1);
+        Poll.until("one run running and one queued", () -> e.queued() == 1 && e.running() == 1);
         waiting.cancel();
         ExecutionResult r = waiting.result().get(5, TimeUnit.SECONDS);
         assertThat(r.outcome()).isEqualTo(Outcome.CANCELLED);
         assertThat(r.stdout()).isEmpty();
         assertThat(r.exitCode()).isEqualTo(-1);
-        awaitCondition(() -> e.queued() == 0);
+        Poll.until("the cancelled run out of the queue", () -> e.queued() == 0);
         busy.cancel();
         assertThat(await(busy).outcome()).isEqualTo(Outcome.CANCELLED);
         assertThat(sandbox.specs).hasSize(1);
@@ -326,9 +323,10 @@ class LocalExecutorTest {
         LocalExecutor e = executor("MAX_CONCURRENT", "1", "QUEUE_SIZE", "1");
         RunHandle a = e.submit(sh(e, "sleep 30", 60_000), OutputListener.NONE);
         RunHandle b = e.submit(sh(e, "true", 60_000), OutputListener.NONE);
-        awaitCondition(() -> e.queued() == 1);
+        Poll.until("the second run queued", () -> e.queued() == 1);
         RunHandle c = e.submit(sh(e, "true", 60_000), OutputListener.NONE);
-        assertThatThrownBy(() -> c.result().get(1, TimeUnit.SECONDS))
+        assertThat(c.result()).as("refused inside submit").isCompletedExceptionally();
+        assertThatThrownBy(() -> c.result().get())
                 .isInstanceOf(ExecutionException.class)
                 .cause().isInstanceOf(dev.codeexec.engine.ExecutionException.Busy.class)
                 .hasMessageContaining("busy").hasMessageContaining("try again later");
@@ -362,9 +360,10 @@ class LocalExecutorTest {
 
     @Test
     void closeCancelsWhatOutlivesTheGraceAndRefusesNewRuns() throws Exception {
-        LocalExecutor e = executor("SHUTDOWN_GRACE_SECONDS", "1", "MAX_CONCURRENT", "1");
+        // A grace far longer than the quick run needs, however loaded the machine: it ends within it.
+        LocalExecutor e = executor("SHUTDOWN_GRACE_SECONDS", "60", "MAX_CONCURRENT", "1");
         RunHandle quick = e.submit(sh(e, "sleep 0.3; echo finished", 60_000), OutputListener.NONE);
-        awaitCondition(() -> e.running() == 1);
+        Poll.until("the quick run running", () -> e.running() == 1);
         RunHandle queued = e.submit(sh(e, "echo never", 60_000), OutputListener.NONE);
         e.close();
         assertThat(quick.result()).isDone();
@@ -377,10 +376,8 @@ class LocalExecutorTest {
         LocalExecutor e2 = executor("SHUTDOWN_GRACE_SECONDS", "0");
         CompletableFuture<Void> started = new CompletableFuture<>();
         RunHandle slow = e2.submit(sh(e2, "echo go; sleep 60", 120_000), (s, t) -> started.complete(null));
-        started.get(10, TimeUnit.SECONDS);
-        long t0 = System.nanoTime();
+        started.get(60, TimeUnit.SECONDS);
         e2.close();
-        assertThat((System.nanoTime() - t0) / 1_000_000).isLessThan(10_000);
         assertThat(slow.result()).isDone();
         assertThat(slow.result().get().outcome()).isEqualTo(Outcome.CANCELLED);
         assertThat(sandbox.alive.get()).isZero();
@@ -463,13 +460,5 @@ class LocalExecutorTest {
     @SuppressWarnings("unchecked")
     private static Map<String, Object> asMap(Object o) {
         return (Map<String, Object>) o;
-    }
-
-    static void awaitCondition(java.util.function.BooleanSupplier c) throws InterruptedException {
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!c.getAsBoolean()) {
-            if (System.nanoTime() > end) throw new AssertionError("condition not reached within 10 s");
-            Thread.sleep(10);
-        }
     }
 }

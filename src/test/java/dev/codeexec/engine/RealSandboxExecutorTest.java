@@ -2,6 +2,7 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
+import org.junit.jupiter.api.Tag;
 
 import dev.codeexec.sandbox.Termination;
 import org.junit.jupiter.api.Test;
@@ -17,6 +18,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * engine's promises must hold with real pipes, pid namespaces and kill semantics, not only with the fake.
  * Skipped when the configured sandbox cannot run on this machine.
  */
+@Tag("sandbox")
 class RealSandboxExecutorTest extends LocalExecutorTest {
 
     @Override

@@ -3,6 +3,7 @@ package dev.codeexec.engine;
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -19,6 +20,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * Outcomes only the real sandbox can produce (the kernel enforces memory and CPU limits) and process-tree
  * behaviour only it guarantees. Skipped when the configured sandbox cannot run here.
  */
+@Tag("sandbox")
 class RealSandboxLimitsTest {
 
     private final List<LocalExecutor> executors = new ArrayList<>();

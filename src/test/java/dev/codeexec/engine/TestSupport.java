@@ -2,7 +2,6 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -38,9 +37,5 @@ final class TestSupport {
 
     static ExecutionResult await(RunHandle h) throws Exception {
         return h.result().get(120, TimeUnit.SECONDS);
-    }
-
-    static void sleep(Duration d) throws InterruptedException {
-        Thread.sleep(d);
     }
 }

@@ -2,9 +2,11 @@ package dev.codeexec.engine;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -27,6 +29,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * next, the limits of a cold run hold, workspaces are bound late, and nothing is left when the executor closes.
  * Whether a run was warm is read from the pool's counters ({@code served}).
  */
+@Tag("sandbox")
 @Timeout(value = 180, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class WarmPoolTest {
 
@@ -37,7 +40,8 @@ class WarmPoolTest {
     @AfterEach
     void closeAll() throws Exception {
         executors.forEach(LocalExecutor::close);
-        assertThat(lingering()).as("sandbox processes after the executors closed").isEmpty();
+        Poll.until("no warm sandbox of this JVM after the executors closed", WarmPoolTest::warmSandboxes,
+                List::isEmpty);
     }
 
     private LocalExecutor executor(String... pairs) throws Exception {
@@ -157,9 +161,10 @@ class WarmPoolTest {
         h.cancel();
         ExecutionResult r = await(h);
         assertThat(r.outcome()).isEqualTo(Outcome.CANCELLED);
-        Thread.sleep(300);
-        Process ps = new ProcessBuilder("pgrep", "-u", "65534", "-f", "^sleep 300$").start();
-        assertThat(new String(ps.getInputStream().readAllBytes()).trim()).as("the run's child").isEmpty();
+        Poll.until("the run's child killed", () -> {
+            Process ps = new ProcessBuilder("pgrep", "-u", "65534", "-f", "^sleep 300$").start();
+            return new String(ps.getInputStream().readAllBytes()).trim();
+        }, String::isEmpty);
     }
 
     @Test
@@ -213,11 +218,10 @@ class WarmPoolTest {
     }
 
     /**
-     * Warm sandboxes of this JVM still running: their bwrap binds DATA_DIR/late/&lt;this pid&gt;/ (other servers and
+     * Warm sandboxes of this JVM running now: their bwrap binds DATA_DIR/late/&lt;this pid&gt;/ (other servers and
      * test runs on the machine may have warm sandboxes of their own meanwhile).
      */
-    static List<String> lingering() throws Exception {
-        Thread.sleep(200);
+    static List<String> warmSandboxes() throws Exception {
         Process p = new ProcessBuilder("ps", "-u", "65534", "-o", "pid=,args=").start();
         String out = new String(p.getInputStream().readAllBytes());
         p.waitFor();

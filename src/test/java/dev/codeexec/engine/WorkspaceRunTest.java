@@ -7,6 +7,7 @@ import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -24,6 +25,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Runs in a persistent workspace, in the real sandbox: files persist, code files never clash, quota holds. */
+@Tag("sandbox")
 class WorkspaceRunTest {
 
     @TempDir

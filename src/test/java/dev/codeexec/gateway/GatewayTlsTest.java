@@ -9,6 +9,7 @@ import dev.codeexec.engine.WorkerStatus;
 import io.grpc.TlsServerCredentials;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -23,6 +24,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** TLS and mTLS to workers with certificates made by openssl: trusted works, untrusted or certificate-less does not. */
+@Tag("slow")
 class GatewayTlsTest {
 
     @TempDir

@@ -11,8 +11,10 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.worker.WorkerServer;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -28,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** The gateway in front of real WorkerServers, each over a real local engine in bubblewrap. */
+@Tag("sandbox")
 class RealWorkerGatewayTest {
 
     @TempDir
@@ -74,9 +77,15 @@ class RealWorkerGatewayTest {
     void runsSessionsAndCancelGoThroughRealWorkers() throws Exception {
         WorkerServer a = worker("real-a"), b = worker("real-b");
         RemoteExecutor gw = gateway(a, b);
-        assertThat(gw.workers()).hasSize(2).allMatch(WorkerStatus::healthy);
+        // The gateway's first look at the workers may come before a loaded machine has let them answer.
+        Poll.until("both workers healthy at the gateway", () -> {
+            gw.pollNow();
+            return gw.workers().size() == 2 && gw.workers().stream().allMatch(WorkerStatus::healthy);
+        });
         assertThat(gw.maxConcurrent()).isEqualTo(4);
-        assertThat(gw.runtimeInfo()).containsEntry("mode", "gateway").containsKey("sandbox");
+        // A worker answers runtime_info once its engine has probed the language versions (seconds after start).
+        assertThat(Poll.until("runtime info from a worker", gw::runtimeInfo, m -> m.containsKey("sandbox")))
+                .containsEntry("mode", "gateway");
 
         ExecutionResult r = gw.submit(python("print(6*7)", Duration.ofSeconds(20)), OutputListener.NONE).result()
                 .get(60, TimeUnit.SECONDS);
@@ -101,13 +110,10 @@ class RealWorkerGatewayTest {
         h.cancel();
         ExecutionResult c = h.result().get(30, TimeUnit.SECONDS);
         assertThat(c.outcome()).isEqualTo(Outcome.CANCELLED);
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (System.nanoTime() < until) {
+        Poll.until("the run killed on the worker", () -> {
             gw.pollNow();
-            if (gw.workers().stream().mapToInt(WorkerStatus::running).sum() == 0) break;
-            Thread.sleep(100);
-        }
-        assertThat(gw.workers().stream().mapToInt(WorkerStatus::running).sum()).as("the run was killed on the worker").isZero();
+            return gw.workers().stream().mapToInt(WorkerStatus::running).sum() == 0;
+        });
     }
 
     @Test

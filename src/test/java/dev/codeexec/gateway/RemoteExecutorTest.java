@@ -14,12 +14,18 @@ import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.wire.v1.ExecuteEvent;
 import dev.codeexec.wire.v1.Output;
 import io.grpc.Status;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -31,14 +37,14 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.assertj.core.api.Assertions.fail;
 
 /** The gateway's executor against fake workers on loopback: balancing, retries, losses, cancel, sessions. */
+@Tag("slow")
 class RemoteExecutorTest {
 
     private final List<AutoCloseable> toClose = new ArrayList<>();
@@ -72,14 +78,6 @@ class RemoteExecutorTest {
 
     static ExecutionResult run(RemoteExecutor e, ExecutionRequest r) throws Exception {
         return e.submit(r, OutputListener.NONE).result().get(20, TimeUnit.SECONDS);
-    }
-
-    static void await(BooleanSupplier condition, Duration within, String what) throws InterruptedException {
-        long until = System.nanoTime() + within.toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > until) fail("not within " + within + ": " + what);
-            Thread.sleep(20);
-        }
     }
 
     private static Throwable failureOf(RunHandle h) throws Exception {
@@ -137,6 +135,8 @@ class RemoteExecutorTest {
 
     @Test
     void aWorkerThatDiesAfterAcceptingGivesWorkerLostWithPartialOutputAndIsNotRetried() throws Exception {
+        // The worker dies once the gateway has passed both outputs on to the caller.
+        CountDownLatch bothOutputsSeen = new CountDownLatch(2);
         FakeWorker.Behaviour dies = (w, req, out) -> {
             w.accept(out);
             out.onNext(ExecuteEvent.newBuilder().setOutput(Output.newBuilder().setText("partial\n")).build());
@@ -144,7 +144,7 @@ class RemoteExecutorTest {
                     .setText("warn")).build());
             Thread.ofVirtual().start(() -> {
                 try {
-                    Thread.sleep(200);
+                    bothOutputsSeen.await();
                 } catch (InterruptedException ignored) {
                     return;
                 }
@@ -161,6 +161,7 @@ class RemoteExecutorTest {
             @Override
             public void onOutput(Stream stream, String text) {
                 seen.add(text);
+                bothOutputsSeen.countDown();
             }
 
             @Override
@@ -179,9 +180,10 @@ class RemoteExecutorTest {
         assertThat(r.worker()).isPresent();
         assertThat(r.stderr()).contains(r.worker().get());
         assertThat(seen).containsExactly("partial\n", "warn");
-        Thread.sleep(500);
-        assertThat(a.ran.get() + b.ran.get()).as("runs started in total").isEqualTo(1);
+        // Nothing of the run is left at the gateway (it forgets a run before publishing its result), so no retry
+        // can still be on its way to a worker: the count of accepted runs is final.
         assertThat(gw.running() + gw.queued()).isZero();
+        assertThat(a.ran.get() + b.ran.get()).as("runs started in total").isEqualTo(1);
     }
 
     @Test
@@ -203,7 +205,7 @@ class RemoteExecutorTest {
         assertThat(r.stdout()).isEqualTo("working\n");
         assertThat(r.stderr()).endsWith("[terminated] cancelled\n");
         assertThat(r.worker()).contains("w");
-        await(() -> w.cancelled.get() == 1, Duration.ofSeconds(5), "the worker sees its call cancelled");
+        Poll.until("the worker sees its call cancelled", () -> w.cancelled.get() == 1);
     }
 
     @Test
@@ -211,15 +213,12 @@ class RemoteExecutorTest {
         FakeWorker silent = worker("silent");
         silent.behaviour = (w, req, out) -> { };
         RemoteExecutor gw = gateway(List.of(silent));
-        long t0 = System.nanoTime();
         // deadline = 300 ms timeout + 100 ms QUEUE_TIMEOUT_MS + 1 s slack (this test's)
         Throwable t = failureOf(gw.submit(request(Duration.ofMillis(300)), OutputListener.NONE));
-        long ms = (System.nanoTime() - t0) / 1_000_000;
         assertThat(t).isInstanceOf(ExecutionException.Unavailable.class)
-                .hasMessageContaining("no worker could take the run");
-        assertThat(ms).as("ended by the deadline, not hung").isBetween(1_300L, 10_000L);
+                .hasMessageContaining("no worker could take the run").hasMessageContaining("before its deadline");
         assertThat(silent.ran.get()).isZero();
-        await(() -> silent.cancelled.get() == 1, Duration.ofSeconds(5), "the expired call reaches the worker");
+        Poll.until("the expired call reaches the worker", () -> silent.cancelled.get() == 1);
     }
 
     @Test
@@ -227,13 +226,10 @@ class RemoteExecutorTest {
         FakeWorker hung = worker("hung");
         hung.behaviour = (w, req, out) -> w.accept(out);
         RemoteExecutor gw = gateway(List.of(hung));
-        long t0 = System.nanoTime();
         ExecutionResult r = run(gw, request(Duration.ofMillis(300)));
-        long ms = (System.nanoTime() - t0) / 1_000_000;
         assertThat(r.outcome()).isEqualTo(Outcome.WORKER_LOST);
-        assertThat(r.stderr()).contains("worker lost: hung").contains("deadline");
-        assertThat(ms).isBetween(1_300L, 10_000L);
-        await(() -> hung.cancelled.get() == 1, Duration.ofSeconds(5), "the worker sees the deadline");
+        assertThat(r.stderr()).contains("worker lost: hung").contains("within its deadline");
+        Poll.until("the worker sees the deadline", () -> hung.cancelled.get() == 1);
     }
 
     @Test
@@ -347,12 +343,12 @@ class RemoteExecutorTest {
         assertThat(gw.runtimeInfo()).containsEntry("mode", "gateway").containsKey("languages");
 
         w2.serving(false);
-        await(() -> gw.workers().stream().anyMatch(s -> s.name().equals(Optional.of("w2")) && !s.healthy()),
-                Duration.ofSeconds(6), "w2 shown unhealthy");
+        Poll.until("w2 shown unhealthy",
+                () -> gw.workers().stream().anyMatch(s -> s.name().equals(Optional.of("w2")) && !s.healthy()));
         assertThat(gw.maxConcurrent()).isEqualTo(8);
         w3.kill();
-        await(() -> gw.workers().stream().filter(WorkerStatus::healthy).count() == 1, Duration.ofSeconds(6),
-                "w3 shown unhealthy after it died");
+        Poll.until("w3 shown unhealthy after it died",
+                () -> gw.workers().stream().filter(WorkerStatus::healthy).count() == 1);
         assertThat(gw.workers().stream().filter(s -> s.address().equals(w3.address())).findFirst().orElseThrow().error())
                 .isPresent();
     }
@@ -390,7 +386,7 @@ class RemoteExecutorTest {
         assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
         gw.close();
         assertThat(h.result().get(5, TimeUnit.SECONDS).outcome()).isEqualTo(Outcome.CANCELLED);
-        await(() -> w.cancelled.get() == 1, Duration.ofSeconds(5), "the worker sees the cancel");
+        Poll.until("the worker sees the cancel", () -> w.cancelled.get() == 1);
         assertThatThrownBy(() -> gw.submit(request(Duration.ofSeconds(1)), OutputListener.NONE))
                 .isInstanceOf(ExecutionException.Unavailable.class);
     }
@@ -445,19 +441,32 @@ class RemoteExecutorTest {
             assertThat(r.outcome()).isEqualTo(Outcome.EXITED);
             assertThat(r.worker()).isNotEqualTo(Optional.of("w1"));
         }
-        await(() -> gw.workers().stream().anyMatch(s -> s.address().equals(w1.address()) && !s.healthy()),
-                Duration.ofSeconds(6), "w1 shown unhealthy");
-        Thread.sleep(4000); // several failed connects: grpc's backoff has grown
+        Poll.until("w1 shown unhealthy",
+                () -> gw.workers().stream().anyMatch(s -> s.address().equals(w1.address()) && !s.healthy()));
+        // Connects to w1's address fail several times, so grpc's reconnect backoff has grown: a listener on its
+        // port counts them, closing each at once.
+        w1.close();
+        try (ServerSocket refuser = new ServerSocket()) {
+            refuser.setReuseAddress(true);
+            refuser.bind(new InetSocketAddress("127.0.0.1", w1.port));
+            AtomicInteger connects = new AtomicInteger();
+            Thread.ofVirtual().start(() -> {
+                while (true) {
+                    try (Socket ignored = refuser.accept()) {
+                        connects.incrementAndGet();
+                    } catch (IOException closed) {
+                        return;
+                    }
+                }
+            });
+            Poll.until("four failed connects to w1's address", () -> connects.get() >= 4);
+        }
         int before = w1.ran.get();
         w1.restart();
-        await(() -> {
-            try {
-                run(gw, request(Duration.ofSeconds(5)));
-            } catch (Exception e) {
-                throw new AssertionError(e);
-            }
+        Poll.until("runs reach the restarted w1", () -> {
+            run(gw, request(Duration.ofSeconds(5)));
             return w1.ran.get() > before;
-        }, Duration.ofSeconds(8), "runs reach the restarted w1");
+        });
     }
 
     @Test
@@ -508,7 +517,7 @@ class RemoteExecutorTest {
         };
         RemoteExecutor gw = gateway(List.of(w));
         RunHandle h = gw.submit(request(Duration.ofSeconds(10)).inWorkspace(ws), OutputListener.NONE);
-        await(() -> w.ran.get() == 1, Duration.ofSeconds(10), "the worker accepted the run");
+        Poll.until("the worker accepted the run", () -> w.ran.get() == 1);
         // Idle for two days by its mtime, but a worker runs in it: the gateway's sweep must skip it.
         assertThat(spaces.expire(java.time.Instant.now())).isZero();
         assertThat(dir).isDirectory();
@@ -527,16 +536,14 @@ class RemoteExecutorTest {
         // Accepts, then goes silent with its status too: a hung process whose connection looks alive.
         w.behaviour = (fw, req, out) -> fw.accept(out);
         RunHandle accepted = gw.submit(request(Duration.ofSeconds(60)), OutputListener.NONE);
-        await(() -> w.ran.get() >= 2, Duration.ofSeconds(10), "the stateless run was accepted");
+        Poll.until("the stateless run was accepted", () -> w.ran.get() >= 2);
         w.behaviour = (fw, req, out) -> { };
         w.hung = true;
-        long t0 = System.nanoTime();
         RunHandle pinned = gw.submit(request(Duration.ofSeconds(60)).inSession(ref), OutputListener.NONE);
-        ExecutionResult lost = accepted.result().get(40, TimeUnit.SECONDS);
-        ExecutionResult unreachable = pinned.result().get(40, TimeUnit.SECONDS);
-        long ms = (System.nanoTime() - t0) / 1_000_000;
-        // Deadlines are 60 s + queue + slack: these ended because the polls saw the silence (10 s of it).
-        assertThat(ms).as("ended by the watchdog, not the deadline").isLessThan(40_000);
+        ExecutionResult lost = accepted.result().get(60, TimeUnit.SECONDS);
+        ExecutionResult unreachable = pinned.result().get(60, TimeUnit.SECONDS);
+        // Deadlines are 60 s + queue + slack: these ended because the polls saw the silence (10 s of it), as the
+        // message says; at the deadline it would say so.
         assertThat(lost.outcome()).isEqualTo(Outcome.WORKER_LOST);
         assertThat(lost.stderr()).contains("worker lost").contains("has not answered");
         assertThat(unreachable.outcome()).isEqualTo(Outcome.FAILED_TO_START);
@@ -544,7 +551,7 @@ class RemoteExecutorTest {
         // The session keeps its pin: once the worker answers again, the session goes on there.
         w.hung = false;
         w.behaviour = FakeWorker.NORMAL;
-        await(() -> gw.workers().getFirst().healthy(), Duration.ofSeconds(10), "the worker is healthy again");
+        Poll.until("the worker is healthy again", () -> gw.workers().getFirst().healthy());
         ExecutionResult again = run(gw, request(Duration.ofSeconds(5)).inSession(ref));
         assertThat(again.outcome()).isEqualTo(Outcome.EXITED);
         assertThat(w.requests.getLast().getSessionWorker()).isEqualTo(w.instanceId);

@@ -8,8 +8,10 @@ import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.mcp.FakeExecutor;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.worker.WorkerServer;
 import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,6 +34,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * WorkerServers on two loopback addresses with the same port, recycling connections every second
  * (WORKER_MAX_CONNECTION_AGE_SECONDS), which is what makes grpc resolve the name again.
  */
+@Tag("slow")
 class WorkerDiscoveryTest {
 
     private static final Path HOSTS = Path.of("/etc/hosts");
@@ -66,20 +69,20 @@ class WorkerDiscoveryTest {
             RemoteExecutor g = gateway;
             // "Within seconds" (issue #6): connections recycle every second and the DNS caches are 1 s; grpc's own
             // resolver cache at its 30 s default would fail this.
-            awaitTrue(Duration.ofSeconds(15), () -> {
+            Poll.until("a run on the new worker b", Duration.ofSeconds(15), () -> {
                 seen.add(workerOf(g));
                 return seen.contains("b");
             });
             System.out.printf("new worker got a run %d ms after it was added to the name%n",
                     (System.nanoTime() - t0) / 1_000_000);
-            awaitTrue(Duration.ofSeconds(30), () -> addresses(g).contains("127.0.0.3:" + port));
+            Poll.until("b listed", Duration.ofSeconds(30), () -> addresses(g).contains("127.0.0.3:" + port));
 
             // The first pod goes away: out of the name, then stopped. It leaves the worker list; runs keep working.
             Files.writeString(HOSTS, original + "\n127.0.0.3 " + name + "\n");
             a.close();
             a = null;
             t0 = System.nanoTime();
-            awaitTrue(Duration.ofSeconds(15), () -> !addresses(g).contains("127.0.0.2:" + port));
+            Poll.until("a gone from the list", Duration.ofSeconds(15), () -> !addresses(g).contains("127.0.0.2:" + port));
             System.out.printf("removed worker left the list %d ms after it left the name%n",
                     (System.nanoTime() - t0) / 1_000_000);
             for (int i = 0; i < 5; i++) assertThat(workerOf(gateway)).isEqualTo("b");
@@ -111,18 +114,5 @@ class WorkerDiscoveryTest {
         Set<String> out = new HashSet<>();
         for (WorkerStatus w : gateway.workers()) out.add(w.address());
         return out;
-    }
-
-    private static void awaitTrue(Duration max, CheckedSupplier<Boolean> check) throws Exception {
-        long until = System.nanoTime() + max.toNanos();
-        while (!check.get()) {
-            assertThat(System.nanoTime()).as("condition not met within %s", max).isLessThan(until);
-            Thread.sleep(200);
-        }
-    }
-
-    @FunctionalInterface
-    private interface CheckedSupplier<T> {
-        T get() throws Exception;
     }
 }

@@ -95,7 +95,9 @@ final class ApiClient implements AutoCloseable {
             body.writeBytes("\r\n".getBytes(StandardCharsets.UTF_8));
         }
         body.writeBytes(("--" + boundary + "--\r\n").getBytes(StandardCharsets.UTF_8));
-        return send(req("/api/workspaces/" + ws + "/files/" + dir)
+        // The body follows the server's 100 Continue: a request refused for its path alone gets the refusal, where
+        // the body would race the server closing the connection after it (a broken pipe instead of the 400).
+        return send(req("/api/workspaces/" + ws + "/files/" + dir).expectContinue(true)
                 .header("Content-Type", "multipart/form-data; boundary=" + boundary)
                 .POST(HttpRequest.BodyPublishers.ofByteArray(body.toByteArray())));
     }

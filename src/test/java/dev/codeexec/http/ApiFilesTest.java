@@ -1,6 +1,7 @@
 package dev.codeexec.http;
 
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 
@@ -23,6 +24,7 @@ import java.util.zip.ZipInputStream;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The REST file API against the real Jetty stack: upload, download, preview, ranges, tree, rename, delete, zip. */
+@Tag("slow")
 class ApiFilesTest {
 
     ApiClient api;

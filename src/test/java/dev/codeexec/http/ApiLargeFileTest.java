@@ -1,6 +1,8 @@
 package dev.codeexec.http;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.io.InputStream;
@@ -25,6 +27,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * 100 MB array on either side), with the heap watched: the long-lived part of the heap (old generation, where
  * G1 puts any array over half a region, so a whole-body buffer would land there) must not grow by 50 MB.
  */
+@Tag("slow")
 class ApiLargeFileTest {
 
     static final long SIZE = 100L * 1024 * 1024;
@@ -175,15 +178,10 @@ class ApiLargeFileTest {
         assertThat(growth).as("old-generation growth").isLessThan(50L * 1024 * 1024);
         // Jetty removes spooled parts when it completes the request, which may be just after the client has the
         // response (the request-tracking handler around everything completes last).
-        long deadline = System.nanoTime() + 5_000_000_000L;
-        List<java.nio.file.Path> left;
-        do {
+        Poll.until("spooled parts removed", () -> {
             try (var s = Files.list(api.dataDir.resolve("upload-tmp"))) {
-                left = s.toList();
+                return s.toList();
             }
-            if (left.isEmpty()) break;
-            Thread.sleep(20);
-        } while (System.nanoTime() < deadline);
-        assertThat(left).as("spooled parts are removed").isEmpty();
+        }, List::isEmpty);
     }
 }

@@ -6,6 +6,7 @@ import dev.codeexec.mcp.RawClient;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.mcp.TestServers;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.io.ByteArrayInputStream;
@@ -20,6 +21,7 @@ import java.util.Optional;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The HTTP edge against the real Jetty stack: auth, CORS, Host, body size, health, and clean error bodies. */
+@Tag("slow")
 class EdgeTest {
 
     static final String KEY = "s3cret-key-for-tests";

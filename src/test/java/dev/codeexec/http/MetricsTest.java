@@ -3,8 +3,10 @@ package dev.codeexec.http;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.mcp.RawClient;
 import dev.codeexec.mcp.TestServers;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -20,6 +22,7 @@ import static dev.codeexec.http.RealServer.TENANT_KEY;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** GET /metrics on the real server: what a python run leaves in it, who may read it, and that no URI leaks into it. */
+@Tag("sandbox")
 @Timeout(value = 120, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class MetricsTest {
 
@@ -145,18 +148,13 @@ class MetricsTest {
         }
     }
 
-    /** Scrapes until the text satisfies the condition (at most 10 s), then returns the last scrape. */
+    /** Scrapes until the text satisfies the condition (the run's meters are updated on engine threads). */
     private static String scrapeUntil(Predicate<String> condition) throws Exception {
-        long end = System.nanoTime() + 10_000_000_000L;
-        String text;
-        do {
+        return Poll.until("a scrape with the run's meters", () -> {
             HttpResponse<String> r = server.get("/metrics", "Bearer " + METRICS_TOKEN);
             assertThat(r.statusCode()).isEqualTo(200);
-            text = r.body();
-            if (condition.test(text)) return text;
-            Thread.sleep(50);
-        } while (System.nanoTime() < end);
-        return text;
+            return r.body();
+        }, condition);
     }
 
     /** The value of one exact series (name and labels as printed), if present. */

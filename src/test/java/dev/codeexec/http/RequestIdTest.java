@@ -11,6 +11,8 @@ import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RawClient;
 import dev.codeexec.mcp.RunRegistry;
 import dev.codeexec.mcp.TestServers;
+import dev.codeexec.testing.Poll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.slf4j.LoggerFactory;
@@ -30,6 +32,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * X-Request-Id on every response (the client's sane id echoed, anything else replaced), and the same id in the JSON
  * log line of the run a tool call started: through the MCP SDK's thread hop and the engine's own threads.
  */
+@Tag("sandbox")
 @Timeout(value = 120, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class RequestIdTest {
 
@@ -166,16 +169,11 @@ class RequestIdTest {
             logger.addAppender(appender);
         }
 
-        /** The first line whose message contains the text, waiting up to 10 s (engine threads log on their own). */
+        /** The first line whose message contains the text, once logged (engine threads log on their own). */
         JsonNode line(String text) throws InterruptedException {
-            long end = System.nanoTime() + 10_000_000_000L;
-            do {
-                Optional<JsonNode> found = captured.toString(StandardCharsets.UTF_8).lines().map(JSON::readTree)
-                        .filter(n -> n.path("formattedMessage").asString().contains(text)).findFirst();
-                if (found.isPresent()) return found.get();
-                Thread.sleep(50);
-            } while (System.nanoTime() < end);
-            throw new AssertionError("no log line with " + text + " in:\n" + captured.toString(StandardCharsets.UTF_8));
+            return Poll.until("a log line with " + text, () -> captured.toString(StandardCharsets.UTF_8).lines()
+                    .map(JSON::readTree).filter(n -> n.path("formattedMessage").asString().contains(text)).findFirst(),
+                    Optional::isPresent).get();
         }
 
         @Override

@@ -1,5 +1,6 @@
 package dev.codeexec.linux;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -55,6 +56,8 @@ class SpawnTest {
     void onlyTheThreeStandardDescriptorsAndACleanSignalState() throws Exception {
         Process p = Spawn.start(List.of("/bin/sleep", "30"), ENV, null);
         try {
+            // Once the child runs sleep: until its exec, it may still hold a descriptor that closes on exec.
+            Poll.until("the child running sleep", () -> p.info().command().orElse("").equals("/usr/bin/sleep"));
             List<String> fds;
             try (var s = Files.list(Path.of("/proc/" + p.pid() + "/fd"))) {
                 fds = s.map(f -> f.getFileName().toString()).sorted().toList();
@@ -95,7 +98,9 @@ class SpawnTest {
     void childrenAndDescendantsWhileAliveNothingOnceReaped() throws Exception {
         Process p = Spawn.start(List.of("/bin/sh", "-c", "sleep 60 & echo started; wait"), ENV, null);
         assertThat(new String(p.getInputStream().readNBytes(8))).isEqualTo("started\n");
-        assertThat(p.children().map(h -> h.info().command().orElse("")).toList()).containsExactly("/usr/bin/sleep");
+        // The shell has forked its child; the child becomes sleep when it has exec'd.
+        Poll.until("the shell's child running sleep",
+                () -> p.children().map(h -> h.info().command().orElse("")).toList(), List.of("/usr/bin/sleep")::equals);
         assertThat(p.descendants().count()).isEqualTo(1);
         p.descendants().forEach(ProcessHandle::destroyForcibly);
         assertThat(p.waitFor(10, TimeUnit.SECONDS)).isTrue();
@@ -143,7 +148,10 @@ class SpawnTest {
                 }
             }));
         }
-        Thread.sleep(200); // the readers are blocked now
+        // Every reader waits for its pipe before anything is written (parked: a reader blocking its carrier would
+        // stay RUNNABLE, and with every carrier held the writers below could never run).
+        Poll.until("every reader parked on its pipe",
+                () -> threads.stream().allMatch(t -> t.getState() == Thread.State.WAITING));
         for (int i = 0; i < n; i++) {
             Process p = ps.get(i);
             byte[] data = ("input " + i + "\n").repeat(20_000).getBytes(); // larger than a pipe's buffer

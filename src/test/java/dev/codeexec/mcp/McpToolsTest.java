@@ -12,6 +12,7 @@ import io.modelcontextprotocol.spec.McpSchema.TextContent;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -168,6 +169,7 @@ class McpToolsTest {
 
     /** The SDK's 10 s default request timeout must not cut a long, silent run short. */
     @Test
+    @Tag("slow")
     void aSilentRunLongerThanTheSdkDefaultTimeoutCompletes() {
         client.initialize();
         CallToolResult r = execute(Map.of("language", "python", "code", "sleep:11000", "timeout_ms", 20000));

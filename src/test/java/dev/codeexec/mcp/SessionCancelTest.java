@@ -9,18 +9,18 @@ import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** notifications/cancelled over real HTTP interrupts a call in a session, which keeps its state. */
+@Tag("sandbox")
 @org.junit.jupiter.api.Timeout(value = 120, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
 class SessionCancelTest {
 
@@ -56,21 +56,24 @@ class SessionCancelTest {
         String session = raw.initialize();
         assertThat(raw.send(raw.mcpPost(session, call(1, "x = 41"))).body()).contains("\"sessionCreated\":true")
                 .doesNotContain("isError\":true");
-        CompletableFuture<String> loop = CompletableFuture.supplyAsync(() -> {
-            try {
-                HttpResponse<String> r = raw.send(raw.mcpPost(session, call(2, "while True: pass")));
-                return r.statusCode() + " " + r.body();
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        });
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (executor.running() == 0 && System.nanoTime() < end) Thread.sleep(20);
-        Thread.sleep(300);
+        // The loop prints a line first; with a progress token the output comes back as progress on the call's own
+        // response stream, so the cancel is sent once the code is surely in the loop.
+        String looping = """
+                {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_code","arguments":\
+                {"language":"python","session":"nb","code":"print('looping', flush=True)\\nwhile True: pass"},\
+                "_meta":{"progressToken":"loop"}}}""";
+        HttpResponse<java.util.stream.Stream<String>> r = raw.stream(raw.mcpPost(session, looping));
+        assertThat(r.statusCode()).isEqualTo(200);
+        java.util.Iterator<String> lines = r.body().iterator();
+        StringBuilder seen = new StringBuilder();
+        while (!seen.toString().contains("looping")) {
+            assertThat(lines.hasNext()).as("the response ended before the loop printed: %s", seen).isTrue();
+            seen.append(lines.next()).append('\n');
+        }
         assertThat(raw.send(raw.mcpPost(session, RawClient.cancel(2))).statusCode()).isEqualTo(202);
-        String result = loop.get(20, TimeUnit.SECONDS);
-        assertThat(result).startsWith("200 ").contains("cancelled").contains("KeyboardInterrupt")
-                .contains("kept its state");
+        StringBuilder rest = new StringBuilder();
+        lines.forEachRemaining(l -> rest.append(l).append('\n'));
+        assertThat(rest.toString()).contains("cancelled").contains("KeyboardInterrupt").contains("kept its state");
         assertThat(raw.send(raw.mcpPost(session, call(3, "x + 1"))).body()).contains("\"result\":\"42\"");
     }
 }

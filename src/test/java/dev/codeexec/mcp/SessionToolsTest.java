@@ -12,6 +12,7 @@ import io.modelcontextprotocol.spec.McpSchema.ImageContent;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -30,6 +31,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 /**
  * Stateful sessions end to end: real MCP clients of two tenants, the real engine and the bwrap sandbox.
  */
+@Tag("sandbox")
 @org.junit.jupiter.api.Timeout(value = 120, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
 class SessionToolsTest {
 
@@ -60,7 +62,7 @@ class SessionToolsTest {
         if (server != null) server.close();
         if (executor != null) {
             executor.close();
-            assertThat(SandboxLeftovers.processes()).isEmpty();
+            SandboxLeftovers.awaitNoProcesses("no session interpreter after the executor closed");
             assertThat(SandboxLeftovers.cgroups(sandbox)).isEmpty();
         }
     }

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -17,6 +18,7 @@ import java.util.concurrent.TimeUnit;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** Main in a subprocess with TRANSPORT=stdio: stdout carries JSON-RPC lines only, logs go to stderr. */
+@Tag("slow")
 class StdioTest {
 
     static final JsonMapper JSON = JsonMapper.builder().build();

@@ -4,9 +4,14 @@ import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -21,6 +26,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The bubblewrap sandbox against the real bwrap, cgroups and kernel of this machine: isolation promises,
  * kernel-enforced limits, and that nothing is left behind. Each test would fail if its promise broke.
  */
+@Tag("sandbox")
 class BwrapSandboxTest {
 
     static BwrapSandbox sandbox;
@@ -41,7 +47,7 @@ class BwrapSandboxTest {
 
     @AfterEach
     void nothingLeftBehind() throws Exception {
-        assertThat(lingeringSandboxProcesses()).as("processes of uid 65534 after the run").isEmpty();
+        awaitNoSandboxProcesses("no process of uid 65534 after the run");
         assertThat(sandbox.leftoverCgroups()).as("run cgroups after the run").isEmpty();
     }
 
@@ -164,12 +170,15 @@ class BwrapSandboxTest {
     @Test
     void killMinusOneInsideDoesNotReachHostProcessesOfTheSameUid() throws Exception {
         Process victim = new ProcessBuilder("/usr/bin/setpriv", "--reuid=" + UID, "--regid=" + UID,
-                "--clear-groups", "--", "/bin/sleep", "60").start();
+                "--clear-groups", "--", "/bin/cat").start();
         try {
             Result r = run(sandbox, spec("/bin/sh", "-c", "kill -9 -1; echo done"));
             assertThat(r.exit()).isIn(0, 137);
-            Thread.sleep(100);
-            assertThat(victim.isAlive()).as("host process of uid 65534 survives kill -9 -1 in the sandbox").isTrue();
+            // kill(2) had queued its signals before the sandbox ended: a victim it reached could not echo now.
+            victim.getOutputStream().write("still here\n".getBytes(StandardCharsets.UTF_8));
+            victim.getOutputStream().flush();
+            assertThat(new BufferedReader(new InputStreamReader(victim.getInputStream(), StandardCharsets.UTF_8)).readLine())
+                    .as("host process of uid 65534 survives kill -9 -1 in the sandbox").isEqualTo("still here");
         } finally {
             victim.destroyForcibly().waitFor();
         }
@@ -338,8 +347,8 @@ class BwrapSandboxTest {
 
     @Test
     void killEndsTheWholeTreeAndCloseCleansUp() throws Exception {
-        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & sleep 1000 & wait"));
-        Thread.sleep(300);
+        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & sleep 1000 & echo up; wait"));
+        assertThat(firstLine(p)).as("the shell forked both sleeps").isEqualTo("up");
         assertThat(processesOfSandboxUid()).hasSizeGreaterThanOrEqualTo(3);
         p.kill();
         assertThat(p.waitFor(Duration.ofSeconds(5))).isTrue();
@@ -362,8 +371,8 @@ class BwrapSandboxTest {
 
     @Test
     void killAndCloseCompleteOnAnInterruptedThread() throws Exception {
-        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & sleep 1000"));
-        Thread.sleep(200);
+        SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", "sleep 1000 & echo up; sleep 1000"));
+        assertThat(firstLine(p)).isEqualTo("up");
         Thread.currentThread().interrupt();
         try {
             p.kill();
@@ -454,5 +463,10 @@ class BwrapSandboxTest {
     void refusesUidZero() {
         assertThat(new BwrapSandbox(0, 0, dataDir).unavailableReason()).hasValueSatisfying(
                 r -> assertThat(r).contains("must not be 0"));
+    }
+
+    /** The first line the sandboxed program writes to stdout (it says how far the program has got). */
+    private static String firstLine(SandboxProcess p) throws IOException {
+        return new BufferedReader(new InputStreamReader(p.stdout(), StandardCharsets.UTF_8)).readLine();
     }
 }

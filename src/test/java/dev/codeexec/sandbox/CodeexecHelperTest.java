@@ -1,6 +1,7 @@
 package dev.codeexec.sandbox;
 
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -20,6 +21,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * codeexec-helper (src/main/c) on its own, outside bubblewrap: the launcher drops privileges for good or runs
  * nothing, and the init reports its program's status as a shell would. The sandbox tests cover both inside bwrap.
  */
+@Tag("sandbox")
 class CodeexecHelperTest {
 
     static Path helper;

@@ -4,6 +4,7 @@ import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -20,6 +21,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * Interpreters started ahead of their code, against the real bwrap: the control channel on fds 8/9, a working
  * directory mounted after start (tmpfs or a workspace), limits reset when code arrives, SIGINT to the program.
  */
+@Tag("sandbox")
 @org.junit.jupiter.api.Timeout(value = 60, threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
 class ControlChannelTest {
 
@@ -43,7 +45,7 @@ class ControlChannelTest {
 
     @AfterEach
     void nothingLeftBehind() throws Exception {
-        assertThat(lingeringSandboxProcesses()).isEmpty();
+        awaitNoSandboxProcesses("no process of uid 65534 after the test");
         assertThat(sandbox.leftoverCgroups()).isEmpty();
         assertThat(WorkDirMounts.mountPoints()).noneMatch(m -> m.startsWith(dataDir.resolve("late") + "/"));
         assertThat(dataDir.resolve("control")).isEmptyDirectory();

@@ -3,6 +3,7 @@ package dev.codeexec.sandbox;
 import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.net.ServerSocket;
@@ -16,6 +17,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** gVisor where runsc is installed; elsewhere only that it explains why it cannot run. */
+@Tag("sandbox")
 class GvisorSandboxTest {
 
     static GvisorSandbox sandbox;

@@ -1,6 +1,8 @@
 package dev.codeexec.sandbox;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -12,14 +14,14 @@ import static dev.codeexec.sandbox.SandboxTesting.*;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The development-only "none" sandbox still drops to the sandbox uid, clears the environment and cleans up. */
+@Tag("sandbox")
 class NoSandboxTest {
 
     final NoSandbox sandbox = new NoSandbox(UID, UID);
 
     @AfterEach
     void nothingLeftBehind() throws Exception {
-        Thread.sleep(100);
-        assertThat(liveProcessesOfSandboxUid()).isEmpty();
+        Poll.until("no live process of uid 65534", SandboxTesting::liveProcessesOfSandboxUid, List::isEmpty);
         try (var s = Files.list(Path.of(System.getProperty("java.io.tmpdir")))) {
             assertThat(s.filter(p -> p.getFileName().toString().startsWith("code-exec-none-")).toList()).isEmpty();
         }

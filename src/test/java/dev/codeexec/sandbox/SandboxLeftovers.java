@@ -9,9 +9,17 @@ public final class SandboxLeftovers {
     private SandboxLeftovers() {
     }
 
-    /** Processes of the sandbox uid in this JVM's run cgroups, after a short wait for the kernel to reap. */
-    public static List<Long> processes() throws InterruptedException {
-        return SandboxTesting.lingeringSandboxProcesses();
+    /**
+     * Waits until no process of the sandbox uid is left in this JVM's run cgroups (the kernel reaps killed ones a
+     * moment after the kill); fails the test with {@code what} and the processes still there after the bound.
+     */
+    public static void awaitNoProcesses(String what) throws InterruptedException {
+        SandboxTesting.awaitNoSandboxProcesses(what);
+    }
+
+    /** Processes of the sandbox uid in this JVM's run cgroups right now. */
+    public static List<Long> processesNow() {
+        return SandboxTesting.processesOfSandboxUid();
     }
 
     /** Run cgroups still present under this JVM's instance directory (bwrap only; empty for other sandboxes). */

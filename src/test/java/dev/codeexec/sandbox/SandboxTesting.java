@@ -1,6 +1,6 @@
 package dev.codeexec.sandbox;
 
-
+import dev.codeexec.testing.Poll;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -138,13 +138,8 @@ final class SandboxTesting {
         }).toList();
     }
 
-    /** Waits briefly for the kernel to finish reaping, then returns what is still there. */
-    static List<Long> lingeringSandboxProcesses() throws InterruptedException {
-        List<Long> left = processesOfSandboxUid();
-        for (int i = 0; i < 50 && !left.isEmpty(); i++) {
-            Thread.sleep(20);
-            left = processesOfSandboxUid();
-        }
-        return left;
+    /** Waits until the kernel has reaped every process of the sandbox uid in this JVM's run cgroups. */
+    static void awaitNoSandboxProcesses(String what) throws InterruptedException {
+        Poll.until(what, SandboxTesting::processesOfSandboxUid, List::isEmpty);
     }
 }

@@ -2,6 +2,7 @@ package dev.codeexec.sandbox;
 
 import dev.codeexec.config.DataDir;
 import dev.codeexec.config.Config;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -10,6 +11,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+@Tag("sandbox")
 class SandboxesTest {
 
     @Test

@@ -3,10 +3,13 @@ package dev.codeexec.worker;
 import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.testing.Poll;
+import dev.codeexec.workspace.Workspace;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -17,8 +20,9 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
-import static dev.codeexec.worker.WorkerTesting.eventually;
 import static dev.codeexec.worker.WorkerTesting.execute;
+import static dev.codeexec.worker.WorkerTesting.holding;
+import static dev.codeexec.worker.WorkerTesting.release;
 import static dev.codeexec.worker.WorkerTesting.request;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -27,6 +31,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * Drain (the SIGTERM path) on a real engine with one slot: health flips, the running job finishes, the queued
  * one is sent back unstarted, new calls are refused, and a job outliving the grace is killed.
  */
+@Tag("sandbox")
 class WorkerDrainTest {
 
     @TempDir
@@ -54,14 +59,14 @@ class WorkerDrainTest {
     @Test
     void drainFinishesTheRunningJobAndSendsBackTheRest() throws Exception {
         start(30);
-        WorkerTesting.Recorded running = execute(channel, null,
-                request("bash", "echo go; sleep 2; echo finished").build());
-        assertThat(eventually(30_000, running::accepted)).isTrue();
+        Workspace ws = engine.workspaces().open("alice", "drain", true);
+        WorkerTesting.Recorded running = execute(channel, null, holding(ws));
+        Poll.until("the running job accepted", running::accepted);
         WorkerTesting.Recorded queued = execute(channel, null, request("python", "print('queued')").build());
-        assertThat(eventually(10_000, () -> engine.executor().queued() == 1)).isTrue();
+        Poll.until("the second job queued", () -> engine.executor().queued() == 1);
 
         CompletableFuture<Void> drained = CompletableFuture.runAsync(() -> server.drain(Duration.ofSeconds(30)));
-        assertThat(eventually(10_000, () -> WorkerTesting.health(channel, "") == ServingStatus.NOT_SERVING)).isTrue();
+        Poll.until("health NOT_SERVING", () -> WorkerTesting.health(channel, "") == ServingStatus.NOT_SERVING);
         assertThat(WorkerTesting.health(channel, "codeexec.worker.v1.Worker")).isEqualTo(ServingStatus.NOT_SERVING);
 
         Status back = queued.await();
@@ -71,9 +76,11 @@ class WorkerDrainTest {
         assertThat(late.await().getCode()).isEqualTo(Status.Code.UNAVAILABLE);
         assertThat(late.events).isEmpty();
 
+        // The running job held its slot through all of this; now it finishes.
+        release(ws);
         assertThat(running.await().getCode()).isEqualTo(Status.Code.OK);
         assertThat(running.result().getOutcome()).isEqualTo("exited");
-        assertThat(running.result().getStdout()).isEqualTo("go\nfinished\n");
+        assertThat(running.result().getStdout()).isEqualTo("holding\nreleased\n");
         drained.get(60, TimeUnit.SECONDS);
         assertThat(server.draining()).isTrue();
         // The engine is closed too.
@@ -88,7 +95,7 @@ class WorkerDrainTest {
         start(1);
         WorkerTesting.Recorded running = execute(channel, null,
                 request("bash", "echo go; sleep 60; echo finished").build());
-        assertThat(eventually(30_000, running::accepted)).isTrue();
+        Poll.until("the running job accepted", running::accepted);
         CompletableFuture<Void> drained = CompletableFuture.runAsync(() -> server.drain(Duration.ofSeconds(1)));
         assertThat(running.await().getCode()).isEqualTo(Status.Code.OK);
         assertThat(running.result().getOutcome()).isEqualTo("cancelled");

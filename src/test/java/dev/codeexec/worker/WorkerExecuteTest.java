@@ -2,6 +2,7 @@ package dev.codeexec.worker;
 
 import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.wire.v1.ExecuteEvent;
 import dev.codeexec.wire.v1.ListSessionsRequest;
 import dev.codeexec.wire.v1.RuntimeInfoRequest;
@@ -17,6 +18,7 @@ import io.grpc.stub.MetadataUtils;
 import io.grpc.xds.shaded.com.github.xds.data.orca.v3.OrcaLoadReport;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import tools.jackson.databind.JsonNode;
@@ -30,8 +32,9 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
-import static dev.codeexec.worker.WorkerTesting.eventually;
 import static dev.codeexec.worker.WorkerTesting.execute;
+import static dev.codeexec.worker.WorkerTesting.holding;
+import static dev.codeexec.worker.WorkerTesting.release;
 import static dev.codeexec.worker.WorkerTesting.request;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -40,6 +43,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * The Execute stream and the other Worker calls against a real worker: gRPC server on a loopback port over the
  * production engine (bubblewrap), one execution slot so that queueing can be observed.
  */
+@Tag("sandbox")
 class WorkerExecuteTest {
 
     @TempDir
@@ -94,18 +98,22 @@ class WorkerExecuteTest {
         assertThat(r.getSandbox()).isEqualTo(engine.sandbox().name());
     }
 
+    /**
+     * Not even response headers while the run waits for the slot: the gateway's retry must still be possible for a
+     * job that has not started. (A queued call that never gets the slot gets nothing at all before the worker ends
+     * it: {@link #aQueueTimeoutIsNotRetriedButAFullQueueIs}.)
+     */
     @Test
     void aQueuedRunIsNotAcknowledgedUntilItTakesTheSlot() throws Exception {
-        WorkerTesting.Recorded first = execute(channel, null, request("bash", "echo first; sleep 4").build());
-        assertThat(eventually(30_000, first::accepted)).isTrue();
+        Workspace ws = engine.workspaces().open("alice", "slot", true);
+        WorkerTesting.Recorded first = execute(channel, null, holding(ws));
+        Poll.until("the first run accepted", first::accepted);
         WorkerTesting.Recorded second = execute(channel, null, request("python", "print('second')").build());
-        assertThat(eventually(10_000, () -> engine.executor().queued() == 1)).isTrue();
-        Thread.sleep(500);
-        // Not even response headers: the gateway's retry must still be possible for a job that has not started.
-        assertThat(first.closed).isNotDone();
+        Poll.until("the second run queued", () -> engine.executor().queued() == 1);
         assertThat(second.headers).isFalse();
         assertThat(second.events).isEmpty();
 
+        release(ws);
         assertThat(first.await().getCode()).isEqualTo(Status.Code.OK);
         assertThat(second.await().getCode()).isEqualTo(Status.Code.OK);
         assertThat(second.events.getFirst().hasAccepted()).isTrue();
@@ -115,17 +123,19 @@ class WorkerExecuteTest {
     @Test
     void aCallCancelledWhileQueuedNeverRuns() throws Exception {
         Workspace ws = engine.workspaces().open("alice", "queue", true);
-        WorkerTesting.Recorded first = execute(channel, null, request("bash", "sleep 2").build());
-        assertThat(eventually(30_000, first::accepted)).isTrue();
+        WorkerTesting.Recorded first = execute(channel, null, holding(ws));
+        Poll.until("the first run accepted", first::accepted);
         WorkerTesting.Recorded second = execute(channel, null,
                 request("bash", "touch ran").setWorkspace("queue").build());
-        assertThat(eventually(10_000, () -> engine.executor().queued() == 1)).isTrue();
+        Poll.until("the second run queued", () -> engine.executor().queued() == 1);
         second.call.cancel("gateway gave up", null);
         assertThat(second.await().getCode()).isEqualTo(Status.Code.CANCELLED);
         assertThat(second.events).isEmpty();
-        assertThat(eventually(5_000, () -> engine.executor().queued() == 0)).isTrue();
+        Poll.until("the cancelled run out of the queue", () -> engine.executor().queued() == 0);
+        release(ws);
         assertThat(first.await().getCode()).isEqualTo(Status.Code.OK);
-        assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
+        // The slot was free after the first run: had the second still been waiting for it, it would have run.
+        Poll.until("the worker idle", WorkerExecuteTest::idle);
         assertThat(Files.exists(ws.fs().root().resolve("ran"))).isFalse();
     }
 
@@ -136,15 +146,14 @@ class WorkerExecuteTest {
         // must not start — the gateway may have retried it elsewhere. Ending the call drops it unstarted.
         WorkerTesting.Recorded silent = new WorkerTesting.Recorded(channel, null, io.grpc.CallOptions.DEFAULT,
                 request("bash", "touch ran; echo ran").setWorkspace("nostart").build(), false);
-        assertThat(eventually(30_000, silent::accepted)).isTrue();
-        Thread.sleep(1500);
-        assertThat(Files.exists(ws.fs().root().resolve("ran"))).as("started without start").isFalse();
+        Poll.until("the run accepted", silent::accepted);
         silent.call.halfClose();
+        // The worker's own answer: the run ended cancelled having printed nothing, and left no file once idle.
         assertThat(silent.await().getCode()).isEqualTo(Status.Code.OK);
         assertThat(silent.result().getOutcome()).isEqualTo("cancelled");
         assertThat(silent.stdout()).isEmpty();
-        assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
-        assertThat(Files.exists(ws.fs().root().resolve("ran"))).isFalse();
+        Poll.until("the worker idle", WorkerExecuteTest::idle);
+        assertThat(Files.exists(ws.fs().root().resolve("ran"))).as("started without start").isFalse();
 
         // The same request with start runs.
         WorkerTesting.Recorded normal = execute(channel, null,
@@ -164,17 +173,26 @@ class WorkerExecuteTest {
         WorkerServer s = WorkerServer.start(config, small.executor(), small.workspaces(), "test", small.sandbox().status());
         ManagedChannel ch = WorkerTesting.plaintext(s.port());
         try {
-            WorkerTesting.Recorded holder = execute(ch, null, request("bash", "sleep 3").build());
-            assertThat(eventually(30_000, holder::accepted)).isTrue();
-            WorkerTesting.Recorded waited = execute(ch, null, request("bash", "echo late").build());
-            assertThat(eventually(5_000, () -> small.executor().queued() == 1)).isTrue();
-            WorkerTesting.Recorded full = execute(ch, null, request("bash", "echo full").build());
-            // The queue holds one: the third call is refused at once, and may be retried on another worker.
-            assertThat(full.await().getCode()).isEqualTo(Status.Code.RESOURCE_EXHAUSTED);
-            assertThat(full.trailers.get(ExecuteCall.NO_RETRY)).isNull();
-            // The second waited out QUEUE_TIMEOUT_MS of its deadline: refused with "do not retry" pushback.
-            assertThat(waited.await().getCode()).isEqualTo(Status.Code.RESOURCE_EXHAUSTED);
-            assertThat(waited.trailers.get(ExecuteCall.NO_RETRY)).isEqualTo("-1");
+            Workspace ws = small.workspaces().open("alice", "qt", true);
+            WorkerTesting.Recorded holder = execute(ch, null, holding(ws));
+            Poll.until("the holding run accepted", holder::accepted);
+            // Two calls while the only slot is held and the queue holds one: whichever comes second is refused at
+            // once (a full queue), the other waits out QUEUE_TIMEOUT_MS of its deadline.
+            WorkerTesting.Recorded a = execute(ch, null, request("bash", "echo a").build());
+            WorkerTesting.Recorded b = execute(ch, null, request("bash", "echo b").build());
+            try {
+                assertThat(a.await().getCode()).isEqualTo(Status.Code.RESOURCE_EXHAUSTED);
+                assertThat(b.await().getCode()).isEqualTo(Status.Code.RESOURCE_EXHAUSTED);
+            } finally {
+                release(ws);
+            }
+            // Refused at once: may be retried on another worker. Refused after its wait: "do not retry" pushback.
+            assertThat(java.util.stream.Stream.of(a, b).map(r -> r.trailers.get(ExecuteCall.NO_RETRY)))
+                    .containsExactlyInAnyOrder(null, "-1");
+            WorkerTesting.Recorded waited = "-1".equals(a.trailers.get(ExecuteCall.NO_RETRY)) ? a : b;
+            // The worker itself ended the waiting call, having sent nothing, not even headers: what a worker sends
+            // on a stream reaches the client before the stream's end.
+            assertThat(waited.headers).isFalse();
             assertThat(waited.events).isEmpty();
             assertThat(holder.await().getCode()).isEqualTo(Status.Code.OK);
         } finally {
@@ -188,12 +206,12 @@ class WorkerExecuteTest {
     void cancellingTheCallKillsTheRun() throws Exception {
         WorkerTesting.Recorded call = execute(channel, null,
                 request("bash", "echo started; sleep 30; echo never").build());
-        assertThat(eventually(30_000, () -> call.stdout().contains("started"))).isTrue();
+        Poll.until("the run printed started", () -> call.stdout().contains("started"));
         assertThat(engine.executor().running()).isEqualTo(1);
         call.call.cancel("client gave up", null);
         assertThat(call.await().getCode()).isEqualTo(Status.Code.CANCELLED);
-        // The run's sleep 30 is gone long before it would have ended.
-        assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
+        // The run's result holds its slot until it has ended: idle again, so the sleep 30 was killed.
+        Poll.until("the worker idle", WorkerExecuteTest::idle);
     }
 
     @Test
@@ -204,7 +222,7 @@ class WorkerExecuteTest {
         assertThat(r.await().getCode()).isEqualTo(Status.Code.DEADLINE_EXCEEDED);
         assertThat(r.events.getFirst().hasAccepted()).isTrue();
         assertThat(r.stdout()).isEqualTo("started\n");
-        assertThat(eventually(15_000, WorkerExecuteTest::idle)).isTrue();
+        Poll.until("the worker idle", WorkerExecuteTest::idle);
     }
 
     @Test
@@ -289,23 +307,36 @@ class WorkerExecuteTest {
         assertThat(env.events).isEmpty();
     }
 
-    @Test
-    void trailersCarryOrcaLoadWhileTheWorkerIsBusy() throws Exception {
-        WorkerTesting.Recorded busy = execute(channel, null, request("bash", "sleep 3").build());
-        assertThat(eventually(30_000, busy::accepted)).isTrue();
-        Thread.sleep(1000); // the load is a smoothed average: let it rise
+    private record StatusWithLoad(StatusResponse status, OrcaLoadReport load) {
+    }
+
+    /** A Status call and the ORCA load report in its trailers. */
+    private static StatusWithLoad statusWithLoad() throws Exception {
         AtomicReference<Metadata> headers = new AtomicReference<>();
         AtomicReference<Metadata> trailers = new AtomicReference<>();
         StatusResponse status = WorkerTesting.blocking(channel, null)
                 .withInterceptors(MetadataUtils.newCaptureMetadataInterceptor(headers, trailers))
                 .status(StatusRequest.getDefaultInstance());
-        assertThat(status.getRunning()).isEqualTo(1);
         byte[] raw = trailers.get().get(Metadata.Key.of("endpoint-load-metrics-bin", Metadata.BINARY_BYTE_MARSHALLER));
-        assertThat(raw).isNotNull();
-        OrcaLoadReport report = OrcaLoadReport.parseFrom(raw);
-        assertThat(report.getApplicationUtilization()).isGreaterThan(0.1);
-        assertThat(report.getRpsFractional()).isGreaterThan(0);
-        busy.await();
+        assertThat(raw).as("ORCA load report in the trailers").isNotNull();
+        return new StatusWithLoad(status, OrcaLoadReport.parseFrom(raw));
+    }
+
+    @Test
+    void trailersCarryOrcaLoadWhileTheWorkerIsBusy() throws Exception {
+        Workspace ws = engine.workspaces().open("alice", "busy", true);
+        WorkerTesting.Recorded busy = execute(channel, null, holding(ws));
+        try {
+            Poll.until("the run accepted", busy::accepted);
+            // The load is a smoothed average: it rises over the next reports while the run holds the only slot.
+            StatusWithLoad s = Poll.until("the reported utilization rises", WorkerExecuteTest::statusWithLoad,
+                    x -> x.load().getApplicationUtilization() > 0.1);
+            assertThat(s.status().getRunning()).isEqualTo(1);
+            assertThat(s.load().getRpsFractional()).isGreaterThan(0);
+        } finally {
+            release(ws);
+        }
+        assertThat(busy.await().getCode()).isEqualTo(Status.Code.OK);
     }
 
     @Test

@@ -8,6 +8,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -25,6 +26,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * A caller holding the token gets no more than this worker's maxima: limits above them are clamped (not refused,
  * since gateways and workers may be configured apart), and the sandbox enforces the clamped values.
  */
+@Tag("sandbox")
 class WorkerLimitsTest {
 
     @TempDir

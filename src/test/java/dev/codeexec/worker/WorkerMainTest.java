@@ -2,6 +2,7 @@ package dev.codeexec.worker;
 
 import dev.codeexec.wire.v1.StatusRequest;
 import io.grpc.ManagedChannel;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -19,6 +20,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The real entry point, {@code Main worker}, in a child JVM: it prints its port, serves, and on SIGTERM drains
  * and exits 0; bad configuration exits 2 before anything starts.
  */
+@Tag("slow")
 class WorkerMainTest {
 
     @TempDir

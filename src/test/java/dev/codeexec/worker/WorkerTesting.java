@@ -8,6 +8,7 @@ import dev.codeexec.wire.v1.ExecuteRequest;
 import dev.codeexec.wire.v1.Start;
 import dev.codeexec.wire.v1.Limits;
 import dev.codeexec.wire.v1.WorkerGrpc;
+import dev.codeexec.workspace.Workspace;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
 import io.grpc.ClientInterceptors;
@@ -154,13 +155,18 @@ final class WorkerTesting {
         return new Recorded(ch, token, CallOptions.DEFAULT, req);
     }
 
-    /** Polls until the condition holds or the bound passes; false when it never held. */
-    static boolean eventually(long maxMs, java.util.function.BooleanSupplier cond) throws InterruptedException {
-        long end = System.nanoTime() + maxMs * 1_000_000;
-        while (System.nanoTime() < end) {
-            if (cond.getAsBoolean()) return true;
-            Thread.sleep(20);
-        }
-        return cond.getAsBoolean();
+    /**
+     * A run that holds its slot until the test {@linkplain #release releases} it: bash that prints "holding", waits
+     * for the file "release" in its workspace, then prints "released". Whatever the test does meanwhile happens while
+     * it runs, however slow the machine.
+     */
+    static ExecuteRequest holding(Workspace ws) {
+        ExecuteRequest.Builder b = request("bash",
+                "echo holding; while [ ! -e release ]; do sleep 0.05; done; echo released").setWorkspace(ws.name());
+        return b.setLimits(b.getLimits().toBuilder().setTimeoutMs(120_000)).build();
+    }
+
+    static void release(Workspace ws) throws java.io.IOException {
+        java.nio.file.Files.writeString(ws.fs().root().resolve("release"), "");
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -34,7 +35,6 @@ class WorkspaceExpiryTest {
     }
 
     private static void waitUntilGone(Path p) throws InterruptedException {
-        for (int i = 0; i < 100 && Files.exists(p); i++) Thread.sleep(50);
-        assertThat(p).doesNotExist();
+        Poll.until(p + " removed by a sweep", () -> !Files.exists(p));
     }
 }
