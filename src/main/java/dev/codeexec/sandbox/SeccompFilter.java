@@ -18,8 +18,11 @@ import java.util.Map;
  * privilege escalations (ptrace, mounts, namespaces, bpf, keyrings, io_uring, modules, ...). It refuses with
  * EPERM rather than killing, so well-behaved runtimes see an ordinary error. {@code clone3} gets ENOSYS, because
  * glibc then falls back to {@code clone} (whose flags a classic filter can inspect); with EPERM node aborts.
- * {@code clone} with {@code CLONE_NEWUSER} is refused. Syscalls of a foreign architecture (i386 via int 0x80)
- * kill the process, x32 syscall numbers are refused.
+ * {@code clone} with {@code CLONE_NEWUSER} is refused. {@code socket} and {@code socketpair} create only the
+ * families the runtimes need ({@link #SOCKET_FAMILIES}: unix, IPv4, IPv6, netlink; EAFNOSUPPORT otherwise): the
+ * network namespace covers IP, but not AF_VSOCK (on a VM host it reaches the hypervisor's services), AF_ALG (the
+ * kernel's crypto API) and the rest. Syscalls of a foreign architecture (i386 via int 0x80) kill the process, x32
+ * syscall numbers are refused.
  */
 public final class SeccompFilter {
 
@@ -78,6 +81,11 @@ public final class SeccompFilter {
     }
 
     static final int[] CLONE = {56, 220};
+    static final int[] SOCKET = {41, 198};
+    static final int[] SOCKETPAIR = {53, 199};
+    static final int EAFNOSUPPORT = 97;
+    /** The address families a sandboxed program may create sockets of: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK. */
+    static final int[] SOCKET_FAMILIES = {1, 2, 10, 16};
     static final int[] CLONE3 = {435, 435};
 
     private SeccompFilter() {
@@ -114,6 +122,15 @@ public final class SeccompFilter {
         }
         b.add(new Insn(JEQ_K, 0, 1, CLONE3[arch]));
         b.add(new Insn(RET_K, 0, 0, RET_ERRNO | ENOSYS));
+        // socket and socketpair: the family (args[0]) must be one of SOCKET_FAMILIES. The accumulator is clobbered,
+        // so this path ends in returns too.
+        int families = SOCKET_FAMILIES.length;
+        b.add(new Insn(JEQ_K, 1, 0, SOCKET[arch]));
+        b.add(new Insn(JEQ_K, 0, families + 3, SOCKETPAIR[arch]));
+        b.add(new Insn(LD_W_ABS, 0, 0, OFF_ARG0_LO));
+        for (int i = 0; i < families; i++) b.add(new Insn(JEQ_K, families - i, 0, SOCKET_FAMILIES[i]));
+        b.add(new Insn(RET_K, 0, 0, RET_ERRNO | EAFNOSUPPORT));
+        b.add(new Insn(RET_K, 0, 0, RET_ALLOW));
         // clone: refuse only when the flags ask for a new user namespace; the accumulator is clobbered, so this
         // block ends in returns on every path.
         b.add(new Insn(JEQ_K, 0, 3, CLONE[arch]));

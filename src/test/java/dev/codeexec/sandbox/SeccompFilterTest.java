@@ -77,6 +77,23 @@ class SeccompFilterTest {
     }
 
     @Test
+    void socketsOnlyOfTheFamiliesTheRuntimesNeed() {
+        List<Insn> p = program();
+        int afUnix = 1, afInet = 2, afInet6 = 10, afNetlink = 16, afPacket = 17, afAlg = 38, afVsock = 40, afBluetooth = 31;
+        for (int[] arch : new int[][]{{X86, 41, 53}, {ARM, 198, 199}}) {
+            for (int nr : new int[]{arch[1], arch[2]}) {
+                for (int ok : new int[]{afUnix, afInet, afInet6, afNetlink})
+                    assertThat(eval(p, arch[0], nr, ok)).as("family " + ok).isEqualTo(RET_ALLOW);
+                for (int refused : new int[]{afVsock, afAlg, afPacket, afBluetooth, 0, 45, 255})
+                    assertThat(eval(p, arch[0], nr, refused)).as("family " + refused).isEqualTo(RET_ERRNO | EAFNOSUPPORT);
+            }
+        }
+        // the syscalls right after socket's block still get their own decisions
+        assertThat(eval(p, X86, 42, afVsock)).as("connect").isEqualTo(RET_ALLOW);
+        assertThat(eval(p, X86, 56, CLONE_NEWUSER)).as("clone").isEqualTo(RET_ERRNO | EPERM);
+    }
+
+    @Test
     void cloneIsAllowedExceptWithANewUserNamespace() {
         List<Insn> p = program();
         long threadFlags = 0x3d0f00; // what glibc passes for pthread_create
