@@ -31,6 +31,7 @@
  *       unblocked, reaps every process that ends inside the sandbox while PROGRAM runs, and exits with PROGRAM's
  *       status (128+N when killed by signal N). When pid 1 exits, the kernel kills whatever else is left in the pid
  *       namespace. A PROGRAM that cannot be started: a message as env(1) gives it, exit 127 (not found) or 126.
+ *       PROGRAM starts with umask 0002 (files it makes are writable by its group: the tenant's later runs).
  *       --status-fd FD: a pipe to the server (inherited through the launcher and bwrap, never by PROGRAM: it is
  *       close-on-exec), on which init writes PROGRAM's real wait status before it exits, "exit N\n" or
  *       "signal N\n": an exit status cannot tell `exit 130` from death by SIGINT, and bwrap turns init's own death
@@ -52,6 +53,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -222,6 +224,9 @@ static int init(int argc, char **argv) {
     pid_t child = fork();
     if (child < 0) { dprintf(2, "codeexec-helper: fork: %s\n", strerror(errno)); return 125; }
     if (child == 0) {
+        // Group-writable by default: each run is a uid of its own, and a tenant's later runs (other uids of the
+        // same group) must be able to change what this one leaves in a workspace.
+        umask(0002);
         for (int sig = 1; sig < NSIG; sig++) default_signal(sig);
         sigset_t none;
         sigemptyset(&none);

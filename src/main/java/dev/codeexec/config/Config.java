@@ -34,9 +34,16 @@ public final class Config {
             "`bwrap` (bubblewrap), `gvisor` (runsc) or `none` (no isolation: development only, loudly logged).",
             "bwrap", "gvisor", "none");
     public static final ConfigKey<Integer> SANDBOX_UID = ConfigKey.integer("SANDBOX_UID", 65534, 1, Integer.MAX_VALUE,
-            "Real host uid that sandboxed code runs as (never 0).");
+            "The uid sandboxed code sees itself as, and the owner of files the server writes into workspaces (never 0); "
+                    + "on the host each sandbox runs as a uid of its own from SANDBOX_UID_RANGE.");
     public static final ConfigKey<Integer> SANDBOX_GID = ConfigKey.integer("SANDBOX_GID", 65534, 1, Integer.MAX_VALUE,
-            "Real host gid that sandboxed code runs as (never 0).");
+            "The host gid every sandbox runs as (never 0): the group through which a tenant's later runs use the "
+                    + "files an earlier run left in a workspace.");
+    public static final ConfigKey<String> SANDBOX_UID_RANGE = ConfigKey.uidRange("SANDBOX_UID_RANGE", "auto",
+            "Host uids for sandboxes, one per sandbox at a time (`FIRST-LAST`): the kernel counts epoll watches, "
+                    + "inotify instances, pipe buffers and processes per uid, so runs that share one share those limits. "
+                    + "`auto`: 2000000000-2000065535 where the server sees every uid (else the top 4096 below 65534 of "
+                    + "those it sees); `off`: every sandbox runs as SANDBOX_UID.");
     public static final ConfigKey<Integer> MAX_CONCURRENT = ConfigKey.integer("MAX_CONCURRENT", 4, 1, 1024,
             "Runs executing at once.");
     public static final ConfigKey<Integer> QUEUE_SIZE = ConfigKey.integer("QUEUE_SIZE", 64, 0, 100000,
@@ -128,7 +135,7 @@ public final class Config {
             "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");
 
     public static final List<ConfigKey<?>> KEYS = List.of(HOST, PORT, TRANSPORT, API_KEY, ALLOW_UNAUTHENTICATED,
-            CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, MAX_CONCURRENT, QUEUE_SIZE,
+            CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, SANDBOX_UID_RANGE, MAX_CONCURRENT, QUEUE_SIZE,
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
             MAX_OUTPUT_KB, MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
             WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,

@@ -43,6 +43,24 @@ public record ConfigKey<T>(String name, String defaultValue, String description,
         return new ConfigKey<>(name, def, description, String::trim);
     }
 
+    /** {@code auto}, {@code off}, or {@code FIRST-LAST}: host uids from 1 to 4294967294, FIRST at most LAST. */
+    static ConfigKey<String> uidRange(String name, String def, String description) {
+        return new ConfigKey<>(name, def, description, s -> {
+            String v = s.trim().toLowerCase();
+            if (v.equals("auto") || v.equals("off")) return v;
+            String[] p = v.split("-", -1);
+            try {
+                if (p.length == 2) {
+                    long first = Long.parseLong(p[0].trim()), last = Long.parseLong(p[1].trim());
+                    if (first >= 1 && last >= first && last <= Integer.MAX_VALUE - 1) return first + "-" + last;
+                }
+            } catch (NumberFormatException e) {
+                // the message below
+            }
+            throw new IllegalArgumentException("must be auto, off or FIRST-LAST (host uids 1 to 2147483646), got '" + s + "'");
+        });
+    }
+
     static ConfigKey<String> oneOf(String name, String def, String description, String... allowed) {
         return new ConfigKey<>(name, def, description, s -> {
             String v = s.trim().toLowerCase();

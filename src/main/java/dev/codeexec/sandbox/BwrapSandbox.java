@@ -43,12 +43,16 @@ final class BwrapSandbox implements Sandbox {
      * seccomp program on it) holds stdin meanwhile: 8 and 9 are the control channel's. A non-interactive shell starts
      * background jobs with SIGINT and SIGQUIT ignored, and an ignored signal stays ignored across exec: env puts
      * them back to default, so the program gets them as it would from a terminal (sessions are interrupted by
-     * SIGINT).
+     * SIGINT). umask 0002: what a run leaves in a workspace is writable by the tenant's later runs (other host uids,
+     * the same group).
      */
-    static final String INIT = "exec 3<&0; /usr/bin/env --default-signal=INT,QUIT \"$@\" <&3 3<&- & wait $!";
+    static final String INIT = "umask 0002; exec 3<&0; /usr/bin/env --default-signal=INT,QUIT \"$@\" <&3 3<&- & wait $!";
 
+    /** The uid and gid sandboxed code sees itself as (SANDBOX_UID, SANDBOX_GID); the gid is also its host gid. */
     private final int uid;
     private final int gid;
+    /** Host uids, one per sandbox; null when every sandbox runs as {@link #uid} on the host too. */
+    private final UidPool uids;
     private final Path seccomp;
     private final Cgroups cgroups;
     private final List<String> systemBinds;
@@ -83,8 +87,17 @@ final class BwrapSandbox implements Sandbox {
      *                  instead of {@link dev.codeexec.linux.Spawn}, the server's own mount namespace
      */
     BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups, boolean useHelper) {
+        this(uid, gid, dataDir, cgroups, useHelper, Sandboxes.uidPool("auto", Sandboxes.readUidMap()));
+    }
+
+    /**
+     * @param uids the host uids sandboxes run as, one each (SANDBOX_UID_RANGE); null: every sandbox runs as
+     *             {@code uid}. Inside, every sandbox sees {@code uid}/{@code gid} (bwrap maps its host uid to it).
+     */
+    BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups, boolean useHelper, UidPool uids) {
         this.uid = uid;
         this.gid = gid;
+        this.uids = uids;
         this.cgroups = cgroups;
         this.spawnDirect = useHelper && dev.codeexec.linux.Spawn.available();
         this.version = bwrapVersion();
@@ -226,6 +239,7 @@ final class BwrapSandbox implements Sandbox {
         m.put("kind", "bwrap");
         m.put("uid", uid);
         m.put("gid", gid);
+        m.put("hostUids", uids == null ? "every sandbox runs as uid " + uid : uids.info());
         m.put("cgroup", cgroups.label());
         if (!cgroups.note().isEmpty()) m.put("cgroupNote", cgroups.note());
         m.put("seccomp", seccomp != null);
@@ -256,10 +270,24 @@ final class BwrapSandbox implements Sandbox {
             throw new SandboxException("at most " + (Launcher.LAST_FILE_FD - Launcher.FIRST_FILE_FD + 1)
                     + " read-only files per run; put more into a read-only directory");
         Limits limits = spec.limits();
+        UidPool.Lease lease = uids == null ? null : uids.take();
+        try {
+            return launch(spec, helper, ns, workDir, limits, lease);
+        } catch (SandboxException | RuntimeException e) {
+            // what was started has been killed; the pool checks /proc before it hands the uid out again
+            if (lease != null) Reaper.later(() -> lease.giveBack(false));
+            throw e;
+        }
+    }
 
+    private SandboxProcess launch(SandboxSpec spec, Path helper, TrimmedMounts ns, Path workDir, Limits limits,
+            UidPool.Lease lease) throws SandboxException {
+        int hostUid = lease == null ? uid : lease.uid();
         List<String> argv = new ArrayList<>(List.of(BWRAP,
                 "--unshare-all", "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
+        // bwrap runs as the host uid (never root) and maps it to the ids every sandbox sees inside
+        if (hostUid != uid) argv.addAll(List.of("--uid", Integer.toString(uid), "--gid", Integer.toString(gid)));
         for (Map.Entry<String, String> e : new TreeMap<>(spec.env()).entrySet()) {
             checkEnv(e.getKey(), e.getValue());
             argv.addAll(List.of("--setenv", e.getKey(), e.getValue()));
@@ -271,10 +299,10 @@ final class BwrapSandbox implements Sandbox {
         Path lateDir = null;
         if (spec.lateWorkDir()) {
             WorkDirMounts mounts = lateWorkDirs.orElseThrow(() -> new SandboxException(lateWorkDirsUnavailable.orElse("")));
-            lateDir = mounts.create(spec.runId());
+            lateDir = mounts.create(spec.runId(), hostUid);
             argv.addAll(List.of("--bind", lateDir.toString(), workDir.toString()));
         } else if (spec.workDirSource().isPresent()) {
-            // a persistent workspace: bwrap opens the source as the sandbox uid, which owns it
+            // a persistent workspace: bwrap opens the source as the host uid, a member of the workspace's group
             argv.addAll(List.of("--bind", spec.workDirSource().get().toString(), workDir.toString()));
         } else if (!workDir.equals(Path.of("/tmp"))) {
             argv.addAll(List.of("--size", size, "--tmpfs", workDir.toString()));
@@ -321,9 +349,9 @@ final class BwrapSandbox implements Sandbox {
             List<String> cmd;
             if (helper != null) {
                 String mntns = ns != null && ns.covers(bindSources(argv)) ? ns.path() : null;
-                cmd = Launcher.helperCommand(helper, cg.procsFiles(), rlimits, fds, writeFds, mntns, uid, gid, argv);
+                cmd = Launcher.helperCommand(helper, cg.procsFiles(), rlimits, fds, writeFds, mntns, hostUid, gid, argv);
             } else {
-                List<String> dropped = new ArrayList<>(List.of(SETPRIV, "--reuid=" + uid, "--regid=" + gid,
+                List<String> dropped = new ArrayList<>(List.of(SETPRIV, "--reuid=" + hostUid, "--regid=" + gid,
                         "--clear-groups", "--no-new-privs", "--"));
                 dropped.addAll(argv);
                 cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
@@ -333,7 +361,7 @@ final class BwrapSandbox implements Sandbox {
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
-                    lateWorkDirs.orElse(null), lateDir);
+                    lateWorkDirs.orElse(null), lateDir, lease);
         } catch (SandboxException | RuntimeException e) {
             if (p != null) {
                 p.descendants().forEach(ProcessHandle::destroyForcibly);

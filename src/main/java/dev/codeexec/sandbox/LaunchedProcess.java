@@ -31,6 +31,7 @@ final class LaunchedProcess implements SandboxProcess {
     /** The host directory bound at the working directory, to mount the run's directory on later (or null). */
     private final Path lateWorkDir;
     private final WorkDirMounts mounts;
+    private final UidPool.Lease lease;
     private boolean workDirMounted;
     private long programPid;
     private int[] owner;
@@ -50,11 +51,16 @@ final class LaunchedProcess implements SandboxProcess {
      * @param pidNamespace the launcher's only child is the init of a pid namespace holding the whole run (bwrap)
      */
     LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup) {
-        this(process, cgroup, cpuSeconds, pidNamespace, cleanup, Optional.empty(), null, null);
+        this(process, cgroup, cpuSeconds, pidNamespace, cleanup, Optional.empty(), null, null, null);
     }
 
+    /**
+     * @param lease the host uid the sandbox runs as (given back once the sandbox is closed and its tree is gone), or
+     *              null when it runs as the server-wide sandbox uid
+     */
     LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup,
-            Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir) {
+            Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir, UidPool.Lease lease) {
+        this.lease = lease;
         this.process = process;
         this.pidNamespace = pidNamespace;
         this.cgroup = cgroup;
@@ -79,7 +85,7 @@ final class LaunchedProcess implements SandboxProcess {
     public synchronized void mountWorkDir(Optional<Path> workspace, long tmpfsBytes) throws SandboxException {
         if (lateWorkDir == null) throw new SandboxException("this sandbox was not started for a late working directory");
         if (workDirMounted) throw new SandboxException("the working directory is already mounted");
-        mounts.mount(lateWorkDir, workspace, tmpfsBytes);
+        mounts.mount(lateWorkDir, workspace, tmpfsBytes, lease == null ? mounts.sandboxUid() : lease.uid());
         workDirMounted = true;
     }
 
@@ -349,9 +355,13 @@ final class LaunchedProcess implements SandboxProcess {
             closeQuietly(process.getInputStream());
             closeQuietly(process.getErrorStream());
             control.ifPresent(ControlChannel::close);
+            // Nothing of the run is left once the cgroup is empty, or once the pid namespace died with its pid 1
+            // (bwrap reaped it, so it is dead): then its uid is free at once; else after a look in /proc.
+            boolean gone = !process.isAlive() && (pidNamespace || cgroup.isEmpty());
             Reaper.later(() -> {
                 cgroup.remove();
                 if (lateWorkDir != null) mounts.release(lateWorkDir);
+                if (lease != null) lease.giveBack(gone);
             });
             cleanup.run();
             if (interrupted) Thread.currentThread().interrupt();

@@ -82,27 +82,32 @@ final class WorkDirMounts {
     record Result(Optional<WorkDirMounts> mounts, Optional<String> unavailable) {
     }
 
-    /** A fresh empty directory for one sandbox, owned by the sandbox uid. */
-    synchronized Path create(String runId) throws SandboxException {
+    /** The server-wide sandbox uid (SANDBOX_UID), the owner where sandboxes have no host uid of their own. */
+    int sandboxUid() {
+        return uid;
+    }
+
+    /** A fresh empty directory for one sandbox, owned by the sandbox's host uid. */
+    synchronized Path create(String runId, int ownerUid) throws SandboxException {
         Path d = mine.resolve(runId);
         try {
             if (closed) setUp();
             Files.createDirectory(d, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
-            HostDirs.chown(d, uid, gid);
+            HostDirs.chown(d, ownerUid, gid);
             return d;
         } catch (IOException | Posix.Errno e) {
             throw new SandboxException("cannot create a working directory mount point: " + e.getMessage(), e);
         }
     }
 
-    /** Mounts the workspace (bind) or a fresh tmpfs of {@code bytes} on {@code dir}. */
-    void mount(Path dir, Optional<Path> workspace, long bytes) throws SandboxException {
+    /** Mounts the workspace (bind) or a fresh tmpfs of {@code bytes}, owned by {@code ownerUid}, on {@code dir}. */
+    void mount(Path dir, Optional<Path> workspace, long bytes, int ownerUid) throws SandboxException {
         try {
             if (workspace.isPresent()) {
                 Posix.mount(workspace.get().toString(), dir.toString(), null, Posix.MS_BIND, null);
             } else {
                 Posix.mount("tmpfs", dir.toString(), "tmpfs", Posix.MS_NOSUID | Posix.MS_NODEV,
-                        "size=" + bytes + ",mode=0755,uid=" + uid + ",gid=" + gid);
+                        "size=" + bytes + ",mode=0755,uid=" + ownerUid + ",gid=" + gid);
             }
         } catch (Posix.Errno e) {
             throw new SandboxException("cannot mount the working directory: " + e.getMessage(), e);

@@ -444,7 +444,8 @@ class RemoteExecutorTest {
         Poll.until("w1 shown unhealthy",
                 () -> gw.workers().stream().anyMatch(s -> s.address().equals(w1.address()) && !s.healthy()));
         // Connects to w1's address fail several times, so grpc's reconnect backoff has grown: a listener on its
-        // port counts them, closing each at once.
+        // port counts them, resetting each at once (SO_LINGER 0: a plain close would leave the port in TIME_WAIT,
+        // and the restarted worker could not bind it).
         w1.close();
         try (ServerSocket refuser = new ServerSocket()) {
             refuser.setReuseAddress(true);
@@ -452,7 +453,8 @@ class RemoteExecutorTest {
             AtomicInteger connects = new AtomicInteger();
             Thread.ofVirtual().start(() -> {
                 while (true) {
-                    try (Socket ignored = refuser.accept()) {
+                    try (Socket accepted = refuser.accept()) {
+                        accepted.setSoLinger(true, 0);
                         connects.incrementAndGet();
                     } catch (IOException closed) {
                         return;

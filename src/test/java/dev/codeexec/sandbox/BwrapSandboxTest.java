@@ -16,6 +16,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -95,6 +96,27 @@ class BwrapSandboxTest {
                 "id -u; id -g; id -G; uname -n; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"));
         assertThat(r.out().lines().toList()).containsExactly("65534", "65534", "65534", "sandbox",
                 "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1");
+    }
+
+    /**
+     * The kernel counts epoll watches, inotify instances, pipe buffers and processes per host uid: two sandboxes
+     * at once run as two host uids of SANDBOX_UID_RANGE (each sees 65534 inside), so neither can use up the other's.
+     */
+    @Test
+    void sandboxesAtTheSameTimeRunAsHostUidsOfTheirOwn() throws Exception {
+        SandboxProcess a = sandbox.start(spec("/bin/sh", "-c", "id -u; read x"));
+        SandboxProcess b = sandbox.start(spec("/bin/sh", "-c", "id -u; read x"));
+        try (a; b) {
+            assertThat(firstLine(a)).as("the uid seen inside").isEqualTo("65534");
+            assertThat(firstLine(b)).as("the uid seen inside").isEqualTo("65534");
+            List<Long> hostUids = new ArrayList<>();
+            for (long pid : processesOfSandboxUid()) {
+                for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status")))
+                    if (line.startsWith("Uid:")) hostUids.add(Long.parseLong(line.split("\\s+")[1]));
+            }
+            assertThat(new java.util.TreeSet<>(hostUids)).as("host uids of the two sandboxes' processes").hasSize(2)
+                    .allSatisfy(u -> assertThat(u).isBetween((long) Sandboxes.AUTO_FIRST, Sandboxes.AUTO_FIRST + 65535L));
+        }
     }
 
     @Test

@@ -75,7 +75,8 @@ class ControlChannelTest {
         Path ws = Files.createTempDirectory(dataDir, "ws-");
         Files.writeString(ws.resolve("old.txt"), "kept");
         HostDirs.chown(ws, UID, UID);
-        Files.setPosixFilePermissions(ws, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+        // a workspace as Workspaces makes it: every sandbox runs as a host uid of its own, in the workspace's group
+        Files.setPosixFilePermissions(ws, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwx---"));
         try (SandboxProcess p = sandbox.start(spec("/bin/sh", "-c", ECHO + "; cat old.txt").withControl(true))) {
             ControlChannel c = p.control().orElseThrow();
             CompletableFuture<String> out = drain(p.stdout());

@@ -96,14 +96,23 @@ final class SandboxTesting {
         }).toList();
     }
 
-    /** Host pids whose real uid is the sandbox uid (sandboxed code, or launcher steps that dropped to it). */
+    /**
+     * Whether a host uid is one sandboxes run as: SANDBOX_UID's default, or one of the "auto" SANDBOX_UID_RANGE
+     * ranges (each sandbox runs as a uid of its own from there).
+     */
+    static boolean isSandboxUid(long uid) {
+        return uid == UID || (uid >= Sandboxes.AUTO_FIRST && uid < (long) Sandboxes.AUTO_FIRST + Sandboxes.AUTO_SIZE)
+                || (uid >= 65534 - Sandboxes.AUTO_SMALL_SIZE && uid < 65534);
+    }
+
+    /** Host pids whose real uid is a sandbox uid (sandboxed code, or launcher steps that dropped to it). */
     static List<Long> allProcessesOfSandboxUid() {
         List<Long> out = new ArrayList<>();
         try (Stream<Path> s = Files.list(Path.of("/proc"))) {
             for (Path p : s.filter(x -> x.getFileName().toString().matches("\\d+")).toList()) {
                 try {
                     for (String line : Files.readAllLines(p.resolve("status"))) {
-                        if (line.startsWith("Uid:") && line.split("\\s+")[1].equals(Integer.toString(UID)))
+                        if (line.startsWith("Uid:") && isSandboxUid(Long.parseLong(line.split("\\s+")[1])))
                             out.add(Long.parseLong(p.getFileName().toString()));
                     }
                 } catch (IOException gone) {
