@@ -118,10 +118,16 @@ public final class DataDir {
         return root.resolve("late");
     }
 
-    public Path lateForThisServer() {
-        return late().resolve(Long.toString(ProcessHandle.current().pid()));
+    /**
+     * One sandbox's directory in {@link #late()} ({@code token}: random, not the pid, because a warm sandbox's mount
+     * table shows the path of the directory bound at its working directory; the pid is in {@link #LATE_OWNER}).
+     */
+    public Path lateFor(String token) {
+        return late().resolve(token);
     }
 
+    /** The file in a {@link #lateFor} directory that holds its server's pid, for reaping what a dead server left. */
+    public static final String LATE_OWNER = ".pid";
     /** The seccomp program bwrap installs; opened by the root-side launcher, so it stays root-only (0600). */
     public Path seccompFilter() {
         return root.resolve("seccomp.bpf");
@@ -215,8 +221,8 @@ public final class DataDir {
     }
 
     /** This server's directory in late/ (one per run in it), with late/'s mode for the same reason. */
-    public Path prepareLateForThisServer() throws IOException {
-        return directory(lateForThisServer(), SEARCH_ONLY_DIR);
+    public Path prepareLateFor(String token) throws IOException {
+        return directory(lateFor(token), SEARCH_ONLY_DIR);
     }
 
     /** upload-tmp/ is 0700: the spooled parts are a tenant's files, for the server's eyes only. */

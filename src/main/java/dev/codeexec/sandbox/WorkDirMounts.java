@@ -16,12 +16,15 @@ import java.util.Optional;
 /**
  * Working directories mounted into a sandbox after it started (warm sandboxes, see {@link SandboxSpec#lateWorkDir()}).
  *
- * <p>How: {@code DATA_DIR/late} is a bind mount of itself marked shared. A warm sandbox binds an empty directory
- * {@code late/<server pid>/<run id>} (owned by the sandbox uid) at its working directory; bwrap turns its copies of
+ * <p>How: {@code DATA_DIR/late} is a small tmpfs of its own, marked shared. A warm sandbox binds an empty directory
+ * {@code late/<sandbox token>/<random>} (owned by the sandbox's host uid) at its working directory; bwrap turns its copies of
  * the host's mounts into slaves, so a mount the server later makes on that directory in the host's namespace
  * propagates into the sandbox and covers its working directory: a fresh size-capped tmpfs for a stateless run, or
  * the workspace directory for a run in a workspace. The program then changes into the directory again. Only the
  * mount on the run's own directory propagates, and only into the sandboxes that bound that directory (one).
+ *
+ * <p>What the sandbox's mount table shows of this: a path inside that tmpfs, made of random names. A bind of a
+ * directory of the host's file system would show its whole host path (DATA_DIR, the server's pid, the run's id).
  *
  * <p>Propagated mounts lack nosuid/nodev; harmless here: every sandboxed program runs with no_new_privs (set-uid
  * bits are ignored) and without the capability to create device nodes.
@@ -32,10 +35,13 @@ import java.util.Optional;
 final class WorkDirMounts {
 
     private static final Logger log = LoggerFactory.getLogger(WorkDirMounts.class);
+    private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
 
     private final DataDir data;
     private final Path root;
+    /** This instance's directory in late/ (one per sandbox, so that closing one never touches another's runs). */
     private final Path mine;
+    private final String token;
     private final int uid;
     private final int gid;
     /** After {@link #close}, the next {@link #create} sets everything up again (one sandbox, several executors). */
@@ -45,7 +51,8 @@ final class WorkDirMounts {
     private WorkDirMounts(DataDir data, int uid, int gid) {
         this.data = data;
         this.root = data.late();
-        this.mine = data.lateForThisServer();
+        this.token = java.util.HexFormat.of().formatHex(java.nio.ByteBuffer.allocate(8).putLong(RANDOM.nextLong()).array());
+        this.mine = data.lateFor(token);
         this.uid = uid;
         this.gid = gid;
     }
@@ -64,11 +71,14 @@ final class WorkDirMounts {
 
     private synchronized void setUp() throws IOException, Posix.Errno {
         data.prepareLate();
+        // Another server on this DATA_DIR may have mounted it already (a tmpfs, or a bind of itself from an older
+        // version): then it is shared by both.
         if (!mountPoints().contains(root.toString()))
-            Posix.mount(root.toString(), root.toString(), null, Posix.MS_BIND, null);
+            Posix.mount("tmpfs", root.toString(), "tmpfs", Posix.MS_NOSUID | Posix.MS_NODEV, "size=1m,mode=0711");
         Posix.mount(null, root.toString(), null, Posix.MS_SHARED, null);
         reapStale();
-        data.prepareLateForThisServer();
+        data.prepareLateFor(token);
+        Files.writeString(mine.resolve(DataDir.LATE_OWNER), Long.toString(ProcessHandle.current().pid()));
         closed = false;
         if (!hooked) {
             // A JVM that ends without closing its sandbox (a test, an embedding program) must not leave the shared
@@ -89,9 +99,11 @@ final class WorkDirMounts {
 
     /** A fresh empty directory for one sandbox, owned by the sandbox's host uid. */
     synchronized Path create(String runId, int ownerUid) throws SandboxException {
-        Path d = mine.resolve(runId);
+        // a random name, not the run's id: the sandbox sees it in its mount table
+        Path d = mine.resolve(java.util.HexFormat.of().formatHex(
+                java.nio.ByteBuffer.allocate(8).putLong(RANDOM.nextLong()).array()));
         try {
-            if (closed) setUp();
+            if (closed || !Files.isDirectory(mine)) setUp();
             Files.createDirectory(d, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
             HostDirs.chown(d, ownerUid, gid);
             return d;
@@ -143,9 +155,7 @@ final class WorkDirMounts {
         List<String> points = mountPoints();
         try (var servers = Files.list(root)) {
             for (Path server : servers.toList()) {
-                String name = server.getFileName().toString();
-                if (name.matches("\\d+") && ProcessHandle.of(Long.parseLong(name)).map(ProcessHandle::isAlive).orElse(false)
-                        && !server.equals(mine)) continue;
+                if (!server.equals(mine) && ownerAlive(server)) continue;
                 for (String p : points) if (p.startsWith(server + "/")) unmountAll(Path.of(p));
                 try (var dirs = Files.list(server)) {
                     for (Path d : dirs.toList()) Files.deleteIfExists(d);
@@ -154,6 +164,26 @@ final class WorkDirMounts {
                 }
                 Files.deleteIfExists(server);
             }
+        }
+    }
+
+    /**
+     * Whether the server that made this directory still runs: its pid is in {@link DataDir#LATE_OWNER} (or, from an
+     * older version, the directory's name).
+     */
+    private static boolean ownerAlive(Path server) {
+        String name = server.getFileName().toString();
+        String pid = name.matches("\\d+") ? name : null;
+        try {
+            pid = Files.readString(server.resolve(DataDir.LATE_OWNER)).trim();
+        } catch (IOException e) {
+            // no owner file: an older server's directory, or one being made right now (kept: it has a run dir soon)
+            if (pid == null) return true;
+        }
+        try {
+            return ProcessHandle.of(Long.parseLong(pid)).map(ProcessHandle::isAlive).orElse(false);
+        } catch (NumberFormatException e) {
+            return false;
         }
     }
 

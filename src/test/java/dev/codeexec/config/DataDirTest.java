@@ -38,7 +38,7 @@ class DataDirTest {
         assertThat(mode(data.prepareHelperDir())).isEqualTo("rwxr-xr-x");
         assertThat(mode(data.prepareControl())).isEqualTo("rwx------");
         assertThat(mode(data.prepareLate())).isEqualTo("rwx--x--x");
-        assertThat(mode(data.prepareLateForThisServer())).isEqualTo("rwx--x--x");
+        assertThat(mode(data.prepareLateFor("t0"))).isEqualTo("rwx--x--x");
     }
 
     @Test

@@ -70,6 +70,23 @@ class ControlChannelTest {
         }
     }
 
+    /** What a warm sandbox's mount table says of its working directory: no host path, server pid or run id. */
+    @Test
+    void theMountTableShowsNeitherDataDirNorTheServersPidNorTheRunsId() throws Exception {
+        SandboxSpec spec = spec("/bin/sh", "-c", "echo ready >&9; read line <&8; grep ' /work ' /proc/self/mountinfo")
+                .withControl(true);
+        try (SandboxProcess p = sandbox.start(spec)) {
+            ControlChannel c = p.control().orElseThrow();
+            CompletableFuture<String> out = drain(p.stdout());
+            assertThat(c.receive()).isEqualTo("ready");
+            p.mountWorkDir(Optional.empty(), 1 << 20);
+            c.send("go");
+            assertThat(p.waitFor(Duration.ofSeconds(10))).isTrue();
+            assertThat(out.get()).contains(" /work ").doesNotContain(dataDir.toString())
+                    .doesNotContain("/" + ProcessHandle.current().pid() + "/").doesNotContain(spec.runId());
+        }
+    }
+
     @Test
     void aWorkspaceMountedAfterStartIsTheWorkDirAndKeepsItsFiles() throws Exception {
         Path ws = Files.createTempDirectory(dataDir, "ws-");
