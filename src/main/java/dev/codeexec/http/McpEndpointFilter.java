@@ -23,14 +23,17 @@ import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.function.Consumer;
 
 /**
- * Sits between the edge checks and the SDK's servlet on /mcp, for three gaps of the SDK 2.1.0:
+ * Sits between the edge checks and the SDK's servlet on /mcp, for four gaps of the SDK 2.1.0:
  * <ol>
  *   <li>It buffers each POST body (at most MAX_BODY_MB, counted while reading, so chunked bodies are capped too),
  *   answers non-JSON with a clean 400, and shows the message to {@link MessageInterceptor}: that is where
  *   {@code notifications/cancelled} becomes a cancelled run. The SDK then reads the same bytes (or the interceptor's
  *   rewrite) through a request wrapper.</li>
+ *   <li>An {@code Mcp-Session-Id} belongs to the key that opened it ({@link McpSessionOwners}): a request naming it
+ *   with another key gets the 404 of an unknown session before anything else looks at it, its body unread.</li>
  *   <li>DELETE of a session cancels every run of that session.</li>
  *   <li>Every error response of the SDK ({@code sendError}, or a status of 400 or more with a body that is a
  *   serialized Java exception) is replaced by our JSON-RPC error with a short message.</li>
@@ -44,8 +47,12 @@ final class McpEndpointFilter extends HttpFilter {
             "application/json required in Accept header", "Session ID required in mcp-session-id header",
             "Unsupported Media Type: Content-Type must be application/json", "Server is shutting down");
 
+    /** What the SDK answers for an unknown session, and we for a session of another key. */
+    static final String SESSION_NOT_FOUND = "Session not found";
+
     private final MessageInterceptor interceptor;
     private final RunRegistry registry;
+    private final McpSessionOwners owners = new McpSessionOwners();
     private final long maxBodyBytes;
     /** POSTs being handled now; a tool call's POST lasts until its result is written. */
     private final Object inFlightLock = new Object();
@@ -92,6 +99,11 @@ final class McpEndpointFilter extends HttpFilter {
     private void handle(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
         String session = request.getHeader("Mcp-Session-Id");
+        String keyId = keyId(request);
+        if (session != null && !owners.mayUse(session, keyId)) {
+            JsonErrors.write(response, 404, SESSION_NOT_FOUND);
+            return;
+        }
         HttpServletRequest forward = request;
         if ("POST".equals(request.getMethod())) {
             byte[] body = readBody(request.getInputStream());
@@ -112,16 +124,25 @@ final class McpEndpointFilter extends HttpFilter {
                 return;
             }
         }
-        CleanErrorResponse wrapped = new CleanErrorResponse(response);
+        CleanErrorResponse wrapped = new CleanErrorResponse(response, handedOut -> owners.bind(handedOut, keyId));
         try {
             chain.doFilter(forward, wrapped);
         } finally {
             wrapped.finish();
         }
-        if ("DELETE".equals(request.getMethod()) && session != null && response.getStatus() < 400) {
+        if (session == null) return;
+        if (wrapped.errorStatus == 404) {
+            owners.forget(session); // the SDK no longer knows it
+        } else if ("DELETE".equals(request.getMethod()) && response.getStatus() < 400) {
+            owners.forget(session);
             int cancelled = registry.cancelSession(session);
             if (cancelled > 0) LOG.info("session ended: cancelled {} run(s)", cancelled);
         }
+    }
+
+    /** Sessions bound to their keys now (tests). */
+    int boundSessions() {
+        return owners.size();
     }
 
     /** The body, or null when it is larger than the limit. */
@@ -142,12 +163,27 @@ final class McpEndpointFilter extends HttpFilter {
      */
     private static final class CleanErrorResponse extends HttpServletResponseWrapper {
         private final ByteArrayOutputStream swallowed = new ByteArrayOutputStream();
+        private final Consumer<String> onSessionId;
         private int errorStatus;
         private String errorText;
         private boolean sent;
 
-        CleanErrorResponse(HttpServletResponse response) {
+        /** @param onSessionId told of the Mcp-Session-Id the SDK hands out, before the header is sent */
+        CleanErrorResponse(HttpServletResponse response, Consumer<String> onSessionId) {
             super(response);
+            this.onSessionId = onSessionId;
+        }
+
+        @Override
+        public void setHeader(String name, String value) {
+            if ("Mcp-Session-Id".equalsIgnoreCase(name) && value != null) onSessionId.accept(value);
+            super.setHeader(name, value);
+        }
+
+        @Override
+        public void addHeader(String name, String value) {
+            if ("Mcp-Session-Id".equalsIgnoreCase(name) && value != null) onSessionId.accept(value);
+            super.addHeader(name, value);
         }
 
         @Override
@@ -213,7 +249,7 @@ final class McpEndpointFilter extends HttpFilter {
 
         private String message() {
             String sdk = errorText != null ? errorText : sdkMessage();
-            if (errorStatus == 404) return "Session not found";
+            if (errorStatus == 404) return SESSION_NOT_FOUND;
             if (sdk == null) return JsonErrors.messageFor(errorStatus);
             String safe = String.join("; ", SAFE_SDK_MESSAGES.stream().filter(sdk::contains).toList());
             return safe.isEmpty() ? JsonErrors.messageFor(errorStatus) : safe;
@@ -236,6 +272,11 @@ final class McpEndpointFilter extends HttpFilter {
                 return null;
             }
         }
+    }
+
+    /** The key the caller presented, as the edge filter (which runs first) identified it. */
+    private static String keyId(HttpServletRequest request) {
+        return request.getAttribute(EdgeFilter.KEY_ID_ATTRIBUTE) instanceof String k ? k : EdgeFilter.OPEN_KEY_ID;
     }
 
     /** The caller as authenticated by the edge filter (which runs first); the default tenant without keys. */

@@ -197,6 +197,53 @@ class EdgeTest {
     }
 
     @Test
+    void aSessionIdAnswersOnlyTheKeyThatOpenedItAndEveryOtherKeyGetsTheUnknownSession404() throws Exception {
+        java.nio.file.Path keys = java.nio.file.Files.createTempFile("edge-keys", ".txt");
+        java.nio.file.Files.writeString(keys, "alice " + dev.codeexec.auth.ApiKeys.hashHex("alice-1") + "\n"
+                + "alice " + dev.codeexec.auth.ApiKeys.hashHex("alice-2") + "\n"
+                + "bob " + dev.codeexec.auth.ApiKeys.hashHex("bob-1") + " admin\n");
+        start("API_KEYS_FILE", keys.toString());
+        HttpResponse<String> init = raw.send(raw.mcpPost(null, RawClient.INIT).header("Authorization", "Bearer alice-1"));
+        String session = init.headers().firstValue("Mcp-Session-Id").orElseThrow();
+        raw.send(raw.mcpPost(session, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}")
+                .header("Authorization", "Bearer alice-1"));
+        var call = java.net.http.HttpClient.newHttpClient().sendAsync(raw.mcpPost(session, RawClient.call(1, "block"))
+                .header("Authorization", "Bearer alice-1").build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(executor.blockStarted.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+
+        HttpResponse<String> unknown = raw.send(raw.mcpPost("no-such-session", RawClient.cancel(1))
+                .header("Authorization", "Bearer bob-1"));
+        assertThat(unknown.statusCode()).isEqualTo(404);
+        // Another tenant (an admin key too), or another key of the same tenant: the session does not exist for them.
+        for (String other : List.of("bob-1", "alice-2")) {
+            List<HttpRequest.Builder> attempts = List.of(
+                    raw.mcpPost(session, RawClient.cancel(1)),
+                    raw.mcpPost(session, RawClient.call(2, "print:x")),
+                    raw.request("/mcp").header("Accept", "text/event-stream").header("Mcp-Session-Id", session).GET(),
+                    raw.request("/mcp").header("Mcp-Session-Id", session).DELETE());
+            for (HttpRequest.Builder attempt : attempts) {
+                HttpResponse<String> r = raw.send(attempt.header("Authorization", "Bearer " + other));
+                assertThat(r.statusCode()).as(other + " " + r.request().method()).isEqualTo(404);
+                assertClean(r);
+                assertThat(r.body()).as("the same answer as an unknown session's").isEqualTo(unknown.body());
+                assertThat(r.headers().map().keySet()).isEqualTo(unknown.headers().map().keySet());
+            }
+        }
+        assertThat(executor.cancels.get()).as("no cancel reached the run").isZero();
+        assertThat(executor.requests).hasSize(1);
+        assertThat(call).isNotDone();
+
+        HttpResponse<String> own = raw.send(raw.mcpPost(session, RawClient.cancel(1)).header("Authorization", "Bearer alice-1"));
+        assertThat(own.statusCode()).isEqualTo(202);
+        assertThat(call.get(30, java.util.concurrent.TimeUnit.SECONDS).body()).contains("cancelled");
+        HttpResponse<String> delete = raw.send(raw.request("/mcp").header("Mcp-Session-Id", session)
+                .header("Authorization", "Bearer alice-1").DELETE());
+        assertThat(delete.statusCode()).isEqualTo(200);
+        assertThat(raw.send(raw.mcpPost(session, RawClient.call(3, "print:x")).header("Authorization", "Bearer alice-1"))
+                .statusCode()).as("a deleted session is gone for its own key too").isEqualTo(404);
+    }
+
+    @Test
     void malformedJsonIs400Clean() throws Exception {
         start();
         String session = raw.initialize();
