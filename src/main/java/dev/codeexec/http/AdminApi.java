@@ -132,14 +132,7 @@ final class AdminApi {
         Map<String, Object> info = executor.runtimeInfo();
         out.put("limits", info.getOrDefault("limits", Map.of()));
         out.put("warmPool", executor.warmPoolLevels());
-        Map<String, Object> sessions = new LinkedHashMap<>();
-        if (info.get("sessions") instanceof Map<?, ?> m) {
-            m.forEach((k, v) -> sessions.put(String.valueOf(k), v));
-        }
-        // A tenant's view counts its own sessions only; the server-wide count is the admin's.
-        if (scope.isPresent()) sessions.put("count", executor.sessions().list(scope.get()).size());
-        else sessions.putIfAbsent("count", 0);
-        out.put("sessions", sessions);
+        out.put("sessions", ResultMaps.sessions(executor, info, scope));
         out.put("history", Map.of("size", s.size(), "capacity", s.capacity()));
         return out;
     }
