@@ -44,11 +44,11 @@ final class AdminApi {
     private final ExecuteStream.Endpoint execute;
     private final Instant started = Instant.now();
 
-    AdminApi(ServerSetup setup, RunHistory history, long maxBodyBytes) {
+    AdminApi(ServerSetup setup, RunHistory history, long maxBodyBytes, Bodies bodies) {
         this.setup = setup;
         this.executor = setup.executor();
         this.history = history;
-        this.execute = new ExecuteStream.Endpoint(setup, maxBodyBytes);
+        this.execute = new ExecuteStream.Endpoint(setup, maxBodyBytes, bodies);
     }
 
     static boolean handles(String uri) {

@@ -18,7 +18,6 @@ import tools.jackson.databind.JsonNode;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
@@ -28,8 +27,9 @@ import java.util.function.Consumer;
 /**
  * Sits between the edge checks and the SDK's servlet on /mcp, for four gaps of the SDK 2.1.0:
  * <ol>
- *   <li>It buffers each POST body (at most MAX_BODY_MB, counted while reading, so chunked bodies are capped too),
- *   answers non-JSON with a clean 400, and shows the message to {@link MessageInterceptor}: that is where
+ *   <li>It buffers each POST body through {@link Bodies} (at most MAX_BODY_MB, counted while reading, so chunked
+ *   bodies are capped too; within the server-wide BODY_MEMORY_MB and BODY_TIMEOUT_SECONDS), answers non-JSON with a
+ *   clean 400, and shows the message to {@link MessageInterceptor}: that is where
  *   {@code notifications/cancelled} becomes a cancelled run. The SDK then reads the same bytes (or the interceptor's
  *   rewrite) through a request wrapper.</li>
  *   <li>An {@code Mcp-Session-Id} belongs to the key that opened it ({@link McpSessionOwners}): a request naming it
@@ -54,14 +54,16 @@ final class McpEndpointFilter extends HttpFilter {
     private final RunRegistry registry;
     private final McpSessionOwners owners = new McpSessionOwners();
     private final long maxBodyBytes;
+    private final Bodies bodies;
     /** POSTs being handled now; a tool call's POST lasts until its result is written. */
     private final Object inFlightLock = new Object();
     private int inFlight;
 
-    McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes) {
+    McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes, Bodies bodies) {
         this.interceptor = interceptor;
         this.registry = registry;
         this.maxBodyBytes = maxBodyBytes;
+        this.bodies = bodies;
     }
 
     @Override
@@ -104,18 +106,18 @@ final class McpEndpointFilter extends HttpFilter {
             JsonErrors.write(response, 404, SESSION_NOT_FOUND);
             return;
         }
-        HttpServletRequest forward = request;
-        if ("POST".equals(request.getMethod())) {
-            byte[] body = readBody(request.getInputStream());
-            if (body == null) {
-                EdgeFilter.reject(response, 413, "Request body exceeds MAX_BODY_MB");
-                return;
-            }
-            String text = new String(body, StandardCharsets.UTF_8);
+        if (!"POST".equals(request.getMethod())) {
+            forward(request, request, response, chain, session, keyId);
+            return;
+        }
+        // The body's bytes count against the server-wide budget until the call is answered.
+        try (Bodies.Body body = bodies.read(request, maxBodyBytes, "MAX_BODY_MB")) {
+            String text = new String(body.bytes(), StandardCharsets.UTF_8);
+            HttpServletRequest forward;
             try {
                 String out = interceptor.intercept(session == null ? "" : session, principal(request),
                         RequestTracker.requestId(request).orElse(null), text);
-                forward = new BufferedBodyRequest(request, out.equals(text) ? body : out.getBytes(StandardCharsets.UTF_8));
+                forward = new BufferedBodyRequest(request, out.equals(text) ? body.bytes() : out.getBytes(StandardCharsets.UTF_8));
             } catch (JacksonException e) {
                 JsonErrors.write(response, 400, -32700, "Parse error: the body is not valid JSON");
                 return;
@@ -123,7 +125,16 @@ final class McpEndpointFilter extends HttpFilter {
                 JsonErrors.write(response, 400, -32600, "Invalid Request: the body must be one JSON-RPC message object");
                 return;
             }
+            forward(request, forward, response, chain, session, keyId);
+        } catch (Bodies.Refused e) {
+            e.prepare(response);
+            JsonErrors.write(response, e.why.status, e.getMessage());
         }
+    }
+
+    /** Hands the request to the SDK, keeps its error bodies out, and follows the session's end. */
+    private void forward(HttpServletRequest request, HttpServletRequest forward, HttpServletResponse response,
+            FilterChain chain, String session, String keyId) throws IOException, ServletException {
         CleanErrorResponse wrapped = new CleanErrorResponse(response, handedOut -> owners.bind(handedOut, keyId));
         try {
             chain.doFilter(forward, wrapped);
@@ -143,18 +154,6 @@ final class McpEndpointFilter extends HttpFilter {
     /** Sessions bound to their keys now (tests). */
     int boundSessions() {
         return owners.size();
-    }
-
-    /** The body, or null when it is larger than the limit. */
-    private byte[] readBody(InputStream in) throws IOException {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        byte[] buf = new byte[8192];
-        int n;
-        while ((n = in.read(buf)) != -1) {
-            if (out.size() + (long) n > maxBodyBytes) return null;
-            out.write(buf, 0, n);
-        }
-        return out.toByteArray();
     }
 
     /**

@@ -4,6 +4,7 @@ import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.mcp.RawClient;
 import dev.codeexec.surface.ServerSetup;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.mcp.TestServers;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -175,6 +176,71 @@ class EdgeTest {
                 .POST(HttpRequest.BodyPublishers.ofInputStream(() -> new ByteArrayInputStream(bytes))));
         assertThat(chunked.statusCode()).isEqualTo(413);
         assertClean(chunked);
+        assertThat(executor.requests).isEmpty();
+    }
+
+    /** A POST to /mcp that announces {@code length} bytes and sends the first {@code sent} of them. */
+    private Socket heldBody(int length, int sent) throws Exception {
+        Socket socket = new Socket("127.0.0.1", server.port());
+        socket.setSoTimeout(30000);
+        String head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                + "Accept: application/json, text/event-stream\r\nContent-Length: " + length + "\r\n\r\n";
+        socket.getOutputStream().write(head.getBytes(StandardCharsets.US_ASCII));
+        byte[] body = new byte[sent];
+        Arrays.fill(body, (byte) ' ');
+        socket.getOutputStream().write(body);
+        socket.getOutputStream().flush();
+        return socket;
+    }
+
+    /** The whole answer on a connection the server closes after it. */
+    private static String answer(Socket socket) throws Exception {
+        return new String(socket.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void heldBodiesStayWithinBodyMemoryMbAndTheNextGets503WithRetryAfter() throws Exception {
+        start("MAX_BODY_MB", "1", "BODY_MEMORY_MB", "4");
+        Bodies bodies = server.bodies();
+        List<Socket> held = new java.util.ArrayList<>();
+        String refused = null;
+        try {
+            // Each holds 700 KB of its 1 MB body (11 chunks of 64 KB reserved): five fit in 4 MB, the sixth does not.
+            for (int i = 0; i < 12 && refused == null; i++) {
+                Socket s = heldBody(1 << 20, 700 * 1024);
+                int before = held.size();
+                held.add(s);
+                long expected = (before + 1) * 11L * Bodies.CHUNK;
+                if (expected <= bodies.capacity()) {
+                    Poll.until("body " + i + " held", () -> bodies.used() == expected);
+                } else {
+                    refused = answer(s);
+                    held.remove(s);
+                    s.close();
+                }
+            }
+            assertThat(held).hasSize(5);
+            assertThat(bodies.peak()).isLessThanOrEqualTo(bodies.capacity());
+            assertThat(refused).startsWith("HTTP/1.1 503 ").containsIgnoringCase("Retry-After: 2")
+                    .containsIgnoringCase("Connection: close")
+                    .contains("\"jsonrpc\":\"2.0\"").contains("BODY_MEMORY_MB").doesNotContain("Exception");
+            assertThat(bodies.used()).as("the refused body's chunks went back").isEqualTo(5 * 11L * Bodies.CHUNK);
+        } finally {
+            for (Socket s : held) s.close();
+        }
+        Poll.until("every held body's memory back in the budget", () -> bodies.used() == 0);
+        assertThat(raw.send(raw.mcpPost(null, RawClient.INIT)).statusCode()).isEqualTo(200);
+    }
+
+    @Test
+    void aBodyThatDoesNotArriveWithinBodyTimeoutSecondsGets408AndItsMemoryBack() throws Exception {
+        start("BODY_TIMEOUT_SECONDS", "1");
+        try (Socket s = heldBody(1 << 20, 100 * 1024)) {
+            String answer = answer(s);
+            assertThat(answer).startsWith("HTTP/1.1 408 ").containsIgnoringCase("Connection: close")
+                    .contains("\"jsonrpc\":\"2.0\"").contains("BODY_TIMEOUT_SECONDS").doesNotContain("Exception");
+        }
+        assertThat(server.bodies().used()).isZero();
         assertThat(executor.requests).isEmpty();
     }
 
