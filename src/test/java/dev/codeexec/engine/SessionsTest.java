@@ -408,6 +408,64 @@ class SessionsTest {
         executor.sessions().close(t, "w");
     }
 
+    /** Python that raises its own file-size soft limit to the hard one, then writes {@code mb} MB to big.bin. */
+    private static String writeRaisingTheLimit(int mb) {
+        return "import resource\n"
+                + "soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)\n"
+                + "resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))\n"
+                + "try:\n"
+                + "    open('big.bin', 'wb').write(b'x' * (" + mb + " << 20))\n"
+                + "    print('wrote')\n"
+                + "except OSError as e:\n"
+                + "    print('errno', e.errno)\n";
+    }
+
+    /** Whether this server may raise a process's hard limit (CAP_SYS_RESOURCE in its effective set). */
+    private static boolean mayRaiseHardLimits() throws Exception {
+        String eff = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(l -> l.startsWith("CapEff:"))
+                .findFirst().orElseThrow().substring(7).trim();
+        return (Long.parseLong(eff, 16) & (1L << 24)) != 0;
+    }
+
+    @Test
+    void aSessionCallThatRaisesItsOwnFileSizeLimitGetsEfbigPastTheWorkspaceQuotaLikeARun(@TempDir Path tmp)
+            throws Exception {
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Workspaces workspaces = new Workspaces(tmp.resolve("ws"), 2 << 20, Duration.ofHours(1), 65534, 65534);
+        String t = tenant();
+        Workspace ws = workspaces.open(t, "quota", true);
+        Path big = ws.fs().root().resolve("big.bin");
+
+        ExecutionResult run = await(executor.submit(TestSupport.request(executor.config, "python",
+                writeRaisingTheLimit(3)).inWorkspace(ws), OutputListener.NONE));
+        assertThat(run.stdout()).as("a run").isEqualTo("errno 27\n");
+        Files.delete(big);
+
+        ExecutionResult call = await(executor.submit(req(executor, "python", writeRaisingTheLimit(3), t, "q")
+                .inWorkspace(ws), OutputListener.NONE));
+        assertThat(call.stdout()).as("a session call").isEqualTo("errno 27\n");
+        assertThat(Files.size(big)).isLessThanOrEqualTo(2 << 20);
+
+        // The workspace is full now: the next call's cap is the little that is left, hard limit included.
+        assertThat(await(executor.submit(req(executor, "python", writeRaisingTheLimit(1), t, "q").inWorkspace(ws),
+                OutputListener.NONE)).stdout()).isEqualTo("errno 27\n");
+        Files.delete(big);
+        ExecutionResult after = await(executor.submit(req(executor, "python", writeRaisingTheLimit(1), t, "q")
+                .inWorkspace(ws), OutputListener.NONE));
+        if (mayRaiseHardLimits()) {
+            assertThat(after.stdout()).as("room regained once files were deleted").isEqualTo("wrote\n");
+            assertThat(after.stderr()).doesNotContain("[session]");
+        } else {
+            assertThat(after.stdout()).isEqualTo("errno 27\n");
+            assertThat(after.stderr()).contains("[session] files written by this call are capped at 64 KB, below the 2 MB")
+                    .contains("session_reset");
+            assertThat(executor.sessions().reset(t, "q")).isTrue();
+            assertThat(await(executor.submit(req(executor, "python", writeRaisingTheLimit(1), t, "q").inWorkspace(ws),
+                    OutputListener.NONE)).stdout()).as("a reset session has the full room").isEqualTo("wrote\n");
+        }
+        executor.sessions().close(t, "q");
+    }
+
     @Test
     void requestsASessionCannotServeAreRefusedClearly() throws Exception {
         String t = tenant();
