@@ -96,6 +96,9 @@ public final class Config {
             "A session (`execute_code` with `session`) unused this long is closed.");
     public static final ConfigKey<Integer> MAX_SESSIONS = ConfigKey.integer("MAX_SESSIONS", 8, 0, 10000,
             "Sessions one tenant may have open at once; 0 turns sessions off.");
+    public static final ConfigKey<Integer> SESSIONS_MEMORY_MB = ConfigKey.integer("SESSIONS_MEMORY_MB", 4096, 16, 1048576,
+            "Memory all sessions' interpreters may hold together, every tenant's (each measured from its cgroup, or "
+                    + "counted at MEMORY_LIMIT_MB where it cannot be); past it the longest-idle sessions are ended.");
     public static final ConfigKey<String> METRICS_TOKEN = ConfigKey.string("METRICS_TOKEN", "",
             "Bearer token that may read /metrics (besides an admin key), for a Prometheus scraper; not a tenant key.");
     public static final ConfigKey<String> WORKERS = ConfigKey.string("WORKERS", "",
@@ -137,7 +140,7 @@ public final class Config {
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
             MAX_OUTPUT_KB, MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
             WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
-            MAX_SESSIONS, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
+            MAX_SESSIONS, SESSIONS_MEMORY_MB, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
             LOG_FORMAT, LOG_LEVEL);
 

@@ -516,6 +516,41 @@ class SessionsTest {
     }
 
     @Test
+    void pastSessionsMemoryMbTheLongestIdleSessionIsEndedAndItsNextCallIsTold() throws Exception {
+        Config c = config("SESSIONS_MEMORY_MB", "200", "SESSION_IDLE_SECONDS", "3600", "WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
+        try {
+            String hold = "held = b'x' * (120 << 20)\nlen(held)";
+            assertThat(call(e, "python", hold, "alice", "big").exitCode()).isZero();
+            assumeTrue(e.sessions().list("alice").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            assertThat(call(e, "python", "1", "carol", "small").exitCode()).isZero();
+            assertThat(e.sessions().list("alice")).as("alice's session fits beside a small one").hasSize(1);
+
+            // bob's call makes the sessions hold about 250 MB: alice's, unused longest, is ended, carol's stays.
+            assertThat(call(e, "python", hold, "bob", "big").exitCode()).isZero();
+            assertThat(e.sessions().list("alice")).isEmpty();
+            assertThat(e.sessions().list("carol")).hasSize(1);
+            assertThat(e.sessions().list("bob")).singleElement().satisfies(i -> assertThat(i.memoryBytes()).isPresent());
+            long held = java.util.stream.Stream.of("alice", "bob", "carol").flatMap(t -> e.sessions().list(t).stream())
+                    .mapToLong(i -> i.memoryBytes().orElse(0)).sum();
+            assertThat(held).isLessThanOrEqualTo(200L << 20);
+
+            ExecutionResult told = call(e, "python", "len(held)", "alice", "big");
+            assertThat(told.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+            assertThat(told.stderr()).contains("ended while idle").contains("SESSIONS_MEMORY_MB")
+                    .contains("Its state is gone; the next call starts a new session");
+            ExecutionResult fresh = call(e, "python", "'held' in globals()", "alice", "big");
+            assertThat(fresh.session().orElseThrow().created()).isTrue();
+            assertThat(result(fresh)).contains("False");
+            assertThat(e.runtimeInfo().get("sessions")).asInstanceOf(
+                    org.assertj.core.api.InstanceOfAssertFactories.MAP).containsEntry("memoryMb", 200L);
+        } finally {
+            e.close();
+        }
+        assertNothingLeft();
+    }
+
+    @Test
     void idleSessionsExpireAndLeaveNoProcess() throws Exception {
         Config c = config("MAX_SESSIONS", "1", "SESSION_IDLE_SECONDS", "1", "WARM_POOL", "off");
         LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
