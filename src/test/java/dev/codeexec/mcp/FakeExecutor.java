@@ -87,30 +87,10 @@ public final class FakeExecutor implements Executor {
 
     @Override
     public SessionControl sessions() {
-        return new SessionControl() {
-            @Override
-            public int count() {
-                return sessionsByTenant.values().stream().mapToInt(Integer::intValue).sum();
-            }
-
-            @Override
-            public List<SessionInfo> list(String tenant) {
-                java.time.Instant now = java.time.Instant.now();
-                return java.util.stream.IntStream.range(0, sessionsByTenant.getOrDefault(tenant, 0))
-                        .mapToObj(i -> new SessionInfo("s" + i, "python", java.util.Optional.empty(), now, now,
-                                OptionalLong.empty(), 0, false)).toList();
-            }
-
-            @Override
-            public boolean reset(String tenant, String name) {
-                return false;
-            }
-
-            @Override
-            public boolean close(String tenant, String name) {
-                return false;
-            }
-        };
+        java.time.Instant now = java.time.Instant.now();
+        return SessionControl.listing(tenant -> java.util.stream.IntStream.range(0, sessionsByTenant.getOrDefault(tenant, 0))
+                .mapToObj(i -> new SessionControl.SessionInfo("s" + i, "python", java.util.Optional.empty(), now, now,
+                        OptionalLong.empty(), 0, false)).toList());
     }
 
     @Override
