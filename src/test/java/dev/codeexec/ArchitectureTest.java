@@ -31,7 +31,7 @@ class ArchitectureTest {
             Map.entry("boot", Set.of("config")),
             Map.entry("sandbox", Set.of("config", "linux")),
             Map.entry("workspace", Set.of("config", "linux")),
-            Map.entry("engine", Set.of("config", "linux", "sandbox", "workspace")),
+            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace")),
             Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine")),
             Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine")),
             Map.entry("auth", Set.of("config", "workspace")),

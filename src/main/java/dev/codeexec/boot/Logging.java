@@ -39,6 +39,8 @@ public final class Logging {
     /**
      * The started encoder of LOG_FORMAT ({@code text} or {@code json}); public so tests read log lines exactly as
      * the server writes them. JSON lines carry the MDC, and with it the request id ({@code "mdc":{"requestId":..}}).
+     * In both formats every message is escaped first ({@link EscapingEncoder}): one event is one line, whatever
+     * a request put into it.
      */
     public static Encoder<ILoggingEvent> encoder(String format, LoggerContext ctx) {
         Encoder<ILoggingEvent> encoder;
@@ -58,7 +60,9 @@ public final class Logging {
             encoder = text;
         }
         encoder.setContext(ctx);
-        encoder.start();
-        return encoder;
+        EscapingEncoder escaping = new EscapingEncoder(encoder);
+        escaping.setContext(ctx);
+        escaping.start();
+        return escaping;
     }
 }

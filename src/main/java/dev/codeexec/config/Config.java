@@ -30,6 +30,11 @@ public final class Config {
             "Extra Host header names accepted (DNS-rebinding guard); localhost, loopback addresses and HOST always are.");
     public static final ConfigKey<Integer> MAX_BODY_MB = ConfigKey.integer("MAX_BODY_MB", 4, 1, 1024,
             "Largest request body on /mcp; larger gets 413.");
+    public static final ConfigKey<Integer> BODY_MEMORY_MB = ConfigKey.integer("BODY_MEMORY_MB", 128, 2, 65536,
+            "Request bodies held in memory at once, all requests together (/mcp, /api/execute, REST JSON), from their "
+                    + "first byte until answered; a body that would pass it gets 503 with Retry-After. At least 2 x MAX_BODY_MB.");
+    public static final ConfigKey<Integer> BODY_TIMEOUT_SECONDS = ConfigKey.integer("BODY_TIMEOUT_SECONDS", 30, 1, 3600,
+            "How long a request body read into memory may take to arrive; a slower one gets 408 and its connection is closed.");
     public static final ConfigKey<String> SANDBOX = ConfigKey.oneOf("SANDBOX", "bwrap",
             "`bwrap` (bubblewrap), `gvisor` (runsc) or `none` (no isolation: development only, loudly logged).",
             "bwrap", "gvisor", "none");
@@ -98,6 +103,9 @@ public final class Config {
             "A session (`execute_code` with `session`) unused this long is closed.");
     public static final ConfigKey<Integer> MAX_SESSIONS = ConfigKey.integer("MAX_SESSIONS", 8, 0, 10000,
             "Sessions one tenant may have open at once; 0 turns sessions off.");
+    public static final ConfigKey<Integer> SESSIONS_MEMORY_MB = ConfigKey.integer("SESSIONS_MEMORY_MB", 4096, 16, 1048576,
+            "Memory all sessions' interpreters may hold together, every tenant's (each measured from its cgroup, or "
+                    + "counted at MEMORY_LIMIT_MB where it cannot be); past it the longest-idle sessions are ended.");
     public static final ConfigKey<String> METRICS_TOKEN = ConfigKey.string("METRICS_TOKEN", "",
             "Bearer token that may read /metrics (besides an admin key), for a Prometheus scraper; not a tenant key.");
     public static final ConfigKey<String> WORKERS = ConfigKey.string("WORKERS", "",
@@ -135,11 +143,11 @@ public final class Config {
             "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");
 
     public static final List<ConfigKey<?>> KEYS = List.of(HOST, PORT, TRANSPORT, API_KEY, ALLOW_UNAUTHENTICATED,
-            CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, SANDBOX, SANDBOX_UID, SANDBOX_GID, SANDBOX_UID_RANGE, MAX_CONCURRENT, QUEUE_SIZE,
+            CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, BODY_MEMORY_MB, BODY_TIMEOUT_SECONDS, SANDBOX, SANDBOX_UID, SANDBOX_GID, SANDBOX_UID_RANGE, MAX_CONCURRENT, QUEUE_SIZE,
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
             MAX_OUTPUT_KB, MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
             WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
-            MAX_SESSIONS, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
+            MAX_SESSIONS, SESSIONS_MEMORY_MB, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
             LOG_FORMAT, LOG_LEVEL);
 
@@ -176,6 +184,9 @@ public final class Config {
     private void checkCombinations() {
         if (get(DEFAULT_TIMEOUT_MS) > get(MAX_TIMEOUT_MS))
             throw new ConfigException("DEFAULT_TIMEOUT_MS must not exceed MAX_TIMEOUT_MS");
+        if (get(BODY_MEMORY_MB) < 2L * get(MAX_BODY_MB))
+            throw new ConfigException("BODY_MEMORY_MB (" + get(BODY_MEMORY_MB) + ") must be at least 2 x MAX_BODY_MB ("
+                    + get(MAX_BODY_MB) + "), or the largest body allowed could not be read");
         if (corsOrigins().contains("*") && !hasKeys())
             throw new ConfigException("CORS_ORIGINS '*' is only allowed when API_KEY or API_KEYS_FILE is set");
         if (!isLoopback(get(HOST)) && !hasKeys() && !get(ALLOW_UNAUTHENTICATED))

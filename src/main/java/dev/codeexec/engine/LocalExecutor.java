@@ -94,7 +94,7 @@ public final class LocalExecutor implements Executor {
                 virtualThreads);
         this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
-                Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)),
+                Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
                 progressInterval);
         PoolChoice pool = warmPool(config, sandbox, languages, placeholders);

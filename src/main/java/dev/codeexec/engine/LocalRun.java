@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.boot.LogValues;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
@@ -115,7 +116,7 @@ final class LocalRun implements RunHandle {
         state = State.FINISHED;
         try (LogContext.Scope ignored = LogContext.requestId(request.audit().httpRequestId())) {
             audit.info("run id={} language={} outcome=refused reason=\"{}\" codeBytes={}{}", id, language.id(),
-                    e.getMessage(), codeBytes(), who());
+                    LogValues.escapeQuoted(e.getMessage()), codeBytes(), who());
         }
         result.completeExceptionally(e);
     }
@@ -388,34 +389,23 @@ final class LocalRun implements RunHandle {
         return request.code().getBytes(StandardCharsets.UTF_8).length;
     }
 
+    /**
+     * Who asked, as fields of the audit line. The JSON-RPC id and the MCP session come from the client: each value
+     * is written by {@link LogValues#value}, so an id like {@code 7 tenant=other} stays one quoted field.
+     */
     private String who() {
         ExecutionRequest.AuditInfo a = request.audit();
         StringBuilder s = new StringBuilder();
-        a.tenant().ifPresent(t -> s.append(" tenant=").append(t));
-        a.session().ifPresent(t -> s.append(" session=").append(t));
-        a.requestId().ifPresent(t -> s.append(" requestId=").append(t));
-        a.httpRequestId().ifPresent(t -> s.append(" httpRequestId=").append(t));
+        a.tenant().ifPresent(t -> s.append(" tenant=").append(LogValues.value(t)));
+        a.session().ifPresent(t -> s.append(" session=").append(LogValues.value(t)));
+        a.requestId().ifPresent(t -> s.append(" requestId=").append(LogValues.value(t)));
+        a.httpRequestId().ifPresent(t -> s.append(" httpRequestId=").append(LogValues.value(t)));
         return s.toString();
     }
 
-    /** First 200 characters on one line: newlines, quotes and control characters escaped. */
+    /** First 200 characters on one line, for inside double quotes: newlines, quotes and control characters escaped. */
     static String codePreview(String code) {
         String head = code.length() > 200 ? code.substring(0, 200) : code;
-        StringBuilder s = new StringBuilder(head.length() + 16);
-        for (char c : head.toCharArray()) {
-            switch (c) {
-                case '\n' -> s.append("\\n");
-                case '\r' -> s.append("\\r");
-                case '\t' -> s.append("\\t");
-                case '"' -> s.append("\\\"");
-                case '\\' -> s.append("\\\\");
-                default -> {
-                    if (c < 0x20) s.append(String.format("\\u%04x", (int) c));
-                    else s.append(c);
-                }
-            }
-        }
-        if (code.length() > 200) s.append("...");
-        return s.toString();
+        return LogValues.escapeQuoted(head) + (code.length() > 200 ? "..." : "");
     }
 }

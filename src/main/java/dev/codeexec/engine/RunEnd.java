@@ -183,7 +183,7 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
         return name.startsWith("signal ") ? name : "signal " + s.signal() + " (" + name + ")";
     }
 
-    private static String mb(long bytes) {
+    static String mb(long bytes) {
         return bytes % (1024 * 1024) == 0 ? bytes / (1024 * 1024) + " MB" : bytes / 1024 + " KB";
     }
 

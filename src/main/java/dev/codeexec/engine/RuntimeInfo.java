@@ -55,8 +55,8 @@ final class RuntimeInfo {
         conc.put("queued", queued);
         String goCache = startup.goCacheState();
         Map<String, Object> sessionsNow = Map.of("count", sessions.count(), "maxPerTenant", sessions.maxPerTenant(),
-                "idleSeconds", sessions.idleTimeout().toSeconds(), "languages", sessions.languages(),
-                "available", sandbox.supportsControl() && sessions.maxPerTenant() > 0);
+                "idleSeconds", sessions.idleTimeout().toSeconds(), "memoryMb", sessions.memoryBudget() >> 20,
+                "languages", sessions.languages(), "available", sandbox.supportsControl() && sessions.maxPerTenant() > 0);
         Map<String, Object> pool = warmPool();
 
         Map<String, Object> info = new LinkedHashMap<>();

@@ -18,7 +18,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * life. Calls are serialized by a fair lock and run by {@link SessionCall}. An interpreter that dies ends the
  * session: the call in progress ends with the reason; if it died between calls, the next call is told once why
  * (without running its code), and the call after that starts a new session. {@link #stop} (reset, close, shutdown)
- * and {@link #expireIfIdle} end it on purpose.
+ * and {@link #endIfIdle} (idle expiry, memory) end it on purpose.
  */
 final class Session {
 
@@ -54,6 +54,16 @@ final class Session {
     OptionalLong memoryBytes() {
         SessionInterpreter ip = proc;
         return ip == null || ip.ended ? OptionalLong.empty() : ip.process.memoryBytes();
+    }
+
+    /**
+     * What the session counts against SESSIONS_MEMORY_MB: its sandbox's memory now, or its memory limit where that
+     * cannot be measured; nothing while it has no interpreter.
+     */
+    long memoryCharge() {
+        SessionInterpreter ip = proc;
+        if (ip == null || ip.ended) return 0;
+        return ip.process.memoryBytes().orElse(ip.limits.memoryBytes());
     }
 
     boolean matches(Language lang, Optional<Workspace> ws) {
@@ -98,6 +108,7 @@ final class Session {
                 proc = ip;
                 calls.set(0);
                 created = true;
+                owner.fitMemory(); // room for the new interpreter: this session is busy, so others are ended
             }
             calls.incrementAndGet();
             SessionCall.Done done = call.run(ip, created, workspace);
@@ -118,7 +129,7 @@ final class Session {
         return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, this::endedByItself);
     }
 
-    private String idleNotice(String why) {
+    String idleNotice(String why) {
         return "session '" + ref.name() + "' ended while idle: " + why
                 + ". Its state is gone; the next call starts a new session.";
     }
@@ -178,14 +189,17 @@ final class Session {
         }
     }
 
-    /** Ends the session if it is idle and past its idle time; true when it did. */
-    boolean expireIfIdle(Instant cutoff) {
-        if (busy || !lastUsed.isBefore(cutoff) || !lock.tryLock()) return false;
+    /**
+     * Ends the session if it is idle (no call, its lock free) and was last used before {@code cutoff}; true when it
+     * did. {@code because} is what a call that raced in would be told.
+     */
+    boolean endIfIdle(Instant cutoff, String because) {
+        if (busy || !lastUsed.isBefore(cutoff) || lock.isHeldByCurrentThread() || !lock.tryLock()) return false;
         try {
             if (closed || busy || !lastUsed.isBefore(cutoff)) return false;
             SessionInterpreter ip = proc;
             if (ip != null) {
-                ip.kill("closed after being idle");
+                ip.kill(because);
                 ip.discard();
             }
             proc = null;

@@ -137,7 +137,7 @@ final class SessionCall {
             CompletableFuture<Boolean> outDone = ip.out.begin(id, out);
             CompletableFuture<Boolean> errDone = ip.err.begin(id, err);
 
-            Exchange x = new Exchange(ip, id);
+            Exchange x = new Exchange(ip, id, err);
             x.run(fileCap, t0 + l.timeout().toNanos(), flood);
             long durationMs = (System.nanoTime() - t0) / 1_000_000;
 
@@ -175,18 +175,25 @@ final class SessionCall {
     private final class Exchange {
         private final SessionInterpreter ip;
         private final String id;
+        /** The call's stderr, where a note from the server goes before the code's own output. */
+        private final OutputCollector err;
         State state;
         RunEnd.Stop stop;
         JsonNode answer;
 
-        Exchange(SessionInterpreter ip, String id) {
+        Exchange(SessionInterpreter ip, String id, OutputCollector err) {
             this.ip = ip;
             this.id = id;
+            this.err = err;
         }
 
         void run(long fileCap, long deadline, AtomicBoolean flood) {
             try {
-                ip.process.limitProgramSoft(request.limits().cpuSeconds(), fileCap);
+                long cap = ip.process.limitProgramSoft(request.limits().cpuSeconds(), fileCap);
+                if (cap < fileCap) note("[session] files written by this call are capped at " + RunEnd.mb(cap)
+                        + ", below the " + RunEnd.mb(fileCap) + " it may write: an earlier call lowered the "
+                        + "session's file-size limit and this server cannot raise it again; session_reset gives a "
+                        + "fresh interpreter with the full room\n");
                 Map<String, String> msg = new LinkedHashMap<>();
                 msg.put("id", id);
                 msg.put("code", request.code());
@@ -234,6 +241,11 @@ final class SessionCall {
                 ip.kill("the server stopped the call");
                 state = State.KILLED;
             }
+        }
+
+        private void note(String text) {
+            byte[] b = text.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            err.feed(b, 0, b.length);
         }
 
         boolean endedByServer() {

@@ -9,22 +9,27 @@ import java.util.OptionalLong;
 public interface SessionControl {
 
     /** For executors without sessions: nothing to list, nothing to reset or close. */
-    SessionControl NONE = new SessionControl() {
-        @Override
-        public List<SessionInfo> list(String tenant) {
-            return List.of();
-        }
+    SessionControl NONE = listing(tenant -> List.of());
 
-        @Override
-        public boolean reset(String tenant, String name) {
-            return false;
-        }
+    /** Sessions that can be listed but neither reset nor closed here (a view of them, or of none). */
+    static SessionControl listing(java.util.function.Function<String, List<SessionInfo>> list) {
+        return new SessionControl() {
+            @Override
+            public List<SessionInfo> list(String tenant) {
+                return list.apply(tenant);
+            }
 
-        @Override
-        public boolean close(String tenant, String name) {
-            return false;
-        }
-    };
+            @Override
+            public boolean reset(String tenant, String name) {
+                return false;
+            }
+
+            @Override
+            public boolean close(String tenant, String name) {
+                return false;
+            }
+        };
+    }
 
     /** Sessions open now, of every tenant (for metrics and the admin view). */
     default int count() {

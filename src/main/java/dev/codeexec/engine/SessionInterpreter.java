@@ -35,8 +35,9 @@ import java.util.function.Consumer;
  * the calls and their answers (docs/interpreter-protocol.md). What one call does with it is {@link SessionCall}'s.
  *
  * <p>The sandbox's memory and process limits hold for the interpreter's whole life (its cgroup); each call gets a
- * fresh CPU budget and file-size cap through soft limits, under hard limits that bound the whole life
- * ({@link #LIFETIME_CPU_CALLS}).
+ * fresh CPU budget through the soft limit, under a hard limit that bounds the whole life
+ * ({@link #LIFETIME_CPU_CALLS}), and a file-size cap as soft and hard limit both, like a run's (the space left under
+ * its workspace's quota, which the code cannot raise).
  */
 final class SessionInterpreter {
 

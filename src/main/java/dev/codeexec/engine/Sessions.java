@@ -23,6 +23,13 @@ import java.util.concurrent.ThreadFactory;
  * checked here when submitted (language, arguments, limits) and run here once the executor gave it a slot, so
  * calls queue and count like runs. Sessions idle for SESSION_IDLE_SECONDS are ended by a sweeper.
  *
+ * <p><b>Memory.</b> An idle session holds no slot, so without a bound of their own idle interpreters could hold
+ * MAX_SESSIONS x MEMORY_LIMIT_MB per tenant. All sessions together are kept under SESSIONS_MEMORY_MB
+ * ({@link #fitMemory}): each counts what its cgroup holds now (or MEMORY_LIMIT_MB where that cannot be measured);
+ * when a session has started, after every call and at every sweep, the longest-idle sessions are ended until the
+ * rest fit, and each one's next call is told, as for a session that died while idle. A session in a call is not
+ * ended: its call holds a slot and the memory limit of a run.
+ *
  * <p>The session types, and what each is for: {@link SessionRef} names a session (tenant + name; a request carries
  * it). {@code Sessions} (this) keeps every tenant's sessions and their rules (checks, limits, idle expiry, notices
  * of sessions that died while idle); it is the {@link SessionControl} that surfaces use to list, reset and close
@@ -43,6 +50,9 @@ final class Sessions implements SessionControl {
     private final ThreadFactory threads;
     private final int maxPerTenant;
     private final Duration idle;
+    private final long memoryBudget;
+    /** Held while sessions are ended for memory, so two threads never end more than needed. */
+    private final Object fitting = new Object();
     private final Map<SessionRef, Session> sessions = new ConcurrentHashMap<>();
     /** Sessions whose interpreter died between calls: the next call is told why, once. Guarded by itself. */
     private final Map<SessionRef, String> notices = new LinkedHashMap<>(16, 0.75f, false) {
@@ -58,16 +68,18 @@ final class Sessions implements SessionControl {
     private final List<String> languages;
 
     /**
+     * @param memoryBudget     bytes all sessions may hold together (SESSIONS_MEMORY_MB)
      * @param languages        the ids of the languages that have a session interpreter
      * @param progressInterval how long streamed output is gathered (PROGRESS_INTERVAL_MS)
      */
     Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
-            List<String> languages, Duration progressInterval) {
+            long memoryBudget, List<String> languages, Duration progressInterval) {
         this.sandbox = sandbox;
         this.placeholders = placeholders;
         this.threads = threads;
         this.maxPerTenant = maxPerTenant;
         this.idle = idle;
+        this.memoryBudget = memoryBudget;
         this.languages = List.copyOf(languages);
         this.progressInterval = progressInterval;
         this.sweeper = Thread.ofVirtual().name("session-sweeper").unstarted(this::sweep);
@@ -101,6 +113,10 @@ final class Sessions implements SessionControl {
 
     Duration idleTimeout() {
         return idle;
+    }
+
+    long memoryBudget() {
+        return memoryBudget;
     }
 
     @Override
@@ -186,7 +202,10 @@ final class Sessions implements SessionControl {
                 }
             }
             ExecutionResult r = s.call(call);
-            if (r != null) return r;
+            if (r != null) {
+                fitMemory();
+                return r;
+            }
         }
         return call.failedToStart("the session kept ending while this call waited for it; try again");
     }
@@ -201,6 +220,34 @@ final class Sessions implements SessionControl {
 
     void forget(Session s) {
         sessions.remove(s.ref, s);
+    }
+
+    /**
+     * Ends the longest-idle sessions until all sessions' memory fits SESSIONS_MEMORY_MB. Each session is measured
+     * once per pass; one in a call, or whose lock is taken, is passed over (it is not idle).
+     */
+    void fitMemory() {
+        synchronized (fitting) {
+            Map<Session, Long> charges = new java.util.HashMap<>();
+            long total = 0;
+            for (Session s : sessions.values()) {
+                long c = s.memoryCharge();
+                charges.put(s, c);
+                total += c;
+            }
+            if (total <= memoryBudget) return;
+            List<Session> byIdle = new ArrayList<>(charges.keySet());
+            byIdle.sort(Comparator.comparing(s -> s.lastUsed));
+            for (Session s : byIdle) {
+                if (total <= memoryBudget) return;
+                long c = charges.get(s);
+                if (c == 0 || !s.endIfIdle(Instant.MAX, "ended to free memory")) continue;
+                total -= c;
+                endedWhileIdle(s.ref, s.idleNotice("the server needed its memory (all sessions together may hold "
+                        + RunEnd.mb(memoryBudget) + ", SESSIONS_MEMORY_MB, and it was the one unused longest)"));
+                sessions.remove(s.ref, s);
+            }
+        }
     }
 
     @Override
@@ -239,12 +286,13 @@ final class Sessions implements SessionControl {
             }
             Instant cutoff = Instant.now().minus(idle);
             for (Session s : sessions.values()) {
-                if (s.expireIfIdle(cutoff)) {
+                if (s.endIfIdle(cutoff, "closed after being idle")) {
                     sessions.remove(s.ref, s);
                     log.info("session tenant={} name={} ended after {} s idle", s.ref.tenant(), s.ref.name(),
                             idle.toSeconds());
                 }
             }
+            fitMemory();
         }
     }
 

@@ -44,11 +44,11 @@ final class AdminApi {
     private final ExecuteStream.Endpoint execute;
     private final Instant started = Instant.now();
 
-    AdminApi(ServerSetup setup, RunHistory history, long maxBodyBytes) {
+    AdminApi(ServerSetup setup, RunHistory history, long maxBodyBytes, Bodies bodies) {
         this.setup = setup;
         this.executor = setup.executor();
         this.history = history;
-        this.execute = new ExecuteStream.Endpoint(setup, maxBodyBytes);
+        this.execute = new ExecuteStream.Endpoint(setup, maxBodyBytes, bodies);
     }
 
     static boolean handles(String uri) {
@@ -132,14 +132,7 @@ final class AdminApi {
         Map<String, Object> info = executor.runtimeInfo();
         out.put("limits", info.getOrDefault("limits", Map.of()));
         out.put("warmPool", executor.warmPoolLevels());
-        Map<String, Object> sessions = new LinkedHashMap<>();
-        if (info.get("sessions") instanceof Map<?, ?> m) {
-            m.forEach((k, v) -> sessions.put(String.valueOf(k), v));
-        }
-        // A tenant's view counts its own sessions only; the server-wide count is the admin's.
-        if (scope.isPresent()) sessions.put("count", executor.sessions().list(scope.get()).size());
-        else sessions.putIfAbsent("count", 0);
-        out.put("sessions", sessions);
+        out.put("sessions", ResultMaps.sessions(executor, info, scope));
         out.put("history", Map.of("size", s.size(), "capacity", s.capacity()));
         return out;
     }

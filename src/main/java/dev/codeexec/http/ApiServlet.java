@@ -46,11 +46,13 @@ final class ApiServlet extends HttpServlet {
     private final Workspaces workspaces;
     private final Uploads uploads;
     private final AdminApi admin;
+    private final Bodies bodies;
 
-    ApiServlet(Workspaces workspaces, Uploads uploads, AdminApi admin) {
+    ApiServlet(Workspaces workspaces, Uploads uploads, AdminApi admin, Bodies bodies) {
         this.workspaces = workspaces;
         this.uploads = uploads;
         this.admin = admin;
+        this.bodies = bodies;
     }
 
     @Override
@@ -212,8 +214,8 @@ final class ApiServlet extends HttpServlet {
         json(resp, 200, out);
     }
 
-    private static void rename(Workspace ws, HttpServletRequest req, HttpServletResponse resp) throws IOException {
-        JsonNode body = readJson(req);
+    private void rename(Workspace ws, HttpServletRequest req, HttpServletResponse resp) throws IOException {
+        JsonNode body = readJson(req, resp);
         String from = body.path("from").asString(null);
         String to = body.path("to").asString(null);
         if (from == null || to == null || !body.get("from").isString() || !body.get("to").isString())
@@ -225,15 +227,15 @@ final class ApiServlet extends HttpServlet {
         json(resp, 200, Map.of("from", a.toString(), "to", b.toString()));
     }
 
-    private static JsonNode readJson(HttpServletRequest req) throws IOException {
-        byte[] bytes = req.getInputStream().readNBytes(JSON_BODY_LIMIT + 1);
-        if (bytes.length > JSON_BODY_LIMIT) throw new ApiException(413, "too_large", "JSON body over 64 KB");
-        try {
-            JsonNode node = JsonErrors.JSON.readTree(bytes);
+    private JsonNode readJson(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+        try (Bodies.Body body = bodies.read(req, JSON_BODY_LIMIT, "the JSON body limit of 64 KB")) {
+            JsonNode node = JsonErrors.JSON.readTree(body.bytes());
             if (node == null || !node.isObject()) throw ApiException.badRequest("the body must be a JSON object");
             return node;
         } catch (JacksonException e) {
             throw ApiException.badRequest("the body is not valid JSON");
+        } catch (Bodies.Refused e) {
+            throw e.api(resp);
         }
     }
 

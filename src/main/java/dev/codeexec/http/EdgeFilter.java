@@ -51,6 +51,14 @@ final class EdgeFilter extends HttpFilter {
     /** The caller on a server without keys. */
     static final Principal OPEN = new Principal(Principal.DEFAULT.tenant(), true);
 
+    /**
+     * Request attribute: which key the caller presented, as the SHA-256 the keys file lists (never the key itself),
+     * for what belongs to one key rather than to its tenant: the MCP sessions it opened ({@link McpSessionOwners}).
+     */
+    static final String KEY_ID_ATTRIBUTE = "dev.codeexec.keyId";
+    /** The key id of every caller of a server without keys: they are all the same caller. */
+    static final String OPEN_KEY_ID = "open";
+
     private final ApiKeys keys;
     private final Set<String> corsOrigins;
     private final boolean anyOrigin;
@@ -170,14 +178,17 @@ final class EdgeFilter extends HttpFilter {
         }
         if (!keys.required()) {
             request.setAttribute(Principal.ATTRIBUTE, OPEN);
+            request.setAttribute(KEY_ID_ATTRIBUTE, OPEN_KEY_ID);
         } else if (!HEALTH_PATH.equals(path) && !AdminConsoleServlet.isConsolePath(path)) {
-            Optional<Principal> who = authenticate(request.getHeader("Authorization"));
+            String token = bearer(request.getHeader("Authorization"));
+            Optional<Principal> who = token == null ? Optional.empty() : keys.authenticate(token);
             if (who.isEmpty()) {
                 response.setHeader("WWW-Authenticate", "Bearer");
                 reject(response, api, 401, "Unauthorized: missing or wrong bearer token");
                 return;
             }
             request.setAttribute(Principal.ATTRIBUTE, who.get());
+            request.setAttribute(KEY_ID_ATTRIBUTE, ApiKeys.hashHex(token));
         }
         chain.doFilter(request, response);
     }
@@ -288,9 +299,4 @@ final class EdgeFilter extends HttpFilter {
         return h.substring(7).trim();
     }
 
-    /** The key is compared as a hash in constant time by {@link ApiKeys}. */
-    private Optional<Principal> authenticate(String header) {
-        String token = bearer(header);
-        return token == null ? Optional.empty() : keys.authenticate(token);
-    }
 }

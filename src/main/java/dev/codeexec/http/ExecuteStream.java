@@ -191,16 +191,27 @@ final class ExecuteStream implements OutputListener {
         private final Executor executor;
         private final long maxBodyBytes;
         private final long maxImageBytes;
+        private final Bodies bodies;
 
-        Endpoint(ServerSetup setup, long maxBodyBytes) {
+        Endpoint(ServerSetup setup, long maxBodyBytes, Bodies bodies) {
             this.setup = setup;
             this.executor = setup.executor();
             this.maxBodyBytes = maxBodyBytes;
+            this.bodies = bodies;
             this.maxImageBytes = (long) setup.config().get(dev.codeexec.config.Config.MAX_IMAGE_KB) << 10;
         }
 
+        /** The body's bytes count against the server-wide budget until the stream ends, like an MCP call's. */
         void handle(String tenant, HttpServletRequest req, HttpServletResponse resp) throws IOException {
-            Map<String, Object> args = body(req);
+            try (Bodies.Body body = bodies.read(req, maxBodyBytes, "MAX_BODY_MB")) {
+                handle(tenant, parse(body.bytes()), req, resp);
+            } catch (Bodies.Refused e) {
+                throw e.api(resp);
+            }
+        }
+
+        private void handle(String tenant, Map<String, Object> args, HttpServletRequest req, HttpServletResponse resp)
+                throws IOException {
             ExecutionRequest request;
             try {
                 // No JSON-RPC id here: the run is known by its HTTP request's X-Request-Id (audit line, log MDC, history).
@@ -235,9 +246,7 @@ final class ExecuteStream implements OutputListener {
             resp.setHeader("X-Accel-Buffering", "no");
         }
 
-        private Map<String, Object> body(HttpServletRequest req) throws IOException {
-            byte[] bytes = req.getInputStream().readNBytes((int) Math.min(Integer.MAX_VALUE - 8, maxBodyBytes + 1));
-            if (bytes.length > maxBodyBytes) throw new ApiException(413, "too_large", "request body exceeds MAX_BODY_MB");
+        private static Map<String, Object> parse(byte[] bytes) {
             Object parsed;
             try {
                 parsed = JsonErrors.JSON.readValue(bytes, Object.class);

@@ -54,10 +54,12 @@ public final class HttpServer implements AutoCloseable {
     private final RunRegistry registry;
     private final McpEndpointFilter endpoint;
     private final Metrics metrics;
+    private final Bodies bodies;
     private boolean closed;
 
     private HttpServer(Server jetty, ServerConnector connector, McpSyncServer mcp, ServerSetup setup,
-            RunRegistry registry, McpEndpointFilter endpoint, Metrics metrics) {
+            RunRegistry registry, McpEndpointFilter endpoint, Metrics metrics, Bodies bodies) {
+        this.bodies = bodies;
         this.endpoint = endpoint;
         this.metrics = metrics;
         this.jetty = jetty;
@@ -84,6 +86,8 @@ public final class HttpServer implements AutoCloseable {
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
         long maxBody = EdgeFilter.maxBodyBytes(config);
+        Bodies bodies = new Bodies(config.get(Config.BODY_MEMORY_MB) * 1024L * 1024L,
+                java.time.Duration.ofSeconds(config.get(Config.BODY_TIMEOUT_SECONDS)));
 
         HttpServletStreamableServerTransportProvider transport = HttpServletStreamableServerTransportProvider.builder()
                 .mcpEndpoint(EdgeFilter.MCP_PATH)
@@ -113,7 +117,8 @@ public final class HttpServer implements AutoCloseable {
         FilterHolder edge = new FilterHolder(new EdgeFilter(config, keys));
         edge.setAsyncSupported(true);
         context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
-        McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody);
+        McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody,
+                bodies);
         FilterHolder endpoint = new FilterHolder(endpointFilter);
         endpoint.setAsyncSupported(true);
         context.addFilter(endpoint, EdgeFilter.MCP_PATH, EnumSet.of(DispatcherType.REQUEST));
@@ -123,7 +128,7 @@ public final class HttpServer implements AutoCloseable {
         DataDir data = DataDir.of(config);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(),
                 new Uploads(setup.workspaces(), EdgeFilter.maxUploadBytes(config), data),
-                new AdminApi(setup, history, maxBody)));
+                new AdminApi(setup, history, maxBody, bodies), bodies));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(data.uploadSpool().toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
@@ -143,7 +148,8 @@ public final class HttpServer implements AutoCloseable {
         jetty.setErrorHandler(JsonErrorHandler.server());
         jetty.setStopTimeout(5000);
         jetty.start();
-        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter, metrics);
+        HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter, metrics,
+                bodies);
         LOG.info("listening on http://{}:{}/mcp (healthz at {}, metrics at {})", config.get(Config.HOST), server.port(),
                 EdgeFilter.HEALTH_PATH, EdgeFilter.METRICS_PATH);
         return server;
@@ -152,6 +158,11 @@ public final class HttpServer implements AutoCloseable {
     /** The bound port (the real one when PORT=0). */
     public int port() {
         return connector.getLocalPort();
+    }
+
+    /** The budget of request bodies in memory (tests). */
+    Bodies bodies() {
+        return bodies;
     }
 
     /** Runs registered for cancellation now (tests). */

@@ -18,19 +18,22 @@ import tools.jackson.databind.JsonNode;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.function.Consumer;
 
 /**
- * Sits between the edge checks and the SDK's servlet on /mcp, for three gaps of the SDK 2.1.0:
+ * Sits between the edge checks and the SDK's servlet on /mcp, for four gaps of the SDK 2.1.0:
  * <ol>
- *   <li>It buffers each POST body (at most MAX_BODY_MB, counted while reading, so chunked bodies are capped too),
- *   answers non-JSON with a clean 400, and shows the message to {@link MessageInterceptor}: that is where
+ *   <li>It buffers each POST body through {@link Bodies} (at most MAX_BODY_MB, counted while reading, so chunked
+ *   bodies are capped too; within the server-wide BODY_MEMORY_MB and BODY_TIMEOUT_SECONDS), answers non-JSON with a
+ *   clean 400, and shows the message to {@link MessageInterceptor}: that is where
  *   {@code notifications/cancelled} becomes a cancelled run. The SDK then reads the same bytes (or the interceptor's
  *   rewrite) through a request wrapper.</li>
+ *   <li>An {@code Mcp-Session-Id} belongs to the key that opened it ({@link McpSessionOwners}): a request naming it
+ *   with another key gets the 404 of an unknown session before anything else looks at it, its body unread.</li>
  *   <li>DELETE of a session cancels every run of that session.</li>
  *   <li>Every error response of the SDK ({@code sendError}, or a status of 400 or more with a body that is a
  *   serialized Java exception) is replaced by our JSON-RPC error with a short message.</li>
@@ -44,17 +47,23 @@ final class McpEndpointFilter extends HttpFilter {
             "application/json required in Accept header", "Session ID required in mcp-session-id header",
             "Unsupported Media Type: Content-Type must be application/json", "Server is shutting down");
 
+    /** What the SDK answers for an unknown session, and we for a session of another key. */
+    static final String SESSION_NOT_FOUND = "Session not found";
+
     private final MessageInterceptor interceptor;
     private final RunRegistry registry;
+    private final McpSessionOwners owners = new McpSessionOwners();
     private final long maxBodyBytes;
+    private final Bodies bodies;
     /** POSTs being handled now; a tool call's POST lasts until its result is written. */
     private final Object inFlightLock = new Object();
     private int inFlight;
 
-    McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes) {
+    McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes, Bodies bodies) {
         this.interceptor = interceptor;
         this.registry = registry;
         this.maxBodyBytes = maxBodyBytes;
+        this.bodies = bodies;
     }
 
     @Override
@@ -92,18 +101,23 @@ final class McpEndpointFilter extends HttpFilter {
     private void handle(HttpServletRequest request, HttpServletResponse response, FilterChain chain)
             throws IOException, ServletException {
         String session = request.getHeader("Mcp-Session-Id");
-        HttpServletRequest forward = request;
-        if ("POST".equals(request.getMethod())) {
-            byte[] body = readBody(request.getInputStream());
-            if (body == null) {
-                EdgeFilter.reject(response, 413, "Request body exceeds MAX_BODY_MB");
-                return;
-            }
-            String text = new String(body, StandardCharsets.UTF_8);
+        String keyId = keyId(request);
+        if (session != null && !owners.mayUse(session, keyId)) {
+            JsonErrors.write(response, 404, SESSION_NOT_FOUND);
+            return;
+        }
+        if (!"POST".equals(request.getMethod())) {
+            forward(request, request, response, chain, session, keyId);
+            return;
+        }
+        // The body's bytes count against the server-wide budget until the call is answered.
+        try (Bodies.Body body = bodies.read(request, maxBodyBytes, "MAX_BODY_MB")) {
+            String text = new String(body.bytes(), StandardCharsets.UTF_8);
+            HttpServletRequest forward;
             try {
                 String out = interceptor.intercept(session == null ? "" : session, principal(request),
                         RequestTracker.requestId(request).orElse(null), text);
-                forward = new BufferedBodyRequest(request, out.equals(text) ? body : out.getBytes(StandardCharsets.UTF_8));
+                forward = new BufferedBodyRequest(request, out.equals(text) ? body.bytes() : out.getBytes(StandardCharsets.UTF_8));
             } catch (JacksonException e) {
                 JsonErrors.write(response, 400, -32700, "Parse error: the body is not valid JSON");
                 return;
@@ -111,29 +125,35 @@ final class McpEndpointFilter extends HttpFilter {
                 JsonErrors.write(response, 400, -32600, "Invalid Request: the body must be one JSON-RPC message object");
                 return;
             }
+            forward(request, forward, response, chain, session, keyId);
+        } catch (Bodies.Refused e) {
+            e.prepare(response);
+            JsonErrors.write(response, e.why.status, e.getMessage());
         }
-        CleanErrorResponse wrapped = new CleanErrorResponse(response);
+    }
+
+    /** Hands the request to the SDK, keeps its error bodies out, and follows the session's end. */
+    private void forward(HttpServletRequest request, HttpServletRequest forward, HttpServletResponse response,
+            FilterChain chain, String session, String keyId) throws IOException, ServletException {
+        CleanErrorResponse wrapped = new CleanErrorResponse(response, handedOut -> owners.bind(handedOut, keyId));
         try {
             chain.doFilter(forward, wrapped);
         } finally {
             wrapped.finish();
         }
-        if ("DELETE".equals(request.getMethod()) && session != null && response.getStatus() < 400) {
+        if (session == null) return;
+        if (wrapped.errorStatus == 404) {
+            owners.forget(session); // the SDK no longer knows it
+        } else if ("DELETE".equals(request.getMethod()) && response.getStatus() < 400) {
+            owners.forget(session);
             int cancelled = registry.cancelSession(session);
             if (cancelled > 0) LOG.info("session ended: cancelled {} run(s)", cancelled);
         }
     }
 
-    /** The body, or null when it is larger than the limit. */
-    private byte[] readBody(InputStream in) throws IOException {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        byte[] buf = new byte[8192];
-        int n;
-        while ((n = in.read(buf)) != -1) {
-            if (out.size() + (long) n > maxBodyBytes) return null;
-            out.write(buf, 0, n);
-        }
-        return out.toByteArray();
+    /** Sessions bound to their keys now (tests). */
+    int boundSessions() {
+        return owners.size();
     }
 
     /**
@@ -142,12 +162,27 @@ final class McpEndpointFilter extends HttpFilter {
      */
     private static final class CleanErrorResponse extends HttpServletResponseWrapper {
         private final ByteArrayOutputStream swallowed = new ByteArrayOutputStream();
+        private final Consumer<String> onSessionId;
         private int errorStatus;
         private String errorText;
         private boolean sent;
 
-        CleanErrorResponse(HttpServletResponse response) {
+        /** @param onSessionId told of the Mcp-Session-Id the SDK hands out, before the header is sent */
+        CleanErrorResponse(HttpServletResponse response, Consumer<String> onSessionId) {
             super(response);
+            this.onSessionId = onSessionId;
+        }
+
+        @Override
+        public void setHeader(String name, String value) {
+            if ("Mcp-Session-Id".equalsIgnoreCase(name) && value != null) onSessionId.accept(value);
+            super.setHeader(name, value);
+        }
+
+        @Override
+        public void addHeader(String name, String value) {
+            if ("Mcp-Session-Id".equalsIgnoreCase(name) && value != null) onSessionId.accept(value);
+            super.addHeader(name, value);
         }
 
         @Override
@@ -213,7 +248,7 @@ final class McpEndpointFilter extends HttpFilter {
 
         private String message() {
             String sdk = errorText != null ? errorText : sdkMessage();
-            if (errorStatus == 404) return "Session not found";
+            if (errorStatus == 404) return SESSION_NOT_FOUND;
             if (sdk == null) return JsonErrors.messageFor(errorStatus);
             String safe = String.join("; ", SAFE_SDK_MESSAGES.stream().filter(sdk::contains).toList());
             return safe.isEmpty() ? JsonErrors.messageFor(errorStatus) : safe;
@@ -236,6 +271,11 @@ final class McpEndpointFilter extends HttpFilter {
                 return null;
             }
         }
+    }
+
+    /** The key the caller presented, as the edge filter (which runs first) identified it. */
+    private static String keyId(HttpServletRequest request) {
+        return request.getAttribute(EdgeFilter.KEY_ID_ATTRIBUTE) instanceof String k ? k : EdgeFilter.OPEN_KEY_ID;
     }
 
     /** The caller as authenticated by the edge filter (which runs first); the default tenant without keys. */

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.auth.Principal;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.WorkerStatus;
@@ -14,6 +15,7 @@ import tools.jackson.databind.json.JsonMapper;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * The {@code runtime_info} tool: the executor's own description of languages, tools, sandbox and limits, plus
@@ -43,12 +45,15 @@ final class RuntimeInfoTool {
                 .outputSchema(Map.of("type", "object"))
                 .annotations(ToolHints.readOnly().annotations("Runtime info"))
                 .build();
-        return new SyncToolSpecification(tool, (exchange, call) -> call());
+        return new SyncToolSpecification(tool, (exchange, call) -> call(MessageInterceptor.principalOf(call.meta())));
     }
 
-    CallToolResult call() {
+    /** Scoped like the admin stats: a tenant key sees the count of its own sessions, an admin key every tenant's. */
+    CallToolResult call(Principal who) {
         try {
             Map<String, Object> info = new LinkedHashMap<>(executor.runtimeInfo());
+            if (info.containsKey("sessions")) info.put("sessions", ResultMaps.sessions(executor, info,
+                    who.admin() ? Optional.empty() : Optional.of(who.tenant())));
             List<WorkerStatus> workers = executor.workers();
             // A gateway's own description says "gateway" even before its first worker answered.
             String mode = ResultMaps.GATEWAY.equals(info.get("mode")) ? ResultMaps.GATEWAY

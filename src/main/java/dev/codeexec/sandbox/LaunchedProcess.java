@@ -136,10 +136,14 @@ final class LaunchedProcess implements SandboxProcess {
     /**
      * Per call of a session. The hard limits are read once; a limit whose new value equals the one set last time
      * is not set again (each prlimit costs a credential switch, and for short calls the rounded CPU budget rarely
-     * moves): the soft limits are the program's own to raise up to the hard ones anyway.
+     * moves). CPU: only the soft limit moves (the program may raise it to the lifetime hard limit; the call's timeout
+     * holds it anyway). File size: soft and hard both at the call's cap, as a run's are, because a soft limit alone
+     * would let the code raise it past a workspace's quota. Lowering a hard limit needs no privilege; raising it again
+     * (a later call, after files were deleted) needs CAP_SYS_RESOURCE: where the server lacks it, the cap stays
+     * where it was, never above the quota left.
      */
     @Override
-    public synchronized void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+    public synchronized long limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
         long pid = programPid();
         long soft;
         try {
@@ -157,9 +161,15 @@ final class LaunchedProcess implements SandboxProcess {
         }
         long fsize = Math.min(fileSizeBytes, hardFsize);
         if (fsize != lastFsize) {
-            setLimit(pid, Posix.RLIMIT_FSIZE, fsize, hardFsize);
-            lastFsize = fsize;
+            try {
+                setLimit(pid, Posix.RLIMIT_FSIZE, fsize, fsize);
+                lastFsize = fsize;
+            } catch (SandboxException e) {
+                if (lastFsize < 0 || fsize < lastFsize) throw e;
+                // a raise refused (no CAP_SYS_RESOURCE): the lower cap of an earlier call stays
+            }
         }
+        return lastFsize;
     }
 
     /** The hard limit of one resource from /proc/PID/limits ("unlimited" → Long.MAX_VALUE). */

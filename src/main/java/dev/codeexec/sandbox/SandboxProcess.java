@@ -83,12 +83,16 @@ public interface SandboxProcess extends AutoCloseable {
     }
 
     /**
-     * Like {@link #limitProgramCpu} and {@link #limitProgramFileSize} but moves only the soft limits (CPU: {@code cpuSeconds} from now; file size), up
-     * or down, below the hard limits set at start, which stay: for an interpreter that serves many calls (a
-     * session), whose per-call limits must rise again after a call lowered them, which only the soft limits can
-     * without privileges. The hard limits bound the interpreter's whole life.
+     * Per-call limits of an interpreter that serves many calls (a session), whose limits must rise again after a
+     * call lowered them. CPU: only the soft limit moves ({@code cpuSeconds} from now), under the hard limit set at
+     * start, which bounds the interpreter's whole life. File size: soft and hard both at {@code fileSizeBytes} (at
+     * most the start's hard limit), like {@link #limitProgramFileSize}, so the program cannot raise its own limit past
+     * the cap (a workspace's quota); raising it for a later call needs CAP_SYS_RESOURCE, without which the lower cap
+     * of an earlier call stays.
+     *
+     * @return the file-size limit in effect now: {@code fileSizeBytes}, or less when it could not be raised
      */
-    default void limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
+    default long limitProgramSoft(int cpuSeconds, long fileSizeBytes) throws SandboxException {
         throw new SandboxException("this sandbox cannot change the limits of a running program");
     }
 

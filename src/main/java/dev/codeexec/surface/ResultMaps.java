@@ -61,6 +61,22 @@ public final class ResultMaps {
         return m;
     }
 
+    /**
+     * The {@code sessions} part of runtime_info and the admin stats, as one caller may see it: the executor's
+     * (limits, languages, availability) with {@code count} the scope's own sessions; the server-wide count only for
+     * an empty scope (an admin key's view of every tenant). Other tenants' sessions are not a tenant's business.
+     *
+     * @param scope the tenant whose view it is, or empty for every tenant's
+     */
+    public static Map<String, Object> sessions(Executor executor, Map<String, Object> runtimeInfo,
+            Optional<String> scope) {
+        Map<String, Object> sessions = new LinkedHashMap<>();
+        if (runtimeInfo.get("sessions") instanceof Map<?, ?> m) m.forEach((k, v) -> sessions.put(String.valueOf(k), v));
+        if (scope.isPresent()) sessions.put("count", executor.sessions().list(scope.get()).size());
+        else sessions.putIfAbsent("count", 0);
+        return sessions;
+    }
+
     /** {@link #worker} of each, in the executor's order (sorted by address). */
     public static List<Map<String, Object>> workers(List<WorkerStatus> workers) {
         List<Map<String, Object>> out = new ArrayList<>(workers.size());

@@ -72,6 +72,13 @@ class ConfigTest {
                 .hasMessageContaining("DEFAULT_TIMEOUT_MS");
     }
 
+    @Test
+    void theBodyBudgetHoldsAtLeastTwoOfTheLargestBodies() {
+        assertThatThrownBy(() -> Config.of("MAX_BODY_MB", "65")).hasMessageContaining("BODY_MEMORY_MB")
+                .hasMessageContaining("MAX_BODY_MB");
+        assertThat(Config.of("MAX_BODY_MB", "65", "BODY_MEMORY_MB", "130").get(Config.BODY_MEMORY_MB)).isEqualTo(130);
+    }
+
     /** The README's configuration table lists exactly the keys the server reads, with the same defaults. */
     @Test
     void readmeTableMatchesTheKeys() throws Exception {

@@ -408,6 +408,64 @@ class SessionsTest {
         executor.sessions().close(t, "w");
     }
 
+    /** Python that raises its own file-size soft limit to the hard one, then writes {@code mb} MB to big.bin. */
+    private static String writeRaisingTheLimit(int mb) {
+        return "import resource\n"
+                + "soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)\n"
+                + "resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))\n"
+                + "try:\n"
+                + "    open('big.bin', 'wb').write(b'x' * (" + mb + " << 20))\n"
+                + "    print('wrote')\n"
+                + "except OSError as e:\n"
+                + "    print('errno', e.errno)\n";
+    }
+
+    /** Whether this server may raise a process's hard limit (CAP_SYS_RESOURCE in its effective set). */
+    private static boolean mayRaiseHardLimits() throws Exception {
+        String eff = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(l -> l.startsWith("CapEff:"))
+                .findFirst().orElseThrow().substring(7).trim();
+        return (Long.parseLong(eff, 16) & (1L << 24)) != 0;
+    }
+
+    @Test
+    void aSessionCallThatRaisesItsOwnFileSizeLimitGetsEfbigPastTheWorkspaceQuotaLikeARun(@TempDir Path tmp)
+            throws Exception {
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Workspaces workspaces = new Workspaces(tmp.resolve("ws"), 2 << 20, Duration.ofHours(1), 65534, 65534);
+        String t = tenant();
+        Workspace ws = workspaces.open(t, "quota", true);
+        Path big = ws.fs().root().resolve("big.bin");
+
+        ExecutionResult run = await(executor.submit(TestSupport.request(executor.config, "python",
+                writeRaisingTheLimit(3)).inWorkspace(ws), OutputListener.NONE));
+        assertThat(run.stdout()).as("a run").isEqualTo("errno 27\n");
+        Files.delete(big);
+
+        ExecutionResult call = await(executor.submit(req(executor, "python", writeRaisingTheLimit(3), t, "q")
+                .inWorkspace(ws), OutputListener.NONE));
+        assertThat(call.stdout()).as("a session call").isEqualTo("errno 27\n");
+        assertThat(Files.size(big)).isLessThanOrEqualTo(2 << 20);
+
+        // The workspace is full now: the next call's cap is the little that is left, hard limit included.
+        assertThat(await(executor.submit(req(executor, "python", writeRaisingTheLimit(1), t, "q").inWorkspace(ws),
+                OutputListener.NONE)).stdout()).isEqualTo("errno 27\n");
+        Files.delete(big);
+        ExecutionResult after = await(executor.submit(req(executor, "python", writeRaisingTheLimit(1), t, "q")
+                .inWorkspace(ws), OutputListener.NONE));
+        if (mayRaiseHardLimits()) {
+            assertThat(after.stdout()).as("room regained once files were deleted").isEqualTo("wrote\n");
+            assertThat(after.stderr()).doesNotContain("[session]");
+        } else {
+            assertThat(after.stdout()).isEqualTo("errno 27\n");
+            assertThat(after.stderr()).contains("[session] files written by this call are capped at 64 KB, below the 2 MB")
+                    .contains("session_reset");
+            assertThat(executor.sessions().reset(t, "q")).isTrue();
+            assertThat(await(executor.submit(req(executor, "python", writeRaisingTheLimit(1), t, "q").inWorkspace(ws),
+                    OutputListener.NONE)).stdout()).as("a reset session has the full room").isEqualTo("wrote\n");
+        }
+        executor.sessions().close(t, "q");
+    }
+
     @Test
     void requestsASessionCannotServeAreRefusedClearly() throws Exception {
         String t = tenant();
@@ -451,6 +509,41 @@ class SessionsTest {
                     .containsEntry("maxPerTenant", 2);
             assertThat(e.sessions().close("alice", "one")).isTrue();
             assertThat(call(e, "python", "1", "alice", "three").exitCode()).as("a closed session frees its place").isZero();
+        } finally {
+            e.close();
+        }
+        assertNothingLeft();
+    }
+
+    @Test
+    void pastSessionsMemoryMbTheLongestIdleSessionIsEndedAndItsNextCallIsTold() throws Exception {
+        Config c = config("SESSIONS_MEMORY_MB", "200", "SESSION_IDLE_SECONDS", "3600", "WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
+        try {
+            String hold = "held = b'x' * (120 << 20)\nlen(held)";
+            assertThat(call(e, "python", hold, "alice", "big").exitCode()).isZero();
+            assumeTrue(e.sessions().list("alice").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            assertThat(call(e, "python", "1", "carol", "small").exitCode()).isZero();
+            assertThat(e.sessions().list("alice")).as("alice's session fits beside a small one").hasSize(1);
+
+            // bob's call makes the sessions hold about 250 MB: alice's, unused longest, is ended, carol's stays.
+            assertThat(call(e, "python", hold, "bob", "big").exitCode()).isZero();
+            assertThat(e.sessions().list("alice")).isEmpty();
+            assertThat(e.sessions().list("carol")).hasSize(1);
+            assertThat(e.sessions().list("bob")).singleElement().satisfies(i -> assertThat(i.memoryBytes()).isPresent());
+            long held = java.util.stream.Stream.of("alice", "bob", "carol").flatMap(t -> e.sessions().list(t).stream())
+                    .mapToLong(i -> i.memoryBytes().orElse(0)).sum();
+            assertThat(held).isLessThanOrEqualTo(200L << 20);
+
+            ExecutionResult told = call(e, "python", "len(held)", "alice", "big");
+            assertThat(told.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+            assertThat(told.stderr()).contains("ended while idle").contains("SESSIONS_MEMORY_MB")
+                    .contains("Its state is gone; the next call starts a new session");
+            ExecutionResult fresh = call(e, "python", "'held' in globals()", "alice", "big");
+            assertThat(fresh.session().orElseThrow().created()).isTrue();
+            assertThat(result(fresh)).contains("False");
+            assertThat(e.runtimeInfo().get("sessions")).asInstanceOf(
+                    org.assertj.core.api.InstanceOfAssertFactories.MAP).containsEntry("memoryMb", 200L);
         } finally {
             e.close();
         }

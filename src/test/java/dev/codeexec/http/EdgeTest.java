@@ -4,6 +4,7 @@ import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.mcp.RawClient;
 import dev.codeexec.surface.ServerSetup;
+import dev.codeexec.testing.Poll;
 import dev.codeexec.mcp.TestServers;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -178,6 +179,71 @@ class EdgeTest {
         assertThat(executor.requests).isEmpty();
     }
 
+    /** A POST to /mcp that announces {@code length} bytes and sends the first {@code sent} of them. */
+    private Socket heldBody(int length, int sent) throws Exception {
+        Socket socket = new Socket("127.0.0.1", server.port());
+        socket.setSoTimeout(30000);
+        String head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                + "Accept: application/json, text/event-stream\r\nContent-Length: " + length + "\r\n\r\n";
+        socket.getOutputStream().write(head.getBytes(StandardCharsets.US_ASCII));
+        byte[] body = new byte[sent];
+        Arrays.fill(body, (byte) ' ');
+        socket.getOutputStream().write(body);
+        socket.getOutputStream().flush();
+        return socket;
+    }
+
+    /** The whole answer on a connection the server closes after it. */
+    private static String answer(Socket socket) throws Exception {
+        return new String(socket.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void heldBodiesStayWithinBodyMemoryMbAndTheNextGets503WithRetryAfter() throws Exception {
+        start("MAX_BODY_MB", "1", "BODY_MEMORY_MB", "4");
+        Bodies bodies = server.bodies();
+        List<Socket> held = new java.util.ArrayList<>();
+        String refused = null;
+        try {
+            // Each holds 700 KB of its 1 MB body (11 chunks of 64 KB reserved): five fit in 4 MB, the sixth does not.
+            for (int i = 0; i < 12 && refused == null; i++) {
+                Socket s = heldBody(1 << 20, 700 * 1024);
+                int before = held.size();
+                held.add(s);
+                long expected = (before + 1) * 11L * Bodies.CHUNK;
+                if (expected <= bodies.capacity()) {
+                    Poll.until("body " + i + " held", () -> bodies.used() == expected);
+                } else {
+                    refused = answer(s);
+                    held.remove(s);
+                    s.close();
+                }
+            }
+            assertThat(held).hasSize(5);
+            assertThat(bodies.peak()).isLessThanOrEqualTo(bodies.capacity());
+            assertThat(refused).startsWith("HTTP/1.1 503 ").containsIgnoringCase("Retry-After: 2")
+                    .containsIgnoringCase("Connection: close")
+                    .contains("\"jsonrpc\":\"2.0\"").contains("BODY_MEMORY_MB").doesNotContain("Exception");
+            assertThat(bodies.used()).as("the refused body's chunks went back").isEqualTo(5 * 11L * Bodies.CHUNK);
+        } finally {
+            for (Socket s : held) s.close();
+        }
+        Poll.until("every held body's memory back in the budget", () -> bodies.used() == 0);
+        assertThat(raw.send(raw.mcpPost(null, RawClient.INIT)).statusCode()).isEqualTo(200);
+    }
+
+    @Test
+    void aBodyThatDoesNotArriveWithinBodyTimeoutSecondsGets408AndItsMemoryBack() throws Exception {
+        start("BODY_TIMEOUT_SECONDS", "1");
+        try (Socket s = heldBody(1 << 20, 100 * 1024)) {
+            String answer = answer(s);
+            assertThat(answer).startsWith("HTTP/1.1 408 ").containsIgnoringCase("Connection: close")
+                    .contains("\"jsonrpc\":\"2.0\"").contains("BODY_TIMEOUT_SECONDS").doesNotContain("Exception");
+        }
+        assertThat(server.bodies().used()).isZero();
+        assertThat(executor.requests).isEmpty();
+    }
+
     @Test
     void unknownSessionIs404WithACleanBody() throws Exception {
         start();
@@ -194,6 +260,53 @@ class EdgeTest {
         HttpResponse<String> delete = raw.send(raw.request("/mcp").header("Mcp-Session-Id", "no-such-session").DELETE());
         assertThat(delete.statusCode()).isEqualTo(404);
         assertClean(delete);
+    }
+
+    @Test
+    void aSessionIdAnswersOnlyTheKeyThatOpenedItAndEveryOtherKeyGetsTheUnknownSession404() throws Exception {
+        java.nio.file.Path keys = java.nio.file.Files.createTempFile("edge-keys", ".txt");
+        java.nio.file.Files.writeString(keys, "alice " + dev.codeexec.auth.ApiKeys.hashHex("alice-1") + "\n"
+                + "alice " + dev.codeexec.auth.ApiKeys.hashHex("alice-2") + "\n"
+                + "bob " + dev.codeexec.auth.ApiKeys.hashHex("bob-1") + " admin\n");
+        start("API_KEYS_FILE", keys.toString());
+        HttpResponse<String> init = raw.send(raw.mcpPost(null, RawClient.INIT).header("Authorization", "Bearer alice-1"));
+        String session = init.headers().firstValue("Mcp-Session-Id").orElseThrow();
+        raw.send(raw.mcpPost(session, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}")
+                .header("Authorization", "Bearer alice-1"));
+        var call = java.net.http.HttpClient.newHttpClient().sendAsync(raw.mcpPost(session, RawClient.call(1, "block"))
+                .header("Authorization", "Bearer alice-1").build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(executor.blockStarted.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+
+        HttpResponse<String> unknown = raw.send(raw.mcpPost("no-such-session", RawClient.cancel(1))
+                .header("Authorization", "Bearer bob-1"));
+        assertThat(unknown.statusCode()).isEqualTo(404);
+        // Another tenant (an admin key too), or another key of the same tenant: the session does not exist for them.
+        for (String other : List.of("bob-1", "alice-2")) {
+            List<HttpRequest.Builder> attempts = List.of(
+                    raw.mcpPost(session, RawClient.cancel(1)),
+                    raw.mcpPost(session, RawClient.call(2, "print:x")),
+                    raw.request("/mcp").header("Accept", "text/event-stream").header("Mcp-Session-Id", session).GET(),
+                    raw.request("/mcp").header("Mcp-Session-Id", session).DELETE());
+            for (HttpRequest.Builder attempt : attempts) {
+                HttpResponse<String> r = raw.send(attempt.header("Authorization", "Bearer " + other));
+                assertThat(r.statusCode()).as(other + " " + r.request().method()).isEqualTo(404);
+                assertClean(r);
+                assertThat(r.body()).as("the same answer as an unknown session's").isEqualTo(unknown.body());
+                assertThat(r.headers().map().keySet()).isEqualTo(unknown.headers().map().keySet());
+            }
+        }
+        assertThat(executor.cancels.get()).as("no cancel reached the run").isZero();
+        assertThat(executor.requests).hasSize(1);
+        assertThat(call).isNotDone();
+
+        HttpResponse<String> own = raw.send(raw.mcpPost(session, RawClient.cancel(1)).header("Authorization", "Bearer alice-1"));
+        assertThat(own.statusCode()).isEqualTo(202);
+        assertThat(call.get(30, java.util.concurrent.TimeUnit.SECONDS).body()).contains("cancelled");
+        HttpResponse<String> delete = raw.send(raw.request("/mcp").header("Mcp-Session-Id", session)
+                .header("Authorization", "Bearer alice-1").DELETE());
+        assertThat(delete.statusCode()).isEqualTo(200);
+        assertThat(raw.send(raw.mcpPost(session, RawClient.call(3, "print:x")).header("Authorization", "Bearer alice-1"))
+                .statusCode()).as("a deleted session is gone for its own key too").isEqualTo(404);
     }
 
     @Test

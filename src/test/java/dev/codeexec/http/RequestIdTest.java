@@ -112,7 +112,7 @@ class RequestIdTest {
     @Test
     void aLogLineWrittenWhileServingARequestCarriesItsId() throws Exception {
         FakeExecutor executor = new FakeExecutor();
-        try (HttpServer server = TestServers.start(executor); JsonLog log = new JsonLog("dev.codeexec.http")) {
+        try (HttpServer server = TestServers.start(executor); CapturedLog log = new CapturedLog("dev.codeexec.http")) {
             RawClient raw = new RawClient(server.port());
             String session = raw.initialize();
             var call = java.net.http.HttpClient.newHttpClient().sendAsync(raw.mcpPost(session,
@@ -130,7 +130,7 @@ class RequestIdTest {
 
     @Test
     void theJsonAuditLineOfARunHasTheIdOfTheHttpRequestThatStartedIt() throws Exception {
-        try (JsonLog log = new JsonLog("audit"); RealServer server = new RealServer("WARM_POOL", "off")) {
+        try (CapturedLog log = new CapturedLog("audit"); RealServer server = new RealServer("WARM_POOL", "off")) {
             String session = server.session(RealServer.TENANT_KEY);
 
             HttpResponse<String> given = server.raw.send(server.python(session, 11, "print(11)", RealServer.TENANT_KEY)
@@ -152,21 +152,63 @@ class RequestIdTest {
         }
     }
 
-    /** JSON log lines of one logger (and its children), encoded exactly as LOG_FORMAT=json writes them. */
-    private static final class JsonLog implements AutoCloseable {
+    @Test
+    void aJsonRpcIdOrAClientNameWithANewlineCannotPlantALineInTheLog() throws Exception {
+        String forged = "\n2026-01-01T00:00:00.000Z INFO  [exec-sandbox-0] audit - run id=run-0 language=python "
+                + "outcome=exited tenant=other";
+        String json = forged.replace("\n", "\\n");
+        for (String format : List.of("text", "json")) {
+            try (CapturedLog log = new CapturedLog(org.slf4j.Logger.ROOT_LOGGER_NAME, format);
+                    RealServer server = new RealServer("WARM_POOL", "off")) {
+                HttpResponse<String> init = server.raw.send(server.mcpPost(null, RawClient.INIT.replace(
+                        "\"name\":\"raw\"", "\"name\":\"raw" + json + "\""), RealServer.TENANT_KEY));
+                String session = init.headers().firstValue("Mcp-Session-Id").orElseThrow();
+                HttpResponse<String> r = server.raw.send(server.mcpPost(session, "{\"jsonrpc\":\"2.0\",\"id\":\"7"
+                        + json + "\",\"method\":\"tools/call\",\"params\":{\"name\":\"execute_code\",\"arguments\":"
+                        + "{\"language\":\"python\",\"code\":\"print(7)\"}}}", RealServer.TENANT_KEY));
+                assertThat(r.body()).contains("7");
+                String audit = log.message("code=\"print(7)\"");
+                assertThat(audit).as(format).contains("tenant=alice ").contains(" requestId=\"7\\n2026-01-01T00:00:00.000Z"
+                        + " INFO  [exec-sandbox-0] audit - run id=run-0 language=python outcome=exited tenant=other\"");
+                assertThat(log.message("Client initialize request")).as("the SDK's own line, " + format)
+                        .contains("name=raw\\n2026-01-01T00:00:00.000Z INFO  [exec-sandbox-0] audit - run id=run-0");
+                assertThat(log.lines()).as(format).noneMatch(l -> l.startsWith("2026-01-01T00:00:00.000Z"));
+            }
+        }
+    }
+
+    /** Log lines of one logger (and its children), encoded exactly as LOG_FORMAT=json (or text) writes them. */
+    private static final class CapturedLog implements AutoCloseable {
         private final ByteArrayOutputStream captured = new ByteArrayOutputStream();
         private final OutputStreamAppender<ILoggingEvent> appender = new OutputStreamAppender<>();
         private final ch.qos.logback.classic.Logger logger;
+        private final String format;
 
-        JsonLog(String loggerName) {
+        CapturedLog(String loggerName) {
+            this(loggerName, "json");
+        }
+
+        CapturedLog(String loggerName, String format) {
+            this.format = format;
             LoggerContext ctx = (LoggerContext) LoggerFactory.getILoggerFactory();
             appender.setContext(ctx);
-            appender.setName("json-capture");
-            appender.setEncoder(Logging.encoder("json", ctx));
+            appender.setName(format + "-capture");
+            appender.setEncoder(Logging.encoder(format, ctx));
             appender.setOutputStream(captured);
             appender.start();
             logger = ctx.getLogger(loggerName);
             logger.addAppender(appender);
+        }
+
+        List<String> lines() {
+            return captured.toString(StandardCharsets.UTF_8).lines().toList();
+        }
+
+        /** The message of the first line containing the text, once logged (the text line itself, or the JSON's). */
+        String message(String text) throws InterruptedException {
+            return Poll.until("a log line with " + text, () -> lines().stream()
+                    .map(l -> format.equals("json") ? JSON.readTree(l).path("formattedMessage").asString() : l)
+                    .filter(m -> m.contains(text)).findFirst(), Optional::isPresent).get();
         }
 
         /** The first line whose message contains the text, once logged (engine threads log on their own). */

@@ -7,6 +7,7 @@ import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
+import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.WorkerStatus;
 
 import java.util.List;
@@ -44,6 +45,8 @@ public final class FakeExecutor implements Executor {
     public volatile boolean remote;
     /** When set, the worker name each result carries (as a gateway's results do). */
     public volatile String worker;
+    /** Open sessions per tenant, as {@link #sessions()} lists them and {@link #runtimeInfo()} counts them. */
+    public volatile Map<String, Integer> sessionsByTenant = Map.of();
     private final Map<String, FakeRun> active = new ConcurrentHashMap<>();
     private final AtomicInteger ids = new AtomicInteger();
 
@@ -75,7 +78,19 @@ public final class FakeExecutor implements Executor {
 
     @Override
     public Map<String, Object> runtimeInfo() {
-        return Map.of("sandbox", Map.of("kind", "fake"), "languages", Map.of("python", Map.of("available", true)));
+        Map<String, Object> info = new java.util.LinkedHashMap<>(Map.of("sandbox", Map.of("kind", "fake"),
+                "languages", Map.of("python", Map.of("available", true))));
+        if (!sessionsByTenant.isEmpty()) info.put("sessions", Map.of("maxPerTenant", 8,
+                "count", sessionsByTenant.values().stream().mapToInt(Integer::intValue).sum()));
+        return info;
+    }
+
+    @Override
+    public SessionControl sessions() {
+        java.time.Instant now = java.time.Instant.now();
+        return SessionControl.listing(tenant -> java.util.stream.IntStream.range(0, sessionsByTenant.getOrDefault(tenant, 0))
+                .mapToObj(i -> new SessionControl.SessionInfo("s" + i, "python", java.util.Optional.empty(), now, now,
+                        OptionalLong.empty(), 0, false)).toList());
     }
 
     @Override

@@ -47,6 +47,37 @@ class RuntimeInfoWorkersTest {
     }
 
     @Test
+    @SuppressWarnings("unchecked")
+    void theSessionCountATenantSeesIsItsOwnAndAnAdminSeesEveryTenants() throws Exception {
+        java.nio.file.Path keys = java.nio.file.Files.createTempFile("runtime-info-keys", ".txt");
+        java.nio.file.Files.writeString(keys, "alice " + dev.codeexec.auth.ApiKeys.hashHex("alice-key") + "\n"
+                + "bob " + dev.codeexec.auth.ApiKeys.hashHex("bob-key") + "\n"
+                + "ops " + dev.codeexec.auth.ApiKeys.hashHex("ops-key") + " admin\n");
+        executor.sessionsByTenant = Map.of("alice", 3, "carol", 2);
+        try (HttpServer keyed = TestServers.start(executor, "API_KEYS_FILE", keys.toString())) {
+            Map<String, Integer> counts = new java.util.LinkedHashMap<>();
+            for (String key : List.of("alice-key", "bob-key", "ops-key")) {
+                McpSyncClient c = McpClient.sync(HttpClientStreamableHttpTransport.builder("http://127.0.0.1:" + keyed.port())
+                        .httpRequestCustomizer((b, method, uri, body, ctx) -> b.header("Authorization", "Bearer " + key))
+                        .build()).requestTimeout(Duration.ofSeconds(30)).build();
+                try {
+                    c.initialize();
+                    CallToolResult r = c.callTool(CallToolRequest.builder("runtime_info").arguments(Map.of()).build());
+                    Map<String, Object> sessions = (Map<String, Object>) ((Map<String, Object>) r.structuredContent())
+                            .get("sessions");
+                    assertThat(sessions).as(key).containsEntry("maxPerTenant", 8);
+                    counts.put(key, ((Number) sessions.get("count")).intValue());
+                    assertThat(((TextContent) r.content().getFirst()).text()).as(key)
+                            .contains("\"count\" : " + counts.get(key));
+                } finally {
+                    c.closeGracefully();
+                }
+            }
+            assertThat(counts).containsExactly(Map.entry("alice-key", 3), Map.entry("bob-key", 0), Map.entry("ops-key", 5));
+        }
+    }
+
+    @Test
     void aLocalServerSaysModeLocalAndListsNoWorkers() {
         Map<String, Object> info = runtimeInfo();
         assertThat(info).containsEntry("mode", "local").doesNotContainKey("workers");
