@@ -200,9 +200,7 @@ final class LocalRun implements RunHandle {
     private static String unusedName(Workspace ws) {
         while (true) {
             String candidate = "code_" + hex(4);
-            boolean taken = ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE).stream()
-                    .anyMatch(e -> e.name().startsWith(candidate));
-            if (!taken) return candidate;
+            if (!ws.fs().hasNameStartingWith(candidate)) return candidate;
         }
     }
 

@@ -14,7 +14,8 @@ import java.util.Map;
 /**
  * What a run (or a session call) did to its workspace: a scan before it starts, which also says how much of the
  * quota is left for it, and a scan after, whose difference is the result's {@code files}. Both scans look at no
- * more than {@link #SCAN_LIMIT} entries; {@code filesTruncated} says when a workspace had more.
+ * more than {@link #SCAN_LIMIT} entries and {@link WorkspaceFs#MAX_WALK_DEPTH} levels; {@code filesTruncated} says
+ * when a workspace had more.
  */
 final class WorkspaceDiff {
 
@@ -36,8 +37,8 @@ final class WorkspaceDiff {
     /** Scans the workspace as it is before the run. */
     static WorkspaceDiff before(Workspace ws) {
         Map<String, WorkspaceFs.Entry> entries = new HashMap<>();
-        boolean truncated = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> entries.put(e.path().toString(), e));
-        return new WorkspaceDiff(ws, entries, truncated);
+        boolean complete = ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> entries.put(e.path().toString(), e)).complete();
+        return new WorkspaceDiff(ws, entries, !complete);
     }
 
     /** The bytes the run may still write under the quota (at least {@link #MIN_SPACE}). */
@@ -50,9 +51,9 @@ final class WorkspaceDiff {
     /** Scans again after the run and marks the workspace used: what the run created or changed. */
     Changes after() {
         Map<String, WorkspaceFs.Entry> now = new HashMap<>();
-        boolean truncated = !workspace.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> now.put(e.path().toString(), e));
+        boolean complete = workspace.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> now.put(e.path().toString(), e)).complete();
         workspace.fs().touch();
-        return new Changes(changedFiles(before, now), beforeTruncated || truncated);
+        return new Changes(changedFiles(before, now), beforeTruncated || !complete);
     }
 
     /** The files a run created or changed, and whether a scan stopped at its limit. */

@@ -103,9 +103,12 @@ final class FileTools {
         Workspace ws = workspaces.open(who.tenant(), name, false);
         List<WorkspaceFs.Entry> entries;
         boolean truncated;
+        boolean tooDeep = false;
         if (recursive) {
             List<WorkspaceFs.Entry> all = new ArrayList<>();
-            truncated = !ws.fs().walkTree(dir, limit, all::add);
+            WorkspaceFs.Walked walked = ws.fs().walkTree(dir, limit, all::add);
+            truncated = !walked.complete();
+            tooDeep = walked.tooDeep();
             entries = all;
         } else {
             // One more than asked tells whether the limit cut the listing; which entries a cut listing holds is
@@ -117,7 +120,9 @@ final class FileTools {
         List<Map<String, Object>> out = new ArrayList<>();
         StringBuilder text = new StringBuilder();
         text.append(entries.size()).append(entries.size() == 1 ? " entry" : " entries").append(" in ")
-                .append(name).append('/').append(dir).append(truncated ? " (truncated at " + limit + ")" : "").append(':');
+                .append(name).append('/').append(dir)
+                .append(tooDeep ? " (directories " + WorkspaceFs.MAX_WALK_DEPTH + " levels deep are listed, not entered)"
+                        : truncated ? " (truncated at " + limit + ")" : "").append(':');
         for (WorkspaceFs.Entry e : entries) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("path", e.path().toString());

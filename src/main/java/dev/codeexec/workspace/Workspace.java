@@ -41,7 +41,7 @@ public final class Workspace {
 
     /** Bytes of regular files in the workspace now. */
     public long usage() {
-        return fs.usage();
+        return fs.tally(Long.MAX_VALUE).bytes();
     }
 
     /** Space left under the quota (0 when at or over it). */
@@ -87,14 +87,9 @@ public final class Workspace {
     public record Info(String name, long sizeBytes, long quotaBytes, int files, int directories, FileTime lastUsed) {
     }
 
+    /** Counted to the bottom of the tree, however deep, without recursion. */
     public Info info() {
-        long[] size = {0};
-        int[] counts = {0, 0};
-        fs.walkTree(RelPath.ROOT, Integer.MAX_VALUE, e -> {
-            size[0] += e.size();
-            if (e.isDirectory()) counts[1]++;
-            else counts[0]++;
-        });
-        return new Info(name, size[0], owner.quotaBytes(), counts[0], counts[1], lastUsed());
+        WorkspaceFs.Tally t = fs.tally(Long.MAX_VALUE);
+        return new Info(name, t.bytes(), owner.quotaBytes(), t.files(), t.directories(), lastUsed());
     }
 }

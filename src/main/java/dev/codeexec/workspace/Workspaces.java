@@ -1,6 +1,8 @@
 package dev.codeexec.workspace;
 
 import dev.codeexec.workspace.WorkspaceException.Kind;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
@@ -27,6 +29,7 @@ import java.util.regex.Pattern;
  */
 public final class Workspaces {
 
+    private static final Logger LOG = LoggerFactory.getLogger(Workspaces.class);
     private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]{1,64}");
     private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
 
@@ -164,39 +167,55 @@ public final class Workspaces {
         return out;
     }
 
-    /** Deletes a whole workspace. */
+    /** Deletes a whole workspace, however deep its tree. */
     public void delete(String tenant, String name) {
         Workspace ws = open(tenant, name, false);
-        for (WorkspaceFs.Entry e : ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE)) ws.fs().delete(e.path(), true);
         try {
-            Files.delete(ws.fs().root());
-        } catch (IOException e) {
-            throw new WorkspaceException(Kind.IO, "workspace '" + name + "' cannot be deleted");
+            ws.fs().deleteAll();
+        } catch (WorkspaceException e) {
+            if (e.kind() == Kind.NOT_FOUND) throw e;
+            throw new WorkspaceException(e.kind(), "workspace '" + name + "' cannot be deleted: " + e.getMessage());
         }
     }
 
     /**
      * Removes workspaces idle for longer than the maximum age (by their directory's modification time, which
-     * every use refreshes), skipping those in use. Returns how many were removed.
+     * every use refreshes), skipping those in use. Returns how many were removed. Whatever one workspace holds,
+     * it fails only itself: the failure is logged and the sweep goes on with the next.
      */
     public int expire(Instant now) {
         if (maxAge.isZero()) return 0;
         int removed = 0;
-        try (DirectoryStream<Path> tenants = Files.newDirectoryStream(root)) {
-            for (Path t : tenants) {
-                if (!Files.isDirectory(t, NOFOLLOW)) continue;
-                for (String name : names(t.getFileName().toString())) {
-                    Path dir = t.resolve(name);
-                    if (inUse.containsKey(dir)) continue;
+        List<String> tenants;
+        try {
+            tenants = tenants();
+        } catch (WorkspaceException e) {
+            LOG.warn("workspace expiry: {}", e.getMessage());
+            return 0;
+        }
+        for (String tenant : tenants) {
+            List<String> names;
+            try {
+                names = names(tenant);
+            } catch (WorkspaceException e) {
+                LOG.warn("workspace expiry: tenant {}: {}", tenant, e.getMessage());
+                continue;
+            }
+            for (String name : names) {
+                Path dir = root.resolve(tenant).resolve(name);
+                if (inUse.containsKey(dir)) continue;
+                try {
                     FileTime mtime = Files.getLastModifiedTime(dir, NOFOLLOW);
                     if (mtime.toInstant().plus(maxAge).isBefore(now)) {
-                        delete(t.getFileName().toString(), name);
+                        delete(tenant, name);
                         removed++;
                     }
+                } catch (Throwable e) { // a sweep that dies here would never run again: contain it to this workspace
+                    if (e instanceof java.nio.file.NoSuchFileException
+                            || e instanceof WorkspaceException w && w.kind() == Kind.NOT_FOUND) continue;
+                    LOG.warn("workspace expiry: {}/{} could not be removed: {}", tenant, name, e.toString());
                 }
             }
-        } catch (IOException | WorkspaceException e) {
-            // a workspace that vanished or cannot be read is left for the next sweep
         }
         return removed;
     }

@@ -142,4 +142,28 @@ class WorkspaceRunTest {
         assertThat(r.stdout()).doesNotContain("secret.txt").contains("done");
         assertThat(r.stdout()).contains("No such file or directory");
     }
+
+    /**
+     * A chain of 25,000 directories (the issue's {@code os.mkdir('d'); os.chdir('d')}): the scans before and after the
+     * run, the workspace's info and its deletion all still work, and nothing overflows the server's stack.
+     */
+    @Test
+    void aChainOf25000DirectoriesLeavesTheWorkspaceUsableAndDeletable() throws Exception {
+        ExecutionResult r = run("python", """
+                import os
+                for i in range(25000):
+                    os.mkdir('d')
+                    os.chdir('d')
+                open('bottom.txt', 'w').write('deep')
+                print('deep')
+                """);
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("deep\n");
+        assertThat(r.filesTruncated()).isTrue(); // listed down to MAX_WALK_DEPTH levels, not to the bottom
+        Workspace.Info info = ws.info();
+        assertThat(info.directories()).isEqualTo(25000);
+        assertThat(info.files()).isEqualTo(1);
+        assertThat(run("python", "print('still usable')").stdout()).isEqualTo("still usable\n");
+        workspaces.delete("alice", "proj");
+        assertThat(workspaces.names("alice")).isEmpty();
+    }
 }
