@@ -384,6 +384,29 @@ class ApiFilesTest {
         }
     }
 
+    /** WORKSPACE_MAX_ENTRIES bounds API writes like the byte quota: 507, and nothing written. */
+    @Test
+    void uploadsPastTheEntryLimitAre507AndWriteNothing() throws Exception {
+        api = new ApiClient("WORKSPACE_MAX_ENTRIES", "3");
+        assertThat(api.upload("e", "one.txt", "1").statusCode()).isEqualTo(201);
+        Map<String, byte[]> parts = new LinkedHashMap<>();
+        parts.put("p1.txt", "p1".getBytes());
+        parts.put("p2.txt", "p2".getBytes());
+        assertError(api.multipart("e", "in/", parts), 507, "quota_exceeded"); // in/, p1, p2: one too many
+        assertThat(api.dir("default", "e").resolve("in")).doesNotExist();
+        assertThat(api.upload("e", "two.txt", "2").statusCode()).isEqualTo(201);
+        assertThat(api.upload("e", "three.txt", "3").statusCode()).isEqualTo(201);
+        HttpResponse<String> refused = api.upload("e", "four.txt", "4");
+        assertError(refused, 507, "quota_exceeded");
+        assertThat(json(refused).path("message").asString()).contains("WORKSPACE_MAX_ENTRIES");
+        assertThat(api.upload("e", "three.txt", "replaced").statusCode()).isEqualTo(201);
+        JsonNode info = json(api.get("/api/workspaces/e"));
+        assertThat(info.path("entries").asInt()).isEqualTo(3);
+        assertThat(info.path("maxEntries").asInt()).isEqualTo(3);
+        assertThat(info.path("complete").asBoolean()).isTrue();
+        assertThat(info.path("enforcement").asString()).isIn("measured", "xfs-project-quota");
+    }
+
     static Map<String, String> unzip(byte[] zip) throws Exception {
         Map<String, String> out = new LinkedHashMap<>();
         try (ZipInputStream in = new ZipInputStream(new ByteArrayInputStream(zip))) {

@@ -318,6 +318,10 @@ class FileToolsTest {
         assertThat(info).containsEntry("name", "info1").containsEntry("sizeBytes", 8).containsEntry("files", 2)
                 .containsEntry("directories", 1).containsEntry("quotaBytes", 1024 * 1024 * 1024).containsKey("lastUsed");
         assertThat((String) info.get("lastUsed")).matches("\\d{4}-\\d\\d-\\d\\dT.*Z");
+        assertThat(info).containsEntry("entries", 3).containsEntry("maxEntries", 50_000).containsEntry("complete", true)
+                .containsEntry("enforcement", workspaces.enforcement());
+        assertThat(text(call("workspace_info", "workspace", "info1"))).contains("3 of 50000 entries")
+                .contains(workspaces.enforcement().equals("measured") ? "enforced by measuring" : "by the kernel");
 
         List<Map<String, Object>> all = (List<Map<String, Object>>) data(call("workspace_info")).get("workspaces");
         assertThat(all).extracting(m -> m.get("name")).contains("info1");

@@ -134,7 +134,7 @@ class WorkspaceFsTest {
         List<String> seen = new ArrayList<>();
         ws.fs().walkTree(RelPath.ROOT, 1000, e -> seen.add(e.path() + ":" + e.type()));
         assertThat(seen).containsExactly("f.txt:file", "root-link:symlink");
-        assertThat(ws.usage()).isEqualTo(5);
+        assertThat(ws.usage().bytes()).isEqualTo(5);
     }
 
     @Test
@@ -333,7 +333,9 @@ class WorkspaceFsTest {
         assertThat(seen).hasSize(WorkspaceFs.MAX_WALK_DEPTH);
         assertThat(walked.tooDeep()).isTrue();
         assertThat(walked.complete()).isFalse();
-        assertThat(ws.info().directories()).isEqualTo(25_000);
+        Workspace.Info info = ws.info();
+        assertThat(info.directories()).isEqualTo(25_000);
+        assertThat(info.complete()).isTrue();
 
         ws.fs().delete(RelPath.parse("d/d"), true);
         assertThat(ws.fs().list(RelPath.parse("d"), 10)).isEmpty();
@@ -372,8 +374,44 @@ class WorkspaceFsTest {
     void infosOfATenantWithADeepWorkspaceListEveryWorkspace() throws Exception {
         Trees.chain(workspaces.open("alice", "deep", true).fs().root(), "d", 25_000);
         ws.write(RelPath.parse("f.txt"), text("x"), 10);
-        assertThat(workspaces.infos("alice")).extracting(i -> i.name() + ":" + i.directories() + ":" + i.files())
-                .containsExactly("deep:25000:0", "proj:0:1");
+        assertThat(workspaces.infos("alice")).extracting(i -> i.name() + ":" + i.directories() + ":" + i.files()
+                + ":" + i.error().isPresent()).containsExactly("deep:25000:0:false", "proj:0:1:false");
+    }
+
+    // ---- the entry limit ---------------------------------------------------------------------------------------
+
+    @Test
+    void theEntryLimitRefusesApiWritesThatWouldGoPastItAndChangesNothing() throws Exception {
+        Workspaces three = new Workspaces(tmp.resolve("three"), 1 << 20, 3, Duration.ZERO, 65534, 65534);
+        Workspace w = three.open("alice", "w", true);
+        w.write(RelPath.parse("a/b.txt"), text("b"), 100); // a and a/b.txt
+        w.write(RelPath.parse("c.txt"), text("c"), 100);
+        assertThatThrownBy(() -> w.write(RelPath.parse("d.txt"), text("d"), 100))
+                .isInstanceOf(WorkspaceException.class).hasMessageContaining("WORKSPACE_MAX_ENTRIES")
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        assertThatThrownBy(() -> w.write(RelPath.parse("x/y.txt"), text("y"), 100))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        assertThatThrownBy(() -> w.checkRoom(List.of(RelPath.parse("a/new.txt")), 1))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        w.write(RelPath.parse("c.txt"), text("replaced"), 100); // replacing adds no entry
+        try (var s = Files.list(w.fs().root())) {
+            assertThat(s.map(p -> p.getFileName().toString())).containsExactlyInAnyOrder("a", "c.txt");
+        }
+        assertThat(w.usage()).isEqualTo(new Workspace.Usage(9, 3, true));
+    }
+
+    /** workspace_info on 200,000 files took seconds: the count now stops past the limit and says "more than". */
+    @Test
+    void infoStopsCountingPastTheEntryLimitAndSaysSo() throws Exception {
+        Workspaces ten = new Workspaces(tmp.resolve("ten"), 1 << 20, 10, Duration.ZERO, 65534, 65534);
+        Workspace w = ten.open("alice", "many", true);
+        for (int i = 0; i < 25; i++) Files.writeString(w.fs().root().resolve("f" + i), "x");
+        Workspace.Info info = w.info();
+        assertThat(info.complete()).isFalse();
+        assertThat(info.entries()).isEqualTo(11);
+        assertThat(info.maxEntries()).isEqualTo(10);
+        assertThat(w.usage().exact()).isFalse();
+        assertThatThrownBy(w::checkCanRun).hasMessageContaining("more than 10 files and directories");
     }
 
     private static boolean isRoot() {
