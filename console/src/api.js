@@ -157,7 +157,7 @@ export function formatTime(iso, short = false) {
 export const LANGUAGES = ['python', 'nodejs', 'typescript', 'go', 'java', 'bash', 'shell'];
 /** The outcome filter: the run outcomes, plus the history's own `running`, `rejected` and `failed` (any failure). */
 export const OUTCOMES = ['exited', 'timeout', 'cancelled', 'memory_limit', 'cpu_limit', 'output_limit',
-  'killed_by_signal', 'failed_to_start', 'worker_lost', 'rejected', 'running', 'failed'];
+  'workspace_limit', 'killed_by_signal', 'failed_to_start', 'worker_lost', 'rejected', 'running', 'failed'];
 
 /** A run's outcome as a pill class: a clean exit ok, a non-zero exit or timeout a warning, anything else an error. */
 export function outcomeClass(outcome, exitCode) {

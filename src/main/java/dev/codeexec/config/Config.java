@@ -85,7 +85,9 @@ public final class Config {
     public static final ConfigKey<String> WORKSPACE_ROOT = ConfigKey.string("WORKSPACE_ROOT", "/var/lib/code-exec-mcp/workspaces",
             "Where workspaces live, as WORKSPACE_ROOT/<tenant>/<workspace>/.");
     public static final ConfigKey<Integer> WORKSPACE_QUOTA_MB = ConfigKey.integer("WORKSPACE_QUOTA_MB", 1024, 1, 10485760,
-            "Size limit of one workspace: API writes over it get 507; code writing past it gets EFBIG/ENOSPC.");
+            "Size limit of one workspace: API writes over it get 507; code writing past it gets EFBIG/EDQUOT, or is stopped (`workspace_limit`) where the kernel cannot enforce it.");
+    public static final ConfigKey<Integer> WORKSPACE_MAX_ENTRIES = ConfigKey.integer("WORKSPACE_MAX_ENTRIES", 50000, 1, 100000000,
+            "Files and directories one workspace may hold (each costs the host an inode): API writes over it get 507; code gets EDQUOT under XFS project quotas, else is stopped (`workspace_limit`).");
     public static final ConfigKey<Integer> WORKSPACE_MAX_AGE_HOURS = ConfigKey.integer("WORKSPACE_MAX_AGE_HOURS", 24, 0, 876000,
             "Workspaces idle longer than this are removed (at start and hourly); 0 keeps them.");
     public static final ConfigKey<Integer> MAX_UPLOAD_MB = ConfigKey.integer("MAX_UPLOAD_MB", 100, 1, 1048576,
@@ -146,7 +148,7 @@ public final class Config {
             CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, BODY_MEMORY_MB, BODY_TIMEOUT_SECONDS, SANDBOX, SANDBOX_UID, SANDBOX_GID, SANDBOX_UID_RANGE, MAX_CONCURRENT, QUEUE_SIZE,
             QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
             MAX_OUTPUT_KB, MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
-            WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
+            WORKSPACE_MAX_ENTRIES, WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
             MAX_SESSIONS, SESSIONS_MEMORY_MB, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
             LOG_FORMAT, LOG_LEVEL);

@@ -62,6 +62,8 @@ final class LocalRun implements RunHandle {
     /** The virtual thread waiting for a slot, so cancel() can wake it. */
     volatile Thread waiter;
     private volatile SandboxProcess process;
+    /** The workspace watchdog found the run's workspace past its limits ({@link WorkspaceDiff#watch}). */
+    private volatile boolean workspaceLimit;
     /** Set for a call in a stateful session: it runs in the session's interpreter instead of a sandbox of its own. */
     private final SessionCall sessionCall;
     /** The run got a warm sandbox (for the audit line). */
@@ -187,7 +189,7 @@ final class LocalRun implements RunHandle {
             WorkspaceDiff diff = WorkspaceDiff.before(ws);
             Limits limits = request.limits().withDiskBytes(Math.min(request.limits().diskBytes(), diff.spaceLeft()));
             ExecutionResult r;
-            try {
+            try (Workspace.Watch watch = diff.watch(this::stopForWorkspaceLimit)) {
                 r = runInSandbox(name, fileName, staged, limits, Optional.of(ws.fs().root()));
             } finally {
                 removeQuietly(ws, fileName);
@@ -197,13 +199,17 @@ final class LocalRun implements RunHandle {
         }
     }
 
+    private void stopForWorkspaceLimit() {
+        workspaceLimit = true;
+        SandboxProcess p = process;
+        if (p != null) p.kill();
+    }
+
     /** A code file name that no entry of the workspace has (neither the source nor a compiled binary). */
     private static String unusedName(Workspace ws) {
         while (true) {
             String candidate = "code_" + hex(4);
-            boolean taken = ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE).stream()
-                    .anyMatch(e -> e.name().startsWith(candidate));
-            if (!taken) return candidate;
+            if (!ws.fs().hasNameStartingWith(candidate)) return candidate;
         }
     }
 
@@ -305,7 +311,7 @@ final class LocalRun implements RunHandle {
         try (SandboxProcess p = started) {
             long t0 = System.nanoTime(); // the wall timer starts when the program does, not when it was queued
             process = p;
-            if (cancelled) p.kill();
+            if (cancelled || workspaceLimit) p.kill();
             OutputCollector.Drain drain = new OutputCollector.Drain(request.limits().drainBytes(), p::kill);
             long cap = request.limits().outputBytes();
             OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, progress, drain);
@@ -318,8 +324,8 @@ final class LocalRun implements RunHandle {
 
             boolean exited = p.waitFor(request.limits().timeout());
             // Snapshot: a cancel that arrives after the program ended by itself does not change how it ended.
-            RunEnd.Stop stop = cancelled ? RunEnd.Stop.CANCELLED : drain.exceeded() ? RunEnd.Stop.OUTPUT_FLOOD
-                    : exited ? null : RunEnd.Stop.TIMEOUT;
+            RunEnd.Stop stop = cancelled ? RunEnd.Stop.CANCELLED : workspaceLimit ? RunEnd.Stop.WORKSPACE_LIMIT
+                    : drain.exceeded() ? RunEnd.Stop.OUTPUT_FLOOD : exited ? null : RunEnd.Stop.TIMEOUT;
             if (!exited) {
                 p.kill();
                 p.waitFor(Duration.ofSeconds(10));

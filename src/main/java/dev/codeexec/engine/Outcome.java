@@ -14,6 +14,11 @@ public enum Outcome {
     CPU_LIMIT("cpu_limit"),
     /** stdout or stderr went over the output cap; the run was ended. */
     OUTPUT_LIMIT("output_limit"),
+    /**
+     * The run's workspace went past its quota of bytes or entries while it ran, where the kernel does not bound it
+     * (no XFS project quota): the server measured it and stopped the run.
+     */
+    WORKSPACE_LIMIT("workspace_limit"),
     /** The program died from a signal that is not explained by one of our limits. */
     KILLED_BY_SIGNAL("killed_by_signal"),
     /** The sandbox or the interpreter could not be started. */

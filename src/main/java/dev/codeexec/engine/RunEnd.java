@@ -26,7 +26,9 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
         /** Its wall-clock timeout elapsed. */
         TIMEOUT,
         /** It wrote more than the drain limit (MAX_OUTPUT_DRAIN_MB): an output flood without end. */
-        OUTPUT_FLOOD
+        OUTPUT_FLOOD,
+        /** Its workspace went past WORKSPACE_QUOTA_MB or WORKSPACE_MAX_ENTRIES while it ran (measured, no kernel quota). */
+        WORKSPACE_LIMIT
     }
 
     /** What is known about a run's end. Each kind is one way a run can end; {@link #of} handles each. */
@@ -159,6 +161,7 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
             case CANCELLED -> Outcome.CANCELLED;
             case TIMEOUT -> Outcome.TIMEOUT;
             case OUTPUT_FLOOD -> Outcome.OUTPUT_LIMIT;
+            case WORKSPACE_LIMIT -> Outcome.WORKSPACE_LIMIT;
         };
     }
 
@@ -167,6 +170,8 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
             case CANCELLED -> "cancelled";
             case TIMEOUT -> "timeout after " + l.timeout().toMillis() + " ms";
             case OUTPUT_FLOOD -> "output limit: more than " + mb(l.drainBytes()) + " of output";
+            case WORKSPACE_LIMIT -> "workspace limit: the workspace went past its quota of bytes or files "
+                    + "(WORKSPACE_QUOTA_MB, WORKSPACE_MAX_ENTRIES) while the run wrote to it";
         };
     }
 

@@ -129,6 +129,7 @@ final class SessionCall {
             WorkspaceDiff diff = workspace.map(WorkspaceDiff::before).orElse(null);
             long fileCap = diff == null ? l.diskBytes() : Math.min(l.diskBytes(), diff.spaceLeft());
             AtomicBoolean flood = new AtomicBoolean();
+            AtomicBoolean overLimit = new AtomicBoolean();
             OutputCollector.Drain drain = new OutputCollector.Drain(l.drainBytes(), () -> flood.set(true));
             OutputCollector out = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDOUT, progress, drain);
             OutputCollector err = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDERR, progress, drain);
@@ -138,7 +139,9 @@ final class SessionCall {
             CompletableFuture<Boolean> errDone = ip.err.begin(id, err);
 
             Exchange x = new Exchange(ip, id, err);
-            x.run(fileCap, t0 + l.timeout().toNanos(), flood);
+            try (Workspace.Watch watch = diff == null ? () -> { } : diff.watch(() -> overLimit.set(true))) {
+                x.run(fileCap, t0 + l.timeout().toNanos(), flood, overLimit);
+            }
             long durationMs = (System.nanoTime() - t0) / 1_000_000;
 
             if (x.state != State.ANSWERED) {
@@ -187,7 +190,7 @@ final class SessionCall {
             this.err = err;
         }
 
-        void run(long fileCap, long deadline, AtomicBoolean flood) {
+        void run(long fileCap, long deadline, AtomicBoolean flood, AtomicBoolean overLimit) {
             try {
                 long cap = ip.process.limitProgramSoft(request.limits().cpuSeconds(), fileCap);
                 if (cap < fileCap) note("[session] files written by this call are capped at " + RunEnd.mb(cap)
@@ -223,7 +226,8 @@ final class SessionCall {
                         answer = n;
                         state = State.ANSWERED;
                     } else if (state == State.SENT) {
-                        stop = cancelled ? RunEnd.Stop.CANCELLED : flood.get() ? RunEnd.Stop.OUTPUT_FLOOD
+                        stop = cancelled ? RunEnd.Stop.CANCELLED : overLimit.get() ? RunEnd.Stop.WORKSPACE_LIMIT
+                                : flood.get() ? RunEnd.Stop.OUTPUT_FLOOD
                                 : System.nanoTime() - deadline > 0 ? RunEnd.Stop.TIMEOUT : null;
                         if (stop != null) {
                             state = State.INTERRUPTING;

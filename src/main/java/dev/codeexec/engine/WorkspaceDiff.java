@@ -12,9 +12,11 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * What a run (or a session call) did to its workspace: a scan before it starts, which also says how much of the
- * quota is left for it, and a scan after, whose difference is the result's {@code files}. Both scans look at no
- * more than {@link #SCAN_LIMIT} entries; {@code filesTruncated} says when a workspace had more.
+ * What a run (or a session call) did to its workspace: a scan before it starts, with the workspace's usage, which
+ * says how much of the quota is left for it (a workspace over its entry limit starts no run), and a scan after,
+ * whose difference is the result's {@code files}. Both scans look at no more than {@link #SCAN_LIMIT} entries and
+ * {@link WorkspaceFs#MAX_WALK_DEPTH} levels; {@code filesTruncated} says when a workspace had more. While the run
+ * writes, {@link #watch} bounds it where the kernel does not.
  */
 final class WorkspaceDiff {
 
@@ -26,33 +28,43 @@ final class WorkspaceDiff {
     private final Workspace workspace;
     private final Map<String, WorkspaceFs.Entry> before;
     private final boolean beforeTruncated;
+    private final Workspace.Usage usage;
 
-    private WorkspaceDiff(Workspace workspace, Map<String, WorkspaceFs.Entry> before, boolean beforeTruncated) {
+    private WorkspaceDiff(Workspace workspace, Map<String, WorkspaceFs.Entry> before, boolean beforeTruncated,
+            Workspace.Usage usage) {
         this.workspace = workspace;
         this.before = before;
         this.beforeTruncated = beforeTruncated;
+        this.usage = usage;
     }
 
-    /** Scans the workspace as it is before the run. */
+    /** Scans the workspace as it is before the run; a workspace over its entry limit: QUOTA_EXCEEDED. */
     static WorkspaceDiff before(Workspace ws) {
+        Workspace.Usage usage = ws.checkCanRun();
         Map<String, WorkspaceFs.Entry> entries = new HashMap<>();
-        boolean truncated = !ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> entries.put(e.path().toString(), e));
-        return new WorkspaceDiff(ws, entries, truncated);
+        boolean complete = ws.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> entries.put(e.path().toString(), e)).complete();
+        return new WorkspaceDiff(ws, entries, !complete, usage);
     }
 
     /** The bytes the run may still write under the quota (at least {@link #MIN_SPACE}). */
     long spaceLeft() {
-        long used = 0;
-        for (WorkspaceFs.Entry e : before.values()) used += e.size();
-        return Math.max(MIN_SPACE, workspace.quotaBytes() - used);
+        return Math.max(MIN_SPACE, workspace.quotaBytes() - usage.bytes());
+    }
+
+    /**
+     * Bounds the run's writes while it runs where the kernel does not ({@link Workspace#watch}): {@code stop} is
+     * called once the workspace holds more than its entry limit, or more bytes than it held plus {@link #spaceLeft}.
+     */
+    Workspace.Watch watch(Runnable stop) {
+        return workspace.watch(usage, usage.bytes() + spaceLeft(), stop);
     }
 
     /** Scans again after the run and marks the workspace used: what the run created or changed. */
     Changes after() {
         Map<String, WorkspaceFs.Entry> now = new HashMap<>();
-        boolean truncated = !workspace.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> now.put(e.path().toString(), e));
+        boolean complete = workspace.fs().walkTree(RelPath.ROOT, SCAN_LIMIT, e -> now.put(e.path().toString(), e)).complete();
         workspace.fs().touch();
-        return new Changes(changedFiles(before, now), beforeTruncated || truncated);
+        return new Changes(changedFiles(before, now), beforeTruncated || !complete);
     }
 
     /** The files a run created or changed, and whether a scan stopped at its limit. */

@@ -189,14 +189,26 @@ final class ApiServlet extends HttpServlet {
         json(resp, 200, out);
     }
 
+    /**
+     * A workspace's info; one that could not be examined has only its name and {@code error}. {@code complete} is
+     * false when the count stopped at {@code maxEntries}: there is more than shown.
+     */
     static Map<String, Object> infoMap(Workspace.Info info) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("name", info.name());
+        if (info.error().isPresent()) {
+            m.put("error", info.error().get());
+            return m;
+        }
         m.put("size", info.sizeBytes());
         m.put("quota", info.quotaBytes());
+        m.put("entries", info.entries());
+        m.put("maxEntries", info.maxEntries());
         m.put("files", info.files());
         m.put("directories", info.directories());
+        m.put("complete", info.complete());
         m.put("lastUsed", info.lastUsed().toInstant().toString());
+        m.put("enforcement", info.enforcement());
         return m;
     }
 

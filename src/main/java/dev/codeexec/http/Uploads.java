@@ -5,7 +5,6 @@ import dev.codeexec.workspace.RelPath;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.WorkspaceException.Kind;
-import dev.codeexec.workspace.WorkspaceFs;
 import dev.codeexec.workspace.Workspaces;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServletRequest;
@@ -115,22 +114,11 @@ final class Uploads {
         return Map.of("files", files);
     }
 
-    /** Whether all parts fit under the quota together, checked before the first is written. */
+    /** Whether all parts fit under the workspace's limits together (bytes and entries), checked before the first is written. */
     private static void checkRoom(Workspace ws, List<Part> parts, List<RelPath> targets) {
         long needed = 0;
-        long replaced = 0;
-        for (int i = 0; i < parts.size(); i++) {
-            needed += parts.get(i).getSize();
-            try {
-                WorkspaceFs.Entry old = ws.fs().stat(targets.get(i));
-                if (!old.isDirectory()) replaced += old.size();
-            } catch (WorkspaceException e) {
-                if (e.kind() != Kind.NOT_FOUND) throw e;
-            }
-        }
-        if (needed > ws.remaining() + replaced)
-            throw new WorkspaceException(Kind.QUOTA_EXCEEDED,
-                    "workspace quota of " + (ws.quotaBytes() >> 20) + " MB exceeded");
+        for (Part p : parts) needed += p.getSize();
+        ws.checkRoom(targets, needed);
     }
 
     /** Jetty reports an oversized or malformed multipart body as an exception whose text says which. */

@@ -13,9 +13,12 @@ import java.lang.invoke.VarHandle;
 /**
  * The few Linux calls the JDK lacks, bound through the FFM API (no JNI, no native build):
  * <ul>
- * <li>{@code openat}/{@code mkdirat} relative to a directory descriptor with {@code O_NOFOLLOW}, for race-free
- * access below a workspace directory we hold open (everything else is done by the JDK on
- * {@code /proc/self/fd/N/name}, which the kernel resolves through descriptor N itself);</li>
+ * <li>the {@code *at} calls relative to a directory descriptor ({@code openat}, {@code mkdirat}, {@code unlinkat},
+ * {@code renameat2}, {@code fchownat}, {@code fchmodat}, {@code statx}) and {@code getdents64}, for race-free access
+ * below a workspace directory we hold open. Names are raw bytes: a file name on Linux is any bytes but '/' and NUL,
+ * not necessarily UTF-8, and the JDK's own file API would decode and re-encode it (lossily, and in the C locale
+ * every non-ASCII name);</li>
+ * <li>{@code fsetxattr}/{@code fgetxattr} for POSIX ACLs ({@link #defaultAcl}) and {@code fstatfs};</li>
  * <li>{@code mkfifo}, {@code kill}, {@code prlimit}, {@code mount} and {@code umount2}, for warm sandboxes and
  * sessions: a control channel into a sandbox, interrupting its program, resetting its CPU and file-size budget
  * when a run is handed to it, and mounting the run's working directory into it after it started;</li>
@@ -25,17 +28,46 @@ import java.lang.invoke.VarHandle;
 public final class Posix {
 
     public static final int O_RDONLY = 0;
+    public static final int O_WRONLY = 1;
+    public static final int O_CREAT = 0x40;
+    public static final int O_EXCL = 0x80;
     public static final int O_NONBLOCK = 0x800;
     public static final int O_NOFOLLOW = 0x20000;
     public static final int O_DIRECTORY = 0x10000;
     public static final int O_CLOEXEC = 0x80000;
     public static final int O_PATH = 0x200000;
     public static final int AT_FDCWD = -100;
+    public static final int AT_SYMLINK_NOFOLLOW = 0x100;
+    public static final int AT_REMOVEDIR = 0x200;
+    public static final int AT_EMPTY_PATH = 0x1000;
+    public static final int RENAME_NOREPLACE = 1;
 
+    public static final int EPERM = 1;
     public static final int ENOENT = 2;
+    public static final int EACCES = 13;
     public static final int EEXIST = 17;
+    public static final int EXDEV = 18;
     public static final int ENOTDIR = 20;
+    public static final int EISDIR = 21;
+    public static final int EFBIG = 27;
+    public static final int ENOSPC = 28;
+    public static final int ENAMETOOLONG = 36;
+    public static final int ENOSYS = 38;
+    public static final int ENOTEMPTY = 39;
     public static final int ELOOP = 40;
+    public static final int ENODATA = 61;
+    public static final int EOPNOTSUPP = 95;
+    public static final int EDQUOT = 122;
+
+    /** File types of {@link Stat#mode} ({@code S_IFMT}) and of {@code getdents64}'s {@code d_type}. */
+    public static final int S_IFMT = 0170000;
+    public static final int S_IFDIR = 0040000;
+    public static final int S_IFREG = 0100000;
+    public static final int S_IFLNK = 0120000;
+    public static final int S_ISGID = 02000;
+    public static final int DT_UNKNOWN = 0;
+    public static final int DT_DIR = 4;
+    public static final int DT_REG = 8;
 
     public static final int SIGINT = 2;
     public static final int RLIMIT_CPU = 0;
@@ -53,8 +85,22 @@ public final class Posix {
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG;
     private static final ValueLayout PTR = ValueLayout.ADDRESS;
-    private static final MethodHandle OPENAT = bind("openat", FunctionDescriptor.of(INT, INT, PTR, INT, INT));
+    private static final MethodHandle OPENAT = LINKER.downcallHandle(LINKER.defaultLookup().find("openat").orElseThrow(),
+            FunctionDescriptor.of(INT, INT, PTR, INT, INT), Linker.Option.firstVariadicArg(3),
+            Linker.Option.captureCallState("errno"));
     private static final MethodHandle MKDIRAT = bind("mkdirat", FunctionDescriptor.of(INT, INT, PTR, INT));
+    private static final MethodHandle UNLINKAT = bind("unlinkat", FunctionDescriptor.of(INT, INT, PTR, INT));
+    private static final MethodHandle RENAMEAT2 = bind("renameat2", FunctionDescriptor.of(INT, INT, PTR, INT, PTR, INT));
+    private static final MethodHandle FCHOWNAT = bind("fchownat", FunctionDescriptor.of(INT, INT, PTR, INT, INT, INT));
+    private static final MethodHandle FCHMODAT = bind("fchmodat", FunctionDescriptor.of(INT, INT, PTR, INT, INT));
+    private static final MethodHandle FCHMOD = bind("fchmod", FunctionDescriptor.of(INT, INT, INT));
+    private static final MethodHandle FCHOWN = bind("fchown", FunctionDescriptor.of(INT, INT, INT, INT));
+    private static final MethodHandle STATX = bind("statx", FunctionDescriptor.of(INT, INT, PTR, INT, INT, PTR));
+    private static final MethodHandle GETDENTS64 = bind("getdents64", FunctionDescriptor.of(LONG, INT, PTR, LONG));
+    private static final MethodHandle LSEEK = bind("lseek", FunctionDescriptor.of(LONG, INT, LONG, INT));
+    private static final MethodHandle FSETXATTR = bind("fsetxattr", FunctionDescriptor.of(INT, INT, PTR, PTR, LONG, INT));
+    private static final MethodHandle FGETXATTR = bind("fgetxattr", FunctionDescriptor.of(LONG, INT, PTR, PTR, LONG));
+    private static final MethodHandle FSTATFS = bind("fstatfs", FunctionDescriptor.of(INT, INT, PTR));
     private static final MethodHandle MKFIFO = bind("mkfifo", FunctionDescriptor.of(INT, PTR, INT));
     private static final MethodHandle KILL = bind("kill", FunctionDescriptor.of(INT, INT, INT));
     private static final MethodHandle PRLIMIT = bind("prlimit", FunctionDescriptor.of(INT, INT, INT, PTR, PTR));
@@ -147,8 +193,243 @@ public final class Posix {
         return call(name, (a, s) -> (int) OPENAT.invokeExact(s, dirFd, a.allocateFrom(name), flags | O_CLOEXEC, 0));
     }
 
+    /** {@code openat} of a raw name; {@code mode} matters with O_CREAT only. Always O_CLOEXEC. */
+    public static int openat(int dirFd, byte[] name, int flags, int mode) throws Errno {
+        return call("openat", (a, s) -> (int) OPENAT.invokeExact(s, dirFd, cstr(a, name), flags | O_CLOEXEC, mode));
+    }
+
     public static void mkdirat(int dirFd, String name, int mode) throws Errno {
         call(name, (a, s) -> (int) MKDIRAT.invokeExact(s, dirFd, a.allocateFrom(name), mode));
+    }
+
+    public static void mkdirat(int dirFd, byte[] name, int mode) throws Errno {
+        call("mkdirat", (a, s) -> (int) MKDIRAT.invokeExact(s, dirFd, cstr(a, name), mode));
+    }
+
+    /** Removes a name: a directory (empty) with {@link #AT_REMOVEDIR}, anything else without; links are not followed. */
+    public static void unlinkat(int dirFd, byte[] name, int flags) throws Errno {
+        call("unlinkat", (a, s) -> (int) UNLINKAT.invokeExact(s, dirFd, cstr(a, name), flags));
+    }
+
+    /** rename(2) between two directory descriptors; {@link #RENAME_NOREPLACE} fails with EEXIST instead of replacing. */
+    public static void renameat2(int fromDir, byte[] from, int toDir, byte[] to, int flags) throws Errno {
+        call("renameat2", (a, s) -> (int) RENAMEAT2.invokeExact(s, fromDir, cstr(a, from), toDir, cstr(a, to), flags));
+    }
+
+    /** Owner and group of a name without following a link ({@code -1} leaves one as it is). */
+    public static void fchownat(int dirFd, byte[] name, int uid, int gid) throws Errno {
+        call("fchownat", (a, s) -> (int) FCHOWNAT.invokeExact(s, dirFd, cstr(a, name), uid, gid, AT_SYMLINK_NOFOLLOW));
+    }
+
+    /** Mode of a name; a link is refused (EOPNOTSUPP), never followed. */
+    public static void fchmodat(int dirFd, byte[] name, int mode) throws Errno {
+        call("fchmodat", (a, s) -> (int) FCHMODAT.invokeExact(s, dirFd, cstr(a, name), mode, AT_SYMLINK_NOFOLLOW));
+    }
+
+    /** Owner and group of an open file (not an O_PATH descriptor). */
+    public static void fchown(int fd, int uid, int gid) throws Errno {
+        call("fchown", (a, s) -> (int) FCHOWN.invokeExact(s, fd, uid, gid));
+    }
+
+    /** Mode of an open file (not an O_PATH descriptor). */
+    public static void fchmod(int fd, int mode) throws Errno {
+        call("fchmod", (a, s) -> (int) FCHMOD.invokeExact(s, fd, mode));
+    }
+
+    /**
+     * What {@code statx} says about a name (or, with an empty name and {@link #AT_EMPTY_PATH}, about the descriptor
+     * itself). The struct statx layout is the same on every architecture.
+     *
+     * @param mode type and permission bits ({@link #S_IFMT})
+     */
+    public record Stat(int mode, long size, long mtimeSeconds, int mtimeNanos, long ino, long dev, int uid, int gid) {
+        public int type() {
+            return mode & S_IFMT;
+        }
+
+        public boolean isDirectory() {
+            return type() == S_IFDIR;
+        }
+
+        public boolean isRegularFile() {
+            return type() == S_IFREG;
+        }
+    }
+
+    private static final int STATX_BASIC_STATS = 0x7ff;
+
+    /** {@code statx(dirFd, name, AT_SYMLINK_NOFOLLOW | extraFlags)}: a link is described, never followed. */
+    public static Stat statx(int dirFd, byte[] name, int extraFlags) throws Errno {
+        try (Stats s = new Stats()) {
+            return s.statx(dirFd, name, extraFlags);
+        }
+    }
+
+    /**
+     * {@link #statx} for many names in a row on one thread (a walk): the native buffers are allocated once, which
+     * halves the cost per name.
+     */
+    public static final class Stats implements AutoCloseable {
+        private final Arena arena = Arena.ofConfined();
+        private final MemorySegment state = arena.allocate(CAPTURE);
+        private final MemorySegment buf = arena.allocate(256, 8);
+        private MemorySegment name = arena.allocate(256);
+
+        public Stat statx(int dirFd, byte[] raw, int extraFlags) throws Errno {
+            if (name.byteSize() <= raw.length) name = arena.allocate(raw.length + 1L);
+            for (int i = 0; i < raw.length; i++) {
+                if (raw[i] == 0) throw new IllegalArgumentException("a file name cannot hold NUL");
+                name.set(ValueLayout.JAVA_BYTE, i, raw[i]);
+            }
+            name.set(ValueLayout.JAVA_BYTE, raw.length, (byte) 0);
+            int rc;
+            try {
+                rc = (int) STATX.invokeExact(state, dirFd, name, AT_SYMLINK_NOFOLLOW | extraFlags, STATX_BASIC_STATS, buf);
+            } catch (Throwable t) {
+                throw new IllegalStateException("statx failed", t);
+            }
+            if (rc < 0) throw new Errno(errno(state), "statx");
+            long dev = ((long) buf.get(INT, 136) << 32) | (buf.get(INT, 140) & 0xffffffffL);
+            return new Stat(Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, 28)), buf.get(LONG, 40),
+                    buf.get(LONG, 112), buf.get(INT, 120), buf.get(LONG, 32), dev, buf.get(INT, 20), buf.get(INT, 24));
+        }
+
+        @Override
+        public void close() {
+            arena.close();
+        }
+    }
+
+    /** One name of a directory as {@code getdents64} returns it: raw bytes and {@code d_type} ({@link #DT_DIR}, ...). */
+    public record DirEntry(byte[] name, int type) {
+    }
+
+    /**
+     * Names read from a directory, without "." and "..".
+     *
+     * @param next where the next read continues ({@code d_off} of the last record read), for {@link #readDir}
+     * @param end  the end of the directory was reached
+     */
+    public record DirBatch(java.util.List<DirEntry> entries, long next, boolean end) {
+    }
+
+    /**
+     * Reads names from a directory opened for reading (not O_PATH) from position {@code from} (0: the start; else
+     * a {@link DirBatch#next}): at least {@code max} unless the directory ends first (a full buffer may add a few).
+     */
+    public static DirBatch readDir(int dirFd, long from, int max) throws Errno {
+        java.util.List<DirEntry> out = new java.util.ArrayList<>();
+        long next = from;
+        boolean end = false;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = arena.allocate(CAPTURE);
+            MemorySegment buf = arena.allocate(32 * 1024, 8);
+            try {
+                if ((long) LSEEK.invokeExact(state, dirFd, from, 0) < 0) throw new Errno(errno(state), "lseek");
+                while (out.size() < max) {
+                    long n = (long) GETDENTS64.invokeExact(state, dirFd, buf, buf.byteSize());
+                    if (n < 0) throw new Errno(errno(state), "getdents64");
+                    if (n == 0) {
+                        end = true;
+                        break;
+                    }
+                    // one bulk copy, then plain array reads: quick even before the JIT compiled this loop
+                    java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(buf.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE))
+                            .order(java.nio.ByteOrder.nativeOrder());
+                    byte[] data = b.array();
+                    for (int off = 0; off < n; ) {
+                        // struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, char d_name[]
+                        next = b.getLong(off + 8);
+                        int reclen = Short.toUnsignedInt(b.getShort(off + 16));
+                        int type = Byte.toUnsignedInt(data[off + 18]);
+                        int start = off + 19;
+                        int stop = start;
+                        while (data[stop] != 0) stop++;
+                        if (!(stop - start == 1 && data[start] == '.') && !(stop - start == 2 && data[start] == '.' && data[start + 1] == '.'))
+                            out.add(new DirEntry(java.util.Arrays.copyOfRange(data, start, stop), type));
+                        off += reclen;
+                    }
+                }
+            } catch (Errno e) {
+                throw e;
+            } catch (Throwable t) {
+                throw new IllegalStateException("getdents64 failed", t);
+            }
+        }
+        return new DirBatch(out, next, end);
+    }
+
+    /** Sets an extended attribute on an open file or directory (not O_PATH). */
+    public static void fsetxattr(int fd, String name, byte[] value) throws Errno {
+        call("fsetxattr " + name, (a, s) -> {
+            MemorySegment v = a.allocate(Math.max(1, value.length));
+            v.copyFrom(MemorySegment.ofArray(value));
+            return (int) FSETXATTR.invokeExact(s, fd, a.allocateFrom(name), v, (long) value.length, 0);
+        });
+    }
+
+    /** Whether an open file or directory has the extended attribute (ENODATA: no). */
+    public static boolean hasXattr(int fd, String name) throws Errno {
+        try {
+            call("fgetxattr " + name, (a, s) -> (int) (long) FGETXATTR.invokeExact(s, fd, a.allocateFrom(name),
+                    MemorySegment.NULL, 0L));
+            return true;
+        } catch (Errno e) {
+            if (e.errno == ENODATA) return false;
+            throw e;
+        }
+    }
+
+    /** The tags and permission bits of a POSIX ACL entry ({@code linux/posix_acl_xattr.h}). */
+    private static final int ACL_USER_OBJ = 0x01;
+    private static final int ACL_GROUP_OBJ = 0x04;
+    private static final int ACL_MASK = 0x10;
+    private static final int ACL_OTHER = 0x20;
+    public static final String ACL_DEFAULT_XATTR = "system.posix_acl_default";
+
+    /**
+     * The value of {@code system.posix_acl_default} for a minimal default ACL (owner, owning group, mask, others;
+     * permissions as the low 3 bits each): version 2, then {tag u16, perm u16, id u32} little-endian entries in
+     * tag order, ids undefined (-1) for these four.
+     */
+    public static byte[] defaultAcl(int user, int group, int mask, int other) {
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(4 + 4 * 8).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(2);
+        int[][] entries = {{ACL_USER_OBJ, user}, {ACL_GROUP_OBJ, group}, {ACL_MASK, mask}, {ACL_OTHER, other}};
+        for (int[] e : entries) b.putShort((short) e[0]).putShort((short) (e[1] & 7)).putInt(-1);
+        return b.array();
+    }
+
+    /** {@code fstatfs}: the file system's magic number ({@code f_type}), and its inode and block counts. */
+    public record FsStat(long type, long blockSize, long blocks, long freeBlocks, long files, long freeFiles) {
+    }
+
+    public static FsStat fstatfs(int fd) throws Errno {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = arena.allocate(CAPTURE);
+            MemorySegment buf = arena.allocate(128, 8);
+            int rc;
+            try {
+                rc = (int) FSTATFS.invokeExact(state, fd, buf);
+            } catch (Throwable t) {
+                throw new IllegalStateException("fstatfs failed", t);
+            }
+            if (rc < 0) throw new Errno(errno(state), "fstatfs");
+            // struct statfs on 64-bit Linux: f_type, f_bsize, f_blocks, f_bfree, f_bavail, f_files, f_ffree (8 bytes each)
+            return new FsStat(buf.get(LONG, 0), buf.get(LONG, 8), buf.get(LONG, 16), buf.get(LONG, 24),
+                    buf.get(LONG, 40), buf.get(LONG, 48));
+        }
+    }
+
+    /** A NUL-terminated copy of raw name bytes; a NUL inside would cut the name short, so it is refused. */
+    private static MemorySegment cstr(Arena a, byte[] name) {
+        MemorySegment m = a.allocate(name.length + 1L);
+        for (int i = 0; i < name.length; i++) {
+            if (name[i] == 0) throw new IllegalArgumentException("a file name cannot hold NUL");
+            m.set(ValueLayout.JAVA_BYTE, i, name[i]);
+        }
+        m.set(ValueLayout.JAVA_BYTE, name.length, (byte) 0);
+        return m;
     }
 
     public static void close(int fd) {

@@ -87,8 +87,8 @@ final class FileTools {
                         // deleting twice fails the second time
                         ToolHints.destructive()), Set.of("workspace", "path", "recursive"), this::deleteFile),
                 spec(tool("workspace_info", "Workspace info",
-                        "Size, quota, file and directory counts and last use of a workspace; without 'workspace', "
-                                + "the same for each of your workspaces.",
+                        "Size and entries against the workspace's limits, file and directory counts, last use and how "
+                                + "the limits are enforced; without 'workspace', the same for each of your workspaces.",
                         input(Map.of("workspace", workspaceProp()), List.of()), infoOutput(), ToolHints.readOnly()),
                         Set.of("workspace"), this::workspaceInfo));
     }
@@ -103,9 +103,12 @@ final class FileTools {
         Workspace ws = workspaces.open(who.tenant(), name, false);
         List<WorkspaceFs.Entry> entries;
         boolean truncated;
+        boolean tooDeep = false;
         if (recursive) {
             List<WorkspaceFs.Entry> all = new ArrayList<>();
-            truncated = !ws.fs().walkTree(dir, limit, all::add);
+            WorkspaceFs.Walked walked = ws.fs().walkTree(dir, limit, all::add);
+            truncated = !walked.complete();
+            tooDeep = walked.tooDeep();
             entries = all;
         } else {
             // One more than asked tells whether the limit cut the listing; which entries a cut listing holds is
@@ -117,7 +120,9 @@ final class FileTools {
         List<Map<String, Object>> out = new ArrayList<>();
         StringBuilder text = new StringBuilder();
         text.append(entries.size()).append(entries.size() == 1 ? " entry" : " entries").append(" in ")
-                .append(name).append('/').append(dir).append(truncated ? " (truncated at " + limit + ")" : "").append(':');
+                .append(name).append('/').append(dir)
+                .append(tooDeep ? " (directories " + WorkspaceFs.MAX_WALK_DEPTH + " levels deep are listed, not entered)"
+                        : truncated ? " (truncated at " + limit + ")" : "").append(':');
         for (WorkspaceFs.Entry e : entries) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("path", e.path().toString());
@@ -242,17 +247,29 @@ final class FileTools {
     private static Map<String, Object> infoMap(Workspace.Info i) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("name", i.name());
+        if (i.error().isPresent()) {
+            m.put("error", i.error().get());
+            return m;
+        }
         m.put("sizeBytes", i.sizeBytes());
         m.put("quotaBytes", i.quotaBytes());
+        m.put("entries", i.entries());
+        m.put("maxEntries", i.maxEntries());
         m.put("files", i.files());
         m.put("directories", i.directories());
+        m.put("complete", i.complete());
         m.put("lastUsed", i.lastUsed().toInstant().toString());
+        m.put("enforcement", i.enforcement());
         return m;
     }
 
     private static String describe(Workspace.Info i) {
-        return i.name() + ": " + i.files() + " files, " + i.directories() + " directories, " + i.sizeBytes()
-                + " of " + i.quotaBytes() + " bytes used, last used " + i.lastUsed().toInstant();
+        if (i.error().isPresent()) return i.name() + ": cannot be examined: " + i.error().get();
+        String more = i.complete() ? "" : "at least ";
+        return i.name() + ": " + more + i.files() + " files, " + more + i.directories() + " directories ("
+                + more + i.entries() + " of " + i.maxEntries() + " entries), " + more + i.sizeBytes() + " of "
+                + i.quotaBytes() + " bytes used, last used " + i.lastUsed().toInstant() + "; limits enforced by "
+                + (i.enforcement().equals("measured") ? "measuring" : "the kernel (" + i.enforcement() + ")");
     }
 
     // ---- plumbing, shared with SessionTools ---------------------------------------------------------------------
@@ -343,11 +360,22 @@ final class FileTools {
     }
 
     private static Map<String, Object> infoOutput() {
-        Map<String, Object> one = Map.of("name", str(), "sizeBytes", integer(), "quotaBytes", integer(),
-                "files", integer(), "directories", integer(), "lastUsed", str());
+        Map<String, Object> one = new LinkedHashMap<>();
+        one.put("name", str());
+        one.put("sizeBytes", integer());
+        one.put("quotaBytes", integer());
+        one.put("entries", integer());
+        one.put("maxEntries", integer());
+        one.put("files", integer());
+        one.put("directories", integer());
+        one.put("complete", Map.of("type", "boolean", "description",
+                "false when the count stopped at maxEntries: there is more than shown"));
+        one.put("lastUsed", str());
+        one.put("enforcement", Map.of("type", "string", "enum", List.of("xfs-project-quota", "measured"),
+                "description", "how the limits are enforced: by the kernel, or by measuring while code runs"));
+        one.put("error", Map.of("type", "string", "description", "why this workspace could not be examined"));
         Map<String, Object> props = new LinkedHashMap<>(one);
-        props.put("workspaces", Map.of("type", "array", "items",
-                object(one, List.of("name", "sizeBytes", "quotaBytes", "files", "directories", "lastUsed"))));
+        props.put("workspaces", Map.of("type", "array", "items", object(one, List.of("name"))));
         return object(props, List.of());
     }
 }

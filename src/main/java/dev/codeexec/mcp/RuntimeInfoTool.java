@@ -4,6 +4,7 @@ import dev.codeexec.auth.Principal;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.workspace.Workspaces;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
@@ -20,7 +21,8 @@ import java.util.Optional;
 /**
  * The {@code runtime_info} tool: the executor's own description of languages, tools, sandbox and limits, plus
  * {@code mode} ("local" or "gateway") and, on a gateway, {@code workers} (each as {@link ResultMaps#worker}), so a
- * client can see where its runs may go and which workers are up.
+ * client can see where its runs may go and which workers are up; and {@code workspaces}: their limits, how the
+ * limits are enforced (kernel quota or measuring) and how files are shared between runs ({@link Workspaces#describe}).
  */
 final class RuntimeInfoTool {
 
@@ -29,9 +31,11 @@ final class RuntimeInfoTool {
     private static final JsonMapper PRETTY = JsonMapper.builder().enable(SerializationFeature.INDENT_OUTPUT).build();
 
     private final Executor executor;
+    private final Workspaces workspaces;
 
-    RuntimeInfoTool(Executor executor) {
+    RuntimeInfoTool(Executor executor, Workspaces workspaces) {
         this.executor = executor;
+        this.workspaces = workspaces;
     }
 
     SyncToolSpecification specification() {
@@ -60,6 +64,7 @@ final class RuntimeInfoTool {
                     : ResultMaps.mode(executor, workers);
             info.put("mode", mode);
             if (mode.equals(ResultMaps.GATEWAY)) info.put("workers", ResultMaps.workers(workers));
+            info.put("workspaces", workspaces.describe());
             return CallToolResult.builder().structuredContent(info).addTextContent(PRETTY.writeValueAsString(info))
                     .isError(false).build();
         } catch (RuntimeException e) {

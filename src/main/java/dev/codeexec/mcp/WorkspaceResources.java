@@ -76,6 +76,7 @@ final class WorkspaceResources {
         Map<String, Object> limits = new LinkedHashMap<>();
         if (runtime.get("limits") instanceof Map<?, ?> run) run.forEach((k, v) -> limits.put(String.valueOf(k), v));
         limits.put("workspaceQuotaBytes", workspaces.quotaBytes());
+        limits.put("workspaceMaxEntries", workspaces.maxEntries());
         limits.put("workspaceMaxAgeHours", c.get(Config.WORKSPACE_MAX_AGE_HOURS));
         limits.put("readFileMaxBytes", WorkspaceFiles.READ_LIMIT);
         limits.put("mcpBodyMaxMb", c.get(Config.MAX_BODY_MB));

@@ -7,8 +7,10 @@ import java.util.List;
 
 /**
  * A path inside a workspace that passed the lexical checks: relative, NFC-normalised, no {@code ..}, no empty
- * components, no NUL or control characters, no backslashes, bounded length. The empty path is the workspace root.
- * Passing these checks is necessary, not sufficient: {@link WorkspaceFs} still refuses symbolic links on the way.
+ * components, no NUL or control characters, no backslashes, no unpaired surrogates, bounded length. The empty path
+ * is the workspace root. Passing these checks is necessary, not sufficient: {@link WorkspaceFs} still refuses
+ * symbolic links on the way. Paths that {@link WorkspaceFs} lists may hold names no client could send (not UTF-8,
+ * see {@link Names}); {@link #toString} shows them escaped.
  */
 public record RelPath(List<String> parts) {
 
@@ -33,6 +35,8 @@ public record RelPath(List<String> parts) {
         for (int i = 0; i < s.length(); i++) {
             char c = s.charAt(i);
             if (c < 0x20 || c == 0x7f) throw bad(raw, "control characters are not allowed");
+            if (Character.isSurrogate(c) && !(Character.isHighSurrogate(c) && i + 1 < s.length()
+                    && Character.isLowSurrogate(s.charAt(++i)))) throw bad(raw, "not valid Unicode");
         }
         List<String> parts = new ArrayList<>();
         String[] split = s.split("/", -1);
@@ -56,7 +60,7 @@ public record RelPath(List<String> parts) {
     private static WorkspaceException bad(String raw, String why) {
         String shown = raw.length() > 120 ? raw.substring(0, 120) + "..." : raw;
         return new WorkspaceException(WorkspaceException.Kind.BAD_PATH,
-                "bad path '" + shown.replaceAll("\\p{Cntrl}", "?") + "': " + why);
+                "bad path '" + shown.replaceAll("[\\p{Cntrl}\\p{Cs}]", "?") + "': " + why);
     }
 
     public boolean isRoot() {
@@ -79,8 +83,11 @@ public record RelPath(List<String> parts) {
         return new RelPath(p);
     }
 
+    /** The path as clients see it: names that are not plain UTF-8 escaped ({@link Names#display}). */
     @Override
     public String toString() {
-        return String.join("/", parts);
+        StringBuilder sb = new StringBuilder();
+        for (String p : parts) sb.append(sb.isEmpty() ? "" : "/").append(Names.display(p));
+        return sb.toString();
     }
 }

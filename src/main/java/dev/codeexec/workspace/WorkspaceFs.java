@@ -1,7 +1,6 @@
 package dev.codeexec.workspace;
 
 import dev.codeexec.linux.Posix;
-
 import dev.codeexec.workspace.WorkspaceException.Kind;
 
 import java.io.IOException;
@@ -9,22 +8,15 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
-import java.nio.file.AccessDeniedException;
-import java.nio.file.DirectoryNotEmptyException;
-import java.nio.file.DirectoryStream;
-import java.nio.file.FileAlreadyExistsException;
-import java.nio.file.FileSystemException;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.FileTime;
-import java.nio.file.attribute.PosixFileAttributeView;
-import java.nio.file.attribute.UserPrincipalLookupService;
+import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.Consumer;
@@ -34,37 +26,79 @@ import java.util.function.Consumer;
  * After the lexical checks of {@link RelPath}, every path is opened component by component with
  * {@code openat(..., O_NOFOLLOW | O_DIRECTORY)} from a descriptor of the workspace root, so a symbolic link planted
  * by user code — as the last component, a middle one, or swapped in while a request is in flight — is refused
- * (ELOOP/ENOTDIR), never followed. The final operation runs on {@code /proc/self/fd/N/name} with
- * {@code NOFOLLOW_LINKS}: the kernel resolves the directory through descriptor N, not through a path walk.
- * Files are opened with O_NONBLOCK semantics checked up front, so a FIFO planted by user code cannot hang a
- * request: anything that is not a regular file or directory is refused.
+ * (ELOOP/ENOTDIR), never followed. The final operation is a {@code *at} call on that descriptor (or runs on
+ * {@code /proc/self/fd/N}): the kernel resolves the name through descriptor N, not through a path walk. Names are
+ * raw bytes on the way to the kernel ({@link Names}), so a name that is not UTF-8 is neither lost nor confused with
+ * another. Files are opened with O_NONBLOCK and checked through the descriptor, so a FIFO planted by user code
+ * cannot hang a request: anything that is not a regular file or directory is refused.
+ *
+ * <p>Walks: {@link #walkTree} (listings, diffs, archives) is iterative and bounded in entries and depth
+ * ({@link #MAX_WALK_DEPTH}: no deeper path could be named through the API); {@link #tally} and deletion go down any
+ * depth with a bounded number of descriptors ({@link DeepWalk}). None of them recurses, so no tree a program makes
+ * can overflow the server's stack.
+ *
+ * <p>What the server creates belongs to SANDBOX_UID and SANDBOX_GID: files 0644, directories 0755.
  */
 public final class WorkspaceFs {
 
-    private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
+    /** Deepest level a listing walk descends to (the workspace root's entries are level 1). */
+    public static final int MAX_WALK_DEPTH = RelPath.MAX_DEPTH;
+    static final int FILE_MODE = 0644;
+    static final int DIR_MODE = 0755;
 
     private final Path root;
     private final int uid;
     private final int gid;
+    private final Staging staging;
+
+    /**
+     * Where a file the server writes waits until it is complete, when not next to its target: under kernel project
+     * quotas, outside the workspace's project, so that replacing a file needs room for the difference only.
+     */
+    interface Staging {
+        /** A directory descriptor on the same file system as the workspace. */
+        int dirFd();
+
+        /** Charges the complete file (an open descriptor) to the workspace before it moves in. */
+        void adopt(int fileFd) throws Posix.Errno;
+    }
 
     /**
      * @param root the workspace directory on the host (itself created by the server; not user-controlled)
-     * @param uid  owner given to created files and directories, so sandboxed code can change them
+     * @param uid  owner given to created files and directories
+     * @param gid  their group, which every run of the tenant is in
      */
     public WorkspaceFs(Path root, int uid, int gid) {
+        this(root, uid, gid, null);
+    }
+
+    WorkspaceFs(Path root, int uid, int gid, Staging staging) {
         this.root = root;
         this.uid = uid;
         this.gid = gid;
+        this.staging = staging;
     }
 
     public Path root() {
         return root;
     }
 
-    /** Type and size of one entry. */
+    /**
+     * Type and size of one entry.
+     *
+     * @param name as shown to clients ({@link Names#display}); {@code path} holds the name itself
+     */
     public record Entry(String name, RelPath path, String type, long size, FileTime modified) {
         public boolean isDirectory() {
             return type.equals("directory");
+        }
+    }
+
+    /** How a bounded walk ended: how many entries it visited, and whether a bound cut it short. */
+    public record Walked(int entries, boolean limitReached, boolean tooDeep) {
+        /** Every entry below the directory was visited. */
+        public boolean complete() {
+            return !limitReached && !tooDeep;
         }
     }
 
@@ -82,41 +116,50 @@ public final class WorkspaceFs {
             return Path.of("/proc/self/fd/" + fd);
         }
 
-        Path proc(String name) {
-            return Path.of("/proc/self/fd/" + fd + "/" + name);
-        }
-
         Dir open(String name, boolean create) {
             RelPath child = path.child(name);
+            byte[] raw = Names.encode(name);
             for (int attempt = 0; ; attempt++) {
                 try {
-                    return new Dir(Posix.openat(fd, name, Posix.O_PATH | Posix.O_DIRECTORY | Posix.O_NOFOLLOW), child);
+                    return new Dir(Posix.openat(fd, raw, Posix.O_PATH | Posix.O_DIRECTORY | Posix.O_NOFOLLOW, 0), child);
                 } catch (Posix.Errno e) {
                     if (e.errno == Posix.ENOENT && create && attempt == 0) {
-                        mkdir(name, child);
+                        mkdir(raw, child);
                         continue;
                     }
                     // O_DIRECTORY|O_NOFOLLOW on a link answers ENOTDIR: name the real reason
-                    if (e.errno == Posix.ENOTDIR && Files.isSymbolicLink(proc(name))) {
+                    if (e.errno == Posix.ENOTDIR && isLink(fd, raw))
                         throw new WorkspaceException(Kind.BAD_PATH, "refused: '" + child + "' is a symbolic link");
-                    }
                     throw translate(e, child);
                 }
             }
         }
 
-        private void mkdir(String name, RelPath child) {
+        private void mkdir(byte[] raw, RelPath child) {
             try {
-                Posix.mkdirat(fd, name, 0755);
-                chown(proc(name));
+                Posix.mkdirat(fd, raw, 0755);
+                own(fd, raw, DIR_MODE);
             } catch (Posix.Errno e) {
                 if (e.errno != Posix.EEXIST) throw translate(e, child);
             }
         }
 
+        /** A descriptor to read the directory's names with (O_PATH cannot). Caller closes. */
+        int reader() throws Posix.Errno {
+            return Posix.openat(fd, new byte[]{'.'}, Posix.O_RDONLY | Posix.O_DIRECTORY, 0);
+        }
+
         @Override
         public void close() {
             Posix.close(fd);
+        }
+    }
+
+    private static boolean isLink(int dirFd, byte[] name) {
+        try {
+            return Posix.statx(dirFd, name, 0).type() == Posix.S_IFLNK;
+        } catch (Posix.Errno e) {
+            return false;
         }
     }
 
@@ -146,133 +189,265 @@ public final class WorkspaceFs {
         }
     }
 
-    private static WorkspaceException translate(Posix.Errno e, RelPath where) {
+    static WorkspaceException translate(Posix.Errno e, RelPath where) {
         return switch (e.errno) {
             case Posix.ENOENT -> new WorkspaceException(Kind.NOT_FOUND, "not found: " + where);
             case Posix.ELOOP -> new WorkspaceException(Kind.BAD_PATH, "refused: '" + where + "' is a symbolic link");
             case Posix.ENOTDIR -> new WorkspaceException(Kind.BAD_PATH, "not a directory: " + where);
-            default -> new WorkspaceException(Kind.IO, "cannot open " + where + " (errno " + e.errno + ")");
+            case Posix.EISDIR -> new WorkspaceException(Kind.CONFLICT, "is a directory: " + where);
+            case Posix.EEXIST -> new WorkspaceException(Kind.CONFLICT, "already exists: " + where);
+            case Posix.ENOTEMPTY ->
+                    new WorkspaceException(Kind.CONFLICT, "directory not empty: " + where + " (delete recursively)");
+            case Posix.ENAMETOOLONG -> new WorkspaceException(Kind.BAD_PATH, "name too long: " + where);
+            case Posix.EACCES, Posix.EPERM -> new WorkspaceException(Kind.IO, "permission denied: " + where);
+            case Posix.ENOSPC -> new WorkspaceException(Kind.QUOTA_EXCEEDED, "no space left on the workspace volume");
+            case Posix.EDQUOT -> new WorkspaceException(Kind.QUOTA_EXCEEDED, "workspace quota exceeded");
+            default -> new WorkspaceException(Kind.IO, "I/O error on " + where + " (errno " + e.errno + ")");
         };
     }
 
     private static WorkspaceException translate(IOException e, RelPath where) {
-        return switch (e) {
-            case NoSuchFileException x -> new WorkspaceException(Kind.NOT_FOUND, "not found: " + where);
-            case FileAlreadyExistsException x -> new WorkspaceException(Kind.CONFLICT, "already exists: " + where);
-            case DirectoryNotEmptyException x ->
-                    new WorkspaceException(Kind.CONFLICT, "directory not empty: " + where + " (delete recursively)");
-            case AccessDeniedException x -> new WorkspaceException(Kind.IO, "permission denied: " + where);
-            case FileSystemException x when x.getReason() != null && x.getReason().contains("symbolic link") ->
-                    new WorkspaceException(Kind.BAD_PATH, "refused: '" + where + "' is a symbolic link");
-            case FileSystemException x when x.getReason() != null && x.getReason().contains("No space") ->
-                    new WorkspaceException(Kind.QUOTA_EXCEEDED, "no space left on the workspace volume");
-            default -> new WorkspaceException(Kind.IO, "I/O error on " + where);
-        };
+        String reason = e.getMessage() == null ? "" : e.getMessage();
+        if (reason.contains("No space")) return new WorkspaceException(Kind.QUOTA_EXCEEDED, "no space left on the workspace volume");
+        if (reason.contains("quota")) return new WorkspaceException(Kind.QUOTA_EXCEEDED, "workspace quota exceeded");
+        return new WorkspaceException(Kind.IO, "I/O error on " + where);
     }
 
-    private void chown(Path p) {
+    /** Owner SANDBOX_UID, group SANDBOX_GID and {@code mode} for a name the server just created. */
+    private void own(int dirFd, byte[] name, int mode) throws Posix.Errno {
         try {
-            PosixFileAttributeView v = Files.getFileAttributeView(p, PosixFileAttributeView.class, NOFOLLOW);
-            UserPrincipalLookupService lookup = p.getFileSystem().getUserPrincipalLookupService();
-            v.setOwner(lookup.lookupPrincipalByName(Integer.toString(uid)));
-            v.setGroup(lookup.lookupPrincipalByGroupName(Integer.toString(gid)));
-        } catch (IOException | UnsupportedOperationException e) {
+            Posix.fchownat(dirFd, name, uid, gid);
+        } catch (Posix.Errno e) {
             // Not root (tests, SANDBOX=none as a normal user): files stay ours, which is then also the runner's uid.
+            if (e.errno != Posix.EPERM) throw e;
         }
+        Posix.fchmodat(dirFd, name, mode);
     }
 
     /** Attributes of one entry without following a link; the root is a directory. */
     public Entry stat(RelPath path) {
         if (path.isRoot()) {
             try (Dir d = openRoot()) {
-                // "/proc/self/fd/N" itself is a magic link (NOFOLLOW would describe the link): "N/." is the directory.
-                return entry(d.proc().resolve("."), "", path);
+                return entry(d.fd, new byte[0], Posix.AT_EMPTY_PATH, "", path);
             }
         }
         try (Dir parent = walk(path.parent(), false)) {
-            return entry(parent.proc(path.name()), path.name(), path);
+            return entry(parent.fd, Names.encode(path.name()), 0, Names.display(path.name()), path);
         }
     }
 
-    private Entry entry(Path p, String name, RelPath rel) {
+    private static Entry entry(int dirFd, byte[] raw, int flags, String shown, RelPath rel) {
+        try (Posix.Stats stats = new Posix.Stats()) {
+            return entry(stats, dirFd, raw, flags, shown, rel);
+        }
+    }
+
+    private static Entry entry(Posix.Stats stats, int dirFd, byte[] raw, int flags, String shown, RelPath rel) {
+        Posix.Stat st;
         try {
-            BasicFileAttributes a = Files.readAttributes(p, BasicFileAttributes.class, NOFOLLOW);
-            String type = a.isRegularFile() ? "file" : a.isDirectory() ? "directory" : a.isSymbolicLink() ? "symlink" : "other";
-            return new Entry(name, rel, type, a.isRegularFile() ? a.size() : 0, a.lastModifiedTime());
-        } catch (IOException e) {
+            st = stats.statx(dirFd, raw, flags);
+        } catch (Posix.Errno e) {
             throw translate(e, rel);
         }
+        String type = switch (st.type()) {
+            case Posix.S_IFREG -> "file";
+            case Posix.S_IFDIR -> "directory";
+            case Posix.S_IFLNK -> "symlink";
+            default -> "other";
+        };
+        FileTime modified = FileTime.from(Instant.ofEpochSecond(st.mtimeSeconds(), st.mtimeNanos()));
+        return new Entry(shown, rel, type, st.isRegularFile() ? st.size() : 0, modified);
+    }
+
+    /** Up to {@code max} names of a directory, as held ({@link Names}); {@code more[0]} says whether it has more. */
+    private static List<String> names(Dir d, int max, boolean[] more) {
+        try {
+            int fd = d.reader();
+            try {
+                List<String> out = new ArrayList<>();
+                long from = 0;
+                while (out.size() < max) {
+                    Posix.DirBatch b = Posix.readDir(fd, from, Math.min(DeepWalk.BATCH, max - out.size()));
+                    for (Posix.DirEntry e : b.entries()) out.add(Names.decode(e.name()));
+                    if (b.end()) {
+                        more[0] = false;
+                        return trim(out, max, more);
+                    }
+                    from = b.next();
+                }
+                more[0] = true;
+                return trim(out, max, more);
+            } finally {
+                Posix.close(fd);
+            }
+        } catch (Posix.Errno e) {
+            throw translate(e, d.path);
+        }
+    }
+
+    private static List<String> trim(List<String> names, int max, boolean[] more) {
+        if (names.size() <= max) return names;
+        more[0] = true;
+        return new ArrayList<>(names.subList(0, max));
     }
 
     /** One level of a directory, sorted by name; {@code limit} bounds the entries read. */
     public List<Entry> list(RelPath dir, int limit) {
         List<Entry> out = new ArrayList<>();
-        try (Dir d = walk(dir, false); DirectoryStream<Path> ds = Files.newDirectoryStream(d.proc())) {
-            for (Path p : ds) {
-                if (out.size() >= limit) break;
-                String name = p.getFileName().toString();
+        try (Dir d = walk(dir, false); Posix.Stats stats = new Posix.Stats()) {
+            for (String name : names(d, limit, new boolean[1])) {
                 try {
-                    out.add(entry(d.proc(name), name, dir.child(name)));
+                    out.add(entry(stats, d.fd, Names.encode(name), 0, Names.display(name), dir.child(name)));
                 } catch (WorkspaceException gone) {
                     // removed between readdir and stat (a run deletes its code file, a program its temp files): the
                     // listing is of what exists, not a failure of the directory
                 }
             }
-        } catch (IOException e) {
-            throw translate(e, dir);
         }
         out.sort((a, b) -> a.name().compareTo(b.name()));
         return out;
     }
 
-    /**
-     * Visits every entry below {@code dir} depth first (directories before their content), never following
-     * links, stopping after {@code limit} entries. Returns false when the limit cut the walk short.
-     */
-    public boolean walkTree(RelPath dir, int limit, Consumer<Entry> visitor) {
-        int[] left = {limit};
-        try (Dir d = walk(dir, false)) {
-            return visit(d, visitor, left);
+    /** Whether a name in the workspace root starts with {@code prefix} (names only: nothing is stat'ed). */
+    public boolean hasNameStartingWith(String prefix) {
+        byte[] p = Names.encode(prefix);
+        try (Dir d = openRoot()) {
+            int fd = d.reader();
+            try {
+                long from = 0;
+                while (true) {
+                    Posix.DirBatch b = Posix.readDir(fd, from, DeepWalk.BATCH);
+                    for (Posix.DirEntry e : b.entries())
+                        if (java.util.Arrays.equals(e.name(), 0, Math.min(p.length, e.name().length), p, 0, p.length))
+                            return true;
+                    if (b.end()) return false;
+                    from = b.next();
+                }
+            } finally {
+                Posix.close(fd);
+            }
+        } catch (Posix.Errno e) {
+            throw translate(e, RelPath.ROOT);
         }
     }
 
-    private boolean visit(Dir d, Consumer<Entry> visitor, int[] left) {
-        List<String> names = new ArrayList<>();
-        try (DirectoryStream<Path> ds = Files.newDirectoryStream(d.proc())) {
-            for (Path p : ds) names.add(p.getFileName().toString());
-        } catch (IOException e) {
-            throw translate(e, d.path);
-        }
-        names.sort(null);
-        for (String name : names) {
-            if (left[0]-- <= 0) return false;
-            Entry e;
-            try {
-                e = entry(d.proc(name), name, d.path.child(name));
-            } catch (WorkspaceException gone) {
-                continue; // removed while we walked: a running program may change the tree
-            }
-            visitor.accept(e);
-            if (e.isDirectory()) {
+    /** A directory being walked: its descriptor, the names still to visit, and whether it had more than were read. */
+    private record Frame(Dir dir, List<String> names, int[] next, boolean more) {
+    }
+
+    /**
+     * Visits the entries below {@code dir} depth first (directories before their content, names sorted within a
+     * directory), never following links, without recursion: at most {@code limit} entries, and directories at
+     * level {@link #MAX_WALK_DEPTH} are listed but not entered. One descriptor is open per level.
+     */
+    public Walked walkTree(RelPath dir, int limit, Consumer<Entry> visitor) {
+        int seen = 0;
+        boolean limitReached = false;
+        boolean tooDeep = false;
+        Deque<Frame> stack = new ArrayDeque<>();
+        try (Posix.Stats stats = new Posix.Stats()) {
+            Dir start = walk(dir, false);
+            stack.push(frame(start, limit));
+            while (!stack.isEmpty()) {
+                Frame f = stack.peek();
+                if (f.next()[0] >= f.names().size()) {
+                    stack.pop().dir().close();
+                    if (f.more()) limitReached = true;
+                    continue;
+                }
+                String name = f.names().get(f.next()[0]++);
+                if (seen >= limit) {
+                    limitReached = true;
+                    break;
+                }
+                Entry e;
+                try {
+                    e = entry(stats, f.dir().fd, Names.encode(name), 0, Names.display(name), f.dir().path.child(name));
+                } catch (WorkspaceException gone) {
+                    continue; // removed while we walked: a running program may change the tree
+                }
+                seen++;
+                visitor.accept(e);
+                if (!e.isDirectory()) continue;
+                if (e.path().parts().size() >= MAX_WALK_DEPTH) {
+                    tooDeep = true;
+                    continue;
+                }
                 Dir child;
                 try {
-                    child = d.open(name, false);
+                    child = f.dir().open(name, false);
                 } catch (WorkspaceException swapped) {
                     continue; // replaced by a link or removed meanwhile: not followed
                 }
-                try (child) {
-                    if (!visit(child, visitor, left)) return false;
+                try {
+                    stack.push(frame(child, limit - seen + 1));
+                } catch (WorkspaceException unreadable) {
+                    child.close();
                 }
             }
+        } finally {
+            while (!stack.isEmpty()) stack.pop().dir().close();
         }
-        return true;
+        return new Walked(seen, limitReached, tooDeep);
     }
 
-    /** Total size of regular files below the root (no link followed), for quota accounting. */
-    public long usage() {
-        long[] sum = {0};
-        walkTree(RelPath.ROOT, Integer.MAX_VALUE, e -> sum[0] += e.size());
-        return sum[0];
+    private static Frame frame(Dir d, int max) {
+        boolean[] more = new boolean[1];
+        List<String> names;
+        try {
+            names = names(d, max, more);
+        } catch (WorkspaceException e) {
+            d.close();
+            throw e;
+        }
+        names.sort(null);
+        return new Frame(d, names, new int[1], more[0]);
+    }
+
+    /**
+     * What is below the root, any depth, no link followed: bytes of regular files (their sizes), entries, and of
+     * them files (anything not a directory) and directories.
+     *
+     * @param complete false when the count stopped after {@code maxEntries} + 1 entries (the rest is unknown)
+     */
+    public record Tally(long bytes, long entries, int files, int directories, boolean complete) {
+    }
+
+    /** Counts the whole tree ({@link DeepWalk}), stopping after {@code maxEntries} + 1 entries. */
+    public Tally tally(long maxEntries) {
+        return tally(maxEntries, true);
+    }
+
+    /** {@link #tally}; without {@code sizes}, only names are read (several times faster) and bytes are 0. */
+    Tally tally(long maxEntries, boolean sizes) {
+        long[] tally = new long[4]; // bytes, entries, files, directories
+        try (Dir d = openRoot(); Posix.Stats stats = new Posix.Stats()) {
+            DeepWalk.walk(d.fd, new DeepWalk.Visitor() {
+                @Override
+                public boolean entry(int dirFd, byte[] name, int type) {
+                    tally[1]++;
+                    if (type == Posix.DT_DIR) {
+                        tally[3]++;
+                        return true;
+                    }
+                    tally[2]++;
+                    if (sizes && type == Posix.DT_REG) {
+                        try {
+                            tally[0] += stats.statx(dirFd, name, 0).size();
+                        } catch (Posix.Errno gone) {
+                            // removed since it was read
+                        }
+                    }
+                    return false;
+                }
+
+                @Override
+                public boolean done() {
+                    return tally[1] > maxEntries;
+                }
+            });
+        }
+        return new Tally(tally[0], tally[1], (int) tally[2], (int) tally[3], tally[1] <= maxEntries);
     }
 
     /**
@@ -302,7 +477,7 @@ public final class WorkspaceFs {
         try (Dir parent = walk(path.parent(), false)) {
             int fd;
             try {
-                fd = Posix.openat(parent.fd, path.name(), Posix.O_RDONLY | Posix.O_NOFOLLOW | Posix.O_NONBLOCK);
+                fd = Posix.openat(parent.fd, Names.encode(path.name()), Posix.O_RDONLY | Posix.O_NOFOLLOW | Posix.O_NONBLOCK, 0);
             } catch (Posix.Errno e) {
                 throw translate(e, path);
             }
@@ -327,7 +502,7 @@ public final class WorkspaceFs {
     }
 
     /**
-     * Writes a file from a stream, atomically: the data goes to a temporary sibling that replaces the target only
+     * Writes a file from a stream, atomically: the data goes to a temporary file that replaces the target only
      * when complete, so a failed or refused write (quota, client gone) leaves the old file as it was. Missing
      * parent directories are created. {@code maxBytes} bounds what is accepted; more fails with TOO_LARGE or
      * QUOTA_EXCEEDED ({@code overKind}) and nothing is changed.
@@ -336,15 +511,16 @@ public final class WorkspaceFs {
      */
     public long write(RelPath path, InputStream data, long maxBytes, Kind overKind, String overMessage) {
         try (Dir parent = walk(path.parent(), true)) {
-            String name = path.name();
-            Path target = parent.proc(name);
-            if (Files.isDirectory(target, NOFOLLOW)) throw new WorkspaceException(Kind.CONFLICT, "is a directory: " + path);
-            String tmpName = ".upload-" + Long.toHexString(ThreadLocalRandom.current().nextLong()) + ".part";
-            Path tmp = parent.proc(tmpName);
-            long written = 0;
+            byte[] name = Names.encode(path.name());
+            if (isDirectory(parent.fd, name)) throw new WorkspaceException(Kind.CONFLICT, "is a directory: " + path);
+            int tmpDir = staging == null ? parent.fd : staging.dirFd();
+            byte[] tmp = (".upload-" + Long.toHexString(ThreadLocalRandom.current().nextLong()) + ".part").getBytes();
+            boolean moved = false;
             try {
-                try (OutputStream out = Files.newOutputStream(tmp, StandardOpenOption.CREATE_NEW,
-                        StandardOpenOption.WRITE, NOFOLLOW)) {
+                int fd = Posix.openat(tmpDir, tmp, Posix.O_WRONLY | Posix.O_CREAT | Posix.O_EXCL | Posix.O_NOFOLLOW, 0600);
+                long written = 0;
+                try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + fd), StandardOpenOption.WRITE);
+                     OutputStream out = Channels.newOutputStream(ch)) {
                     byte[] buf = new byte[64 * 1024];
                     int n;
                     while ((n = data.read(buf)) > 0) {
@@ -352,74 +528,127 @@ public final class WorkspaceFs {
                         if (written > maxBytes) throw new WorkspaceException(overKind, overMessage);
                         out.write(buf, 0, n);
                     }
+                    own(tmpDir, tmp, FILE_MODE);
+                    if (staging != null) staging.adopt(fd);
+                } finally {
+                    Posix.close(fd);
                 }
-                chown(tmp);
-                Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+                Posix.renameat2(tmpDir, tmp, parent.fd, name, 0);
+                moved = true;
                 return written;
+            } catch (Posix.Errno e) {
+                throw translate(e, path);
             } catch (IOException e) {
                 throw translate(e, path);
             } finally {
-                try {
-                    Files.deleteIfExists(tmp);
-                } catch (IOException ignored) {
-                    // already moved into place, or the directory went away
+                if (!moved) {
+                    try {
+                        Posix.unlinkat(tmpDir, tmp, 0);
+                    } catch (Posix.Errno ignored) {
+                        // never created, or the directory went away
+                    }
                 }
             }
         }
     }
 
-    /** Deletes a file, a link, or a directory (empty unless {@code recursive}); links are removed, not followed. */
+    private static boolean isDirectory(int dirFd, byte[] name) {
+        try {
+            return Posix.statx(dirFd, name, 0).isDirectory();
+        } catch (Posix.Errno e) {
+            return false;
+        }
+    }
+
+    /**
+     * Deletes a file, a link, or a directory (empty unless {@code recursive}, then with everything in it, however
+     * deep); links are removed, not followed.
+     */
     public void delete(RelPath path, boolean recursive) {
         if (path.isRoot()) throw new WorkspaceException(Kind.BAD_PATH, "the workspace root cannot be deleted this way");
         try (Dir parent = walk(path.parent(), false)) {
-            Path target = parent.proc(path.name());
-            if (recursive && Files.isDirectory(target, NOFOLLOW)) {
+            byte[] name = Names.encode(path.name());
+            Posix.Stat st;
+            try {
+                st = Posix.statx(parent.fd, name, 0);
+            } catch (Posix.Errno e) {
+                throw translate(e, path);
+            }
+            if (!st.isDirectory()) {
+                unlink(parent.fd, name, 0, path);
+                return;
+            }
+            if (recursive) {
                 try (Dir d = parent.open(path.name(), false)) {
-                    clear(d);
+                    clear(d.fd);
                 }
             }
-            Files.delete(target);
-        } catch (IOException e) {
+            unlink(parent.fd, name, Posix.AT_REMOVEDIR, path);
+        }
+    }
+
+    private static void unlink(int dirFd, byte[] name, int flags, RelPath path) {
+        try {
+            Posix.unlinkat(dirFd, name, flags);
+        } catch (Posix.Errno e) {
             throw translate(e, path);
         }
     }
 
-    private void clear(Dir d) throws IOException {
-        List<String> names = new ArrayList<>();
-        try (DirectoryStream<Path> ds = Files.newDirectoryStream(d.proc())) {
-            for (Path p : ds) names.add(p.getFileName().toString());
-        }
-        for (String name : names) {
-            Path p = d.proc(name);
-            if (Files.isDirectory(p, NOFOLLOW)) {
-                Dir child;
+    /** Removes everything below an open directory, however deep ({@link DeepWalk}). */
+    static void clear(int dirFd) {
+        DeepWalk.walk(dirFd, new DeepWalk.Visitor() {
+            @Override
+            public boolean entry(int fd, byte[] name, int type) throws Posix.Errno {
+                if (type == Posix.DT_DIR) return true;
                 try {
-                    child = d.open(name, false);
-                } catch (WorkspaceException e) {
-                    continue;
+                    Posix.unlinkat(fd, name, 0);
+                } catch (Posix.Errno e) {
+                    if (e.errno == Posix.EISDIR) return true; // became a directory since it was read
+                    if (e.errno != Posix.ENOENT) throw e;
                 }
-                try (child) {
-                    clear(child);
+                return false;
+            }
+
+            @Override
+            public void left(int parentFd, byte[] name) throws Posix.Errno {
+                try {
+                    Posix.unlinkat(parentFd, name, Posix.AT_REMOVEDIR);
+                } catch (Posix.Errno e) {
+                    if (e.errno != Posix.ENOENT) throw e;
                 }
             }
-            Files.deleteIfExists(p);
+
+            @Override
+            public boolean untilEmpty() {
+                return true;
+            }
+        });
+    }
+
+    /** Deletes the whole workspace directory, however deep its tree. */
+    void deleteAll() {
+        try (Dir d = openRoot()) {
+            clear(d.fd);
+        }
+        try {
+            Posix.unlinkat(Posix.AT_FDCWD, Names.encode(root.toString()), Posix.AT_REMOVEDIR);
+        } catch (Posix.Errno e) {
+            if (e.errno != Posix.ENOENT) throw translate(e, RelPath.ROOT);
         }
     }
 
-    /** Moves an entry; the target's parents are created; an existing target is a conflict. */
+    /** Moves an entry; the target's parents are created; an existing target is a conflict (checked atomically). */
     public void rename(RelPath from, RelPath to) {
         if (from.isRoot() || to.isRoot()) throw new WorkspaceException(Kind.BAD_PATH, "the workspace root cannot be moved");
         if (to.parts().size() > from.parts().size() && to.parts().subList(0, from.parts().size()).equals(from.parts()))
             throw new WorkspaceException(Kind.BAD_PATH, "cannot move '" + from + "' into itself");
         try (Dir a = walk(from.parent(), false); Dir b = walk(to.parent(), true)) {
-            Path src = a.proc(from.name());
-            if (!Files.exists(src, NOFOLLOW)) throw new WorkspaceException(Kind.NOT_FOUND, "not found: " + from);
-            // Not ATOMIC_MOVE: on Linux that is a plain rename(2), which would silently replace an existing target.
-            Files.move(src, b.proc(to.name()));
-        } catch (FileAlreadyExistsException e) {
-            throw new WorkspaceException(Kind.CONFLICT, "already exists: " + to);
-        } catch (IOException e) {
-            throw translate(e, from);
+            try {
+                Posix.renameat2(a.fd, Names.encode(from.name()), b.fd, Names.encode(to.name()), Posix.RENAME_NOREPLACE);
+            } catch (Posix.Errno e) {
+                throw translate(e, e.errno == Posix.EEXIST ? to : from);
+            }
         }
     }
 

@@ -1,6 +1,10 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.config.Config;
+import dev.codeexec.linux.Posix;
 import dev.codeexec.workspace.WorkspaceException.Kind;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
@@ -12,46 +16,69 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
 
 /**
  * Persistent workspaces: {@code WORKSPACE_ROOT/<tenant>/<name>/}, one directory each, owned by the sandbox uid so
  * runs can write in it. Tenants never see each other's directories because every lookup is keyed by the caller's
- * tenant, which comes from its API key, never from the request. Every file access goes through the
- * workspace's {@link WorkspaceFs}.
+ * tenant, which comes from its API key, never from the request. Every file access goes through the workspace's
+ * {@link WorkspaceFs}.
+ *
+ * <p>Limits: bytes and entries, as {@link Quota} decides for WORKSPACE_ROOT at start. One workspace that cannot be
+ * read (a tree a program broke, a permission it took away) fails only its own operations: listings of many
+ * workspaces show it with its error, expiry logs it and goes on.
  */
 public final class Workspaces {
 
+    private static final Logger LOG = LoggerFactory.getLogger(Workspaces.class);
     private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]{1,64}");
     private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
 
     private final Path root;
     private final long quotaBytes;
+    private final long maxEntries;
     private final Duration maxAge;
     private final int uid;
     private final int gid;
+    private final Quota quota;
+    /** WORKSPACE_ROOT, held open for its file system's counters ({@link #watch}). */
+    private final int rootFd;
     /** Workspaces with a run or a request in flight: expiry skips them. */
     private final Map<Path, AtomicInteger> inUse = new ConcurrentHashMap<>();
+    private volatile ScheduledExecutorService watchdog;
 
-    /** The workspaces the configuration names: WORKSPACE_ROOT, WORKSPACE_QUOTA_MB, WORKSPACE_MAX_AGE_HOURS, SANDBOX_UID/GID. */
-    public static Workspaces configured(dev.codeexec.config.Config config) {
-        return new Workspaces(Path.of(config.get(dev.codeexec.config.Config.WORKSPACE_ROOT)),
-                config.get(dev.codeexec.config.Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
-                Duration.ofHours(config.get(dev.codeexec.config.Config.WORKSPACE_MAX_AGE_HOURS)),
-                config.get(dev.codeexec.config.Config.SANDBOX_UID), config.get(dev.codeexec.config.Config.SANDBOX_GID));
+    /**
+     * The workspaces the configuration names: WORKSPACE_ROOT, WORKSPACE_QUOTA_MB, WORKSPACE_MAX_ENTRIES,
+     * WORKSPACE_MAX_AGE_HOURS, SANDBOX_UID/GID.
+     */
+    public static Workspaces configured(Config config) {
+        return new Workspaces(Path.of(config.get(Config.WORKSPACE_ROOT)),
+                config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L, config.get(Config.WORKSPACE_MAX_ENTRIES),
+                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)),
+                config.get(Config.SANDBOX_UID), config.get(Config.SANDBOX_GID));
+    }
+
+    /** With the default WORKSPACE_MAX_ENTRIES. */
+    public Workspaces(Path root, long quotaBytes, Duration maxAge, int uid, int gid) {
+        this(root, quotaBytes, Integer.parseInt(Config.WORKSPACE_MAX_ENTRIES.defaultValue()), maxAge, uid, gid);
     }
 
     /**
-     * @param maxAge idle time after which a workspace is removed; zero keeps workspaces forever
+     * @param maxEntries files and directories one workspace may hold
+     * @param maxAge     idle time after which a workspace is removed; zero keeps workspaces forever
      */
-    public Workspaces(Path root, long quotaBytes, Duration maxAge, int uid, int gid) {
+    public Workspaces(Path root, long quotaBytes, long maxEntries, Duration maxAge, int uid, int gid) {
         this.root = root;
         this.quotaBytes = quotaBytes;
+        this.maxEntries = maxEntries;
         this.maxAge = maxAge;
         this.uid = uid;
         this.gid = gid;
@@ -72,14 +99,43 @@ public final class Workspaces {
                 throw new IllegalStateException("WORKSPACE_ROOT " + root + ": cannot check " + p + ": " + e.getMessage(), e);
             }
         }
+        this.quota = Quota.detect(root, quotaBytes, maxEntries);
+        try {
+            this.rootFd = Posix.openat(Posix.AT_FDCWD, root.toString(), Posix.O_PATH | Posix.O_DIRECTORY);
+        } catch (Posix.Errno e) {
+            throw new IllegalStateException("WORKSPACE_ROOT " + root + " cannot be opened (errno " + e.errno + ")");
+        }
     }
 
     public long quotaBytes() {
         return quotaBytes;
     }
 
+    public long maxEntries() {
+        return maxEntries;
+    }
+
     public Path root() {
         return root;
+    }
+
+    Quota quota() {
+        return quota;
+    }
+
+    /** How workspaces' limits are enforced: {@code xfs-project-quota} or {@code measured}. */
+    public String enforcement() {
+        return quota.name();
+    }
+
+    /** For runtime_info: limits, how they are enforced and why. */
+    public Map<String, Object> describe() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("quotaBytes", quotaBytes);
+        m.put("maxEntries", maxEntries);
+        m.put("enforcement", quota.name());
+        m.put("enforcementNote", quota.note());
+        return m;
     }
 
     /** Checks a workspace or tenant name: {@code [A-Za-z0-9_-]{1,64}}. */
@@ -113,7 +169,7 @@ public final class Workspaces {
                 throw new WorkspaceException(Kind.IO, "workspace '" + name + "' cannot be created");
             }
         }
-        return new Workspace(tenant, name, new WorkspaceFs(dir, uid, gid), this);
+        return new Workspace(tenant, name, new WorkspaceFs(dir, uid, gid, quota.attach(dir)), this);
     }
 
     /** The tenant's workspace if it exists. */
@@ -129,16 +185,31 @@ public final class Workspaces {
     }
 
     /**
-     * Size, quota and counts of each of the tenant's workspaces, by name; one removed (expired, deleted) between the
-     * listing and its turn is left out. The one listing behind the REST API, the MCP tool and the admin view.
+     * Size, limits and counts of each of the tenant's workspaces, by name; one removed (expired, deleted) between the
+     * listing and its turn is left out, and one that cannot be examined is listed with its error. The one listing
+     * behind the REST API, the MCP tool and the admin view.
      */
     public List<Workspace.Info> infos(String tenant) {
         List<Workspace.Info> out = new ArrayList<>();
         for (String name : names(tenant)) {
+            Workspace ws;
             try {
-                out.add(open(tenant, name, false).info());
+                ws = open(tenant, name, false);
             } catch (WorkspaceException e) {
-                if (e.kind() != Kind.NOT_FOUND) throw e;
+                if (e.kind() != Kind.NOT_FOUND) out.add(new Workspace(tenant, name, null, this).unreadable(e.getMessage()));
+                continue;
+            } catch (RuntimeException e) {
+                LOG.warn("workspace {}/{} cannot be opened", tenant, name, e);
+                out.add(new Workspace(tenant, name, null, this).unreadable("it cannot be opened"));
+                continue;
+            }
+            try {
+                out.add(ws.info());
+            } catch (WorkspaceException e) {
+                if (e.kind() != Kind.NOT_FOUND) out.add(ws.unreadable(e.getMessage()));
+            } catch (RuntimeException e) {
+                LOG.warn("workspace {}/{} cannot be examined", tenant, name, e);
+                out.add(ws.unreadable("it cannot be examined (details are in the server log)"));
             }
         }
         return out;
@@ -164,39 +235,55 @@ public final class Workspaces {
         return out;
     }
 
-    /** Deletes a whole workspace. */
+    /** Deletes a whole workspace, however deep its tree. */
     public void delete(String tenant, String name) {
         Workspace ws = open(tenant, name, false);
-        for (WorkspaceFs.Entry e : ws.fs().list(RelPath.ROOT, Integer.MAX_VALUE)) ws.fs().delete(e.path(), true);
         try {
-            Files.delete(ws.fs().root());
-        } catch (IOException e) {
-            throw new WorkspaceException(Kind.IO, "workspace '" + name + "' cannot be deleted");
+            ws.fs().deleteAll();
+        } catch (WorkspaceException e) {
+            if (e.kind() == Kind.NOT_FOUND) throw e;
+            throw new WorkspaceException(e.kind(), "workspace '" + name + "' cannot be deleted: " + e.getMessage());
         }
     }
 
     /**
      * Removes workspaces idle for longer than the maximum age (by their directory's modification time, which
-     * every use refreshes), skipping those in use. Returns how many were removed.
+     * every use refreshes), skipping those in use. Returns how many were removed. Whatever one workspace holds,
+     * it fails only itself: the failure is logged and the sweep goes on with the next.
      */
     public int expire(Instant now) {
         if (maxAge.isZero()) return 0;
         int removed = 0;
-        try (DirectoryStream<Path> tenants = Files.newDirectoryStream(root)) {
-            for (Path t : tenants) {
-                if (!Files.isDirectory(t, NOFOLLOW)) continue;
-                for (String name : names(t.getFileName().toString())) {
-                    Path dir = t.resolve(name);
-                    if (inUse.containsKey(dir)) continue;
+        List<String> tenants;
+        try {
+            tenants = tenants();
+        } catch (WorkspaceException e) {
+            LOG.warn("workspace expiry: {}", e.getMessage());
+            return 0;
+        }
+        for (String tenant : tenants) {
+            List<String> names;
+            try {
+                names = names(tenant);
+            } catch (WorkspaceException e) {
+                LOG.warn("workspace expiry: tenant {}: {}", tenant, e.getMessage());
+                continue;
+            }
+            for (String name : names) {
+                Path dir = root.resolve(tenant).resolve(name);
+                if (inUse.containsKey(dir)) continue;
+                try {
                     FileTime mtime = Files.getLastModifiedTime(dir, NOFOLLOW);
                     if (mtime.toInstant().plus(maxAge).isBefore(now)) {
-                        delete(t.getFileName().toString(), name);
+                        delete(tenant, name);
                         removed++;
                     }
+                } catch (Throwable e) { // a sweep that dies here would never run again: contain it to this workspace
+                    if (e instanceof java.nio.file.NoSuchFileException
+                            || e instanceof WorkspaceException w && w.kind() == Kind.NOT_FOUND) continue;
+                    LOG.warn("workspace expiry: {}/{} could not be removed: {}", tenant, name, e.toString());
                 }
             }
-        } catch (IOException | WorkspaceException e) {
-            // a workspace that vanished or cannot be read is left for the next sweep
         }
         return removed;
     }
@@ -212,6 +299,38 @@ public final class Workspaces {
     public interface Hold extends AutoCloseable {
         @Override
         void close();
+    }
+
+    /**
+     * Measures a workspace while a run writes to it ({@link Watchdog}), on one daemon thread shared by every watch
+     * (so watching costs at most one core however many runs there are), until closed or past a limit, then calls
+     * {@code stop} once.
+     */
+    Workspace.Watch watch(Workspace ws, Workspace.Usage before, long bytesAllowed, Runnable stop) {
+        Watchdog w = new Watchdog(ws, before, maxEntries, bytesAllowed, stop, this::fsStat, watchdog());
+        w.start();
+        return w::close;
+    }
+
+    /** The counters of WORKSPACE_ROOT's file system, or null when they cannot be read. */
+    Posix.FsStat fsStat() {
+        try {
+            return Posix.fstatfs(rootFd);
+        } catch (Posix.Errno e) {
+            return null;
+        }
+    }
+
+    private ScheduledExecutorService watchdog() {
+        ScheduledExecutorService s = watchdog;
+        if (s != null) return s;
+        synchronized (this) {
+            if (watchdog == null) {
+                watchdog = Executors.newSingleThreadScheduledExecutor(
+                        Thread.ofPlatform().name("workspace-watchdog").daemon(true).factory());
+            }
+            return watchdog;
+        }
     }
 
     private void chown(Path p) throws IOException {

@@ -131,7 +131,7 @@ class WorkspaceRunTest {
                     print('errno', e.errno)
                 """);
         assertThat(r.stdout()).as(r.stderr()).isEqualTo("errno 27\n");
-        assertThat(ws.usage()).isLessThanOrEqualTo(ws.quotaBytes());
+        assertThat(ws.usage().bytes()).isLessThanOrEqualTo(ws.quotaBytes());
     }
 
     @Test
@@ -141,5 +141,75 @@ class WorkspaceRunTest {
         ExecutionResult r = run("shell", "ls -a /work; ls " + other.fs().root() + " 2>&1; ls " + tmp + " 2>&1; echo done");
         assertThat(r.stdout()).doesNotContain("secret.txt").contains("done");
         assertThat(r.stdout()).contains("No such file or directory");
+    }
+
+    /**
+     * Without a kernel quota (this machine: ext4) the watchdog measures a running program's workspace and stops the
+     * run once it holds more than WORKSPACE_MAX_ENTRIES entries: 200,000 empty files would otherwise all be made.
+     */
+    @Test
+    void aRunFloodingTheWorkspaceWithFilesIsStoppedPastTheEntryLimit() throws Exception {
+        Workspaces small = new Workspaces(tmp.resolve("small"), 16 << 20, 2000, Duration.ofHours(1), 65534, 65534);
+        assumeTrue(small.enforcement().equals("measured"), "the kernel enforces the limit here: EDQUOT, not a stop");
+        ws = small.open("alice", "flood", true);
+        ExecutionResult r = run("python", """
+                import os
+                for i in range(200000):
+                    os.close(os.open('f%d' % i, os.O_CREAT | os.O_WRONLY, 0o644))
+                print('made them all')
+                """);
+        assertThat(r.outcome()).as(r.stderr()).isEqualTo(Outcome.WORKSPACE_LIMIT);
+        assertThat(r.stdout()).doesNotContain("made them all");
+        assertThat(r.stderr()).contains("[terminated] workspace limit").contains("WORKSPACE_MAX_ENTRIES");
+
+        // over its limit now: no run starts until entries are deleted, then runs work again
+        ExecutionResult refused = run("python", "print('ran')");
+        assertThat(refused.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+        assertThat(refused.stderr()).contains("more than 2000 files and directories").contains("delete some");
+        try (Stream<Path> files = Files.list(ws.fs().root())) {
+            for (Path f : files.toList()) ws.fs().delete(RelPath.parse(f.getFileName().toString()), false);
+        }
+        assertThat(run("python", "print('ran')").stdout()).isEqualTo("ran\n");
+    }
+
+    /** Many files, each under the per-file cap (RLIMIT_FSIZE), that together go past the quota: the run is stopped. */
+    @Test
+    void aRunWritingPastTheQuotaInManyFilesIsStopped() throws Exception {
+        assumeTrue(workspaces.enforcement().equals("measured"), "the kernel enforces the quota here: EDQUOT, not a stop");
+        ExecutionResult r = run("python", """
+                import time
+                for i in range(64):
+                    with open('part%d.bin' % i, 'wb') as f:
+                        f.write(b'x' * (1024 * 1024))
+                time.sleep(20)  # alive until the watchdog measured it
+                print('wrote 64 MB')
+                """);
+        assertThat(r.outcome()).as(r.stderr()).isEqualTo(Outcome.WORKSPACE_LIMIT);
+        assertThat(r.stdout()).doesNotContain("wrote 64 MB");
+    }
+
+    /**
+     * A chain of 25,000 directories (the issue's {@code os.mkdir('d'); os.chdir('d')}): the scans before and after the
+     * run, the workspace's info and its deletion all still work, and nothing overflows the server's stack.
+     */
+    @Test
+    void aChainOf25000DirectoriesLeavesTheWorkspaceUsableAndDeletable() throws Exception {
+        ExecutionResult r = run("python", """
+                import os
+                for i in range(25000):
+                    os.mkdir('d')
+                    os.chdir('d')
+                open('bottom.txt', 'w').write('deep')
+                print('deep')
+                """);
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("deep\n");
+        assertThat(r.filesTruncated()).isTrue(); // listed down to MAX_WALK_DEPTH levels, not to the bottom
+        Workspace.Info info = ws.info();
+        assertThat(info.directories()).isEqualTo(25000);
+        assertThat(info.files()).isEqualTo(1);
+        assertThat(info.complete()).isTrue();
+        assertThat(run("python", "print('still usable')").stdout()).isEqualTo("still usable\n");
+        workspaces.delete("alice", "proj");
+        assertThat(workspaces.names("alice")).isEmpty();
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.http;
 
+import dev.codeexec.testing.Trees;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -318,6 +319,92 @@ class ApiFilesTest {
         assertThat(sub).containsOnlyKeys("main.py", "empty/", "empty/.keep");
         assertError(api.get("/api/workspaces/z/archive?path=a.txt"), 400, "bad_path");
         assertError(api.get("/api/workspaces/z/archive?path=etc"), 400, "bad_path");
+    }
+
+    /**
+     * Names that are not UTF-8 used to list as one name ("a\uFFFD") and to break the archive (a duplicate zip entry,
+     * after the 200 was sent). Now each is listed and archived under its own escaped name, with its own content.
+     */
+    @Test
+    void namesThatAreNotUtf8AreListedAndArchivedFaithfully() throws Exception {
+        api = new ApiClient();
+        api.upload("n", "plain.txt", "plain");
+        Path ws = api.dir("default", "n");
+        Trees.file(ws, new byte[]{'a', (byte) 0xff}, "first".getBytes());
+        Trees.file(ws, new byte[]{'a', (byte) 0xfe}, "second".getBytes());
+        JsonNode tree = json(api.get("/api/workspaces/n/tree"));
+        assertThat(tree.size()).isEqualTo(3);
+        assertThat(List.of(tree.get(0).path("name").asString(), tree.get(1).path("name").asString()))
+                .containsExactly("a\\xfe", "a\\xff");
+        HttpResponse<byte[]> r = api.bytes(api.req("/api/workspaces/n/archive").GET());
+        assertThat(r.statusCode()).isEqualTo(200);
+        assertThat(unzip(r.body())).containsExactly(Map.entry("a\\xfe", "second"), Map.entry("a\\xff", "first"),
+                Map.entry("plain.txt", "plain"));
+        assertThat(zipComment(r.body())).isNull();
+    }
+
+    /**
+     * A chain of 25,000 directories overflowed the recursive walks: the archive streamed a corrupt zip, the
+     * workspace list answered 500. Now the archive is a valid zip down to the deepest level a path can name, and
+     * its comment says the rest was left out.
+     */
+    @Test
+    void aDeepChainIsArchivedAsAValidZipThatSaysWhatItLeftOutAndListedWithTheOthers() throws Exception {
+        api = new ApiClient();
+        api.upload("deep", "top.txt", "top");
+        api.upload("other", "o.txt", "o");
+        Trees.chain(api.dir("default", "deep"), "d", 25_000);
+        try {
+            HttpResponse<byte[]> r = api.bytes(api.req("/api/workspaces/deep/archive").GET());
+            assertThat(r.statusCode()).isEqualTo(200);
+            Map<String, String> entries = unzip(r.body());
+            assertThat(entries).hasSize(1 + dev.codeexec.workspace.WorkspaceFs.MAX_WALK_DEPTH).containsKey("top.txt");
+            assertThat(zipComment(r.body())).contains("incomplete").contains("levels deep");
+
+            JsonNode list = json(api.get("/api/workspaces"));
+            assertThat(list.size()).isEqualTo(2);
+            assertThat(list.get(0).path("directories").asInt()).isEqualTo(25_000);
+            assertThat(list.get(1).path("name").asString()).isEqualTo("other");
+            assertThat(api.delete("/api/workspaces/deep").statusCode()).isEqualTo(204);
+        } finally {
+            Trees.clear(api.root);
+        }
+    }
+
+    /** The zip's comment (from its end-of-central-directory record), or null when it has none. */
+    static String zipComment(byte[] zip) throws Exception {
+        Path f = Files.createTempFile("archive", ".zip");
+        try {
+            Files.write(f, zip);
+            try (java.util.zip.ZipFile z = new java.util.zip.ZipFile(f.toFile())) {
+                return z.getComment();
+            }
+        } finally {
+            Files.delete(f);
+        }
+    }
+
+    /** WORKSPACE_MAX_ENTRIES bounds API writes like the byte quota: 507, and nothing written. */
+    @Test
+    void uploadsPastTheEntryLimitAre507AndWriteNothing() throws Exception {
+        api = new ApiClient("WORKSPACE_MAX_ENTRIES", "3");
+        assertThat(api.upload("e", "one.txt", "1").statusCode()).isEqualTo(201);
+        Map<String, byte[]> parts = new LinkedHashMap<>();
+        parts.put("p1.txt", "p1".getBytes());
+        parts.put("p2.txt", "p2".getBytes());
+        assertError(api.multipart("e", "in/", parts), 507, "quota_exceeded"); // in/, p1, p2: one too many
+        assertThat(api.dir("default", "e").resolve("in")).doesNotExist();
+        assertThat(api.upload("e", "two.txt", "2").statusCode()).isEqualTo(201);
+        assertThat(api.upload("e", "three.txt", "3").statusCode()).isEqualTo(201);
+        HttpResponse<String> refused = api.upload("e", "four.txt", "4");
+        assertError(refused, 507, "quota_exceeded");
+        assertThat(json(refused).path("message").asString()).contains("WORKSPACE_MAX_ENTRIES");
+        assertThat(api.upload("e", "three.txt", "replaced").statusCode()).isEqualTo(201);
+        JsonNode info = json(api.get("/api/workspaces/e"));
+        assertThat(info.path("entries").asInt()).isEqualTo(3);
+        assertThat(info.path("maxEntries").asInt()).isEqualTo(3);
+        assertThat(info.path("complete").asBoolean()).isTrue();
+        assertThat(info.path("enforcement").asString()).isIn("measured", "xfs-project-quota");
     }
 
     static Map<String, String> unzip(byte[] zip) throws Exception {

@@ -318,11 +318,48 @@ class FileToolsTest {
         assertThat(info).containsEntry("name", "info1").containsEntry("sizeBytes", 8).containsEntry("files", 2)
                 .containsEntry("directories", 1).containsEntry("quotaBytes", 1024 * 1024 * 1024).containsKey("lastUsed");
         assertThat((String) info.get("lastUsed")).matches("\\d{4}-\\d\\d-\\d\\dT.*Z");
+        assertThat(info).containsEntry("entries", 3).containsEntry("maxEntries", 50_000).containsEntry("complete", true)
+                .containsEntry("enforcement", workspaces.enforcement());
+        assertThat(text(call("workspace_info", "workspace", "info1"))).contains("3 of 50000 entries")
+                .contains(workspaces.enforcement().equals("measured") ? "enforced by measuring" : "by the kernel");
 
         List<Map<String, Object>> all = (List<Map<String, Object>>) data(call("workspace_info")).get("workspaces");
         assertThat(all).extracting(m -> m.get("name")).contains("info1");
         assertThat(all).filteredOn(m -> m.get("name").equals("info1")).singleElement()
                 .satisfies(m -> assertThat(m).containsEntry("files", 2));
         assertError(call("workspace_info", "workspace", "missing"), "not_found");
+    }
+
+    /** list_files and workspace_info on a chain of 25,000 directories answer (they never did: the walk overflowed). */
+    @Test
+    @org.junit.jupiter.api.Tag("slow")
+    @SuppressWarnings("unchecked")
+    void aDeepChainIsListedDownToTheDeepestNameablePathAndCounted() throws Exception {
+        data(call("write_file", "workspace", "chain", "path", "top.txt", "content", "x"));
+        Path root = workspaces.open("default", "chain", false).fs().root();
+        dev.codeexec.testing.Trees.chain(root, "d", 25_000);
+        try {
+            Map<String, Object> listed = data(call("list_files", "workspace", "chain", "recursive", true, "limit", 10_000));
+            assertThat((List<Object>) listed.get("entries")).hasSize(1 + dev.codeexec.workspace.WorkspaceFs.MAX_WALK_DEPTH);
+            assertThat(listed).containsEntry("truncated", true);
+            assertThat(text(call("list_files", "workspace", "chain", "recursive", true))).contains("levels deep are listed, not entered");
+            assertThat(data(call("workspace_info", "workspace", "chain"))).containsEntry("directories", 25_000)
+                    .containsEntry("files", 1);
+            assertThat(data(call("workspace_info")).get("workspaces").toString()).contains("chain");
+        } finally {
+            workspaces.delete("default", "chain");
+        }
+    }
+
+    /** Names that are not UTF-8 list as different escaped names (they listed as one, "a\uFFFD"). */
+    @Test
+    void namesThatAreNotUtf8AreListedEscapedAndApart() throws Exception {
+        data(call("write_file", "workspace", "bytes", "path", "ok.txt", "content", "x"));
+        Path root = workspaces.open("default", "bytes", false).fs().root();
+        dev.codeexec.testing.Trees.file(root, new byte[]{'a', (byte) 0xff}, new byte[1]);
+        dev.codeexec.testing.Trees.file(root, new byte[]{'a', (byte) 0xfe}, new byte[2]);
+        assertThat(entries(call("list_files", "workspace", "bytes"))).extracting(e -> e.get("path") + "=" + e.get("size"))
+                .containsExactly("a\\xfe=2", "a\\xff=1", "ok.txt=1");
+        assertThat(text(call("list_files", "workspace", "bytes"))).contains("a\\xfe  (2 bytes)");
     }
 }

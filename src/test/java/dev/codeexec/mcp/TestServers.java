@@ -66,8 +66,8 @@ public final class TestServers {
         Path root = Path.of(config.get(Config.WORKSPACE_ROOT));
         if (config.get(Config.WORKSPACE_ROOT).equals(Config.WORKSPACE_ROOT.defaultValue())) root = tempRoot();
         return new Workspaces(root, config.get(Config.WORKSPACE_QUOTA_MB) * 1024L * 1024L,
-                Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)), config.get(Config.SANDBOX_UID),
-                config.get(Config.SANDBOX_GID));
+                config.get(Config.WORKSPACE_MAX_ENTRIES), Duration.ofHours(config.get(Config.WORKSPACE_MAX_AGE_HOURS)),
+                config.get(Config.SANDBOX_UID), config.get(Config.SANDBOX_GID));
     }
 
     /** Workspaces with a quota in bytes (smaller than WORKSPACE_QUOTA_MB allows) in a fresh temporary directory. */

@@ -37,4 +37,16 @@ class WorkspaceExpiryTest {
     private static void waitUntilGone(Path p) throws InterruptedException {
         Poll.until(p + " removed by a sweep", () -> !Files.exists(p));
     }
+
+    /** A sweep that died with an Error (a deep workspace overflowed the stack) ended every later sweep. */
+    @Test
+    void aSweepThatFailsWithAnErrorDoesNotEndTheSweeps() throws Exception {
+        java.util.concurrent.atomic.AtomicInteger sweeps = new java.util.concurrent.atomic.AtomicInteger();
+        try (WorkspaceExpiry expiry = WorkspaceExpiry.start(now -> {
+            if (sweeps.incrementAndGet() == 1) throw new StackOverflowError();
+            return 0;
+        }, Duration.ofMillis(50))) {
+            Poll.until("a sweep after the one that failed", () -> sweeps.get() >= 3);
+        }
+    }
 }

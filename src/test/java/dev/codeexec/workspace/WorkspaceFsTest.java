@@ -1,7 +1,10 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.testing.Trees;
 import dev.codeexec.workspace.WorkspaceException.Kind;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -26,6 +29,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 class WorkspaceFsTest {
 
@@ -44,6 +48,11 @@ class WorkspaceFsTest {
         dir = ws.fs().root();
         secret = tmp.resolve("secret.txt");
         Files.writeString(secret, "TOP SECRET");
+    }
+
+    @AfterEach
+    void removeDeepTrees() throws Exception {
+        Trees.clear(tmp);
     }
 
     private static InputStream text(String s) {
@@ -125,7 +134,7 @@ class WorkspaceFsTest {
         List<String> seen = new ArrayList<>();
         ws.fs().walkTree(RelPath.ROOT, 1000, e -> seen.add(e.path() + ":" + e.type()));
         assertThat(seen).containsExactly("f.txt:file", "root-link:symlink");
-        assertThat(ws.usage()).isEqualTo(5);
+        assertThat(ws.usage().bytes()).isEqualTo(5);
     }
 
     @Test
@@ -290,5 +299,122 @@ class WorkspaceFsTest {
             stop.set(true);
             churn.join();
         }
+    }
+
+    // ---- names that are not UTF-8 ------------------------------------------------------------------------------
+
+    /** Two files whose names differ only in a byte that is not UTF-8 used to list as one name ("a\uFFFD"). */
+    @Test
+    void namesThatAreNotUtf8ListAsDifferentEscapedNamesWithTheirOwnSizes() throws Exception {
+        Trees.file(dir, new byte[]{'a', (byte) 0xff}, "1".getBytes());
+        Trees.file(dir, new byte[]{'a', (byte) 0xfe}, "22".getBytes());
+        assertThat(ws.fs().list(RelPath.ROOT, 100)).extracting(e -> e.name() + "=" + e.size())
+                .containsExactly("a\\xfe=2", "a\\xff=1");
+        List<String> walked = new ArrayList<>();
+        ws.fs().walkTree(RelPath.ROOT, 100, e -> walked.add(e.path().toString()));
+        assertThat(walked).containsExactly("a\\xfe", "a\\xff");
+        assertThat(ws.info().files()).isEqualTo(2);
+        assertThat(ws.info().sizeBytes()).isEqualTo(3);
+    }
+
+    // ---- deep trees ------------------------------------------------------------------------------------------
+
+    /**
+     * A chain of 25,000 directories (a program doing {@code mkdir d; cd d} in a loop) overflowed the recursive walks:
+     * listing, size, deletion. Now listings stop at MAX_WALK_DEPTH levels and say so, and counting and deleting go
+     * all the way down.
+     */
+    @Test
+    @Tag("slow")
+    void aChainOf25000DirectoriesIsListedCountedAndDeleted() throws Exception {
+        Trees.chain(dir, "d", 25_000);
+        List<String> seen = new ArrayList<>();
+        WorkspaceFs.Walked walked = ws.fs().walkTree(RelPath.ROOT, 100_000, e -> seen.add(e.path().toString()));
+        assertThat(seen).hasSize(WorkspaceFs.MAX_WALK_DEPTH);
+        assertThat(walked.tooDeep()).isTrue();
+        assertThat(walked.complete()).isFalse();
+        Workspace.Info info = ws.info();
+        assertThat(info.directories()).isEqualTo(25_000);
+        assertThat(info.complete()).isTrue();
+
+        ws.fs().delete(RelPath.parse("d/d"), true);
+        assertThat(ws.fs().list(RelPath.parse("d"), 10)).isEmpty();
+        Trees.chain(dir.resolve("d"), "e", 25_000);
+        workspaces.delete("alice", "proj");
+        assertThat(workspaces.names("alice")).isEmpty();
+    }
+
+    /** The old sweep ended at the first workspace it could not remove (a deep one overflowed the stack): none expired. */
+    @Test
+    @Tag("slow")
+    void expiryRemovesADeepWorkspaceAndGoesOnPastOneItCannotRemove() throws Exception {
+        assumeTrue(isRoot(), "mounting needs root");
+        Workspace deep = workspaces.open("a-deep", "chain", true);
+        Trees.chain(deep.fs().root(), "d", 25_000);
+        Workspace busy = workspaces.open("b-mount", "busy", true);
+        Path mountPoint = busy.fs().root().resolve("mnt");
+        Files.createDirectory(mountPoint);
+        Workspace idle = workspaces.open("c-idle", "idle", true);
+        assertThat(new ProcessBuilder("mount", "-t", "tmpfs", "none", mountPoint.toString()).start().waitFor()).isZero();
+        try {
+            Instant later = Instant.now().plus(Duration.ofHours(25));
+            assertThat(workspaces.expire(later)).isEqualTo(3); // the deep one, alice's proj, the idle one
+            assertThat(workspaces.names("a-deep")).isEmpty();
+            assertThat(workspaces.names("c-idle")).isEmpty();
+            assertThat(workspaces.names("b-mount")).containsExactly("busy"); // a mount point cannot be removed (EBUSY)
+        } finally {
+            new ProcessBuilder("umount", "-l", mountPoint.toString()).start().waitFor();
+        }
+        assertThat(idle.fs().root()).doesNotExist();
+    }
+
+    /** The admin view, the REST list and workspace_info all go through infos(): one deep workspace fails none of them. */
+    @Test
+    @Tag("slow")
+    void infosOfATenantWithADeepWorkspaceListEveryWorkspace() throws Exception {
+        Trees.chain(workspaces.open("alice", "deep", true).fs().root(), "d", 25_000);
+        ws.write(RelPath.parse("f.txt"), text("x"), 10);
+        assertThat(workspaces.infos("alice")).extracting(i -> i.name() + ":" + i.directories() + ":" + i.files()
+                + ":" + i.error().isPresent()).containsExactly("deep:25000:0:false", "proj:0:1:false");
+    }
+
+    // ---- the entry limit ---------------------------------------------------------------------------------------
+
+    @Test
+    void theEntryLimitRefusesApiWritesThatWouldGoPastItAndChangesNothing() throws Exception {
+        Workspaces three = new Workspaces(tmp.resolve("three"), 1 << 20, 3, Duration.ZERO, 65534, 65534);
+        Workspace w = three.open("alice", "w", true);
+        w.write(RelPath.parse("a/b.txt"), text("b"), 100); // a and a/b.txt
+        w.write(RelPath.parse("c.txt"), text("c"), 100);
+        assertThatThrownBy(() -> w.write(RelPath.parse("d.txt"), text("d"), 100))
+                .isInstanceOf(WorkspaceException.class).hasMessageContaining("WORKSPACE_MAX_ENTRIES")
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        assertThatThrownBy(() -> w.write(RelPath.parse("x/y.txt"), text("y"), 100))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        assertThatThrownBy(() -> w.checkRoom(List.of(RelPath.parse("a/new.txt")), 1))
+                .extracting(e -> ((WorkspaceException) e).kind()).isEqualTo(Kind.QUOTA_EXCEEDED);
+        w.write(RelPath.parse("c.txt"), text("replaced"), 100); // replacing adds no entry
+        try (var s = Files.list(w.fs().root())) {
+            assertThat(s.map(p -> p.getFileName().toString())).containsExactlyInAnyOrder("a", "c.txt");
+        }
+        assertThat(w.usage()).isEqualTo(new Workspace.Usage(9, 3, true));
+    }
+
+    /** workspace_info on 200,000 files took seconds: the count now stops past the limit and says "more than". */
+    @Test
+    void infoStopsCountingPastTheEntryLimitAndSaysSo() throws Exception {
+        Workspaces ten = new Workspaces(tmp.resolve("ten"), 1 << 20, 10, Duration.ZERO, 65534, 65534);
+        Workspace w = ten.open("alice", "many", true);
+        for (int i = 0; i < 25; i++) Files.writeString(w.fs().root().resolve("f" + i), "x");
+        Workspace.Info info = w.info();
+        assertThat(info.complete()).isFalse();
+        assertThat(info.entries()).isEqualTo(11);
+        assertThat(info.maxEntries()).isEqualTo(10);
+        assertThat(w.usage().exact()).isFalse();
+        assertThatThrownBy(w::checkCanRun).hasMessageContaining("more than 10 files and directories");
+    }
+
+    private static boolean isRoot() {
+        return "root".equals(System.getProperty("user.name"));
     }
 }
