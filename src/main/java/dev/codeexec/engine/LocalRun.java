@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.sandbox.WorkDirOwner;
 import dev.codeexec.boot.LogValues;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
@@ -190,7 +191,7 @@ final class LocalRun implements RunHandle {
             Limits limits = request.limits().withDiskBytes(Math.min(request.limits().diskBytes(), diff.spaceLeft()));
             ExecutionResult r;
             try (Workspace.Watch watch = diff.watch(this::stopForWorkspaceLimit)) {
-                r = runInSandbox(name, fileName, staged, limits, Optional.of(ws.fs().root()));
+                r = runInSandbox(name, fileName, staged, limits, Optional.of(ws));
             } finally {
                 removeQuietly(ws, fileName);
             }
@@ -222,7 +223,7 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Path> workDirSource) {
+    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws) {
         String file = LocalExecutor.WORK_DIR + "/" + fileName;
         Map<String, String> ph = new LinkedHashMap<>(executor.placeholders);
         ph.put("file", file);
@@ -235,7 +236,8 @@ final class LocalRun implements RunHandle {
             if (Files.isDirectory(p)) binds.add(p);
         }
         return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, Map.of(file, staged), binds,
-                language.environment(request.env(), ph), limits, workDirSource);
+                language.environment(request.env(), ph), limits, ws.map(w -> w.fs().root()))
+                .withWorkDirOwner(ws.isPresent() ? ws.get()::handOver : WorkDirOwner.NONE);
     }
 
     /**
@@ -269,14 +271,16 @@ final class LocalRun implements RunHandle {
      * A warm sandbox from the pool when it has one for this request, else a cold start. A warm sandbox that
      * fails its hand-out is discarded and the run starts cold: the pool never makes a run fail.
      */
-    private SandboxProcess start(String name, String fileName, Path staged, Limits limits, Optional<Path> workDirSource)
+    private SandboxProcess start(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws)
             throws SandboxException {
         if (executor.warmPool.isPresent()) {
             WarmPool pool = executor.warmPool.get();
-            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), workDirSource.isPresent());
+            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent());
             if (warm.isPresent()) {
                 try {
-                    pool.handOut(language.id(), warm.get(), workDirSource, limits, LocalExecutor.WORK_DIR + "/" + fileName,
+                    // the workspace is mounted into the running sandbox: given to its uid before the code arrives
+                    if (ws.isPresent()) warm.get().hostUid().ifPresent(ws.get()::handOver);
+                    pool.handOut(language.id(), warm.get(), ws.map(w -> w.fs().root()), limits, LocalExecutor.WORK_DIR + "/" + fileName,
                             request.code(), request.args());
                     startedWarm = true;
                     return warm.get();
@@ -294,15 +298,15 @@ final class LocalRun implements RunHandle {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
             throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
-        return executor.sandbox.start(spec(name, fileName, staged, limits, workDirSource));
+        return executor.sandbox.start(spec(name, fileName, staged, limits, ws));
     }
 
     private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,
-            Optional<Path> workDirSource) {
+            Optional<Workspace> ws) {
         SandboxProcess started;
         long startingAt = System.nanoTime();
         try {
-            started = start(name, fileName, staged, limits, workDirSource);
+            started = start(name, fileName, staged, limits, ws);
         } catch (SandboxException e) {
             return failedToStart(e.getMessage());
         }

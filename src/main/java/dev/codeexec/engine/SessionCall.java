@@ -127,6 +127,8 @@ final class SessionCall {
         ListenerDispatcher progress = new ListenerDispatcher(listener, sessions.threads(), sessions.progressInterval());
         try {
             WorkspaceDiff diff = workspace.map(WorkspaceDiff::before).orElse(null);
+            // the API or another run may have added files since the last call: the session's uid gets them all
+            if (workspace.isPresent()) ip.process.hostUid().ifPresent(workspace.get()::handOver);
             long fileCap = diff == null ? l.diskBytes() : Math.min(l.diskBytes(), diff.spaceLeft());
             AtomicBoolean flood = new AtomicBoolean();
             AtomicBoolean overLimit = new AtomicBoolean();

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.sandbox.WorkDirOwner;
 import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
@@ -102,7 +103,7 @@ final class SessionInterpreter {
                 callLimits.maxProcesses(), callLimits.outputBytes(), callLimits.diskBytes(), callLimits.drainBytes());
         SandboxSpec spec = new SandboxSpec("ses-" + hex(8), Placeholders.fill(recipe.argv(), ph), LocalExecutor.WORK_DIR,
                 Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
-                .withControl(false);
+                .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
         SandboxProcess p = owner.sandbox().start(spec);
         SessionInterpreter ip;
         try {

@@ -13,6 +13,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.TreeMap;
 
 import org.slf4j.LoggerFactory;
@@ -356,12 +357,13 @@ final class BwrapSandbox implements Sandbox {
                 dropped.addAll(argv);
                 cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
             }
+            if (spec.workDirSource().isPresent()) spec.workDirOwner().handTo(hostUid);
             p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect,
                     statusPipe ? Launcher.STATUS_FD : 0);
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
-                    lateWorkDirs.orElse(null), lateDir, lease);
+                    lateWorkDirs.orElse(null), lateDir, OptionalInt.of(hostUid), lease);
         } catch (SandboxException | RuntimeException e) {
             if (p != null) {
                 p.descendants().forEach(ProcessHandle::destroyForcibly);

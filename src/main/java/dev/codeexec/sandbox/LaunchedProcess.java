@@ -11,6 +11,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import java.util.OptionalInt;
 import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
 
@@ -32,6 +33,7 @@ final class LaunchedProcess implements SandboxProcess {
     private final Path lateWorkDir;
     private final WorkDirMounts mounts;
     private final UidPool.Lease lease;
+    private final OptionalInt hostUid;
     private boolean workDirMounted;
     private long programPid;
     private int[] owner;
@@ -51,15 +53,17 @@ final class LaunchedProcess implements SandboxProcess {
      * @param pidNamespace the launcher's only child is the init of a pid namespace holding the whole run (bwrap)
      */
     LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup) {
-        this(process, cgroup, cpuSeconds, pidNamespace, cleanup, Optional.empty(), null, null, null);
+        this(process, cgroup, cpuSeconds, pidNamespace, cleanup, Optional.empty(), null, null, OptionalInt.empty(), null);
     }
 
     /**
-     * @param lease the host uid the sandbox runs as (given back once the sandbox is closed and its tree is gone), or
-     *              null when it runs as the server-wide sandbox uid
+     * @param hostUid the host uid the sandbox's processes run as, where the sandbox decides it
+     * @param lease   the lease of {@code hostUid} (given back once the sandbox is closed and its tree is gone), or
+     *                null when it runs as the server-wide sandbox uid
      */
     LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup,
-            Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir, UidPool.Lease lease) {
+            Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir, OptionalInt hostUid, UidPool.Lease lease) {
+        this.hostUid = hostUid;
         this.lease = lease;
         this.process = process;
         this.pidNamespace = pidNamespace;
@@ -74,6 +78,11 @@ final class LaunchedProcess implements SandboxProcess {
     @Override
     public Optional<ControlChannel> control() {
         return control;
+    }
+
+    @Override
+    public OptionalInt hostUid() {
+        return hostUid;
     }
 
     @Override

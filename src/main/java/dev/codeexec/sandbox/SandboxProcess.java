@@ -6,6 +6,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import java.util.OptionalInt;
 import java.util.OptionalLong;
 
 /**
@@ -49,6 +50,15 @@ public interface SandboxProcess extends AutoCloseable {
     /** Memory the run uses now, where the sandbox can measure it. */
     default OptionalLong memoryBytes() {
         return OptionalLong.empty();
+    }
+
+    /**
+     * The host uid the sandbox's processes run as, where it is one of its own or the server-wide SANDBOX_UID (bwrap);
+     * empty where the sandbox does not say (gVisor, SANDBOX=none). A persistent working directory is handed to it
+     * ({@link WorkDirOwner}) before code runs.
+     */
+    default OptionalInt hostUid() {
+        return OptionalInt.empty();
     }
 
     /** The control channel, when the spec asked for one ({@link SandboxSpec#control()}). */

@@ -23,10 +23,12 @@ import java.util.Optional;
  *                     interpreters started ahead of their code (warm sandboxes, sessions)
  * @param lateWorkDir  leave workDir empty at start and mount the run's working directory (a fresh tmpfs or a
  *                     workspace) into the running sandbox later, with {@link SandboxProcess#mountWorkDir}
+ * @param workDirOwner hands workDirSource's tree to the host uid the sandbox runs as, just before the program
+ *                     starts ({@link WorkDirOwner}); does nothing without a workDirSource
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
         List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
-        boolean control, boolean lateWorkDir) {
+        boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner) {
 
     /** The program's end of the control channel: server → program. */
     public static final int CONTROL_IN_FD = 8;
@@ -36,7 +38,8 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     /** A run without control channel. */
     public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
             List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource) {
-        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, false, false);
+        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, false, false,
+                WorkDirOwner.NONE);
     }
 
     /** A run in a fresh tmpfs working directory. */
@@ -53,6 +56,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         readOnlyDirs = List.copyOf(readOnlyDirs);
         env = Map.copyOf(env);
         workDirSource = workDirSource == null ? Optional.empty() : workDirSource;
+        workDirOwner = workDirOwner == null ? WorkDirOwner.NONE : workDirOwner;
         if (lateWorkDir && workDirSource.isPresent())
             throw new IllegalArgumentException("a late working directory is mounted later, not given at start");
     }
@@ -60,6 +64,12 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     /** The same spec with a control channel, and optionally a working directory mounted later. */
     public SandboxSpec withControl(boolean lateWorkDir) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
-                lateWorkDir);
+                lateWorkDir, workDirOwner);
+    }
+
+    /** The same spec with the given owner of its workDirSource. */
+    public SandboxSpec withWorkDirOwner(WorkDirOwner owner) {
+        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
+                control, lateWorkDir, owner);
     }
 }

@@ -1,6 +1,8 @@
 package dev.codeexec.workspace;
 
 import dev.codeexec.workspace.WorkspaceException.Kind;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.InputStream;
 import java.nio.file.attribute.FileTime;
@@ -13,6 +15,8 @@ import java.util.Optional;
  * bounded as {@link Quota} describes (the kernel, or a watchdog: {@link #watch}).
  */
 public final class Workspace {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Workspace.class);
 
     private final String tenant;
     private final String name;
@@ -63,6 +67,19 @@ public final class Workspace {
     /** Space left under the quota (0 when at or over it). */
     public long remaining() {
         return Math.max(0, owner.quotaBytes() - usage().bytes());
+    }
+
+    /**
+     * Gives the workspace's tree to the host uid a sandbox runs as ({@link WorkspaceFs#handOver}) before its program
+     * starts. A failure (a tree a concurrent run moves around) is logged and the run goes on with the files as they
+     * are: group SANDBOX_GID, writable by the group where their modes allow.
+     */
+    public void handOver(int hostUid) {
+        try {
+            fs.handOver(hostUid, maxEntries());
+        } catch (WorkspaceException e) {
+            LOG.warn("workspace {}/{}: cannot hand its files to uid {}: {}", tenant, name, hostUid, e.getMessage());
+        }
     }
 
     /** Marks the workspace busy (expiry skips it) until the handle is closed. */

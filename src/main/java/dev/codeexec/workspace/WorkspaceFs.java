@@ -37,7 +37,8 @@ import java.util.function.Consumer;
  * depth with a bounded number of descriptors ({@link DeepWalk}). None of them recurses, so no tree a program makes
  * can overflow the server's stack.
  *
- * <p>What the server creates belongs to SANDBOX_UID and SANDBOX_GID: files 0644, directories 0755.
+ * <p>What the server creates belongs to SANDBOX_UID and SANDBOX_GID: files 0644, directories 0755. Before a program
+ * runs in the workspace, {@link #handOver} gives the whole tree to the host uid its sandbox runs as.
  */
 public final class WorkspaceFs {
 
@@ -411,6 +412,53 @@ public final class WorkspaceFs {
      * @param complete false when the count stopped after {@code maxEntries} + 1 entries (the rest is unknown)
      */
     public record Tally(long bytes, long entries, int files, int directories, boolean complete) {
+    }
+
+    /**
+     * Gives the whole tree (the root too, any depth, no link followed, no mount point entered) to the host uid a
+     * sandbox runs as, group SANDBOX_GID, before its program can touch it: each sandbox has a host uid of its own
+     * (SANDBOX_UID_RANGE), so what an earlier run, a session or the API left belongs to another uid, and the program
+     * could neither write a 0644 file nor chmod anything. Root clears set-user-id and set-group-id bits as it
+     * changes an owner. Stops after {@code maxEntries} + 1 entries (a workspace over its entry limit runs nothing).
+     * Without the right to change owners (a server that is not root) it changes nothing: files are then the server's,
+     * which is also the sandbox's uid.
+     *
+     * @return entries given (the root not counted), or -1 when owners cannot be changed here
+     */
+    public long handOver(int hostUid, long maxEntries) {
+        long[] n = {0};
+        boolean[] refused = {false};
+        try (Dir d = openRoot()) {
+            DeepWalk.walk(d.fd, new DeepWalk.Visitor() {
+                @Override
+                public boolean entry(int dirFd, byte[] name, int type) throws Posix.Errno {
+                    n[0]++;
+                    if (type == Posix.DT_DIR) return true; // given when entered, through its own descriptor
+                    try {
+                        Posix.fchownat(dirFd, name, hostUid, gid);
+                    } catch (Posix.Errno e) {
+                        if (e.errno != Posix.ENOENT) throw e; // removed since it was read
+                    }
+                    return false;
+                }
+
+                @Override
+                public void entered(int fd) throws Posix.Errno {
+                    try {
+                        Posix.fchown(fd, hostUid, gid);
+                    } catch (Posix.Errno e) {
+                        if (e.errno != Posix.EPERM) throw e;
+                        refused[0] = true;
+                    }
+                }
+
+                @Override
+                public boolean done() {
+                    return refused[0] || n[0] > maxEntries;
+                }
+            });
+        }
+        return refused[0] ? -1 : n[0];
     }
 
     /** Counts the whole tree ({@link DeepWalk}), stopping after {@code maxEntries} + 1 entries. */

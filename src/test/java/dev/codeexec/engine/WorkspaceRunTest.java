@@ -73,6 +73,22 @@ class WorkspaceRunTest {
         assertThat(namesInWorkspace()).containsExactly("main.c", "prog");
     }
 
+    /**
+     * Each sandbox runs as a host uid of its own, so what the API wrote (SANDBOX_UID) and what an earlier run left
+     * (another uid, private modes) would be out of reach without the hand-over before each run.
+     */
+    @Test
+    void eachRunOwnsWhatTheApiAndEarlierRunsLeftInItsWorkspace() throws Exception {
+        ws.write(RelPath.parse("tool.sh"), new ByteArrayInputStream("echo tool ran\n".getBytes()), 1000);
+        ExecutionResult first = run("shell", "chmod +x tool.sh && ./tool.sh && mkdir d && umask 077 && echo secret > d/private && chmod 700 d");
+        assertThat(first.stdout()).as(first.stderr()).isEqualTo("tool ran\n");
+        ExecutionResult second = run("shell", "echo more >> d/private && chmod 600 d/private && rm tool.sh && cat d/private");
+        assertThat(second.stdout()).as(second.stderr()).isEqualTo("secret\nmore\n");
+        assertThat(namesInWorkspace()).containsExactly("d");
+        // the API still reads and replaces what runs made, however private its mode
+        assertThat(new String(ws.fs().openRead(RelPath.parse("d/private")).readAllBytes())).isEqualTo("secret\nmore\n");
+    }
+
     @Test
     void codeFileNeverTouchesTheUsersFilesAndImportsFromTheWorkspaceWork() throws Exception {
         ws.write(RelPath.parse("main.py"), new ByteArrayInputStream("print('users main')\n".getBytes()), 1000);
