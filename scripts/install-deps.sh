@@ -29,10 +29,11 @@ command -v npm >/dev/null || PKGS+=(npm)
 # image, docker-compose 1.29 (driven against `podman system service`), rootless helpers, CNI's dnsname plugin
 # (compose services find each other by name: compose.cluster.yaml's gateway dials worker1 and worker2); and
 # Debian's Chromium, which the admin console's browser tests (e2e/test/console.test.js) drive through
-# playwright-core. None of these go into the container image.
+# playwright-core; xfsprogs, for WorkspaceVolumesTest's loop-mounted XFS workspace root. None of these go into the
+# container image.
 if $WITH_TEST; then
   PKGS+=(podman buildah runc debootstrap docker-compose uidmap slirp4netns fuse-overlayfs
-    golang-github-containernetworking-plugin-dnsname chromium)
+    golang-github-containernetworking-plugin-dnsname chromium xfsprogs)
 fi
 
 missing=()
