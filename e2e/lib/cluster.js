@@ -161,7 +161,7 @@ export async function startWorker({ name, dataDir, port, token, env = {}, startT
             while (worker.startupChildren().length && Date.now() < end) await sleep(250);
             return worker.startupChildren().length === 0;
         },
-        /** uid-65534 processes of this worker's runner scripts (their command lines name its DATA_DIR). */
+        /** Sandbox processes of this worker's runner scripts (their command lines name its DATA_DIR). */
         sandboxProcesses: (marker = '') => hostProcessesWith(`${dataDir}/runtime/${marker}`),
         /** True when `pid` descends from this worker's JVM (a sandbox it started). */
         owns(pid) {

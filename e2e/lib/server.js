@@ -189,15 +189,31 @@ export async function exec(client, args, options = {}) {
     return { isError: raw.isError === true, sc: raw.structuredContent, text, raw };
 }
 
-/** Processes of a host uid whose command line contains a marker (the sandbox runs code as 65534). */
-export function hostProcessesWith(marker, uid = 65534) {
+/**
+ * Whether a host uid is one a sandbox runs as: SANDBOX_UID (65534) itself, or one of SANDBOX_UID_RANGE's `auto`
+ * ranges (2000000000-2000065535, or the 4096 uids below 65534 where the server does not see every uid).
+ */
+export function isSandboxUid(uid) {
+    return uid === 65534 || (uid >= 2000000000 && uid <= 2000065535) || (uid >= 65534 - 4096 && uid < 65534);
+}
+
+/**
+ * Host processes running as a sandbox uid ({@link isSandboxUid}) whose command line holds `marker`, as
+ * "pid args" lines. Each sandbox has a host uid of its own, so they are found by marker, not by one uid.
+ */
+export function hostProcessesWith(marker) {
     let out = '';
     try {
-        out = execFileSync('ps', ['-u', String(uid), '-o', 'pid=,args='], { encoding: 'utf8' });
+        out = execFileSync('ps', ['-e', '-o', 'pid=,uid=,args='], { encoding: 'utf8' });
     } catch (e) {
-        out = e.stdout || ''; // ps exits 1 when the uid has no processes at all
+        out = e.stdout || '';
     }
-    return out.split('\n').filter((l) => l.includes(marker));
+    const lines = [];
+    for (const l of out.split('\n')) {
+        const m = /^\s*(\d+)\s+(\d+)\s(.*)$/.exec(l);
+        if (m && isSandboxUid(Number(m[2])) && m[3].includes(marker)) lines.push(`${m[1]} ${m[3]}`);
+    }
+    return lines;
 }
 
 /** True when a response body looks like it carries a Java stack trace. */

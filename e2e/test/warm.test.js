@@ -150,7 +150,7 @@ describe('default pool (python=2,nodejs=1), MEMORY_LIMIT_MB=128, workspaces', ()
             assert.ok(l.lastStartMs > 0, JSON.stringify(l));
             for (const k of ['starting', 'served', 'missed']) assert.equal(typeof l[k], 'number', k);
         }
-        // The sandboxes are there as processes of uid 65534, one interpreter per ready entry.
+        // The sandboxes are there as processes of sandbox uids, one interpreter per ready entry.
         assert.equal(server.sandboxProcesses('warm_python.py').filter((l) => /^\s*\d+ \/usr\/bin\/python3 /.test(l)).length, 2);
         assert.equal(server.sandboxProcesses('warm_node.js').filter((l) => /^\s*\d+ \/usr\/bin\/node /.test(l)).length, 1);
     });

@@ -37,15 +37,19 @@ import java.util.function.Consumer;
  * depth with a bounded number of descriptors ({@link DeepWalk}). None of them recurses, so no tree a program makes
  * can overflow the server's stack.
  *
- * <p>What the server creates belongs to SANDBOX_UID and SANDBOX_GID: files 0644, directories 0755. Before a program
- * runs in the workspace, {@link #handOver} gives the whole tree to the host uid its sandbox runs as.
+ * <p>What the server creates belongs to SANDBOX_UID and SANDBOX_GID: files 0664, directories 0775 (the workspace
+ * itself 0770). Before a program runs in the workspace, {@link #handOver} gives the whole tree to the host uid its
+ * sandbox runs as; the group is every sandbox's, so a second run in the workspace at the same time (another uid)
+ * still writes what the group may.
  */
 public final class WorkspaceFs {
 
     /** Deepest level a listing walk descends to (the workspace root's entries are level 1). */
     public static final int MAX_WALK_DEPTH = RelPath.MAX_DEPTH;
-    static final int FILE_MODE = 0644;
-    static final int DIR_MODE = 0755;
+    static final int FILE_MODE = 0664;
+    static final int DIR_MODE = 0775;
+    /** The workspace directory: no access for others. */
+    static final int ROOT_MODE = 0770;
 
     private final Path root;
     private final int uid;
@@ -138,7 +142,7 @@ public final class WorkspaceFs {
 
         private void mkdir(byte[] raw, RelPath child) {
             try {
-                Posix.mkdirat(fd, raw, 0755);
+                Posix.mkdirat(fd, raw, DIR_MODE);
                 own(fd, raw, DIR_MODE);
             } catch (Posix.Errno e) {
                 if (e.errno != Posix.EEXIST) throw translate(e, child);
@@ -442,10 +446,15 @@ public final class WorkspaceFs {
                     return false;
                 }
 
+                boolean atRoot = true;
+
                 @Override
                 public void entered(int fd) throws Posix.Errno {
                     try {
                         Posix.fchown(fd, hostUid, gid);
+                        // the workspace itself stays reachable by the group, whatever a program did to its mode
+                        if (atRoot) Posix.fchmod(fd, ROOT_MODE);
+                        atRoot = false;
                     } catch (Posix.Errno e) {
                         if (e.errno != Posix.EPERM) throw e;
                         refused[0] = true;

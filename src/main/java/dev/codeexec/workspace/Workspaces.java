@@ -161,7 +161,10 @@ public final class Workspaces {
                     Files.createDirectories(tenantDir);
                     Files.setPosixFilePermissions(tenantDir, PosixFilePermissions.fromString("rwx--x--x"));
                 }
+                // 0770, group SANDBOX_GID: a run owns it while it runs (WorkspaceFs.handOver); a second run in it at
+                // the same time, another host uid of the same group, can still reach it
                 Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+                Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxrwx---"));
                 chown(dir);
             } catch (java.nio.file.FileAlreadyExistsException raced) {
                 // created by a concurrent request: fine

@@ -89,6 +89,21 @@ class WorkspaceRunTest {
         assertThat(new String(ws.fs().openRead(RelPath.parse("d/private")).readAllBytes())).isEqualTo("secret\nmore\n");
     }
 
+    /** Runs at once in one workspace: the later one owns the tree, the earlier still writes through the group. */
+    @Test
+    void runsAtTheSameTimeInOneWorkspaceAllWriteIt() throws Exception {
+        var runs = new java.util.ArrayList<java.util.concurrent.CompletableFuture<ExecutionResult>>();
+        for (int i = 0; i < 3; i++) {
+            runs.add(executor.submit(request(executor.config, "shell",
+                    "sleep 1; mkdir -p shared && echo " + i + " > shared/out" + i + " && cat shared/out" + i).inWorkspace(ws),
+                    OutputListener.NONE).result());
+        }
+        for (int i = 0; i < runs.size(); i++) {
+            ExecutionResult r = runs.get(i).get(60, java.util.concurrent.TimeUnit.SECONDS);
+            assertThat(r.stdout()).as(r.stderr()).isEqualTo(i + "\n");
+        }
+    }
+
     @Test
     void codeFileNeverTouchesTheUsersFilesAndImportsFromTheWorkspaceWork() throws Exception {
         ws.write(RelPath.parse("main.py"), new ByteArrayInputStream("print('users main')\n".getBytes()), 1000);
