@@ -13,7 +13,18 @@ public interface SessionControl {
 
     /** Sessions that can be listed but neither reset nor closed here (a view of them, or of none). */
     static SessionControl listing(java.util.function.Function<String, List<SessionInfo>> list) {
+        return listing(list, () -> 0);
+    }
+
+    /** {@link #listing} with a count of open sessions. */
+    static SessionControl listing(java.util.function.Function<String, List<SessionInfo>> list,
+            java.util.function.IntSupplier count) {
         return new SessionControl() {
+            @Override
+            public int count() {
+                return count.getAsInt();
+            }
+
             @Override
             public List<SessionInfo> list(String tenant) {
                 return list.apply(tenant);

@@ -1,15 +1,11 @@
 package dev.codeexec.engine;
 
-import dev.codeexec.config.Config;
-import dev.codeexec.sandbox.Sandbox;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 
 import static dev.codeexec.engine.TestSupport.await;
 import static dev.codeexec.engine.TestSupport.request;
@@ -23,20 +19,15 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 @Tag("sandbox")
 class RealSandboxLimitsTest {
 
-    private final List<LocalExecutor> executors = new ArrayList<>();
+    private final RealExecutors executors = new RealExecutors();
 
     private LocalExecutor executor(String... pairs) {
-        Config config = TestSupport.config(pairs);
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent(), "the configured sandbox cannot run code on this machine");
-        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
-        executors.add(e);
-        return e;
+        return executors.start(pairs);
     }
 
     @AfterEach
     void close() {
-        executors.forEach(LocalExecutor::close);
+        executors.close();
     }
 
     @Test

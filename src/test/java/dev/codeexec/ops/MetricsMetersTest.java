@@ -201,27 +201,7 @@ class MetricsMetersTest {
 
         @Override
         public SessionControl sessions() {
-            return new SessionControl() {
-                @Override
-                public int count() {
-                    return sessions.get();
-                }
-
-                @Override
-                public List<SessionInfo> list(String tenant) {
-                    return List.of();
-                }
-
-                @Override
-                public boolean reset(String tenant, String name) {
-                    return false;
-                }
-
-                @Override
-                public boolean close(String tenant, String name) {
-                    return false;
-                }
-            };
+            return SessionControl.listing(tenant -> List.of(), sessions::get);
         }
 
         @Override
