@@ -1,6 +1,6 @@
 package dev.codeexec.engine;
 
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -79,27 +79,19 @@ class PerUidLimitsTest {
         return m;
     }
 
-    private final RealExecutors executors = new RealExecutors();
-
-    private LocalExecutor executor(String... pairs) {
-        return executors.start(pairs);
-    }
-
-    @AfterEach
-    void close() {
-        executors.close();
-    }
+    @RegisterExtension
+    final RealExecutors executors = new RealExecutors();
 
     @Test
     void oneTenantFillingThePerUidKernelLimitsBreaksNoOtherTenantsRun() throws Exception {
-        Map<String, String> failed = whileFilled(executor("MAX_CONCURRENT", "2"));
+        Map<String, String> failed = whileFilled(executors.start("MAX_CONCURRENT", "2"));
         assertThat(failed).isEmpty();
     }
 
     /** The attack this guards against, shown on a server whose sandboxes all share one host uid. */
     @Test
     void withOneHostUidForEverySandboxTheFillerBreaksTheOthers() throws Exception {
-        Map<String, String> failed = whileFilled(executor("MAX_CONCURRENT", "2", "SANDBOX_UID_RANGE", "off"));
+        Map<String, String> failed = whileFilled(executors.start("MAX_CONCURRENT", "2", "SANDBOX_UID_RANGE", "off"));
         assertThat(failed).containsOnlyKeys(VICTIMS.keySet());
     }
 

@@ -3,6 +3,9 @@ package dev.codeexec.engine;
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
 
+import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -10,10 +13,10 @@ import java.util.Optional;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * Executors on the configured real sandbox for one test class, closed together after each test; a test is skipped
- * when that sandbox cannot run code on this machine.
+ * Executors on the configured real sandbox for one test class ({@code @RegisterExtension}), closed together after
+ * each test; a test is skipped when that sandbox cannot run code on this machine.
  */
-final class RealExecutors implements AutoCloseable {
+final class RealExecutors implements AfterEachCallback {
 
     private final List<LocalExecutor> executors = new ArrayList<>();
 
@@ -28,7 +31,7 @@ final class RealExecutors implements AutoCloseable {
     }
 
     @Override
-    public void close() {
+    public void afterEach(ExtensionContext context) {
         executors.forEach(LocalExecutor::close);
         executors.clear();
     }

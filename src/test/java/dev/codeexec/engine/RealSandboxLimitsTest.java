@@ -1,6 +1,6 @@
 package dev.codeexec.engine;
 
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -19,20 +19,12 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 @Tag("sandbox")
 class RealSandboxLimitsTest {
 
-    private final RealExecutors executors = new RealExecutors();
-
-    private LocalExecutor executor(String... pairs) {
-        return executors.start(pairs);
-    }
-
-    @AfterEach
-    void close() {
-        executors.close();
-    }
+    @RegisterExtension
+    final RealExecutors executors = new RealExecutors();
 
     @Test
     void memoryHogEndsWithMemoryLimit() throws Exception {
-        LocalExecutor e = executor("MEMORY_LIMIT_MB", "64");
+        LocalExecutor e = executors.start("MEMORY_LIMIT_MB", "64");
         String code = "x = []\nwhile True: x.append(bytearray(16 * 1024 * 1024))";
         ExecutionResult r = await(e.submit(request(e.config, "python", code), OutputListener.NONE));
         assertThat(r.outcome()).isEqualTo(Outcome.MEMORY_LIMIT);
@@ -42,7 +34,7 @@ class RealSandboxLimitsTest {
 
     @Test
     void busyLoopEndsWithCpuLimit() throws Exception {
-        LocalExecutor e = executor("CPU_LIMIT_SECONDS", "1");
+        LocalExecutor e = executors.start("CPU_LIMIT_SECONDS", "1");
         ExecutionResult r = await(e.submit(request(e.config, "python", "while True: pass", "", List.of(), Map.of(),
                 30_000L), OutputListener.NONE));
         assertThat(r.outcome()).isEqualTo(Outcome.CPU_LIMIT);
@@ -53,7 +45,7 @@ class RealSandboxLimitsTest {
 
     @Test
     void backgroundChildHoldingStdoutDoesNotHoldTheRun() throws Exception {
-        LocalExecutor e = executor();
+        LocalExecutor e = executors.start();
         long t0 = System.nanoTime();
         ExecutionResult r = await(e.submit(request(e.config, "shell", "(sleep 30; echo late) &\necho early", "",
                 List.of(), Map.of(), 60_000L), OutputListener.NONE));
@@ -63,7 +55,7 @@ class RealSandboxLimitsTest {
 
     @Test
     void timeoutKillsTheWholeTree() throws Exception {
-        LocalExecutor e = executor();
+        LocalExecutor e = executors.start();
         ExecutionResult r = await(e.submit(request(e.config, "bash", "sleep 61.5 & sleep 61.5 & wait", "", List.of(),
                 Map.of(), 500L), OutputListener.NONE));
         assertThat(r.outcome()).isEqualTo(Outcome.TIMEOUT);
@@ -74,7 +66,7 @@ class RealSandboxLimitsTest {
 
     @Test
     void codeCannotSeeTheServersEnvironmentOrWriteTheGoCache() throws Exception {
-        LocalExecutor e = executor();
+        LocalExecutor e = executors.start();
         ExecutionResult env = await(e.submit(request(e.config, "shell", "env"), OutputListener.NONE));
         assertThat(env.stdout()).doesNotContain("JAVA_HOME").doesNotContain("MAVEN").contains("HOME=/tmp");
         String goCache = e.placeholders.get("goCache");
