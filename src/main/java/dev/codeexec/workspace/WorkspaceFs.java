@@ -426,10 +426,8 @@ public final class WorkspaceFs {
      * changes an owner. Stops after {@code maxEntries} + 1 entries (a workspace over its entry limit runs nothing).
      * Without the right to change owners (a server that is not root) it changes nothing: files are then the server's,
      * which is also the sandbox's uid.
-     *
-     * @return entries given (the root not counted), or -1 when owners cannot be changed here
      */
-    public long handOver(int hostUid, long maxEntries) {
+    public void handOver(int hostUid, long maxEntries) {
         long[] n = {0};
         boolean[] refused = {false};
         try (Dir d = openRoot()) {
@@ -467,7 +465,6 @@ public final class WorkspaceFs {
                 }
             });
         }
-        return refused[0] ? -1 : n[0];
     }
 
     /** Counts the whole tree ({@link DeepWalk}), stopping after {@code maxEntries} + 1 entries. */
