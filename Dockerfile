@@ -44,14 +44,13 @@ COPY scripts/install-deps.sh /tmp/install-deps.sh
 ARG NODE_EXTRA_CA_CERTS
 # tini as pid 1: it reaps orphans (a sandbox's bwrap can leave one when killed) and passes SIGTERM to the server,
 # which then lets running executions finish (SHUTDOWN_GRACE_SECONDS) and kills the rest.
-# Smaller image: no docs, man pages or translations; npm only served to install TypeScript (user code has no
-# network, so no npm at run time).
+# Smaller image: no docs, man pages or translations. npm stays: runs with network access (EGRESS=on) install
+# packages with it through the egress proxy.
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
       'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
       > /etc/dpkg/dpkg.cfg.d/code-exec-slim \
  && /tmp/install-deps.sh \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tini >/dev/null \
- && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq --auto-remove npm >/dev/null \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /root/.npm /tmp/install-deps.sh
 COPY --from=build /code-exec-mcp.jar /opt/code-exec-mcp/code-exec-mcp.jar
 # The server runs as root inside the container: it creates each run's cgroup and starts every sandbox as the

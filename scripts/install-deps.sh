@@ -67,6 +67,13 @@ if [ ! -f "$(npm root -g)/typescript/package.json" ]; then  # npm's global prefi
   npm install -g --no-fund --no-audit typescript@5 >/dev/null
 fi
 
+# undici, for runs with network access (EGRESS): Node before 22.21 has no switch that sends fetch() through
+# HTTP(S)_PROXY; the sandbox's preload (engine/codeexec_egress_node.js) installs undici's EnvHttpProxyAgent.
+if [ ! -f "$(npm root -g)/undici/package.json" ]; then
+  echo "install-deps: installing undici from npm" >&2
+  npm install -g --no-fund --no-audit undici@6 >/dev/null
+fi
+
 JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 if [ ! -x "$JAVA_HOME/bin/java" ] || ! "$JAVA_HOME/bin/java" -version 2>&1 | grep -qE 'version "(2[5-9]|[3-9][0-9])'; then
   echo "install-deps: Java 25+ not found at $JAVA_HOME (set JAVA_HOME to a JDK 25)" >&2; exit 1

@@ -23,7 +23,7 @@
  *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
  *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
- *   /proc/self/fd/N init [--status-fd FD] PROGRAM [ARG...]
+ *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] PROGRAM [ARG...]
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
  *       binary (--fd N=...), so that nothing of the host's file system is bound into the sandbox for it. It closes
  *       that descriptor and makes itself non-dumpable (the sandboxed program cannot read /proc/1/exe, environ or
@@ -36,6 +36,12 @@
  *       close-on-exec), on which init writes PROGRAM's real wait status before it exits, "exit N\n" or
  *       "signal N\n": an exit status cannot tell `exit 130` from death by SIGINT, and bwrap turns init's own death
  *       into an exit status too.
+ *       --relay SOCKET: before PROGRAM starts, listen on 127.0.0.1:3128 (inside the sandbox's own network namespace)
+ *       and relay every connection accepted there to a new connection to the unix socket SOCKET (the server's
+ *       egress proxy, bound into the sandbox), both ways, with half-closes passed on, in init's own poll loop: no
+ *       process per connection, nothing the program can signal. At most MAX_RELAYS connections at once; beyond
+ *       that, new connections wait in the listen queue. If SOCKET cannot be reached, the accepted connection is
+ *       closed: fail closed.
  *
  * Built by Maven (pom.xml, `cc -O2 -static`) into the jar; the server installs it in DATA_DIR/runtime and falls
  * back to the shell launcher, setpriv and a shell init when it is missing or does not run on this machine.
@@ -50,7 +56,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -204,14 +216,140 @@ static void default_signal(int sig) {
     syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
 }
 
+
+/* --- the egress relay: 127.0.0.1:3128 <-> the server's unix socket, run by init in its poll loop --- */
+
+#define RELAY_PORT 3128
+#define MAX_RELAYS 128
+#define RELAY_BUF (64 * 1024)
+
+struct half { char *buf; size_t len, off; int eof, shut; };
+struct relay { int a, b; struct half ab, ba; }; /* a: the program's TCP connection, b: the unix socket */
+
+static struct relay relays[MAX_RELAYS];
+static int nrelays;
+static const char *relay_path;
+
+static int relay_listen(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(RELAY_PORT), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (bind(fd, (struct sockaddr *) &sa, sizeof sa) != 0 || listen(fd, 256) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+static void relay_accept(int lfd) {
+    while (nrelays < MAX_RELAYS) {
+        int a = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (a < 0) return;
+        int b = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        struct sockaddr_un su = { .sun_family = AF_UNIX };
+        strncpy(su.sun_path, relay_path, sizeof su.sun_path - 1);
+        if (b < 0 || connect(b, (struct sockaddr *) &su, sizeof su) != 0) {
+            /* fail closed: no way out, so no connection */
+            if (b >= 0) close(b);
+            close(a);
+            continue;
+        }
+        int one = 1;
+        setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct relay *r = &relays[nrelays++];
+        memset(r, 0, sizeof *r);
+        r->a = a;
+        r->b = b;
+        r->ab.buf = malloc(RELAY_BUF);
+        r->ba.buf = malloc(RELAY_BUF);
+        if (!r->ab.buf || !r->ba.buf) {
+            free(r->ab.buf);
+            free(r->ba.buf);
+            close(a);
+            close(b);
+            nrelays--;
+            return;
+        }
+    }
+}
+
+/* Moves what it can from src through h to dst; returns -1 when the pair must be closed. */
+static int relay_move(int src, int dst, struct half *h) {
+    for (;;) {
+        if (h->len > h->off) {
+            ssize_t w = write(dst, h->buf + h->off, h->len - h->off);
+            if (w < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            h->off += (size_t) w;
+            if (h->off < h->len) return 0;
+            h->off = h->len = 0;
+        }
+        if (h->eof) {
+            if (!h->shut) { shutdown(dst, SHUT_WR); h->shut = 1; }
+            return 0;
+        }
+        ssize_t n = read(src, h->buf, RELAY_BUF);
+        if (n == 0) { h->eof = 1; continue; }
+        if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        h->len = (size_t) n;
+    }
+}
+
+static void relay_close(int i) {
+    close(relays[i].a);
+    close(relays[i].b);
+    free(relays[i].ab.buf);
+    free(relays[i].ba.buf);
+    relays[i] = relays[--nrelays];
+}
+
+/* One round of the relay: poll the listener, every pair and the signalfd; returns when a child may have ended. */
+static void relay_round(int lfd, int sfd) {
+    struct pollfd p[2 + 2 * MAX_RELAYS];
+    int n = 0;
+    p[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+    p[n++] = (struct pollfd) { .fd = nrelays < MAX_RELAYS ? lfd : -1, .events = POLLIN };
+    for (int i = 0; i < nrelays; i++) {
+        struct relay *r = &relays[i];
+        /* read a side while its buffer is empty and it has not ended; wait to write while data is pending */
+        short ea = (short) ((!r->ab.eof && r->ab.len == 0 ? POLLIN : 0) | (r->ba.len > r->ba.off ? POLLOUT : 0));
+        short eb = (short) ((!r->ba.eof && r->ba.len == 0 ? POLLIN : 0) | (r->ab.len > r->ab.off ? POLLOUT : 0));
+        p[n++] = (struct pollfd) { .fd = r->a, .events = ea };
+        p[n++] = (struct pollfd) { .fd = r->b, .events = eb };
+    }
+    if (poll(p, (nfds_t) n, -1) < 0) return;
+    if (p[1].revents & POLLIN) relay_accept(lfd);
+    int count = (n - 2) / 2;
+    for (int i = count - 1; i >= 0; i--) {
+        struct relay *r = &relays[i];
+        short ra = p[2 + 2 * i].revents, rb = p[3 + 2 * i].revents;
+        if (!ra && !rb) continue;
+        if (relay_move(r->a, r->b, &r->ab) < 0 || relay_move(r->b, r->a, &r->ba) < 0
+                || ((ra | rb) & POLLERR) || (r->ab.shut && r->ba.shut)) {
+            relay_close(i);
+        }
+    }
+}
+
 static int init(int argc, char **argv) {
     int program = 2, status_fd = -1;
-    if (argc >= 4 && strcmp(argv[2], "--status-fd") == 0) {
-        errno = 0;
-        long long fd = number(argv[3], "--status-fd");
-        if (fd < 3 || fd > 64 || fcntl((int) fd, F_SETFD, FD_CLOEXEC) != 0) fail("bad --status-fd", argv[3]);
-        status_fd = (int) fd;
-        program = 4;
+    for (;;) {
+        if (argc >= program + 2 && strcmp(argv[program], "--status-fd") == 0) {
+            errno = 0;
+            long long fd = number(argv[program + 1], "--status-fd");
+            if (fd < 3 || fd > 64 || fcntl((int) fd, F_SETFD, FD_CLOEXEC) != 0) fail("bad --status-fd", argv[program + 1]);
+            status_fd = (int) fd;
+            program += 2;
+        } else if (argc >= program + 2 && strcmp(argv[program], "--relay") == 0) {
+            relay_path = argv[program + 1];
+            if (strlen(relay_path) >= sizeof(((struct sockaddr_un *) 0)->sun_path)) { errno = 0; fail("--relay path too long", NULL); }
+            program += 2;
+        } else {
+            break;
+        }
+    }
+    int lfd = -1;
+    if (relay_path) {
+        lfd = relay_listen();
+        if (lfd < 0) dprintf(2, "codeexec-helper: the egress proxy cannot listen on 127.0.0.1:%d: %s\n", RELAY_PORT, strerror(errno));
     }
     if (argc <= program) { dprintf(2, "codeexec-helper: init needs a program\n"); return 125; }
     const char *self = "/proc/self/fd/";
@@ -237,10 +375,28 @@ static int init(int argc, char **argv) {
         _exit(err == ENOENT ? 127 : 126);
     }
     // Pid 1 gets no signal it has no handler for from inside its namespace; from outside, SIGKILL only (the
-    // server kills the whole tree). It only waits.
+    // server kills the whole tree). It waits, and relays when asked to: then SIGCHLD (still blocked) arrives on a
+    // signalfd in the same poll as the connections.
+    int sfd = -1;
+    if (lfd >= 0) {
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (sfd < 0) { close(lfd); lfd = -1; }
+    }
     for (;;) {
         int status;
-        pid_t done = waitpid(-1, &status, 0);
+        if (lfd >= 0) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) > 0) {
+            }
+            pid_t done = waitpid(-1, &status, WNOHANG);
+            if (done == 0) { relay_round(lfd, sfd); continue; }
+            if (done < 0) return 125;
+            if (done != child) continue;
+        }
+        pid_t done = lfd >= 0 ? child : waitpid(-1, &status, 0);
         if (done < 0) {
             if (errno == EINTR) continue;
             return 125;
@@ -263,9 +419,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "init") == 0) return init(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "mntns") == 0) return mntns(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-        puts("codeexec-helper 1");
+        puts("codeexec-helper 2");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] PROGRAM [ARG...] | mntns [--umount DIR]...\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] PROGRAM [ARG...] | mntns [--umount DIR]...\n");
     return 2;
 }

@@ -4,6 +4,7 @@ import dev.codeexec.boot.Version;
 import dev.codeexec.boot.Logging;
 import dev.codeexec.engine.LocalEngine;
 import dev.codeexec.config.Config;
+import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.auth.KeysCommand;
 import dev.codeexec.config.ConfigException;
@@ -157,6 +158,6 @@ public final class Main {
             workspaces = Workspaces.configured(config);
         }
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), sandboxStatus, Version.of(Main.class), extensions, workspaces);
+                languages.names(), sandboxStatus, Version.of(Main.class), extensions, workspaces, EgressSettings.of(config));
     }
 }

@@ -31,15 +31,16 @@ class ArchitectureTest {
             Map.entry("boot", Set.of("config")),
             Map.entry("sandbox", Set.of("config", "linux")),
             Map.entry("workspace", Set.of("config", "linux")),
-            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace")),
-            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine")),
-            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine")),
-            Map.entry("auth", Set.of("config", "workspace")),
-            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine")),
-            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth")),
-            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire")),
-            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot")),
-            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp")));
+            Map.entry("egress", Set.of("config")),
+            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress")),
+            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress")),
+            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress")),
+            Map.entry("auth", Set.of("config", "workspace", "egress")),
+            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine", "egress")),
+            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "egress")),
+            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire", "egress")),
+            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot", "egress")),
+            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp", "egress")));
 
     private static final Path MAIN = Path.of("src/main/java/dev/codeexec");
     private static final Pattern USE = Pattern.compile("\\bdev\\.codeexec\\.([a-z]+)\\.");

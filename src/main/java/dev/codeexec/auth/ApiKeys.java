@@ -2,6 +2,7 @@ package dev.codeexec.auth;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
@@ -23,8 +24,9 @@ import java.util.function.LongSupplier;
 
 /**
  * The keys the server accepts and whom each one authenticates: the single {@code API_KEY} (tenant "default",
- * admin) and the lines of {@code API_KEYS_FILE}, {@code TENANT SHA256HEX_OF_KEY [admin]}, so the file holds
- * hashes, never keys.
+ * admin) and the lines of {@code API_KEYS_FILE}, {@code TENANT SHA256HEX_OF_KEY [admin] [egress=PATTERN,...]}, so
+ * the file holds hashes, never keys. {@code egress=} gives the tenant its own network allow-list in place of the
+ * server's EGRESS_ALLOW ({@code egress=off}: none); it matters only with EGRESS=on.
  *
  * <p>The file is re-read when it changes, without a restart: a request looks at its modification time, size and
  * inode at most once per {@link #CHECK_INTERVAL_NANOS} and re-parses it when any differs. A broken file at start
@@ -151,8 +153,8 @@ public final class ApiKeys {
             line = line.strip();
             if (line.isEmpty()) continue;
             String[] f = line.split("\\s+");
-            if (f.length < 2 || f.length > 3)
-                throw new ConfigException(where + ": expected 'TENANT SHA256HEX_OF_KEY [admin]'");
+            if (f.length < 2 || f.length > 4)
+                throw new ConfigException(where + ": expected 'TENANT SHA256HEX_OF_KEY [admin] [egress=PATTERN,...]'");
             try {
                 Workspaces.checkName("tenant", f[0]);
             } catch (WorkspaceException e) {
@@ -160,14 +162,27 @@ public final class ApiKeys {
             }
             if (!f[1].matches("[0-9a-fA-F]{64}"))
                 throw new ConfigException(where + ": the key hash must be 64 hex digits (SHA-256 of the key)");
-            if (f.length == 3 && !f[2].equals("admin"))
-                throw new ConfigException(where + ": the third field may only be 'admin'");
+            boolean admin = false;
+            Optional<EgressPolicy> egress = Optional.empty();
+            for (int k = 2; k < f.length; k++) {
+                if (f[k].equals("admin") && !admin) {
+                    admin = true;
+                } else if (f[k].startsWith("egress=") && egress.isEmpty()) {
+                    try {
+                        egress = Optional.of(EgressPolicy.parse(f[k].substring("egress=".length())));
+                    } catch (IllegalArgumentException e) {
+                        throw new ConfigException(where + ": egress: " + e.getMessage());
+                    }
+                } else {
+                    throw new ConfigException(where + ": after the hash only 'admin' and 'egress=PATTERN,...' may follow, once each");
+                }
+            }
             byte[] hash = HEX.parseHex(f[1].toLowerCase());
             for (Entry e : out) {
                 if (MessageDigest.isEqual(e.hash, hash))
                     throw new ConfigException(where + ": the same key hash is listed twice");
             }
-            out.add(new Entry(hash, new Principal(f[0], f.length == 3)));
+            out.add(new Entry(hash, new Principal(f[0], admin, egress)));
         }
         return List.copyOf(out);
     }

@@ -139,6 +139,31 @@ public final class Config {
             "WORKER_MAX_CONNECTION_AGE_SECONDS", 30, 1, 86400,
             "Worker: gateways' connections are recycled after this long, which makes gateways re-resolve "
                     + "WORKERS (new pods are found); runs in flight finish on the old connection.");
+    public static final ConfigKey<String> EGRESS = ConfigKey.oneOf("EGRESS", "off",
+            "`off`: runs have no network at all. `on`: runs may reach the hosts of their allow-list (EGRESS_ALLOW, or "
+                    + "the tenant's `egress=` in API_KEYS_FILE) through the server's checking proxy, and nothing else. "
+                    + "Needs SANDBOX=bwrap.", "off", "on");
+    public static final ConfigKey<String> EGRESS_ALLOW = ConfigKey.string("EGRESS_ALLOW", "",
+            "The server's allow-list: comma-separated `host` or `*.suffix` patterns, each optionally `:port` (default "
+                    + "ports 80 and 443); `*.example.com` matches names below example.com, not example.com itself. "
+                    + "Every tenant's list unless its key line carries its own `egress=`.");
+    public static final ConfigKey<String> EGRESS_ALLOW_CIDRS = ConfigKey.string("EGRESS_ALLOW_CIDRS", "",
+            "Address blocks the proxy may connect to although they are loopback, private, link-local, CGNAT, ULA, "
+                    + "multicast or metadata addresses (refused otherwise): an on-prem mirror, `10.1.2.0/24`.");
+    public static final ConfigKey<String> EGRESS_RESOLVE = ConfigKey.string("EGRESS_RESOLVE", "",
+            "Names the proxy answers itself instead of asking the host's resolver, `name=address,...` (tests, "
+                    + "on-prem names); the address rules still apply.");
+    public static final ConfigKey<Integer> EGRESS_MAX_CONNECTIONS = ConfigKey.integer("EGRESS_MAX_CONNECTIONS", 32, 1, 4096,
+            "Connections one run may have open through the proxy at once; more are refused (HTTP 429).");
+    public static final ConfigKey<Integer> EGRESS_MAX_MB = ConfigKey.integer("EGRESS_MAX_MB", 1024, 1, 1048576,
+            "MiB one run may transfer through the proxy in each direction; the connection that goes over is closed.");
+    public static final ConfigKey<Integer> EGRESS_CONNECT_TIMEOUT_MS = ConfigKey.integer("EGRESS_CONNECT_TIMEOUT_MS", 10000, 100, 600000,
+            "How long the proxy waits for an allowed host to accept a connection.");
+    public static final ConfigKey<Integer> EGRESS_IDLE_TIMEOUT_MS = ConfigKey.integer("EGRESS_IDLE_TIMEOUT_MS", 60000, 1000, 3600000,
+            "A proxied connection with no data either way for this long is closed.");
+    public static final ConfigKey<String> EGRESS_CA_FILE = ConfigKey.string("EGRESS_CA_FILE", "",
+            "PEM certificates that runs with network access trust besides the system's (a TLS-inspecting "
+                    + "corporate proxy, an internal mirror): set through SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and the like.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
@@ -151,7 +176,8 @@ public final class Config {
             WORKSPACE_MAX_ENTRIES, WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
             MAX_SESSIONS, SESSIONS_MEMORY_MB, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
-            LOG_FORMAT, LOG_LEVEL);
+            EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_MB,
+            EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE, LOG_FORMAT, LOG_LEVEL);
 
     private final Map<ConfigKey<?>, Object> values;
 

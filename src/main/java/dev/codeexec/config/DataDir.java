@@ -113,6 +113,11 @@ public final class DataDir {
         return root.resolve("control");
     }
 
+    /** The egress proxy's unix sockets, one per sandbox with network access (egress.EgressChannels). */
+    public Path egress() {
+        return root.resolve("egress");
+    }
+
     /** Mount points of working directories mounted into warm sandboxes after they started (sandbox.WorkDirMounts). */
     public Path late() {
         return root.resolve("late");

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.workspace.Workspace;
 
@@ -21,10 +22,20 @@ import java.util.Optional;
  * @param workspace the persistent workspace to run in (its directory becomes the working directory, read-write),
  *                  already resolved for the caller's tenant; empty for a stateless run in a fresh tmpfs
  * @param session   the stateful session (tenant and name) to run the code in; empty for a run in its own process
+ * @param egress    the hosts the run may reach through the egress proxy, already narrowed to the caller's
+ *                  allow-list by the surface; {@link EgressPolicy#OFF} for no network (the default)
+ * @param egressAsked the call named its policy ({@code network}) rather than getting its caller's whole list: a
+ *                  session created earlier with another policy then refuses the call instead of ignoring it
  */
 public record ExecutionRequest(String language, String code, String stdin, List<String> args,
         Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace,
-        Optional<SessionRef> session) {
+        Optional<SessionRef> session, EgressPolicy egress, boolean egressAsked) {
+
+    /** A request without network access. */
+    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
+            Limits limits, AuditInfo audit, Optional<Workspace> workspace, Optional<SessionRef> session) {
+        this(language, code, stdin, args, env, limits, audit, workspace, session, EgressPolicy.OFF, false);
+    }
 
     /** A request without a session. */
     public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
@@ -48,21 +59,27 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         audit = audit == null ? AuditInfo.NONE : audit;
         workspace = workspace == null ? Optional.empty() : workspace;
         session = session == null ? Optional.empty() : session;
+        egress = egress == null ? EgressPolicy.OFF : egress;
     }
 
     /** The same request, run in the given workspace. */
     public ExecutionRequest inWorkspace(Workspace ws) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws), session);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws), session, egress, egressAsked);
     }
 
     /** The same request, run in the tenant's session of that name (created by its first call). */
     public ExecutionRequest inSession(SessionRef ref) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, Optional.of(ref));
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, Optional.of(ref), egress, egressAsked);
     }
 
     /** The same request with other audit information. */
     public ExecutionRequest withAudit(AuditInfo a) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session, egress, egressAsked);
+    }
+
+    /** The same request with this network policy; {@code asked}: the call named it. */
+    public ExecutionRequest withEgress(EgressPolicy policy, boolean asked) {
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, policy, asked);
     }
 
     /**

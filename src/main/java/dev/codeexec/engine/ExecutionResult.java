@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.egress.NetworkReport;
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
@@ -22,15 +23,26 @@ import java.util.OptionalLong;
  * @param filesTruncated true when the workspace had more entries than a run's file scan covers
  * @param session        what a call in a stateful session returned besides its output; empty for other runs
  * @param worker         the name of the worker that ran it, when a gateway sent it to one; empty for local runs
+ * @param network        the run's policy and connections when it had network access; empty when it had none
  */
 public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
         Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-        List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker) {
+        List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
+        Optional<NetworkReport> network) {
 
     public ExecutionResult {
         files = files == null ? List.of() : List.copyOf(files);
         session = session == null ? Optional.empty() : session;
         worker = worker == null ? Optional.empty() : worker;
+        network = network == null ? Optional.empty() : network;
+    }
+
+    /** A result without network report. */
+    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
+            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker) {
+        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
+                files, filesTruncated, session, worker, Optional.empty());
     }
 
     /** A result of a local run (no worker). */
@@ -59,19 +71,25 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
     /** The same result with the files a workspace run created or changed. */
     public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, changed, scanTruncated, session, worker);
+                cpuTimeMs, sandbox, changed, scanTruncated, session, worker, network);
     }
 
     /** The same result with what a session call returned (final-expression value, figures). */
     public ExecutionResult withSession(SessionOutput out) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker);
+                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker, network);
     }
 
     /** The same result, naming the worker that ran it. */
     public ExecutionResult withWorker(String name) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name));
+                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name), network);
+    }
+
+    /** The same result with what the run did with its network. */
+    public ExecutionResult withNetwork(NetworkReport report) {
+        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
+                cpuTimeMs, sandbox, files, filesTruncated, session, worker, Optional.of(report));
     }
 
     /**

@@ -3,11 +3,14 @@ package dev.codeexec.engine;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.config.DataDir;
+import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.sandbox.Sandbox;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.nio.file.Path;
+import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -69,6 +72,8 @@ public final class LocalExecutor implements Executor {
     final Duration progressInterval;
     /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
     final Optional<WarmPool> warmPool;
+    /** The egress proxy's channels, when EGRESS=on. */
+    final Optional<EgressChannels> egress;
     private final List<StartListener> startListeners = new CopyOnWriteArrayList<>();
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
@@ -93,11 +98,12 @@ public final class LocalExecutor implements Executor {
         this.startup = StartupWork.start(data, languages, placeholders, config.get(Config.MEMORY_LIMIT_MB),
                 virtualThreads);
         this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
+        this.egress = egressChannels(config, data);
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
-                progressInterval);
-        PoolChoice pool = warmPool(config, sandbox, languages, placeholders);
+                progressInterval, egress);
+        PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress);
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
                 warmPool, pool.whyNone());
@@ -112,8 +118,18 @@ public final class LocalExecutor implements Executor {
     private record PoolChoice(Optional<WarmPool> pool, String whyNone) {
     }
 
+    /** The egress proxy's channels when EGRESS=on; a bad egress setting stops the start. */
+    private static Optional<EgressChannels> egressChannels(Config config, DataDir data) {
+        try {
+            return EgressChannels.of(EgressSettings.of(config), data.egress(),
+                    data.runtime().resolve("codeexec_egress_node.js"));
+        } catch (IOException e) {
+            throw new ConfigException("EGRESS=on, but the egress proxy cannot be prepared: " + e.getMessage());
+        }
+    }
+
     private static PoolChoice warmPool(Config config, Sandbox sandbox, Languages languages,
-            Map<String, String> placeholders) {
+            Map<String, String> placeholders, Optional<EgressChannels> egress) {
         Map<String, Integer> targets = new LinkedHashMap<>();
         config.get(Config.WARM_POOL).forEach((k, v) -> {
             if (languages.find(k).flatMap(Language::warm).isEmpty())
@@ -133,7 +149,7 @@ public final class LocalExecutor implements Executor {
         boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
         sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
         return new PoolChoice(Optional.of(new WarmPool(sandbox, targets, recipes,
-                RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late)),
+                RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late, egress)),
                 null);
     }
 
@@ -146,6 +162,8 @@ public final class LocalExecutor implements Executor {
                     + unavailable.get());
         Language lang = languages.find(request.language()).orElseThrow(() -> new ExecutionException.InvalidRequest(
                 "unknown language '" + request.language() + "'; supported: " + String.join(", ", languages.ids())));
+        if (!request.egress().isOff() && egress.isEmpty())
+            throw new ExecutionException.InvalidRequest("network access is off on this server (EGRESS=off); run without 'network'");
         OutputListener out = listener == null ? OutputListener.NONE : listener;
         SessionCall call = request.session().isPresent() ? sessions.prepare(request, lang, out) : null;
         LocalRun run = new LocalRun(this, request, lang, out, call);

@@ -5,6 +5,9 @@ import dev.codeexec.boot.LogValues;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.egress.EgressChannel;
+import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.sandbox.SandboxSpec;
 import dev.codeexec.sandbox.Termination;
 import dev.codeexec.workspace.RelPath;
@@ -69,6 +72,10 @@ final class LocalRun implements RunHandle {
     private final SessionCall sessionCall;
     /** The run got a warm sandbox (for the audit line). */
     private volatile boolean startedWarm;
+    /** The run's way out through the egress proxy, when it has network access (owned and closed by the run). */
+    private EgressChannel egress;
+    /** What the run did with its network, once it ended. */
+    private NetworkReport network;
 
     LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener) {
         this(executor, request, language, listener, null);
@@ -235,9 +242,17 @@ final class LocalRun implements RunHandle {
             Path p = Path.of(Placeholders.fill(b, ph));
             if (Files.isDirectory(p)) binds.add(p);
         }
-        return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, Map.of(file, staged), binds,
-                language.environment(request.env(), ph), limits, ws.map(w -> w.fs().root()))
-                .withWorkDirOwner(ws.isPresent() ? ws.get()::handOver : WorkDirOwner.NONE);
+        Map<String, Path> files = new LinkedHashMap<>(Map.of(file, staged));
+        Map<String, String> env = new LinkedHashMap<>();
+        if (egress != null) {
+            EgressChannels channels = executor.egress.orElseThrow();
+            env.putAll(channels.environment());
+            files.putAll(channels.readOnlyFiles());
+        }
+        env.putAll(language.environment(request.env(), ph));
+        SandboxSpec spec = new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, files, binds, env, limits,
+                ws.map(w -> w.fs().root())).withWorkDirOwner(ws.isPresent() ? ws.get()::handOver : WorkDirOwner.NONE);
+        return egress == null ? spec : spec.withEgressSocket(egress.socket());
     }
 
     /**
@@ -273,11 +288,14 @@ final class LocalRun implements RunHandle {
      */
     private SandboxProcess start(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws)
             throws SandboxException {
+        boolean network = !request.egress().isOff();
         if (executor.warmPool.isPresent()) {
             WarmPool pool = executor.warmPool.get();
-            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent());
+            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), network);
             if (warm.isPresent()) {
                 try {
+                    egress = pool.channelOf(warm.get()).orElse(null);
+                    if (egress != null) egress.arm(request.egress(), tenant(), id);
                     // the workspace is mounted into the running sandbox: given to its uid before the code arrives
                     if (ws.isPresent()) warm.get().hostUid().ifPresent(ws.get()::handOver);
                     pool.handOut(language.id(), warm.get(), ws.map(w -> w.fs().root()), limits, LocalExecutor.WORK_DIR + "/" + fileName,
@@ -286,8 +304,19 @@ final class LocalRun implements RunHandle {
                     return warm.get();
                 } catch (SandboxException | RuntimeException e) {
                     warm.get().close();
+                    closeEgress();
                     log.warn("run {}: warm sandbox hand-out failed, starting cold: {}", id, e.getMessage());
                 }
+            }
+        }
+        if (network) {
+            EgressChannels channels = executor.egress.orElseThrow(() -> new SandboxException(
+                    "network access is off on this server (EGRESS=off)"));
+            try {
+                egress = channels.open(request.egress(), tenant(), id);
+            } catch (IOException e) {
+                log.warn("run {}: cannot open the egress proxy's socket: {}", id, e.toString());
+                throw new SandboxException("the server could not prepare the run's network access");
             }
         }
         // A cold start only: a warm sandbox gets its code over the control channel.
@@ -298,7 +327,35 @@ final class LocalRun implements RunHandle {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
             throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
-        return executor.sandbox.start(spec(name, fileName, staged, limits, ws));
+        try {
+            return executor.sandbox.start(spec(name, fileName, staged, limits, ws));
+        } catch (SandboxException | RuntimeException e) {
+            closeEgress();
+            throw e;
+        }
+    }
+
+    private String tenant() {
+        return request.audit().tenant().orElse("-");
+    }
+
+    /** Ends the run's network: open connections closed, the channel closed, its report kept for the result. */
+    private void endNetwork() {
+        EgressChannel c = egress;
+        if (c == null) return;
+        network = c.finish();
+        closeEgress();
+    }
+
+    private ExecutionResult withNetwork(ExecutionResult r) {
+        endNetwork();
+        return network == null ? r : r.withNetwork(network);
+    }
+
+    private void closeEgress() {
+        EgressChannel c = egress;
+        egress = null;
+        if (c != null) c.close();
     }
 
     private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,
@@ -332,14 +389,15 @@ final class LocalRun implements RunHandle {
                     : drain.exceeded() ? RunEnd.Stop.OUTPUT_FLOOD : exited ? null : RunEnd.Stop.TIMEOUT;
             if (!exited) {
                 p.kill();
+                endNetwork(); // its connections close with it, not after the wait for the tree to go
                 p.waitFor(Duration.ofSeconds(10));
             }
             long durationMs = (System.nanoTime() - t0) / 1_000_000;
             joinReaders(p, outReader, errReader);
             RunEnd end = RunEnd.of(new RunEnd.ProgramEnded(stop, termination(p), p.memoryLimitHit(), p.cpuLimitHit()),
                     request.limits());
-            ExecutionResult r = end.result(language.id(), out.captured(), err.captured(), durationMs,
-                    p.peakMemoryBytes(), p.cpuTimeMs(), executor.sandbox.name(), progress);
+            ExecutionResult r = withNetwork(end.result(language.id(), out.captured(), err.captured(), durationMs,
+                    p.peakMemoryBytes(), p.cpuTimeMs(), executor.sandbox.name(), progress));
             progress.finish(LISTENER_GRACE);
             return r;
         } catch (InterruptedException e) {
@@ -348,6 +406,7 @@ final class LocalRun implements RunHandle {
         } finally {
             process = null;
             progress.abandon();
+            closeEgress();
         }
     }
 

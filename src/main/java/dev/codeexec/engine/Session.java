@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
@@ -42,7 +43,12 @@ final class Session {
     /** Set by close before it waits for the lock, so calls queued behind it do not start a new interpreter here. */
     private volatile boolean closing;
 
-    Session(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace, Limits launchLimits) {
+    /** What the session's interpreter may reach, fixed when the session was created. */
+    final EgressPolicy egress;
+
+    Session(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace, Limits launchLimits,
+            EgressPolicy egress) {
+        this.egress = egress;
         this.owner = owner;
         this.ref = ref;
         this.language = language;
@@ -72,7 +78,7 @@ final class Session {
 
     String describe() {
         return "session '" + ref.name() + "' runs " + language.id() + " in " + workspace.map(w -> "workspace '" + w.name() + "'")
-                .orElse("no workspace");
+                .orElse("no workspace") + " with network " + egress;
     }
 
     /** Runs one call; null when the session was forgotten before the call got its turn (the caller asks anew). */
@@ -126,7 +132,7 @@ final class Session {
     }
 
     private SessionInterpreter start() throws SandboxException {
-        return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, this::endedByItself);
+        return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, egress, this::endedByItself);
     }
 
     String idleNotice(String why) {

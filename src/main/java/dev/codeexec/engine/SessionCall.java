@@ -2,6 +2,7 @@ package dev.codeexec.engine;
 
 import dev.codeexec.engine.ExecutionResult.Figure;
 import dev.codeexec.engine.ExecutionResult.SessionOutput;
+import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
@@ -136,6 +137,7 @@ final class SessionCall {
             OutputCollector out = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDOUT, progress, drain);
             OutputCollector err = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDERR, progress, drain);
             String id = SessionInterpreter.hex(16);
+            if (ip.egress != null) ip.egress.arm(ip.egress.policy(), ref().tenant(), "ses-call-" + id);
             long t0 = System.nanoTime();
             CompletableFuture<Boolean> outDone = ip.out.begin(id, out);
             CompletableFuture<Boolean> errDone = ip.err.begin(id, err);
@@ -148,8 +150,11 @@ final class SessionCall {
 
             if (x.state != State.ANSWERED) {
                 ip.process.kill();
+                if (ip.egress != null) ip.egress.finish(); // the call's connections close with it
                 waitQuietly(ip, Duration.ofSeconds(10));
             }
+            // a call's connections end with the call (the session keeps its channel for the next one)
+            Optional<NetworkReport> network = ip.egress == null ? Optional.empty() : Optional.of(ip.egress.finish());
             awaitMarker(outDone);
             awaitMarker(errDone);
             if (!ip.out.detach(out)) out.end();
@@ -158,6 +163,7 @@ final class SessionCall {
             ExecutionResult r = RunEnd.of(x.facts(), l).result(language.id(), out.captured(), err.captured(),
                     durationMs, ip.process.peakMemoryBytes(), OptionalDouble.empty(), sessions.sandbox().name(), progress)
                     .withSession(x.sessionOutput(ref().name(), created));
+            if (network.isPresent()) r = r.withNetwork(network.get());
             if (diff != null) {
                 WorkspaceDiff.Changes changes = diff.after();
                 r = r.withFiles(changes.files(), changes.truncated());

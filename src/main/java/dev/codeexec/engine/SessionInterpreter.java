@@ -5,6 +5,9 @@ import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.egress.EgressChannel;
+import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.sandbox.SandboxSpec;
 import dev.codeexec.sandbox.Termination;
 import dev.codeexec.workspace.Workspace;
@@ -77,7 +80,11 @@ final class SessionInterpreter {
     /** Keeps the session's workspace from expiring while the interpreter has it as its working directory. */
     private volatile Workspaces.Hold workspaceHold;
 
-    private SessionInterpreter(SandboxProcess process, ControlChannel control, Limits limits) {
+    /** The interpreter's way out through the egress proxy, when the session has network access; else null. */
+    final EgressChannel egress;
+
+    private SessionInterpreter(SandboxProcess process, ControlChannel control, Limits limits, EgressChannel egress) {
+        this.egress = egress;
         this.process = process;
         this.control = control;
         this.limits = limits;
@@ -92,25 +99,48 @@ final class SessionInterpreter {
      *              or killed
      */
     static SessionInterpreter start(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace,
-            Limits callLimits, Consumer<SessionInterpreter> onEnd) throws SandboxException {
+            Limits callLimits, EgressPolicy egress, Consumer<SessionInterpreter> onEnd) throws SandboxException {
         Language.Interpreter recipe = language.session()
                 .orElseThrow(() -> new SandboxException(language.id() + " has no session interpreter"));
         Map<String, String> ph = owner.placeholders();
-        Map<String, String> env = new LinkedHashMap<>(language.environment(Map.of(), ph));
+        Map<String, String> env = new LinkedHashMap<>();
+        Map<String, Path> files = new LinkedHashMap<>();
+        String runId = "ses-" + hex(8);
+        EgressChannel channel = null;
+        if (!egress.isOff()) {
+            EgressChannels channels = owner.egress().orElseThrow(() -> new SandboxException(
+                    "network access is off on this server (EGRESS=off)"));
+            env.putAll(channels.environment());
+            files.putAll(channels.readOnlyFiles());
+            try {
+                channel = channels.open(egress, ref.tenant(), runId);
+            } catch (java.io.IOException e) {
+                throw new SandboxException("the egress proxy's socket cannot be opened: " + e.getMessage());
+            }
+        }
+        env.putAll(language.environment(Map.of(), ph));
         recipe.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
         Limits limits = new Limits(callLimits.timeout(),
                 callLimits.cpuSeconds() * LIFETIME_CPU_CALLS + START_CPU_SECONDS, callLimits.memoryBytes(),
                 callLimits.maxProcesses(), callLimits.outputBytes(), callLimits.diskBytes(), callLimits.drainBytes());
-        SandboxSpec spec = new SandboxSpec("ses-" + hex(8), Placeholders.fill(recipe.argv(), ph), LocalExecutor.WORK_DIR,
-                Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
+        SandboxSpec spec = new SandboxSpec(runId, Placeholders.fill(recipe.argv(), ph), LocalExecutor.WORK_DIR,
+                files, List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
-        SandboxProcess p = owner.sandbox().start(spec);
+        if (channel != null) spec = spec.withEgressSocket(channel.socket());
+        SandboxProcess p;
         SessionInterpreter ip;
         try {
+            p = owner.sandbox().start(spec);
+        } catch (SandboxException | RuntimeException e) {
+            if (channel != null) channel.close();
+            throw e;
+        }
+        try {
             ip = new SessionInterpreter(p, p.control().orElseThrow(() -> new SandboxException("no control channel")),
-                    limits);
+                    limits, channel);
         } catch (SandboxException | RuntimeException e) {
             p.close();
+            if (channel != null) channel.close();
             throw e;
         }
         ip.startReaders(owner.threads(), onEnd);
@@ -199,6 +229,7 @@ final class SessionInterpreter {
         control.close();
         process.kill();
         process.close();
+        if (egress != null) egress.close();
         Workspaces.Hold h = workspaceHold;
         workspaceHold = null;
         if (h != null) h.close();

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
@@ -66,6 +67,7 @@ final class Sessions implements SessionControl {
     private final Thread sweeper;
     private final Duration progressInterval;
     private final List<String> languages;
+    private final Optional<EgressChannels> egress;
 
     /**
      * @param memoryBudget     bytes all sessions may hold together (SESSIONS_MEMORY_MB)
@@ -74,6 +76,13 @@ final class Sessions implements SessionControl {
      */
     Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
             long memoryBudget, List<String> languages, Duration progressInterval) {
+        this(sandbox, placeholders, threads, maxPerTenant, idle, memoryBudget, languages, progressInterval, Optional.empty());
+    }
+
+    /** @param egress the egress proxy's channels when EGRESS=on: a session with network access gets one */
+    Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
+            long memoryBudget, List<String> languages, Duration progressInterval, Optional<EgressChannels> egress) {
+        this.egress = egress;
         this.sandbox = sandbox;
         this.placeholders = placeholders;
         this.threads = threads;
@@ -88,6 +97,10 @@ final class Sessions implements SessionControl {
 
     Sandbox sandbox() {
         return sandbox;
+    }
+
+    Optional<EgressChannels> egress() {
+        return egress;
     }
 
     Map<String, String> placeholders() {
@@ -153,7 +166,7 @@ final class Sessions implements SessionControl {
             throw new ExecutionException.InvalidRequest("'stdin' is not supported in " + lang.id() + " sessions");
         Session s = sessions.get(ref);
         if (s != null) {
-            String mismatch = mismatch(s, lang, request.workspace());
+            String mismatch = mismatch(s, lang, request);
             if (mismatch != null) throw new ExecutionException.InvalidRequest(mismatch);
         } else if (countOf(ref.tenant()) >= maxPerTenant) {
             throw new ExecutionException.InvalidRequest(limitMessage());
@@ -166,7 +179,12 @@ final class Sessions implements SessionControl {
                 + "session_close, or wait until an idle one ends after " + idle.toSeconds() + " s";
     }
 
-    private static String mismatch(Session s, Language lang, Optional<Workspace> ws) {
+    private static String mismatch(Session s, Language lang, ExecutionRequest request) {
+        Optional<Workspace> ws = request.workspace();
+        if (request.egressAsked() && !request.egress().equals(s.egress))
+            return s.describe() + "; this call asks for network " + request.egress()
+                    + ". A session keeps the network access it was created with: call without 'network', or "
+                    + "session_close it (or use another session name) to start one with the new policy.";
         if (s.matches(lang, ws)) return null;
         return s.describe() + "; this call asks for " + lang.id() + " in "
                 + ws.map(w -> "workspace '" + w.name() + "'").orElse("no workspace")
@@ -194,10 +212,11 @@ final class Sessions implements SessionControl {
                 s = sessions.get(ref);
                 if (s == null) {
                     if (countOf(ref.tenant()) >= maxPerTenant) return call.failedToStart(limitMessage());
-                    s = new Session(this, ref, call.language(), call.request().workspace(), call.request().limits());
+                    s = new Session(this, ref, call.language(), call.request().workspace(), call.request().limits(),
+                            call.request().egress());
                     sessions.put(ref, s);
                 } else {
-                    String mismatch = mismatch(s, call.language(), call.request().workspace());
+                    String mismatch = mismatch(s, call.language(), call.request());
                     if (mismatch != null) return call.failedToStart(mismatch);
                 }
             }

@@ -28,7 +28,7 @@ final class StartupWork {
      */
     static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "run_python.py", "warm_python.py",
             "warm_node.js", "session_python.py", "session_node.js", "codeexec_site.py", "codeexec_run.py",
-            "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js");
+            "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js", "codeexec_egress_node.js");
 
     private final DataDir data;
     private final StartupProcesses processes = new StartupProcesses();

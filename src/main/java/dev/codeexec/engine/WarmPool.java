@@ -5,6 +5,9 @@ import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.egress.EgressChannel;
+import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.sandbox.SandboxSpec;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -22,6 +25,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
@@ -74,6 +78,14 @@ final class WarmPool implements AutoCloseable {
     private final Limits limits;
     private final boolean lateWorkDir;
     private final Map<String, Deque<SandboxProcess>> ready = new LinkedHashMap<>();
+    /**
+     * With egress on: every pooled sandbox starts with a channel to the egress proxy (serving nothing until a job
+     * arms it with its policy), its socket bound in and the proxy's variables in its environment, so that a run with
+     * network access can take a warm sandbox too. A run without network gets one armed with no policy: what it
+     * tries is refused with "this run has no network access".
+     */
+    private final Optional<EgressChannels> egress;
+    private final Map<SandboxProcess, EgressChannel> channels = new ConcurrentHashMap<>();
     private final Map<String, Stats> stats = new LinkedHashMap<>();
     private final Thread refiller;
     private volatile boolean closed;
@@ -96,6 +108,13 @@ final class WarmPool implements AutoCloseable {
      *                    stateless runs (its sandboxes get bwrap's own tmpfs at start)
      */
     WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir) {
+        this(sandbox, targets, recipes, limits, lateWorkDir, Optional.empty());
+    }
+
+    /** @param egress the egress proxy's channels, when egress is on: each pooled sandbox gets one */
+    WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir,
+            Optional<EgressChannels> egress) {
+        this.egress = egress;
         this.sandbox = sandbox;
         this.targets = Map.copyOf(targets);
         this.recipes = Map.copyOf(recipes);
@@ -113,8 +132,17 @@ final class WarmPool implements AutoCloseable {
      * close it on every path.
      */
     Optional<SandboxProcess> take(String language, Limits runLimits, Map<String, String> env, boolean inWorkspace) {
+        return take(language, runLimits, env, inWorkspace, false);
+    }
+
+    /**
+     * @param network the run has network access: only a pooled sandbox with an egress channel serves it (the caller
+     *                takes the channel with {@link #channelOf})
+     */
+    Optional<SandboxProcess> take(String language, Limits runLimits, Map<String, String> env, boolean inWorkspace,
+            boolean network) {
         Deque<SandboxProcess> q = ready.get(language);
-        if (q == null || closed) return Optional.empty();
+        if (q == null || closed || (network && egress.isEmpty())) return Optional.empty();
         if (!env.isEmpty() || (inWorkspace && !lateWorkDir) || !sameSandboxLimits(runLimits, inWorkspace))
             return Optional.empty();
         while (true) {
@@ -131,7 +159,7 @@ final class WarmPool implements AutoCloseable {
                 stats.get(language).served.incrementAndGet();
                 return Optional.of(p);
             }
-            p.close(); // died while waiting (killed from outside, say): try the next one
+            discard(p); // died while waiting (killed from outside, say): try the next one
         }
     }
 
@@ -219,7 +247,7 @@ final class WarmPool implements AutoCloseable {
                 s.lastError = null;
                 synchronized (this) {
                     starting = null;
-                    if (closed) p.close();
+                    if (closed) discard(p);
                     else ready.get(lang).addLast(p);
                     notifyAll();
                 }
@@ -258,15 +286,47 @@ final class WarmPool implements AutoCloseable {
         return null;
     }
 
+    /** The egress channel of a sandbox {@link #take}n from the pool, if it has one; the caller closes it. */
+    Optional<EgressChannel> channelOf(SandboxProcess p) {
+        return Optional.ofNullable(channels.remove(p));
+    }
+
+    private void discard(SandboxProcess p) {
+        p.close();
+        EgressChannel c = channels.remove(p);
+        if (c != null) c.close();
+    }
+
     private SandboxProcess start(Recipe r) throws SandboxException {
         byte[] b = new byte[6];
         RANDOM.nextBytes(b);
         Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + PRELOAD_CPU_SECONDS, limits.memoryBytes(),
                 limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
-        SandboxSpec spec = new SandboxSpec("warm-" + r.language() + "-" + HexFormat.of().formatHex(b), r.command(),
-                LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(), launch, Optional.empty())
-                .withControl(lateWorkDir);
-        SandboxProcess p = sandbox.start(spec);
+        String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
+        Map<String, String> env = new LinkedHashMap<>();
+        Map<String, Path> files = new LinkedHashMap<>();
+        EgressChannel channel = null;
+        if (egress.isPresent()) {
+            env.putAll(egress.get().environment());
+            files.putAll(egress.get().readOnlyFiles());
+            try {
+                channel = egress.get().open(EgressPolicy.OFF, "-", runId);
+            } catch (IOException e) {
+                throw new SandboxException("the egress proxy's socket cannot be opened: " + e.getMessage());
+            }
+        }
+        env.putAll(r.env());
+        SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, files, r.readOnlyDirs(), env, launch,
+                Optional.empty()).withControl(lateWorkDir);
+        if (channel != null) spec = spec.withEgressSocket(channel.socket());
+        SandboxProcess p;
+        try {
+            p = sandbox.start(spec);
+        } catch (SandboxException | RuntimeException e) {
+            if (channel != null) channel.close();
+            throw e;
+        }
+        if (channel != null) channels.put(p, channel);
         try {
             ControlChannel c = p.control().orElseThrow();
             CompletableFuture<String> line = CompletableFuture.supplyAsync(() -> {
@@ -294,7 +354,7 @@ final class WarmPool implements AutoCloseable {
             p.limitProgramCpu(limits.cpuSeconds());
             return p;
         } catch (SandboxException | RuntimeException e) {
-            p.close();
+            discard(p);
             throw e;
         }
     }
@@ -358,7 +418,7 @@ final class WarmPool implements AutoCloseable {
             all = ready.values().stream().flatMap(Deque::stream).toList();
             ready.values().forEach(Deque::clear);
         }
-        all.forEach(SandboxProcess::close);
+        all.forEach(this::discard);
         try {
             refiller.join(Duration.ofSeconds(70));
         } catch (InterruptedException e) {

@@ -1,5 +1,7 @@
 package dev.codeexec.http;
 
+import dev.codeexec.auth.Principal;
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
@@ -215,7 +217,8 @@ final class ExecuteStream implements OutputListener {
             ExecutionRequest request;
             try {
                 // No JSON-RPC id here: the run is known by its HTTP request's X-Request-Id (audit line, log MDC, history).
-                request = setup.request(args, tenant, new AuditInfo(Optional.of(tenant), Optional.empty(),
+                Optional<EgressPolicy> own = req.getAttribute(Principal.ATTRIBUTE) instanceof Principal p ? p.egress() : Optional.empty();
+                request = setup.request(args, tenant, own, new AuditInfo(Optional.of(tenant), Optional.empty(),
                         Optional.empty(), RequestTracker.requestId(req)));
             } catch (ExecutionException.InvalidRequest e) {
                 throw new ApiException(400, "invalid_request", e.getMessage());

@@ -1,5 +1,7 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.egress.ConnectionRecord;
+import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
@@ -58,7 +60,22 @@ final class ExecuteCodeTool {
         this.tool = Tool.builder()
                 .name(NAME)
                 .title("Execute code")
-                .description("Runs a program in a sandbox (no network, no access to the host) and returns its "
+                .description(description(setup))
+                .inputSchema(inputSchema(setup))
+                .outputSchema(outputSchema())
+                .annotations(ToolHints.additive().annotations("Execute code"))
+                .build();
+    }
+
+    private static String description(ServerSetup setup) {
+        String network = setup.egress().enabled() && setup.egress().unavailable().isEmpty()
+                ? "Network: the program may reach the hosts of your allow-list (runtime_info shows it) through an HTTP "
+                        + "proxy that HTTP_PROXY/HTTPS_PROXY name (pip, npm, curl, git, requests, urllib and fetch use "
+                        + "it); nothing else. `network: false` or a narrower list of host patterns limits a run further. "
+                        + "A refused connection's HTTP 403 says why; the result's `network` lists every connection. "
+                : "";
+        return "Runs a program in a sandbox (" + (network.isEmpty() ? "no network, " : "")
+                + "no access to the host) and returns its "
                         + "exit code, stdout and stderr. A non-zero exit code is a normal result. Output streams as "
                         + "progress notifications when the call carries a progressToken. With `workspace`, the "
                         + "program runs in that persistent workspace (created if new): files it writes are kept "
@@ -68,11 +85,7 @@ final class ExecuteCodeTool {
                         + "variables, imports and functions stay for the next call; the value of a final expression "
                         + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images. "
                         + "A timeout interrupts the call and keeps the session. See session_list, session_reset, "
-                        + "session_close.")
-                .inputSchema(inputSchema(setup))
-                .outputSchema(outputSchema())
-                .annotations(ToolHints.additive().annotations("Execute code"))
-                .build();
+                        + "session_close. " + network;
     }
 
     SyncToolSpecification specification() {
@@ -99,6 +112,11 @@ final class ExecuteCodeTool {
         props.put("session", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
                 "description", "Stateful session to run in (python, nodejs only); created by the first call with "
                         + "a new name. State persists between calls; 'args' and 'env' cannot be used with it."));
+        props.put("network", Map.of("type", List.of("boolean", "array"), "items", Map.of("type", "string"),
+                "description", "Network access of this run: false for none, or a list of host patterns (`host`, "
+                        + "`*.suffix`, optionally `:port`) that must each lie inside your allow-list. Omitted: your "
+                        + "whole allow-list (none unless the server enables egress). A session keeps the access it "
+                        + "was created with."));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
                 "additionalProperties", false);
     }
@@ -134,6 +152,18 @@ final class ExecuteCodeTool {
                 + "(shown as image content unless over the image size limit).", "items", Map.of("type", "object",
                 "properties", Map.of("mimeType", Map.of("type", "string"), "size", Map.of("type", "integer"),
                         "shown", Map.of("type", "boolean")))));
+        props.put("network", Map.of("type", "object", "description", "The run's network: the patterns it was allowed "
+                + "and each connection through the proxy (at most 100; connectionsLeftOut counts the rest).",
+                "properties", Map.of("allow", Map.of("type", "array", "items", Map.of("type", "string")),
+                        "connections", Map.of("type", "array", "items", Map.of("type", "object", "properties", Map.of(
+                                "host", Map.of("type", "string"), "port", Map.of("type", "integer"),
+                                "decision", Map.of("type", "string", "enum", List.of("allowed", "refused", "failed")),
+                                "reason", Map.of("type", "string"), "message", Map.of("type", "string"),
+                                "bytesOut", Map.of("type", "integer"), "bytesIn", Map.of("type", "integer"),
+                                "ms", Map.of("type", "integer")))),
+                        "connectionsLeftOut", Map.of("type", "integer"),
+                        "bytesOut", Map.of("type", "integer"), "bytesIn", Map.of("type", "integer"),
+                        "note", Map.of("type", "string"))));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "exitCode", "stdout",
                 "stderr", "durationMs", "timedOut", "truncated", "outcome", "sandbox"));
     }
@@ -161,7 +191,7 @@ final class ExecuteCodeTool {
             Optional<String> requestId = Optional.ofNullable(meta.get(MessageInterceptor.REQUEST_ID_META))
                     .map(Object::toString);
             Principal who = MessageInterceptor.principalOf(meta);
-            ExecutionRequest request = setup.request(call.arguments(), who.tenant(), new AuditInfo(
+            ExecutionRequest request = setup.request(call.arguments(), who.tenant(), who.egress(), new AuditInfo(
                     Optional.of(who.tenant()), Optional.ofNullable(mcpSession), requestId, httpRequestId));
             Optional<Workspace> ws = request.workspace();
             Object token = meta.get("progressToken");
@@ -255,7 +285,24 @@ final class ExecuteCodeTool {
             b.append(r.stdout().isEmpty() ? "\n" : "").append("--- stderr ---\n").append(r.stderr());
         }
         if (r.stdout().isEmpty() && r.stderr().isEmpty()) b.append("\n(no output)");
+        r.network().ifPresent(n -> network(b, n));
         return b.toString();
+    }
+
+    /** The run's connections in a few lines: how many, and each one that was not allowed with its reason. */
+    private static void network(StringBuilder b, NetworkReport n) {
+        int total = n.counts().values().stream().mapToInt(Integer::intValue).sum();
+        if (total == 0) return;
+        b.append("\n--- network: ").append(total).append(total == 1 ? " connection" : " connections")
+                .append(", ").append(n.bytesOut()).append(" bytes out, ").append(n.bytesIn()).append(" bytes in ---");
+        int listed = 0;
+        for (ConnectionRecord c : n.connections()) {
+            if (c.decision().equals(ConnectionRecord.ALLOWED) && !c.reason().equals("byte_limit") && !c.reason().equals("idle_timeout"))
+                continue;
+            if (++listed > 10) break;
+            b.append('\n').append(c.decision()).append(' ').append(c.host()).append(':').append(c.port())
+                    .append(" (").append(c.reason()).append("): ").append(c.message());
+        }
     }
 
     static CallToolResult error(ExecutionException e) {

@@ -57,7 +57,7 @@ public final class McpServers {
                 // validate their own arguments.
                 .validateToolInputs(false)
                 .tools(new ExecuteCodeTool(setup, registry).specification(),
-                        new RuntimeInfoTool(setup.executor(), setup.workspaces()).specification())
+                        new RuntimeInfoTool(setup.executor(), setup.workspaces(), setup.egress()).specification())
                 .tools(new FileTools(setup).specifications())
                 .tools(new SessionTools(setup).specifications())
                 // The SDK's default matcher cannot match {+path} (values spanning several segments).

@@ -1,6 +1,7 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.auth.Principal;
+import dev.codeexec.egress.EgressPolicy;
 import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -31,6 +32,7 @@ public final class MessageInterceptor {
     static final String SESSION_META = "dev.codeexec/session";
     static final String TENANT_META = "dev.codeexec/tenant";
     static final String ADMIN_META = "dev.codeexec/admin";
+    static final String EGRESS_META = "dev.codeexec/egress";
     /** The X-Request-Id of the HTTP request that carried a tools/call, for the run's audit line and log MDC. */
     static final String HTTP_REQUEST_ID_META = "dev.codeexec/httpRequestId";
 
@@ -95,6 +97,9 @@ public final class MessageInterceptor {
         ObjectNode m = meta instanceof ObjectNode o ? o : params.putObject("_meta");
         m.put(TENANT_META, principal.tenant());
         m.put(ADMIN_META, principal.admin());
+        // the tenant's own allow-list, or nothing (the server's): never what the client put there
+        if (principal.egress().isPresent()) m.put(EGRESS_META, principal.egress().get().toString());
+        else m.remove(EGRESS_META);
     }
 
     /**
@@ -103,7 +108,8 @@ public final class MessageInterceptor {
      */
     public static Principal principalOf(Map<String, Object> meta) {
         if (meta == null || !(meta.get(TENANT_META) instanceof String tenant)) return Principal.DEFAULT;
-        return new Principal(tenant, Boolean.TRUE.equals(meta.get(ADMIN_META)));
+        Optional<EgressPolicy> egress = meta.get(EGRESS_META) instanceof String e ? Optional.of(EgressPolicy.parse(e)) : Optional.empty();
+        return new Principal(tenant, Boolean.TRUE.equals(meta.get(ADMIN_META)), egress);
     }
 
     /** Valid JSON that is not a JSON-RPC message object ({@code null}, a number, an array: no batches since 2025-06-18). */

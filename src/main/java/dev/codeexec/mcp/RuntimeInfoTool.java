@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.engine.Executor;
@@ -32,10 +33,16 @@ final class RuntimeInfoTool {
 
     private final Executor executor;
     private final Workspaces workspaces;
+    private final EgressSettings egress;
 
     RuntimeInfoTool(Executor executor, Workspaces workspaces) {
+        this(executor, workspaces, EgressSettings.OFF);
+    }
+
+    RuntimeInfoTool(Executor executor, Workspaces workspaces, EgressSettings egress) {
         this.executor = executor;
         this.workspaces = workspaces;
+        this.egress = egress;
     }
 
     SyncToolSpecification specification() {
@@ -44,7 +51,8 @@ final class RuntimeInfoTool {
                 .title("Runtime info")
                 .description("Versions and availability of each language and of common tools (git, curl, make, gcc, "
                         + "jq, sqlite3, ...), the sandbox in use and the limits; mode \"local\" or \"gateway\", and "
-                        + "on a gateway the workers (address, name, healthy, running, queued, slots, sessions).")
+                        + "on a gateway the workers (address, name, healthy, running, queued, slots, sessions); "
+                        + "`network`: the hosts your runs may reach (none unless the server enables egress).")
                 .inputSchema(Map.of("type", "object", "properties", Map.of(), "additionalProperties", false))
                 .outputSchema(Map.of("type", "object"))
                 .annotations(ToolHints.readOnly().annotations("Runtime info"))
@@ -65,6 +73,7 @@ final class RuntimeInfoTool {
             info.put("mode", mode);
             if (mode.equals(ResultMaps.GATEWAY)) info.put("workers", ResultMaps.workers(workers));
             info.put("workspaces", workspaces.describe());
+            info.put("network", egress.describe(egress.policyFor(who.egress())));
             return CallToolResult.builder().structuredContent(info).addTextContent(PRETTY.writeValueAsString(info))
                     .isError(false).build();
         } catch (RuntimeException e) {

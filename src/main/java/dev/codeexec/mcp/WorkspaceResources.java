@@ -55,10 +55,16 @@ final class WorkspaceResources {
                 .description("Server version, languages and their versions, preinstalled Python libraries, limits.")
                 .mimeType("application/json").build();
         return new SyncResourceSpecification(r, (exchange, request) -> new ReadResourceResult(List.of(
-                new TextResourceContents(INFO_URI, "application/json", PRETTY.writeValueAsString(infoDocument())))));
+                new TextResourceContents(INFO_URI, "application/json", PRETTY.writeValueAsString(
+                        infoDocument(MessageInterceptor.principalOf(request.meta())))))));
     }
 
     Map<String, Object> infoDocument() {
+        return infoDocument(Principal.DEFAULT);
+    }
+
+    /** What this server offers, with the caller's own network allow-list. */
+    Map<String, Object> infoDocument(Principal who) {
         Config c = setup.config();
         Map<String, Object> doc = new LinkedHashMap<>();
         doc.put("server", McpServers.SERVER_NAME);
@@ -83,6 +89,7 @@ final class WorkspaceResources {
         limits.put("uploadMaxMb", c.get(Config.MAX_UPLOAD_MB));
         limits.put("inlineImageMaxKb", c.get(Config.MAX_IMAGE_KB));
         doc.put("limits", limits);
+        doc.put("network", setup.egress().describe(setup.egress().policyFor(who.egress())));
         doc.put("files", Map.of("resourceTemplate", FILE_TEMPLATE,
                 "restDownload", "/api/workspaces/{workspace}/files/{path}",
                 "tools", List.of("list_files", "read_file", "write_file", "delete_file", "workspace_info")));

@@ -48,6 +48,10 @@ import java.util.function.ToIntFunction;
  *   {@code codeexec_worker_queued{worker}}, {@code codeexec_worker_slots{worker}} ({@code worker} = the address
  *   the gateway connects to), and {@code codeexec_workers{state="healthy"|"unhealthy"}}. They follow the
  *   executor's current worker list at each scrape: a worker that is dropped (gone from DNS) loses its series.</li>
+ *   <li>{@code codeexec_egress_connections_total{decision,reason}}: every connection a run asked the egress proxy
+ *   for ({@code allowed}/{@code refused}/{@code failed}, reason codes of {@code egress.ConnectionRecord});
+ *   {@code codeexec_egress_bytes_total{tenant,direction="out"|"in"}}: bytes through it. Tenants come from the
+ *   server's own key file, so their number is the operator's.</li>
  *   <li>{@code codeexec_http_requests_seconds{method,status,route}}: status as a class ({@code 2xx}), route as a
  *   {@link Route} group.</li>
  *   <li>{@code jvm_*}, {@code process_*}, {@code system_cpu_*}: memory, GC, threads, class loading, CPU, uptime.</li>
@@ -165,6 +169,23 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
         Timer.builder("codeexec.execution.duration").description("Wall time of runs, from program start to end")
                 .tag("language", r.language()).serviceLevelObjectives(RUN_BUCKETS).register(registry)
                 .record(Duration.ofMillis(r.durationMs()));
+        r.network().ifPresent(n -> {
+            n.counts().forEach((key, count) -> {
+                int slash = key.indexOf('/');
+                Counter.builder("codeexec.egress.connections")
+                        .description("Connections runs asked the egress proxy for, by decision and reason")
+                        .tag("decision", key.substring(0, slash)).tag("reason", key.substring(slash + 1))
+                        .register(registry).increment(count);
+            });
+            String tenant = run.start().request().audit().tenant().orElse("default");
+            if (n.bytesOut() > 0) egressBytes(tenant, "out").increment(n.bytesOut());
+            if (n.bytesIn() > 0) egressBytes(tenant, "in").increment(n.bytesIn());
+        });
+    }
+
+    private Counter egressBytes(String tenant, String direction) {
+        return Counter.builder("codeexec.egress.bytes").description("Bytes runs moved through the egress proxy")
+                .baseUnit("bytes").tag("tenant", tenant).tag("direction", direction).register(registry);
     }
 
     private Counter executions(String language, String outcome) {

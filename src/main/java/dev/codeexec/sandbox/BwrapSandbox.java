@@ -324,15 +324,25 @@ final class BwrapSandbox implements Sandbox {
             Path d = checkInside(dir.toString());
             argv.addAll(List.of("--ro-bind", d.toString(), d.toString()));
         }
+        if (spec.egressSocket().isPresent()) {
+            if (helper == null) throw new SandboxException("network access needs codeexec-helper, which does not run here");
+            // the proxy's socket, for this sandbox's uid only; init relays 127.0.0.1:3128 to it
+            giveSocket(spec.egressSocket().get(), hostUid);
+            argv.addAll(List.of("--bind", spec.egressSocket().get().toString(), EGRESS_SOCKET));
+        }
         // The root and /dev are bwrap's own tmpfs mounts: read-only, so nothing can be written outside the
         // capped areas (workDir, /tmp, /dev/shm).
         argv.addAll(List.of("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--"));
         // With posix_spawn the init gets the status pipe (the program's real wait status); the JDK's ProcessBuilder
         // cannot pass an extra descriptor, and the dash init cannot tell an exit from a signal anyway.
         boolean statusPipe = helper != null && spawnDirect;
-        argv.addAll(helper == null ? List.of("/bin/sh", "-c", INIT, "sh")
-                : statusPipe ? List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init", "--status-fd", Integer.toString(Launcher.STATUS_FD))
-                : List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
+        if (helper == null) {
+            argv.addAll(List.of("/bin/sh", "-c", INIT, "sh"));
+        } else {
+            argv.addAll(List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
+            if (statusPipe) argv.addAll(List.of("--status-fd", Integer.toString(Launcher.STATUS_FD)));
+            if (spec.egressSocket().isPresent()) argv.addAll(List.of("--relay", EGRESS_SOCKET));
+        }
         argv.addAll(spec.command());
 
         Cgroups.RunCgroup cg = Cgroups.RunCgroup.NONE;
@@ -391,6 +401,17 @@ final class BwrapSandbox implements Sandbox {
             else if (a.equals("--setenv") || a.equals("--symlink") || a.equals("--ro-bind-data")) i += 2;
         }
         return out;
+    }
+
+    /** Where a sandbox finds its egress proxy's socket (init's --relay connects there). */
+    static final String EGRESS_SOCKET = "/run/codeexec/egress.sock";
+
+    private static void giveSocket(Path socket, int hostUid) throws SandboxException {
+        try {
+            Files.setAttribute(socket, "unix:uid", hostUid, LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException | RuntimeException e) {
+            throw new SandboxException("the egress proxy's socket cannot be given to the sandbox (" + e.getMessage() + ")");
+        }
     }
 
     /** A launcher normally opens its FIFOs within milliseconds; this much means something is wrong. */

@@ -83,6 +83,8 @@ final class GvisorSandbox implements Sandbox {
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
         if (spec.control() || spec.lateWorkDir())
             throw new SandboxException("the '" + name() + "' sandbox does not support warm sandboxes or sessions");
+        if (spec.egressSocket().isPresent())
+            throw new SandboxException("the '" + name() + "' sandbox cannot give runs network access (SANDBOX=bwrap can)");
         if (unavailable.isPresent()) throw new SandboxException("sandbox unavailable: " + unavailable.get());
         return launch(spec);
     }

@@ -60,6 +60,8 @@ final class NoSandbox implements Sandbox {
     public SandboxProcess start(SandboxSpec spec) throws SandboxException {
         if (spec.control() || spec.lateWorkDir())
             throw new SandboxException("the '" + name() + "' sandbox does not support warm sandboxes or sessions");
+        if (spec.egressSocket().isPresent())
+            throw new SandboxException("the '" + name() + "' sandbox cannot give runs network access (SANDBOX=bwrap can)");
         String workDir = BwrapSandbox.checkInside(spec.workDir()).toString();
         Path dir;
         boolean ownDir = spec.workDirSource().isEmpty(); // a workspace is never ours to delete

@@ -25,10 +25,12 @@ import java.util.Optional;
  *                     workspace) into the running sandbox later, with {@link SandboxProcess#mountWorkDir}
  * @param workDirOwner hands workDirSource's tree to the host uid the sandbox runs as, just before the program
  *                     starts ({@link WorkDirOwner}); does nothing without a workDirSource
+ * @param egressSocket a unix socket of the server's (its egress proxy) to bind into the sandbox, given to the
+ *                     sandbox's uid; the sandbox's init then relays 127.0.0.1:3128 inside to it. Empty: no way out
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
         List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
-        boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner) {
+        boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket) {
 
     /** The program's end of the control channel: server → program. */
     public static final int CONTROL_IN_FD = 8;
@@ -39,7 +41,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
             List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource) {
         this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, false, false,
-                WorkDirOwner.NONE);
+                WorkDirOwner.NONE, Optional.empty());
     }
 
     /** A run in a fresh tmpfs working directory. */
@@ -57,6 +59,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         env = Map.copyOf(env);
         workDirSource = workDirSource == null ? Optional.empty() : workDirSource;
         workDirOwner = workDirOwner == null ? WorkDirOwner.NONE : workDirOwner;
+        egressSocket = egressSocket == null ? Optional.empty() : egressSocket;
         if (lateWorkDir && workDirSource.isPresent())
             throw new IllegalArgumentException("a late working directory is mounted later, not given at start");
     }
@@ -64,12 +67,18 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     /** The same spec with a control channel, and optionally a working directory mounted later. */
     public SandboxSpec withControl(boolean lateWorkDir) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
-                lateWorkDir, workDirOwner);
+                lateWorkDir, workDirOwner, egressSocket);
     }
 
     /** The same spec with the given owner of its workDirSource. */
     public SandboxSpec withWorkDirOwner(WorkDirOwner owner) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                control, lateWorkDir, owner);
+                control, lateWorkDir, owner, egressSocket);
+    }
+
+    /** The same spec with a way out through the egress proxy listening on {@code socket}. */
+    public SandboxSpec withEgressSocket(Path socket) {
+        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
+                control, lateWorkDir, workDirOwner, Optional.of(socket));
     }
 }

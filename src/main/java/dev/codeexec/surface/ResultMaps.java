@@ -1,5 +1,7 @@
 package dev.codeexec.surface;
 
+import dev.codeexec.egress.ConnectionRecord;
+import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.WorkerStatus;
@@ -125,6 +127,38 @@ public final class ResultMaps {
             }
             s.put("figures", figures);
         });
+        s.put("network", network(r));
         return s;
+    }
+
+    /** The run's network as the structured result shows it; a run without any says so. */
+    public static Map<String, Object> network(ExecutionResult r) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        if (r.network().isEmpty()) {
+            m.put("allow", List.of());
+            m.put("note", "this run had no network access");
+            return m;
+        }
+        NetworkReport n = r.network().get();
+        m.put("allow", n.policy());
+        List<Map<String, Object>> conns = new ArrayList<>();
+        for (ConnectionRecord c : n.connections()) {
+            Map<String, Object> e = new LinkedHashMap<>();
+            e.put("host", c.host());
+            e.put("port", c.port());
+            e.put("decision", c.decision());
+            e.put("reason", c.reason());
+            e.put("message", c.message());
+            e.put("bytesOut", c.bytesOut());
+            e.put("bytesIn", c.bytesIn());
+            e.put("ms", c.ms());
+            conns.add(e);
+        }
+        m.put("connections", conns);
+        m.put("connectionsLeftOut", n.leftOut());
+        m.put("bytesOut", n.bytesOut());
+        m.put("bytesIn", n.bytesIn());
+        if (n.policy().isEmpty()) m.put("note", "this run had no network access");
+        return m;
     }
 }

@@ -1,6 +1,8 @@
 package dev.codeexec.surface;
 
 import dev.codeexec.config.Config;
+import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
@@ -13,6 +15,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 
 /**
  * Everything the surfaces (MCP over HTTP or stdio, the REST API, the admin API) need, built once in {@code Main} or
@@ -26,9 +29,17 @@ import java.util.Objects;
  * @param version    server version (from the jar manifest)
  * @param extensions features the surfaces add after their own (test fixtures); empty in production
  * @param workspaces the tenants' workspaces: one instance shared by the MCP tools and the REST API
+ * @param egress     the server's egress settings: each caller's allow-list and what a call's {@code network} may ask
  */
 public record ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
-        Sandbox.Status sandbox, String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces) {
+        Sandbox.Status sandbox, String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces,
+        EgressSettings egress) {
+
+    /** A setup whose runs have no network (EGRESS=off). */
+    public ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
+            Sandbox.Status sandbox, String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces) {
+        this(config, executor, converter, languages, sandbox, version, extensions, workspaces, EgressSettings.OFF);
+    }
 
     public ServerSetup {
         Objects.requireNonNull(config, "config");
@@ -39,20 +50,30 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
         Objects.requireNonNull(version, "version");
         extensions = List.copyOf(extensions);
         Objects.requireNonNull(workspaces, "workspaces");
+        Objects.requireNonNull(egress, "egress");
     }
 
     /**
      * The request an {@code execute_code} call asks for, whichever surface it came through (an MCP tool call, the
      * REST playground): the arguments validated by the converter, then its {@code workspace} (opened for the
-     * caller's tenant, created when new) and its {@code session} (the tenant's session of that name).
+     * caller's tenant, created when new), its {@code session} (the tenant's session of that name) and its
+     * {@code network} (inside the caller's allow-list: {@code tenantEgress}, else the server's).
      *
-     * @throws ExecutionException.InvalidRequest          arguments the engine cannot accept
+     * @throws ExecutionException.InvalidRequest          arguments the engine cannot accept, or a {@code network}
+     *                                                   that would widen the caller's allow-list
      * @throws dev.codeexec.workspace.WorkspaceException a workspace or session name that is not valid, or a
      *                                                   workspace that cannot be opened
      */
-    public ExecutionRequest request(Map<String, Object> arguments, String tenant, AuditInfo audit) {
+    public ExecutionRequest request(Map<String, Object> arguments, String tenant, Optional<EgressPolicy> tenantEgress,
+            AuditInfo audit) {
         Map<String, Object> args = arguments == null ? Map.of() : arguments;
         ExecutionRequest request = converter.convert(args).withAudit(audit);
+        Object network = args.get("network");
+        try {
+            request = request.withEgress(egress.forCall(egress.policyFor(tenantEgress), network), network != null);
+        } catch (IllegalArgumentException e) {
+            throw new ExecutionException.InvalidRequest(e.getMessage());
+        }
         String ws = name(args, "workspace");
         if (ws != null) request = request.inWorkspace(workspaces.open(tenant, Workspaces.checkName("workspace", ws), true));
         String session = name(args, "session");
@@ -77,7 +98,7 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
 
     /** The same setup with another executor (a decorator of this one, such as {@link dev.codeexec.engine.ObservedExecutor}). */
     public ServerSetup withExecutor(Executor other) {
-        return new ServerSetup(config, other, converter, languages, sandbox, version, extensions, workspaces);
+        return new ServerSetup(config, other, converter, languages, sandbox, version, extensions, workspaces, egress);
     }
 
     /** The version in the jar manifest, or "dev" when running from classes (tests, IDE). */

@@ -1,5 +1,9 @@
 package dev.codeexec.wire;
 
+import dev.codeexec.egress.ConnectionRecord;
+import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.wire.v1.Connection;
+import dev.codeexec.wire.v1.NetworkReport;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
@@ -62,6 +66,7 @@ public final class WireFormat {
         r.workspace().ifPresent(ws -> b.setWorkspace(ws.name()));
         r.session().ifPresent(s -> b.setSession(s.name()));
         sessionWorker.ifPresent(b::setSessionWorker);
+        b.addAllEgressAllow(r.egress().patterns()).setEgressAsked(r.egressAsked());
         return b.build();
     }
 
@@ -84,7 +89,7 @@ public final class WireFormat {
         Optional<SessionRef> session = p.getSession().isEmpty() ? Optional.empty()
                 : Optional.of(new SessionRef(p.getTenant(), p.getSession()));
         return new ExecutionRequest(p.getLanguage(), p.getCode(), p.getStdin(), p.getArgsList(), p.getEnvMap(),
-                limits, audit, ws, session);
+                limits, audit, ws, session, EgressPolicy.of(p.getEgressAllowList()), p.getEgressAsked()); // bad patterns: IllegalArgumentException
     }
 
     /** A result as the worker sends it, naming the worker. */
@@ -114,6 +119,15 @@ public final class WireFormat {
             }
             b.setSession(sb);
         });
+        r.network().ifPresent(n -> {
+            NetworkReport.Builder nb = NetworkReport.newBuilder().addAllPolicy(n.policy()).setLeftOut(n.leftOut())
+                    .putAllCounts(n.counts()).setBytesOut(n.bytesOut()).setBytesIn(n.bytesIn());
+            for (ConnectionRecord c : n.connections())
+                nb.addConnections(Connection.newBuilder().setHost(c.host()).setPort(c.port()).setDecision(c.decision())
+                        .setReason(c.reason()).setMessage(c.message()).setBytesOut(c.bytesOut()).setBytesIn(c.bytesIn())
+                        .setMs(c.ms()));
+            b.setNetwork(nb);
+        });
         return b.build();
     }
 
@@ -131,6 +145,13 @@ public final class WireFormat {
                     s.hasResult() ? Optional.of(s.getResult()) : Optional.empty(),
                     s.getFiguresList().stream().map(f -> new ExecutionResult.Figure(f.getMimeType(),
                             f.getData().toByteArray())).toList()));
+        }
+        if (p.hasNetwork()) {
+            NetworkReport n = p.getNetwork();
+            r = r.withNetwork(new dev.codeexec.egress.NetworkReport(n.getPolicyList(), n.getConnectionsList().stream()
+                    .map(c -> new ConnectionRecord(c.getHost(), c.getPort(), c.getDecision(), c.getReason(), c.getMessage(),
+                            c.getBytesOut(), c.getBytesIn(), c.getMs())).toList(), n.getLeftOut(), n.getCountsMap(),
+                    n.getBytesOut(), n.getBytesIn()));
         }
         return p.getWorker().isEmpty() ? r : r.withWorker(p.getWorker());
     }

@@ -183,8 +183,9 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
         Limits limits = clamp(wire.limits(), RequestValidator.defaultLimits(config, config.maxTimeout()));
         ExecutionRequest checked = validator.validate(req.getLanguage(), wire.code(), wire.stdin(),
                 limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit());
+        // the gateway decided the caller's network policy; this worker's proxy enforces it (or refuses: EGRESS=off)
         return new ExecutionRequest(checked.language(), checked.code(), checked.stdin(), checked.args(), checked.env(),
-                limits, wire.audit(), wire.workspace(), wire.session());
+                limits, wire.audit(), wire.workspace(), wire.session(), wire.egress(), wire.egressAsked());
     }
 
     static Limits clamp(Limits asked, Limits max) {

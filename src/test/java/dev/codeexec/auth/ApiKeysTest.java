@@ -65,16 +65,35 @@ class ApiKeysTest {
     }
 
     @Test
+    void aTenantLineMayCarryItsOwnAllowList() throws Exception {
+        Path f = dir.resolve("keys");
+        Files.writeString(f, "a " + ApiKeys.hashHex("ka") + " egress=pypi.org,*.pythonhosted.org\n"
+                + "b " + ApiKeys.hashHex("kb") + " egress=off admin\n"
+                + "c " + ApiKeys.hashHex("kc") + "\n");
+        ApiKeys keys = ApiKeys.load(Config.of("API_KEYS_FILE", f.toString()));
+        Principal a = keys.authenticate("ka").orElseThrow();
+        assertThat(a.egress()).isPresent();
+        assertThat(a.egress().get().patterns()).containsExactly("pypi.org", "*.pythonhosted.org");
+        Principal b = keys.authenticate("kb").orElseThrow();
+        assertThat(b.admin()).isTrue();
+        assertThat(b.egress()).contains(dev.codeexec.egress.EgressPolicy.OFF);
+        assertThat(keys.authenticate("kc").orElseThrow().egress()).as("no egress=: the server's list").isEmpty();
+    }
+
+    @Test
     void badLinesStopTheStartNamingFileAndLine() throws Exception {
         Path f = dir.resolve("keys");
         String good = "a " + ApiKeys.hashHex("x") + "\n";
         Map<String, String> cases = Map.of(
                 good + "b\n", ":2: expected",
                 good + "b nothex\n", ":2: the key hash must be 64 hex digits",
-                good + "b " + ApiKeys.hashHex("y") + " root\n", ":2: the third field may only be 'admin'",
+                good + "b " + ApiKeys.hashHex("y") + " root\n", ":2: after the hash only 'admin' and 'egress=PATTERN,...' may follow",
+                good + "b " + ApiKeys.hashHex("y") + " admin admin\n", ":2: after the hash only 'admin' and 'egress=PATTERN,...' may follow",
+                good + "b " + ApiKeys.hashHex("y") + " egress=10.0.0.1\n", ":2: egress: '10.0.0.1': allow-lists name hosts, not IP addresses",
+                good + "b " + ApiKeys.hashHex("y") + " egress=a.com:99999\n", ":2: egress: 'a.com:99999': the port must be",
                 "# c\nbad.name " + ApiKeys.hashHex("y") + "\n", ":2: bad tenant name",
                 good + "c " + ApiKeys.hashHex("x") + "\n", ":2: the same key hash is listed twice",
-                good + "b " + ApiKeys.hashHex("y") + " admin extra\n", ":2: expected");
+                good + "b " + ApiKeys.hashHex("y") + " admin egress=off extra\n", ":2: expected");
         for (var c : cases.entrySet()) {
             Files.writeString(f, c.getKey());
             assertThatThrownBy(() -> ApiKeys.load(Config.of("API_KEYS_FILE", f.toString())))
