@@ -1,5 +1,6 @@
 package dev.codeexec.auth;
 
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.Workspaces;
 
@@ -19,7 +20,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * {@code java -jar code-exec-mcp.jar keys add TENANT [--admin]}: makes a random key, appends its hash line to
+ * {@code java -jar code-exec-mcp.jar keys add TENANT [--admin] [--egress=PATTERN,...|off]}: makes a random key,
+ * appends its hash line (with {@code admin} and the tenant's own network allow-list, when given) to
  * API_KEYS_FILE (created 0600 when missing) and prints the key once on stdout. The key itself is stored nowhere,
  * so it cannot be shown again: a lost key is replaced by adding a new one and deleting the old line.
  * Exit codes: 0 done, 2 usage or file error (message on stderr).
@@ -29,19 +31,34 @@ public final class KeysCommand {
     /** Marks a key as ours in logs, configs and secret scanners. */
     static final String PREFIX = "cem_";
     private static final SecureRandom RANDOM = new SecureRandom();
-    private static final String USAGE = "usage: code-exec-mcp keys add TENANT [--admin]   (needs API_KEYS_FILE)";
+    private static final String USAGE = "usage: code-exec-mcp keys add TENANT [--admin] [--egress=PATTERN,...|off]   (needs API_KEYS_FILE)";
 
     private KeysCommand() {
     }
 
     public static int run(List<String> args, Map<String, String> env, PrintStream out, PrintStream err) {
-        if (args.size() < 3 || args.size() > 4 || !args.get(0).equals("keys") || !args.get(1).equals("add")
-                || (args.size() == 4 && !args.get(3).equals("--admin"))) {
+        if (args.size() < 3 || args.size() > 5 || !args.get(0).equals("keys") || !args.get(1).equals("add")) {
             err.println(USAGE);
             return 2;
         }
         String tenant = args.get(2);
-        boolean admin = args.size() == 4;
+        boolean admin = false;
+        String egress = null;
+        for (String a : args.subList(3, args.size())) {
+            if (a.equals("--admin") && !admin) {
+                admin = true;
+            } else if (a.startsWith("--egress=") && egress == null) {
+                try {
+                    egress = EgressPolicy.parse(a.substring("--egress=".length())).toString();
+                } catch (IllegalArgumentException e) {
+                    err.println("code-exec-mcp: --egress: " + e.getMessage());
+                    return 2;
+                }
+            } else {
+                err.println(USAGE);
+                return 2;
+            }
+        }
         try {
             Workspaces.checkName("tenant", tenant);
         } catch (WorkspaceException e) {
@@ -55,7 +72,7 @@ public final class KeysCommand {
             return 2;
         }
         String key = newKey();
-        String line = tenant + " " + ApiKeys.hashHex(key) + (admin ? " admin" : "") + "\n";
+        String line = tenant + " " + ApiKeys.hashHex(key) + (admin ? " admin" : "") + (egress == null ? "" : " egress=" + egress) + "\n";
         try {
             append(Path.of(file), line);
         } catch (IOException e) {
@@ -64,7 +81,8 @@ public final class KeysCommand {
         }
         out.println(key);
         out.flush();
-        err.println("added a key for tenant '" + tenant + "'" + (admin ? " (admin)" : "") + " to " + file
+        err.println("added a key for tenant '" + tenant + "'" + (admin ? " (admin)" : "")
+                + (egress == null ? "" : " (network: " + egress + ")") + " to " + file
                 + "; the key above is shown only once");
         return 0;
     }

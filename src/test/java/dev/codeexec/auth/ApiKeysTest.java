@@ -143,6 +143,22 @@ class ApiKeysTest {
     }
 
     @Test
+    void keysAddWritesTheTenantsOwnAllowList() throws Exception {
+        Path f = dir.resolve("egress-keys");
+        Map<String, String> env = Map.of("API_KEYS_FILE", f.toString());
+        Run r = keysCommand(env, "keys", "add", "data", "--egress=PyPI.org,*.pythonhosted.org", "--admin");
+        assertThat(r.code()).as(r.err()).isZero();
+        String key = r.out().strip();
+        assertThat(Files.readString(f)).isEqualTo("data " + ApiKeys.hashHex(key) + " admin egress=pypi.org,*.pythonhosted.org\n");
+        assertThat(ApiKeys.load(Config.of("API_KEYS_FILE", f.toString())).authenticate(key).orElseThrow().egress().orElseThrow()
+                .allows("files.pythonhosted.org", 443)).isTrue();
+        Run bad = keysCommand(env, "keys", "add", "x", "--egress=10.0.0.1");
+        assertThat(bad.code()).isEqualTo(2);
+        assertThat(bad.err()).contains("not IP addresses");
+        assertThat(Files.readAllLines(f)).hasSize(1);
+    }
+
+    @Test
     void keysAddPrintsANewKeyOnceAndAppendsItsHashLine() throws Exception {
         Path f = dir.resolve("new-keys");
         Map<String, String> env = Map.of("API_KEYS_FILE", f.toString());
