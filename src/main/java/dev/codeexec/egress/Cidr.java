@@ -20,8 +20,9 @@ public record Cidr(byte[] network, int bits) {
             throw new IllegalArgumentException("'" + text + "' is not an address block such as 10.1.0.0/16");
         byte[] bytes;
         try {
-            bytes = InetAddress.getByName(addr).getAddress(); // a literal: no lookup
-        } catch (UnknownHostException e) {
+            // ofLiteral, not getByName: a name spelt with hex digits only (cafe, dead.beef) must not be looked up
+            bytes = InetAddress.ofLiteral(addr).getAddress();
+        } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("'" + text + "' is not an address block such as 10.1.0.0/16");
         }
         int bits = bytes.length * 8;

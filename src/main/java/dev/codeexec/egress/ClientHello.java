@@ -72,6 +72,7 @@ final class ClientHello {
                 if (p + len > extEnd) return new Result.NotTls();
                 if (type == 0) { // server_name: list length(2), then entries: type(1) length(2) name
                     int q = p + 2, listEnd = p + 2 + u16(h, p);
+                    if (len < 2 || listEnd > p + len) return new Result.NotTls(); // the list stays inside its extension
                     while (q + 3 <= listEnd) {
                         int nameType = h[q] & 0xff, nameLen = u16(h, q + 1);
                         if (q + 3 + nameLen > listEnd) return new Result.NotTls();
@@ -83,7 +84,7 @@ final class ClientHello {
                 p += len;
             }
             return new Result.Hello(Optional.empty());
-        } catch (ArrayIndexOutOfBoundsException e) {
+        } catch (IndexOutOfBoundsException e) { // also new String's StringIndexOutOfBoundsException
             return new Result.NotTls();
         }
     }

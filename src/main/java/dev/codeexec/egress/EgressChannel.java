@@ -181,7 +181,7 @@ public final class EgressChannel implements AutoCloseable {
     private void closeIdle() {
         long now = System.nanoTime(), idle = settings.idleTimeout().toNanos();
         for (Conn c : open)
-            if (now - c.lastActivity > idle)
+            if (!c.connecting && now - c.lastActivity > idle)
                 c.end(ConnectionRecord.ALLOWED, "idle_timeout", "no data either way for " + settings.idleTimeout().toMillis()
                         + " ms (EGRESS_IDLE_TIMEOUT_MS)");
     }
@@ -217,6 +217,8 @@ public final class EgressChannel implements AutoCloseable {
         volatile long bytesOut;
         volatile long bytesIn;
         volatile boolean relaying;
+        /** Waiting for the upstream to accept: bounded by the connect timeout, not the idle one. */
+        volatile boolean connecting;
 
         Conn(SocketChannel client, Run owner) {
             this.client = client;
@@ -374,8 +376,10 @@ public final class EgressChannel implements AutoCloseable {
                 refuse(v.decision().equals(ConnectionRecord.FAILED) ? 502 : 403, v);
                 return false;
             }
+            if (ended.get()) return false; // the run ended (or the sweeper closed it) during the lookup
             SocketChannel up = SocketChannel.open();
             upstream = up;
+            connecting = true;
             try {
                 up.socket().connect(new InetSocketAddress(v.address().get(), hp.port()), (int) settings.connectTimeout().toMillis());
             } catch (java.net.SocketTimeoutException e) {
@@ -387,10 +391,16 @@ public final class EgressChannel implements AutoCloseable {
                 refuse(502, new EgressDecision.Verdict(host, v.address(), ConnectionRecord.FAILED, "connect_failed",
                         host + ":" + port + " could not be reached (" + e.getMessage() + ")"));
                 return false;
+            } finally {
+                connecting = false;
+            }
+            lastActivity = System.nanoTime();
+            if (ended.get()) {
+                closeQuietly(up); // ended while connecting: end() may have run before upstream was set
+                return false;
             }
             up.setOption(java.net.StandardSocketOptions.TCP_NODELAY, true);
-            lastActivity = System.nanoTime();
-            return !ended.get();
+            return true;
         }
 
         private void relay() {

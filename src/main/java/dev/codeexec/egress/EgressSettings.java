@@ -4,7 +4,6 @@ import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 
 import java.net.InetAddress;
-import java.net.UnknownHostException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -78,8 +77,8 @@ public record EgressSettings(boolean enabled, EgressPolicy serverPolicy, Address
             try {
                 if (kv.length != 2 || !kv[1].strip().matches("[0-9a-fA-F:.]+")) throw new IllegalArgumentException("x");
                 String name = HostNames.normalize(kv[0]);
-                pins.computeIfAbsent(name, k -> new ArrayList<>()).add(InetAddress.getByName(kv[1].strip()));
-            } catch (IllegalArgumentException | UnknownHostException e) {
+                pins.computeIfAbsent(name, k -> new ArrayList<>()).add(InetAddress.ofLiteral(kv[1].strip())); // never a lookup
+            } catch (IllegalArgumentException e) {
                 throw new ConfigException("EGRESS_RESOLVE: '" + p.strip() + "' must look like name=address");
             }
         }

@@ -31,7 +31,7 @@ public final class HostNames {
             throw new IllegalArgumentException("'" + name + "' is not a valid host name");
         }
         ascii = ascii.toLowerCase(Locale.ROOT);
-        if (ascii.length() > 253 || ascii.isEmpty() || ascii.startsWith(".") || ascii.contains(".."))
+        if (ascii.length() > 253 || ascii.isEmpty() || ascii.startsWith(".") || ascii.endsWith(".") || ascii.contains(".."))
             throw new IllegalArgumentException("'" + name + "' is not a valid host name");
         for (String label : ascii.split("\\.")) {
             if (label.isEmpty() || label.length() > 63 || !label.matches("[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?"))

@@ -1,5 +1,6 @@
 package dev.codeexec.ops;
 
+import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
@@ -57,6 +58,25 @@ class MetricsMetersTest {
                 .contains("codeexec_execution_duration_seconds_bucket{language=\"python\",le=\"0.05\"} 1")
                 .contains("codeexec_execution_duration_seconds_bucket{language=\"python\",le=\"5.0\"} 2")
                 .doesNotContain("codeexec_execution_duration_seconds_count{language=\"nodejs\"}");
+    }
+
+    @Test
+    void egressConnectionsCountByDecisionAndReasonAndBytesByTenant() {
+        NetworkReport n = new NetworkReport(List.of("pypi.org"), List.of(), 0,
+                Map.of("allowed/closed", 3, "refused/not_allowed", 2, "refused/loopback", 1), 1000, 250_000);
+        Config config = Config.of();
+        ExecutionRequest request = new ExecutionRequest("python", "x", "", List.of(), Map.of(),
+                RequestValidator.defaultLimits(config, Duration.ofSeconds(1)),
+                new ExecutionRequest.AuditInfo(Optional.of("team-a"), Optional.empty(), Optional.empty()));
+        metrics.finished(new RunObserver.RunEnd(new RunObserver.RunStart("run-2", Instant.now(), request), Instant.now(),
+                Optional.of(result("python", Outcome.EXITED, 40).withNetwork(n)), Optional.empty()));
+        metrics.finished(end("python", Optional.of(result("python", Outcome.EXITED, 40)), Optional.empty()));
+        String text = metrics.scrape();
+        assertThat(text).contains("codeexec_egress_connections_total{decision=\"allowed\",reason=\"closed\"} 3.0")
+                .contains("codeexec_egress_connections_total{decision=\"refused\",reason=\"not_allowed\"} 2.0")
+                .contains("codeexec_egress_connections_total{decision=\"refused\",reason=\"loopback\"} 1.0")
+                .contains("codeexec_egress_bytes_total{direction=\"out\",tenant=\"team-a\"} 1000.0")
+                .contains("codeexec_egress_bytes_total{direction=\"in\",tenant=\"team-a\"} 250000.0");
     }
 
     @Test

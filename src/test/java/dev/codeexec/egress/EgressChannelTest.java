@@ -1,0 +1,668 @@
+package dev.codeexec.egress;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import dev.codeexec.config.Config;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.UnixDomainSocketAddress;
+import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Predicate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.fail;
+
+/**
+ * The proxy end to end, in process: a client on the channel's unix socket, upstreams on this machine's loopback
+ * (127.0.0.1 only; names are pinned there with EGRESS_RESOLVE and opened with EGRESS_ALLOW_CIDRS). Nothing here
+ * connects anywhere else: refusals of other addresses are decided without connecting. Timeouts are generous and
+ * only bound a hang; no assertion is about speed.
+ */
+class EgressChannelTest {
+
+    static final Duration WAIT = Duration.ofSeconds(20);
+    static final InetAddress LOOPBACK = InetAddress.ofLiteral("127.0.0.1");
+
+    @TempDir
+    Path dir;
+
+    HttpServer http;
+    int httpPort;
+    final Map<String, HttpExchangeSeen> seen = new ConcurrentHashMap<>();
+    final List<AutoCloseable> toClose = new ArrayList<>();
+    final ExecutorService io = Executors.newVirtualThreadPerTaskExecutor();
+
+    /** What the upstream HTTP server saw of a request. */
+    record HttpExchangeSeen(String method, String uri, Map<String, List<String>> headers) {
+    }
+
+    @BeforeEach
+    void upstream() throws IOException {
+        http = HttpServer.create(new InetSocketAddress(LOOPBACK, 0), 50);
+        http.setExecutor(Executors.newVirtualThreadPerTaskExecutor());
+        http.createContext("/", ex -> {
+            seen.put(ex.getRequestURI().getPath(), new HttpExchangeSeen(ex.getRequestMethod(), ex.getRequestURI().toString(),
+                    Map.copyOf(ex.getRequestHeaders())));
+            byte[] body = ("hello from upstream " + ex.getRequestURI()).getBytes(StandardCharsets.UTF_8);
+            ex.sendResponseHeaders(200, body.length);
+            try (OutputStream o = ex.getResponseBody()) {
+                o.write(body);
+            }
+        });
+        http.createContext("/big", EgressChannelTest::big);
+        http.start();
+        httpPort = http.getAddress().getPort();
+    }
+
+    static void big(HttpExchange ex) throws IOException {
+        byte[] chunk = new byte[64 * 1024];
+        Arrays.fill(chunk, (byte) 'x');
+        try (ex) {
+            ex.sendResponseHeaders(200, 3L << 20);
+            OutputStream o = ex.getResponseBody();
+            for (int i = 0; i < 48; i++) o.write(chunk);
+            o.close();
+        } catch (IOException e) {
+            // the proxy cut the transfer
+        }
+    }
+
+    @AfterEach
+    void stop() {
+        for (AutoCloseable c : toClose.reversed()) {
+            try {
+                c.close();
+            } catch (Exception e) {
+                // closing
+            }
+        }
+        http.stop(0);
+        io.shutdownNow();
+    }
+
+    // ---- helpers ----
+
+    EgressSettings settings(String... pairs) {
+        List<String> all = new ArrayList<>(List.of("EGRESS", "on", "EGRESS_ALLOW", "fixture.test:" + httpPort,
+                "EGRESS_ALLOW_CIDRS", "127.0.0.1/32", "EGRESS_RESOLVE", "fixture.test=127.0.0.1"));
+        for (int i = 0; i + 1 < pairs.length; i += 2) {
+            int at = all.indexOf(pairs[i]);
+            if (at >= 0 && at % 2 == 0) all.set(at + 1, pairs[i + 1]);
+            else {
+                all.add(pairs[i]);
+                all.add(pairs[i + 1]);
+            }
+        }
+        return EgressSettings.of(Config.of(all.toArray(String[]::new)));
+    }
+
+    EgressChannel open(EgressSettings s) throws IOException {
+        return open(s, EgressDecision.resolver(s));
+    }
+
+    EgressChannel open(EgressSettings s, EgressDecision.Resolver resolver) throws IOException {
+        EgressChannel ch = EgressChannel.open(s, resolver, dir.resolve("t.sock"), s.policyFor(Optional.empty()), "tenant", "run-1");
+        toClose.add(ch);
+        return ch;
+    }
+
+    SocketChannel client(EgressChannel ch) throws IOException {
+        SocketChannel c = SocketChannel.open(UnixDomainSocketAddress.of(ch.socket()));
+        toClose.add(c);
+        return c;
+    }
+
+    static void send(SocketChannel c, String s) throws IOException {
+        send(c, s.getBytes(StandardCharsets.ISO_8859_1));
+    }
+
+    static void send(SocketChannel c, byte[] b) throws IOException {
+        ByteBuffer buf = ByteBuffer.wrap(b);
+        while (buf.hasRemaining()) c.write(buf);
+    }
+
+    /** Runs a blocking step, failing (and interrupting it, which closes a channel it blocks on) after WAIT. */
+    <T> T within(Callable<T> step) throws Exception {
+        Future<T> f = io.submit(step);
+        try {
+            return f.get(WAIT.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            f.cancel(true);
+            return fail("no outcome within " + WAIT);
+        }
+    }
+
+    /** Everything the client receives until the proxy closes the connection. */
+    byte[] readToEnd(SocketChannel c) throws Exception {
+        return within(() -> {
+            java.io.ByteArrayOutputStream all = new java.io.ByteArrayOutputStream();
+            ByteBuffer b = ByteBuffer.allocate(64 * 1024);
+            try {
+                while (c.read(b.clear()) >= 0) all.write(b.array(), 0, b.position());
+            } catch (IOException e) {
+                // a reset ends the stream too
+            }
+            return all.toByteArray();
+        });
+    }
+
+    String readTextToEnd(SocketChannel c) throws Exception {
+        return new String(readToEnd(c), StandardCharsets.ISO_8859_1);
+    }
+
+    /** The response head, up to and including the blank line. */
+    String readHead(SocketChannel c) throws Exception {
+        return within(() -> {
+            StringBuilder s = new StringBuilder();
+            ByteBuffer one = ByteBuffer.allocate(1);
+            while (!s.toString().endsWith("\r\n\r\n")) {
+                if (c.read(one.clear()) < 0) break;
+                s.append((char) (one.get(0) & 0xff));
+            }
+            return s.toString();
+        });
+    }
+
+    /** Exactly n bytes. */
+    byte[] readExactly(SocketChannel c, int n) throws Exception {
+        return within(() -> {
+            ByteBuffer b = ByteBuffer.allocate(n);
+            while (b.hasRemaining()) if (c.read(b) < 0) break;
+            return Arrays.copyOf(b.array(), b.position());
+        });
+    }
+
+    /**
+     * The report of the run so far, without ending its connections as {@link EgressChannel#finish} does. Test-only
+     * reflection: the channel offers no read-only view of a run still going.
+     */
+    static NetworkReport peek(EgressChannel ch) throws Exception {
+        Field f = EgressChannel.class.getDeclaredField("run");
+        f.setAccessible(true);
+        Object run = f.get(ch);
+        Method m = run.getClass().getDeclaredMethod("report");
+        m.setAccessible(true);
+        return (NetworkReport) m.invoke(run);
+    }
+
+    /** Waits until the run has a record that matches, and returns it. */
+    static ConnectionRecord awaitRecord(EgressChannel ch, Predicate<ConnectionRecord> p) throws Exception {
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (System.nanoTime() < deadline) {
+            for (ConnectionRecord r : peek(ch).connections()) if (p.test(r)) return r;
+            Thread.sleep(20);
+        }
+        return fail("no matching record in " + peek(ch).connections());
+    }
+
+    static Predicate<ConnectionRecord> reason(String reason) {
+        return r -> r.reason().equals(reason);
+    }
+
+    ServerSocket rawUpstream() throws IOException {
+        ServerSocket s = new ServerSocket(0, 50, LOOPBACK);
+        s.setSoTimeout((int) WAIT.toMillis());
+        toClose.add(s);
+        return s;
+    }
+
+    /** A client whose CONNECT tunnel to fixture.test:port is established (200 read). */
+    SocketChannel tunnel(EgressChannel ch, int port) throws Exception {
+        SocketChannel c = client(ch);
+        send(c, "CONNECT fixture.test:" + port + " HTTP/1.1\r\nHost: fixture.test:" + port + "\r\n\r\n");
+        assertThat(readHead(c)).startsWith("HTTP/1.1 200 ");
+        return c;
+    }
+
+    // ---- plain HTTP ----
+
+    @Test
+    void plainHttpGoesOnInOriginFormWithConnectionClose() throws Exception {
+        EgressChannel ch = open(settings());
+        assertThat(Files.getPosixFilePermissions(ch.socket())).isEqualTo(PosixFilePermissions.fromString("rw-------"));
+        SocketChannel c = client(ch);
+        send(c, "GET http://fixture.test:" + httpPort + "/x?q=1 HTTP/1.1\r\nHost: evil.test\r\nProxy-Connection: keep-alive\r\n"
+                + "Proxy-Authorization: Basic c2VjcmV0\r\nKeep-Alive: 300\r\nConnection: keep-alive\r\nX-Test: yes\r\n\r\n");
+        String response = readTextToEnd(c);
+        assertThat(response).startsWith("HTTP/1.1 200").endsWith("hello from upstream /x?q=1");
+        c.close();
+
+        HttpExchangeSeen up = seen.get("/x");
+        assertThat(up).isNotNull();
+        assertThat(up.method()).isEqualTo("GET");
+        assertThat(up.uri()).isEqualTo("/x?q=1");
+        assertThat(up.headers().get("Host")).containsExactly("fixture.test:" + httpPort);
+        assertThat(up.headers().get("Connection")).containsExactly("close");
+        assertThat(up.headers().get("X-test")).containsExactly("yes");
+        assertThat(up.headers()).doesNotContainKeys("Proxy-connection", "Proxy-authorization", "Keep-alive");
+
+        ConnectionRecord r = awaitRecord(ch, rec -> true);
+        assertThat(r.host()).isEqualTo("fixture.test");
+        assertThat(r.port()).isEqualTo(httpPort);
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.ALLOWED);
+        assertThat(r.reason()).isEqualTo("closed");
+        assertThat(r.bytesIn()).isEqualTo(response.length());
+        assertThat(r.bytesOut()).isPositive();
+        NetworkReport report = ch.finish();
+        assertThat(report.connections()).containsExactly(r);
+        assertThat(report.policy()).containsExactly("fixture.test:" + httpPort);
+        assertThat(report.bytesIn()).isEqualTo(r.bytesIn());
+        assertThat(report.bytesOut()).isEqualTo(r.bytesOut());
+        assertThat(report.counts()).containsExactly(Map.entry("allowed/closed", 1));
+    }
+
+    @Test
+    void aRequestBodySentWithTheHeadGoesOnToo() throws Exception {
+        EgressChannel ch = open(settings());
+        SocketChannel c = client(ch);
+        send(c, "POST http://fixture.test:" + httpPort + "/post HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 200");
+        assertThat(seen.get("/post").method()).isEqualTo("POST");
+        assertThat(seen.get("/post").headers().get("Content-length")).containsExactly("5");
+    }
+
+    @Test
+    void malformedRequestsAreBadRequests() throws Exception {
+        EgressChannel ch = open(settings());
+        String[][] cases = {
+                {"GET /relative HTTP/1.1\r\n\r\n", "400", "absolute http:// URL"},
+                {"GET https://fixture.test/ HTTP/1.1\r\n\r\n", "400", "go through CONNECT"},
+                {"hello there\r\n\r\n", "400", "not an HTTP proxy request"},
+                {"CONNECT fixture.test HTTP/1.1\r\n\r\n", "400", "CONNECT needs host:port"},
+                {"GET http://user@fixture.test/ HTTP/1.1\r\n\r\n", "400", "host is not valid"},
+        };
+        for (String[] k : cases) {
+            SocketChannel c = client(ch);
+            send(c, k[0]);
+            String response = readTextToEnd(c);
+            assertThat(response).as(k[0]).startsWith("HTTP/1.1 " + k[1]).contains("(bad_request)").contains(k[2])
+                    .contains("X-Codeexec-Egress: refused; reason=bad_request");
+        }
+        SocketChannel silent = client(ch);
+        silent.close();
+        awaitRecord(ch, r -> r.message().contains("closed before a request arrived"));
+        assertThat(peek(ch).counts()).containsEntry("refused/bad_request", cases.length + 1);
+        assertThat(seen).isEmpty();
+    }
+
+    // ---- refusals ----
+
+    @Test
+    void connectRefusalsAreForbiddenWithTheReasonInTheBody() throws Exception {
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + httpPort + ",inside.test:" + httpPort,
+                "EGRESS_RESOLVE", "fixture.test=127.0.0.1,inside.test=127.0.0.2"));
+        String[][] cases = {
+                {"other.test:443", "not_allowed"},
+                {"fixture.test:443", "not_allowed"},
+                {"127.0.0.1:" + httpPort, "ip_literal"},
+                {"2130706433:" + httpPort, "ip_literal"},
+                {"[::1]:" + httpPort, "ip_literal"},
+                {"inside.test:" + httpPort, "loopback"},
+        };
+        for (String[] k : cases) {
+            SocketChannel c = client(ch);
+            send(c, "CONNECT " + k[0] + " HTTP/1.1\r\nHost: " + k[0] + "\r\n\r\n");
+            String response = readTextToEnd(c);
+            assertThat(response).as(k[0]).startsWith("HTTP/1.1 403 Forbidden")
+                    .contains("X-Codeexec-Egress: refused; reason=" + k[1])
+                    .contains("code-exec-mcp egress proxy: refused (" + k[1] + "): ");
+        }
+        ConnectionRecord loop = awaitRecord(ch, reason("loopback"));
+        assertThat(loop.host()).isEqualTo("inside.test");
+        assertThat(loop.decision()).isEqualTo(ConnectionRecord.REFUSED);
+        assertThat(loop.message()).contains("127.0.0.2");
+        awaitRecord(ch, r -> r.host().equals("[::1]"));
+        NetworkReport report = ch.finish();
+        assertThat(report.connections()).hasSize(cases.length).allSatisfy(r -> {
+            assertThat(r.decision()).isEqualTo(ConnectionRecord.REFUSED);
+            assertThat(r.bytesIn()).isZero();
+            assertThat(r.bytesOut()).isZero();
+        });
+        assertThat(report.counts()).containsEntry("refused/not_allowed", 2).containsEntry("refused/ip_literal", 3)
+                .containsEntry("refused/loopback", 1);
+        assertThat(seen).isEmpty();
+    }
+
+    @Test
+    void aReportListsAHundredConnectionsAndCountsTheRest() throws Exception {
+        EgressChannel ch = open(settings());
+        int n = NetworkReport.MAX_RECORDS + 3;
+        for (int i = 0; i < n; i++) {
+            SocketChannel c = client(ch);
+            send(c, "CONNECT other.test:443 HTTP/1.1\r\n\r\n");
+            assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 403");
+            c.close();
+        }
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (peek(ch).counts().getOrDefault("refused/not_allowed", 0) < n && System.nanoTime() < deadline) Thread.sleep(20);
+        NetworkReport report = ch.finish();
+        assertThat(report.connections()).hasSize(NetworkReport.MAX_RECORDS);
+        assertThat(report.leftOut()).isEqualTo(3);
+        assertThat(report.counts()).containsExactly(Map.entry("refused/not_allowed", n));
+    }
+
+    @Test
+    void plainHttpIsRefusedTheSameWay() throws Exception {
+        EgressChannel ch = open(settings());
+        SocketChannel c = client(ch);
+        send(c, "GET http://other.test/ HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 403").contains("(not_allowed)").contains("other.test:80");
+        SocketChannel lit = client(ch);
+        send(lit, "GET http://127.0.0.1:" + httpPort + "/ HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(lit)).startsWith("HTTP/1.1 403").contains("(ip_literal)");
+        assertThat(seen).isEmpty();
+    }
+
+    @Test
+    void loopbackIsRefusedUnlessTheOperatorOpensIt() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        upstream.setSoTimeout(1000);
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + upstream.getLocalPort(), "EGRESS_ALLOW_CIDRS", ""));
+        SocketChannel c = client(ch);
+        send(c, "CONNECT fixture.test:" + upstream.getLocalPort() + " HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 403").contains("(loopback)").contains("127.0.0.1");
+        assertThat(awaitRecord(ch, reason("loopback")).host()).isEqualTo("fixture.test");
+        // Nothing was sent anywhere: the upstream was never connected to.
+        assertThatThrownBy(upstream::accept).isInstanceOf(SocketTimeoutException.class);
+    }
+
+    @Test
+    void anAllowedHostThatCannotBeReachedOrResolvedFails() throws Exception {
+        int closedPort;
+        try (ServerSocket s = new ServerSocket(0, 1, LOOPBACK)) {
+            closedPort = s.getLocalPort();
+        }
+        EgressSettings s = settings("EGRESS_ALLOW", "fixture.test:" + closedPort + ",gone.test:443");
+        EgressDecision.Resolver pinsOrNothing = name -> {
+            if (name.equals("fixture.test")) return List.of(LOOPBACK);
+            throw new UnknownHostException(name);
+        };
+        EgressChannel ch = open(s, pinsOrNothing);
+        SocketChannel c = client(ch);
+        send(c, "CONNECT fixture.test:" + closedPort + " HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 502 Bad Gateway").contains("failed (connect_failed)");
+        SocketChannel g = client(ch);
+        send(g, "CONNECT gone.test:443 HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(g)).startsWith("HTTP/1.1 502").contains("failed (resolve_failed)");
+        assertThat(awaitRecord(ch, reason("connect_failed")).decision()).isEqualTo(ConnectionRecord.FAILED);
+        assertThat(awaitRecord(ch, reason("resolve_failed")).decision()).isEqualTo(ConnectionRecord.FAILED);
+    }
+
+    // ---- CONNECT tunnels and SNI ----
+
+    @Test
+    void aTunnelCarriesTlsNamingTheConnectHostBothWays() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        SocketChannel c = tunnel(ch, port);
+        byte[] hello = TlsHellos.jdk("fixture.test");
+        send(c, hello);
+        try (Socket up = within(upstream::accept)) {
+            InputStream in = up.getInputStream();
+            assertThat(within(() -> in.readNBytes(hello.length))).isEqualTo(hello);
+            up.getOutputStream().write("pong".getBytes(StandardCharsets.US_ASCII));
+            assertThat(new String(readExactly(c, 4), StandardCharsets.US_ASCII)).isEqualTo("pong");
+        }
+        assertThat(readToEnd(c)).isEmpty(); // the upstream closed: so does the client's side
+        c.close();
+        ConnectionRecord r = awaitRecord(ch, rec -> true);
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.ALLOWED);
+        assertThat(r.reason()).isEqualTo("closed");
+        assertThat(r.bytesOut()).isEqualTo(hello.length);
+        assertThat(r.bytesIn()).isEqualTo(4);
+    }
+
+    @Test
+    void aHelloSentWithTheConnectHeadIsCheckedAndForwarded() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        SocketChannel c = client(ch);
+        byte[] hello = TlsHellos.splitIntoTwoRecords(TlsHellos.jdk("Fixture.Test"), 50);
+        send(c, TlsHellos.concat(("CONNECT fixture.test:" + port + " HTTP/1.1\r\n\r\n").getBytes(StandardCharsets.US_ASCII),
+                Arrays.copyOf(hello, 20)));
+        assertThat(readHead(c)).startsWith("HTTP/1.1 200");
+        send(c, Arrays.copyOfRange(hello, 20, hello.length));
+        try (Socket up = within(upstream::accept)) {
+            assertThat(within(() -> up.getInputStream().readNBytes(hello.length))).isEqualTo(hello);
+        }
+    }
+
+    @Test
+    void aHelloNamingAnotherHostClosesTheTunnel() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port + ",other.test:" + port));
+        SocketChannel c = tunnel(ch, port);
+        send(c, TlsHellos.jdk("other.test"));
+        assertThat(readToEnd(c)).isEmpty();
+        ConnectionRecord r = awaitRecord(ch, reason("sni_mismatch"));
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.REFUSED);
+        assertThat(r.host()).isEqualTo("fixture.test");
+        assertThat(r.message()).contains("other.test").contains("fixture.test");
+        // Not one byte of the hello reached the upstream.
+        try (Socket up = within(upstream::accept)) {
+            assertThat(within(() -> up.getInputStream().read())).isEqualTo(-1);
+        }
+    }
+
+    @Test
+    void aTunnelWithoutSniOrWithoutTlsIsClosed() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        SocketChannel noSni = tunnel(ch, port);
+        send(noSni, TlsHellos.jdk(null));
+        assertThat(readToEnd(noSni)).isEmpty();
+        assertThat(awaitRecord(ch, reason("no_sni")).decision()).isEqualTo(ConnectionRecord.REFUSED);
+
+        SocketChannel plain = tunnel(ch, port);
+        send(plain, "GET / HTTP/1.1\r\nHost: fixture.test\r\n\r\n");
+        assertThat(readToEnd(plain)).isEmpty();
+        assertThat(awaitRecord(ch, reason("not_tls")).decision()).isEqualTo(ConnectionRecord.REFUSED);
+        for (int i = 0; i < 2; i++) {
+            try (Socket up = within(upstream::accept)) {
+                assertThat(within(() -> up.getInputStream().read())).isEqualTo(-1);
+            }
+        }
+    }
+
+    // ---- bounds ----
+
+    @Test
+    void theConnectionCapAnswers429() throws Exception {
+        EgressChannel ch = open(settings("EGRESS_MAX_CONNECTIONS", "2"));
+        SocketChannel a = client(ch);
+        SocketChannel b = client(ch);
+        send(a, "GET http://fixture.test:" + httpPort + "/a HTTP/1.1\r\n"); // mid-request: the head is not complete
+        send(b, "GET http://fixture.test:" + httpPort + "/b HTTP/1.1\r\n");
+        SocketChannel third = client(ch);
+        send(third, "GET http://fixture.test:" + httpPort + "/c HTTP/1.1\r\n\r\n");
+        String response = readTextToEnd(third);
+        assertThat(response).startsWith("HTTP/1.1 429 Too Many Requests").contains("(connection_limit)")
+                .contains("EGRESS_MAX_CONNECTIONS");
+        ConnectionRecord r = awaitRecord(ch, reason("connection_limit"));
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.REFUSED);
+        assertThat(seen).doesNotContainKey("/c");
+
+        // The two held ones still work when their heads complete, and then a new one fits again.
+        send(a, "\r\n");
+        assertThat(readTextToEnd(a)).startsWith("HTTP/1.1 200");
+        a.close();
+        awaitRecord(ch, rec -> rec.reason().equals("closed"));
+        SocketChannel fourth = client(ch);
+        send(fourth, "GET http://fixture.test:" + httpPort + "/d HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(fourth)).startsWith("HTTP/1.1 200");
+    }
+
+    @Test
+    void theByteCapEndsTheTransferAndRefusesMore() throws Exception {
+        EgressChannel ch = open(settings("EGRESS_MAX_MB", "1"));
+        SocketChannel c = client(ch);
+        send(c, "GET http://fixture.test:" + httpPort + "/big HTTP/1.1\r\n\r\n");
+        byte[] got = readToEnd(c);
+        assertThat(got.length).isLessThanOrEqualTo(1 << 20).isGreaterThan(0);
+        ConnectionRecord r = awaitRecord(ch, reason("byte_limit"));
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.ALLOWED);
+        assertThat(r.message()).contains("EGRESS_MAX_MB");
+        assertThat(peek(ch).bytesIn()).isGreaterThan(1 << 20).isLessThanOrEqualTo((1 << 20) + 64 * 1024);
+
+        SocketChannel next = client(ch);
+        send(next, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(next)).startsWith("HTTP/1.1 403").contains("(byte_limit)");
+        assertThat(peek(ch).counts()).containsEntry("allowed/byte_limit", 1).containsEntry("refused/byte_limit", 1);
+        assertThat(seen).doesNotContainKey("/x");
+    }
+
+    @Test
+    void finishClosesOpenTunnelsAtOnceAndArmStartsAFreshReport() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        SocketChannel c = tunnel(ch, port);
+        byte[] hello = TlsHellos.jdk("fixture.test");
+        send(c, hello);
+        try (Socket up = within(upstream::accept)) {
+            assertThat(within(() -> up.getInputStream().readNBytes(hello.length))).hasSize(hello.length);
+
+            NetworkReport report = ch.finish();
+            assertThat(report.connections()).singleElement().satisfies(r -> {
+                assertThat(r.reason()).isEqualTo("run_ended");
+                assertThat(r.decision()).isEqualTo(ConnectionRecord.ALLOWED);
+                assertThat(r.host()).isEqualTo("fixture.test");
+                assertThat(r.bytesOut()).isEqualTo(hello.length);
+            });
+            assertThat(readToEnd(c)).isEmpty();
+            assertThat(within(() -> up.getInputStream().read())).isEqualTo(-1);
+        }
+
+        ch.arm(EgressPolicy.parse("other.test"), "tenant-2", "run-2");
+        assertThat(ch.policy().patterns()).containsExactly("other.test");
+        NetworkReport fresh = ch.finish();
+        assertThat(fresh.connections()).isEmpty();
+        assertThat(fresh.counts()).isEmpty();
+        assertThat(fresh.policy()).containsExactly("other.test");
+        // The new policy applies to the next connection.
+        SocketChannel again = client(ch);
+        send(again, "CONNECT fixture.test:" + port + " HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(again)).startsWith("HTTP/1.1 403").contains("(not_allowed)");
+
+        ch.arm(EgressPolicy.OFF, "tenant-2", "run-3");
+        SocketChannel off = client(ch);
+        send(off, "CONNECT fixture.test:" + port + " HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(off)).startsWith("HTTP/1.1 403").contains("(egress_off)");
+    }
+
+    @Test
+    void closeDeletesTheSocketAndEndsWhatIsOpen() throws Exception {
+        EgressChannel ch = open(settings());
+        Path socket = ch.socket();
+        assertThat(socket).exists();
+        SocketChannel waiting = client(ch);
+        send(waiting, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\n");
+        Thread.sleep(200); // let the accept loop take it
+        ch.close();
+        assertThat(socket).doesNotExist();
+        assertThat(readToEnd(waiting)).isEmpty();
+        assertThatThrownBy(() -> SocketChannel.open(UnixDomainSocketAddress.of(socket))).isInstanceOf(IOException.class);
+        ch.close(); // twice is harmless
+    }
+
+    @Test
+    void openReplacesAStaleSocketFile() throws Exception {
+        Files.writeString(dir.resolve("t.sock"), "stale");
+        EgressChannel ch = open(settings());
+        SocketChannel c = client(ch);
+        send(c, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 200");
+    }
+
+    @Test
+    void anIdleTunnelIsClosed() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port, "EGRESS_IDLE_TIMEOUT_MS", "1000"));
+        SocketChannel c = tunnel(ch, port);
+        byte[] hello = TlsHellos.jdk("fixture.test");
+        send(c, hello);
+        try (Socket up = within(upstream::accept)) {
+            assertThat(within(() -> up.getInputStream().readNBytes(hello.length))).hasSize(hello.length);
+            assertThat(readToEnd(c)).isEmpty(); // nothing either way: closed by the sweeper
+            assertThat(within(() -> up.getInputStream().read())).isEqualTo(-1);
+        }
+        ConnectionRecord r = awaitRecord(ch, reason("idle_timeout"));
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.ALLOWED);
+        assertThat(r.message()).contains("EGRESS_IDLE_TIMEOUT_MS");
+    }
+
+    @Test
+    void aRunThatEndsDuringTheLookupLeavesNoUpstreamConnectionOpen() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        CountDownLatch asked = new CountDownLatch(1);
+        CountDownLatch answer = new CountDownLatch(1);
+        EgressDecision.Resolver slow = name -> {
+            asked.countDown();
+            try {
+                answer.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return List.of(LOOPBACK);
+        };
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port), slow);
+        SocketChannel c = client(ch);
+        send(c, "CONNECT fixture.test:" + port + " HTTP/1.1\r\n\r\n");
+        assertThat(asked.await(WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
+        assertThat(ch.finish().connections()).singleElement().satisfies(r -> assertThat(r.reason()).isEqualTo("run_ended"));
+        assertThat(readToEnd(c)).isEmpty();
+        answer.countDown();
+        // Either no connection is made after the run ended, or it is closed at once.
+        upstream.setSoTimeout(3000);
+        Socket up;
+        try {
+            up = upstream.accept();
+        } catch (SocketTimeoutException e) {
+            return;
+        }
+        try (up) {
+            up.setSoTimeout(5000);
+            assertThat(up.getInputStream().read()).as("the upstream connection is closed").isEqualTo(-1);
+        }
+    }
+}
