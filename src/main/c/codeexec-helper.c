@@ -223,7 +223,9 @@ static void default_signal(int sig) {
 #define MAX_RELAYS 128
 #define RELAY_BUF (64 * 1024)
 
-struct half { char *buf; size_t len, off; int eof, shut; };
+/* One direction of a pair. dead: its receiver went away (EPIPE); what comes from its sender is dropped while the
+ * other direction still flows: it may carry the answer that says why (the proxy's 429 before it hung up). */
+struct half { char *buf; size_t len, off; int eof, shut, dead; };
 struct relay { int a, b; struct half ab, ba; }; /* a: the program's TCP connection, b: the unix socket */
 
 static struct relay relays[MAX_RELAYS];
@@ -275,9 +277,16 @@ static void relay_accept(int lfd) {
 /* Moves what it can from src through h to dst; returns -1 when the pair must be closed. */
 static int relay_move(int src, int dst, struct half *h) {
     for (;;) {
+        if (h->dead) return 0;
         if (h->len > h->off) {
             ssize_t w = write(dst, h->buf + h->off, h->len - h->off);
-            if (w < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            if (w < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+            if (w < 0) {
+                h->dead = 1;
+                h->len = h->off = 0;
+                shutdown(src, SHUT_RD);
+                return 0;
+            }
             h->off += (size_t) w;
             if (h->off < h->len) return 0;
             h->off = h->len = 0;
@@ -310,8 +319,8 @@ static void relay_round(int lfd, int sfd) {
     for (int i = 0; i < nrelays; i++) {
         struct relay *r = &relays[i];
         /* read a side while its buffer is empty and it has not ended; wait to write while data is pending */
-        short ea = (short) ((!r->ab.eof && r->ab.len == 0 ? POLLIN : 0) | (r->ba.len > r->ba.off ? POLLOUT : 0));
-        short eb = (short) ((!r->ba.eof && r->ba.len == 0 ? POLLIN : 0) | (r->ab.len > r->ab.off ? POLLOUT : 0));
+        short ea = (short) ((!r->ab.eof && !r->ab.dead && r->ab.len == 0 ? POLLIN : 0) | (r->ba.len > r->ba.off ? POLLOUT : 0));
+        short eb = (short) ((!r->ba.eof && !r->ba.dead && r->ba.len == 0 ? POLLIN : 0) | (r->ab.len > r->ab.off ? POLLOUT : 0));
         p[n++] = (struct pollfd) { .fd = r->a, .events = ea };
         p[n++] = (struct pollfd) { .fd = r->b, .events = eb };
     }
@@ -323,7 +332,8 @@ static void relay_round(int lfd, int sfd) {
         short ra = p[2 + 2 * i].revents, rb = p[3 + 2 * i].revents;
         if (!ra && !rb) continue;
         if (relay_move(r->a, r->b, &r->ab) < 0 || relay_move(r->b, r->a, &r->ba) < 0
-                || ((ra | rb) & POLLERR) || (r->ab.shut && r->ba.shut)) {
+                || (((ra | rb) & POLLERR) && r->ba.len == r->ba.off && r->ab.len == r->ab.off)
+                || ((r->ab.shut || r->ab.dead) && (r->ba.shut || r->ba.dead))) {
             relay_close(i);
         }
     }
