@@ -19,6 +19,7 @@ import { tmpdir, loadavg, cpus } from 'node:os';
 import { join } from 'node:path';
 import { startServer, sleep } from '../lib/server.js';
 import { RawSession } from '../lib/rawmcp.js';
+import { pct, throughput as measureThroughput } from './measure.js';
 
 const N = Number(process.env.BENCH_ITERATIONS || 30);
 const WARMUP = Number(process.env.BENCH_WARMUP || 3);
@@ -71,10 +72,6 @@ async function timeIt(fn) {
     return Number(process.hrtime.bigint() - t) / 1e6;
 }
 
-function pct(samples, p) {
-    const s = [...samples].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
-}
 
 /** Interleaves MCP and bare samples so that machine noise hits both sides alike. */
 async function latency(session, c, server) {
@@ -101,19 +98,7 @@ async function latency(session, c, server) {
 }
 
 async function throughput(runOnce, max = TP_MAX, seconds = TP_SECONDS) {
-    let done = 0;
-    let started = 0;
-    const t0 = Date.now();
-    const end = t0 + seconds * 1000;
-    const worker = async () => {
-        while (Date.now() < end && started < max) {
-            started++;
-            await runOnce();
-            done++;
-        }
-    };
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    return { runs: done, seconds: (Date.now() - t0) / 1000 };
+    return measureThroughput(runOnce, max, seconds, CONCURRENCY);
 }
 
 /**

@@ -25,6 +25,7 @@ import { tmpdir, loadavg, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startServer, sleep, JAR } from '../lib/server.js';
 import { RawSession } from '../lib/rawmcp.js';
+import { pct, throughput as measureThroughput } from './measure.js';
 
 const EGRESS_N = Number(process.env.BENCH_EGRESS_ITERATIONS || 10);
 const EGRESS_WARMUP = Number(process.env.BENCH_EGRESS_WARMUP ?? 2);
@@ -52,10 +53,6 @@ async function timeIt(fn) {
     return { ms: Number(process.hrtime.bigint() - t) / 1e6, v };
 }
 
-function pct(samples, p) {
-    const s = [...samples].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
-}
 
 const summary = (xs) => ({ n: xs.length, p50: pct(xs, 50), p95: pct(xs, 95) });
 
@@ -83,21 +80,7 @@ async function execute(session, args, expect) {
 }
 
 /** `runOnce` at concurrency 4 until `seconds` pass or `max` runs started; { runs, seconds }. */
-async function throughput(runOnce, max, seconds) {
-    let done = 0;
-    let started = 0;
-    const t0 = Date.now();
-    const end = t0 + seconds * 1000;
-    const worker = async () => {
-        while (Date.now() < end && started < max) {
-            started++;
-            await runOnce();
-            done++;
-        }
-    };
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    return { runs: done, seconds: (Date.now() - t0) / 1000 };
-}
+const throughput = (runOnce, max, seconds) => measureThroughput(runOnce, max, seconds, CONCURRENCY);
 
 /** Waits until every language of every server's pool is at its target (a refill's CPU would hit the next sample). */
 async function waitPoolsFull(servers, timeoutMs = 60_000) {
