@@ -20,7 +20,7 @@ after(async () => {
     await server?.stop();
 });
 
-const RESULT_FIELDS = ['language', 'exitCode', 'stdout', 'stderr', 'durationMs', 'timedOut', 'truncated', 'outcome', 'sandbox'];
+const RESULT_FIELDS = ['language', 'exitCode', 'stdout', 'stderr', 'durationMs', 'timedOut', 'truncated', 'outcome', 'sandbox', 'network'];
 
 test('initialize reports the server and its tool capability', () => {
     const info = client.getServerVersion();

@@ -99,9 +99,10 @@ class AdminApiTest {
         assertThat(last(a).path("type").asString()).isEqualTo("result");
         // execute_code's structuredContent, field for field
         assertThat(new ArrayList<>(result.propertyNames())).containsExactly("language", "exitCode", "stdout", "stderr", "durationMs", "timedOut", "truncated",
-                        "outcome", "peakMemoryBytes", "sandbox");
+                        "outcome", "peakMemoryBytes", "sandbox", "network");
         assertThat(result.path("stdout").asString()).isEqualTo("hello");
         assertThat(result.path("outcome").asString()).isEqualTo("exited");
+        assertThat(result.path("network").path("allow").isEmpty()).as("a run without network says so").isTrue();
         execute(BOB, "", "{\"language\":\"go\",\"code\":\"exit:3\"}");
 
         // The dashboard's counts moved with the runs.
