@@ -324,8 +324,13 @@ static void relay_round(int lfd, int sfd) {
         /* read a side while its buffer is empty and it has not ended; wait to write while data is pending */
         short ea = (short) ((!r->ab.eof && !r->ab.dead && r->ab.len == 0 ? POLLIN : 0) | (r->ba.len > r->ba.off ? POLLOUT : 0));
         short eb = (short) ((!r->ba.eof && !r->ba.dead && r->ba.len == 0 ? POLLIN : 0) | (r->ab.len > r->ab.off ? POLLOUT : 0));
-        p[n++] = (struct pollfd) { .fd = r->a, .events = ea };
-        p[n++] = (struct pollfd) { .fd = r->b, .events = eb };
+        /* a side that has said all it will and has nothing to receive is left out while the other side still
+         * waits to deliver to its reader: its hang-up would otherwise wake every poll (a busy loop in pid 1).
+         * Once that delivery is done it is polled again, and its hang-up ends the pair. */
+        int quiet_a = (r->ab.eof || r->ab.dead) && r->ba.len == r->ba.off && r->ab.len > r->ab.off;
+        int quiet_b = (r->ba.eof || r->ba.dead) && r->ab.len == r->ab.off && r->ba.len > r->ba.off;
+        p[n++] = (struct pollfd) { .fd = quiet_a ? -1 : r->a, .events = ea };
+        p[n++] = (struct pollfd) { .fd = quiet_b ? -1 : r->b, .events = eb };
     }
     if (poll(p, (nfds_t) n, -1) < 0) return;
     if (p[1].revents & POLLIN) relay_accept(lfd);
@@ -334,7 +339,11 @@ static void relay_round(int lfd, int sfd) {
         struct relay *r = &relays[i];
         short ra = p[2 + 2 * i].revents, rb = p[3 + 2 * i].revents;
         if (!ra && !rb) continue;
-        if (relay_move(r->a, r->b, &r->ab) < 0 || relay_move(r->b, r->a, &r->ba) < 0
+        int moved = relay_move(r->a, r->b, &r->ab) < 0 || relay_move(r->b, r->a, &r->ba) < 0;
+        /* a peer that hung up entirely (the proxy after its answer) reads nothing more: drop what goes to it */
+        if ((rb & POLLHUP) && r->ba.eof && r->ba.len == r->ba.off) { r->ab.dead = 1; r->ab.len = r->ab.off = 0; }
+        if ((ra & POLLHUP) && r->ab.eof && r->ab.len == r->ab.off) { r->ba.dead = 1; r->ba.len = r->ba.off = 0; }
+        if (moved
                 || (((ra | rb) & POLLERR) && r->ba.len == r->ba.off && r->ab.len == r->ab.off)
                 || ((r->ab.shut || r->ab.dead) && (r->ba.shut || r->ba.dead))) {
             relay_close(i);

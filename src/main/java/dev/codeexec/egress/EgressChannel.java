@@ -57,6 +57,8 @@ public final class EgressChannel implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EgressChannel.class);
     private static final Logger AUDIT = LoggerFactory.getLogger("audit");
     private static final int HEAD_MAX = 16 * 1024;
+    /** How long a connection refused at accept may take to send its request before it is answered anyway. */
+    private static final java.time.Duration HEAD_WAIT = java.time.Duration.ofSeconds(2);
     /** Per connection: downloads are what is big (and what the benchmark measures); uploads get a smaller buffer. */
     private static final int DOWN_BUFFER = 1024 * 1024;
     private static final int UP_BUFFER = 64 * 1024;
@@ -174,13 +176,32 @@ public final class EgressChannel implements AutoCloseable {
             }
             Conn c = new Conn(client, run);
             if (open.size() >= settings.maxConnections()) {
-                threads.newThread(() -> c.refuse(429, EgressDecision.refused("", "connection_limit",
-                        "this run already has " + settings.maxConnections() + " connections open (EGRESS_MAX_CONNECTIONS)"))).start();
+                threads.newThread(() -> refuseOverCap(c)).start();
                 continue;
             }
             open.add(c);
             threads.newThread(c::serve).start();
         }
+    }
+
+    /**
+     * A connection over EGRESS_MAX_CONNECTIONS: its request is read first (for at most {@link #HEAD_WAIT}), then
+     * answered 429. Answering and hanging up before the request arrived would make the program's write of it fail
+     * (EPIPE) and lose the answer that says why.
+     */
+    private void refuseOverCap(Conn c) {
+        ScheduledFuture<?> guard = SWEEPER.schedule(() -> closeQuietly(c.client), HEAD_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+        try {
+            ByteBuffer b = ByteBuffer.allocate(HEAD_MAX);
+            while (b.hasRemaining() && c.client.read(b) > 0)
+                if (indexOf(b.array(), b.position(), "\r\n\r\n".getBytes(StandardCharsets.US_ASCII)) >= 0) break;
+        } catch (IOException e) {
+            // closed by the guard or by the program: the refusal is recorded all the same
+        } finally {
+            guard.cancel(false);
+        }
+        c.refuse(429, EgressDecision.refused("", "connection_limit",
+                "this run already has " + settings.maxConnections() + " connections open (EGRESS_MAX_CONNECTIONS)"));
     }
 
     private void closeIdle() {
