@@ -107,7 +107,8 @@ class PerUidLimitsTest {
                     (stream, text) -> {
                         synchronized (said) {
                             said.append(text);
-                            if (said.toString().contains("full ")) full.countDown();
+                            // the line may arrive in pieces: wait for its end
+                            if (said.toString().matches("(?s).*full [^\\n]*\\n.*")) full.countDown();
                         }
                     });
             try {
