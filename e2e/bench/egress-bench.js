@@ -3,6 +3,8 @@
 // same run, samples interleaved so that machine drift hits every side alike:
 //   1. a 50 MiB download from a plain HTTP fixture on 127.0.0.1 (served by this process): the host's curl directly
 //      versus curl in a sandbox through the proxy (EGRESS=on, WARM_POOL=off), alternating rounds; MB/s and ratio.
+//      Beside them, the host's curl through reference-relay.c, the floor of any proxy (one user-space hop that
+//      checks nothing), with read/write and with splice: what this machine allows a proxy at all.
 //   2. python hello end to end (p50/p95) and throughput at concurrency 4 on a server with EGRESS off, one with
 //      EGRESS=on and an allow-list (calls with `network: false`; the same calls without `network` for latency
 //      too), and, with BENCH_BEFORE_JAR, the server from before egress; each against the bare spawn of python3.
@@ -171,7 +173,7 @@ async function download(fixture, results, notes) {
     const server = await start({ LOG_LEVEL: 'info', WARM_POOL: 'off', ...egressEnv(port) });
     try {
         const session = await openSession(server);
-        const url = (host) => `http://${host}:${port}/blob`;
+        const url = (host, p = port) => `http://${host}:${p}/blob`;
         const parse = (out, what) => {
             const [size, seconds] = out.trim().split(/\s+/);
             if (Number(size) !== BLOB_BYTES) throw new Error(`${what}: size_download ${size}, expected ${BLOB_BYTES} (output '${out.trim()}')`);
@@ -188,22 +190,26 @@ async function download(fixture, results, notes) {
             const c = sc.network?.connections?.[0];
             return { transferMs: parse(sc.stdout, 'proxied curl'), e2eMs: e2e, runMs: sc.durationMs, recordMs: c?.ms, recordBytesIn: c?.bytesIn };
         };
-        for (let i = 0; i < EGRESS_WARMUP; i++) {
-            await direct();
-            await proxied();
-        }
-        const d = [];
-        const p = [];
-        for (let i = 0; i < EGRESS_N; i++) {
-            // Alternate which side goes first, so that neither always follows the other's page-cache and CPU state.
-            if (i % 2 === 0) {
-                d.push(await direct());
-                p.push(await proxied());
-            } else {
-                p.push(await proxied());
-                d.push(await direct());
+        const refs = await startReferenceRelays(port);
+        const viaRef = (mode) => async () => {
+            const v = await run('/usr/bin/curl', ['-s', '-o', '/dev/null', '-w', CURL_FORMAT.slice(1, -1), url('127.0.0.1', refs[mode].port)]);
+            return { transferMs: parse(v, `curl through the reference relay (${mode})`) };
+        };
+        const sides = [['d', direct], ['p', proxied], ['rw', viaRef('rw')], ['splice', viaRef('splice')]];
+        const got = { d: [], p: [], rw: [], splice: [] };
+        try {
+            for (let i = 0; i < EGRESS_WARMUP; i++) for (const [, fn] of sides) await fn();
+            for (let i = 0; i < EGRESS_N; i++) {
+                // Rotate which side goes first, so that none always follows another's page-cache and CPU state.
+                for (let k = 0; k < sides.length; k++) {
+                    const [name, fn] = sides[(i + k) % sides.length];
+                    got[name].push(await fn());
+                }
             }
+        } finally {
+            for (const r of Object.values(refs)) r.child.kill('SIGKILL');
         }
+        const { d, p } = got;
         const rate = (xs) => xs.map((x) => MB(BLOB_BYTES, x.transferMs));
         results.download = {
             bytes: BLOB_BYTES, rounds: EGRESS_N, warmupRounds: EGRESS_WARMUP,
@@ -213,6 +219,11 @@ async function download(fixture, results, notes) {
                 recordBytesIn: summary(p.map((x) => x.recordBytesIn ?? NaN)) },
         };
         results.download.ratio = results.download.proxied.mbPerSecondP50 / results.download.direct.mbPerSecondP50;
+        for (const mode of ['rw', 'splice']) {
+            const mb = pct(rate(got[mode]), 50);
+            results.download[`reference_${mode}`] = { mbPerSecondP50: mb, transferMs: summary(got[mode].map((x) => x.transferMs)),
+                ratio: mb / results.download.direct.mbPerSecondP50 };
+        }
         // One audit line per connection (README): the log is at info here, so they can be counted.
         const audit = server.log().split('\n').filter((l) => /\begress run=/.test(l));
         const expected = EGRESS_N + EGRESS_WARMUP;
@@ -224,6 +235,26 @@ async function download(fixture, results, notes) {
     } finally {
         await server.stop();
     }
+}
+
+/**
+ * reference-relay.c, built into the scratch directory with cc, started in both modes in front of the fixture:
+ * { rw: { port, child }, splice: { port, child } }.
+ */
+async function startReferenceRelays(target) {
+    const bin = join(scratch, 'reference-relay');
+    await run('cc', ['-O2', '-o', bin, resolve(import.meta.dirname, 'reference-relay.c')]);
+    const refs = {};
+    for (const mode of ['rw', 'splice']) {
+        const child = spawn(bin, [String(target), mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+        const port = await new Promise((res, rej) => {
+            child.stdout.once('data', (b) => res(Number(String(b).trim())));
+            child.on('error', rej);
+            child.on('exit', (code) => rej(new Error(`reference-relay ${mode} exited ${code}`)));
+        });
+        refs[mode] = { port, child };
+    }
+    return refs;
 }
 
 function egressEnv(port) {
@@ -393,6 +424,11 @@ function report(results, notes) {
             + `${col(ms(d.direct.spawnMs.p50), 11)}${col(ms(d.direct.spawnMs.p95), 11)}`);
         L.push(`${'proxied (sandbox curl)'.padEnd(26)}${col(f1(d.proxied.mbPerSecondP50), 10)}${col(ms(d.proxied.transferMs.p50), 11)}${col(ms(d.proxied.transferMs.p95), 11)}`
             + `${col(ms(d.proxied.callMs.p50), 11)}${col(ms(d.proxied.callMs.p95), 11)}`);
+        for (const mode of ['rw', 'splice']) {
+            const r = d[`reference_${mode}`];
+            if (r) L.push(`${`reference relay (${mode})`.padEnd(26)}${col(f1(r.mbPerSecondP50), 10)}${col(ms(r.transferMs.p50), 11)}${col(ms(r.transferMs.p95), 11)}`
+                + `   ${f2(r.ratio)}x of direct: host curl through reference-relay.c, one hop, no checks`);
+        }
         L.push(`xfer = curl's time_total; e2e = the curl spawn (direct) / the execute_code call (proxied; run p50 ${ms(d.proxied.runMs.p50)}, `
             + `proxy record ms p50 ${f1(d.proxied.recordMs.p50)}, bytesIn ${d.proxied.recordBytesIn.p50})`);
         L.push(`ratio proxied/direct ${f2(d.ratio)}x (goal >= 0.8x: ${d.ratio >= 0.8 ? 'PASS' : 'FAIL'})`);

@@ -243,16 +243,9 @@ final class LocalRun implements RunHandle {
             if (Files.isDirectory(p)) binds.add(p);
         }
         Map<String, Path> files = new LinkedHashMap<>(Map.of(file, staged));
-        Map<String, String> env = new LinkedHashMap<>();
-        if (egress != null) {
-            EgressChannels channels = executor.egress.orElseThrow();
-            env.putAll(channels.environment());
-            files.putAll(channels.readOnlyFiles());
-        }
-        env.putAll(language.environment(request.env(), ph));
-        SandboxSpec spec = new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, files, binds, env, limits,
+        Map<String, String> env = language.environment(request.env(), ph);
+        return new SandboxSpec(id, command(ph), LocalExecutor.WORK_DIR, files, binds, env, limits,
                 ws.map(w -> w.fs().root())).withWorkDirOwner(ws.isPresent() ? ws.get()::handOver : WorkDirOwner.NONE);
-        return egress == null ? spec : spec.withEgressSocket(egress.socket());
     }
 
     /**
@@ -309,16 +302,8 @@ final class LocalRun implements RunHandle {
                 }
             }
         }
-        if (network) {
-            EgressChannels channels = executor.egress.orElseThrow(() -> new SandboxException(
-                    "network access is off on this server (EGRESS=off)"));
-            try {
-                egress = channels.open(request.egress(), tenant(), id);
-            } catch (IOException e) {
-                log.warn("run {}: cannot open the egress proxy's socket: {}", id, e.toString());
-                throw new SandboxException("the server could not prepare the run's network access");
-            }
-        }
+        EgressChannels channels = network ? executor.egress.orElseThrow(() -> new SandboxException(
+                "network access is off on this server (EGRESS=off)")) : null;
         // A cold start only: a warm sandbox gets its code over the control channel.
         try {
             Files.writeString(staged, request.code(), StandardCharsets.UTF_8);
@@ -327,12 +312,10 @@ final class LocalRun implements RunHandle {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
             throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
-        try {
-            return executor.sandbox.start(spec(name, fileName, staged, limits, ws));
-        } catch (SandboxException | RuntimeException e) {
-            closeEgress();
-            throw e;
-        }
+        EgressStart.Started started = EgressStart.start(executor.sandbox, spec(name, fileName, staged, limits, ws),
+                channels, request.egress(), tenant());
+        egress = started.channel();
+        return started.process();
     }
 
     private String tenant() {

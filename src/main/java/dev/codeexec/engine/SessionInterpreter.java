@@ -104,37 +104,21 @@ final class SessionInterpreter {
                 .orElseThrow(() -> new SandboxException(language.id() + " has no session interpreter"));
         Map<String, String> ph = owner.placeholders();
         Map<String, String> env = new LinkedHashMap<>();
-        Map<String, Path> files = new LinkedHashMap<>();
         String runId = "ses-" + hex(8);
-        EgressChannel channel = null;
-        if (!egress.isOff()) {
-            EgressChannels channels = owner.egress().orElseThrow(() -> new SandboxException(
-                    "network access is off on this server (EGRESS=off)"));
-            env.putAll(channels.environment());
-            files.putAll(channels.readOnlyFiles());
-            try {
-                channel = channels.open(egress, ref.tenant(), runId);
-            } catch (java.io.IOException e) {
-                throw new SandboxException("the egress proxy's socket cannot be opened: " + e.getMessage());
-            }
-        }
+        EgressChannels channels = egress.isOff() ? null : owner.egress().orElseThrow(() -> new SandboxException(
+                "network access is off on this server (EGRESS=off)"));
         env.putAll(language.environment(Map.of(), ph));
         recipe.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
         Limits limits = new Limits(callLimits.timeout(),
                 callLimits.cpuSeconds() * LIFETIME_CPU_CALLS + START_CPU_SECONDS, callLimits.memoryBytes(),
                 callLimits.maxProcesses(), callLimits.outputBytes(), callLimits.diskBytes(), callLimits.drainBytes());
         SandboxSpec spec = new SandboxSpec(runId, Placeholders.fill(recipe.argv(), ph), LocalExecutor.WORK_DIR,
-                files, List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
+                Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
-        if (channel != null) spec = spec.withEgressSocket(channel.socket());
-        SandboxProcess p;
+        EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, egress, ref.tenant());
+        SandboxProcess p = started.process();
+        EgressChannel channel = started.channel();
         SessionInterpreter ip;
-        try {
-            p = owner.sandbox().start(spec);
-        } catch (SandboxException | RuntimeException e) {
-            if (channel != null) channel.close();
-            throw e;
-        }
         try {
             ip = new SessionInterpreter(p, p.control().orElseThrow(() -> new SandboxException("no control channel")),
                     limits, channel);

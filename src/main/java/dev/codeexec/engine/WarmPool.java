@@ -303,30 +303,12 @@ final class WarmPool implements AutoCloseable {
         Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + PRELOAD_CPU_SECONDS, limits.memoryBytes(),
                 limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
-        Map<String, String> env = new LinkedHashMap<>();
-        Map<String, Path> files = new LinkedHashMap<>();
-        EgressChannel channel = null;
-        if (egress.isPresent()) {
-            env.putAll(egress.get().environment());
-            files.putAll(egress.get().readOnlyFiles());
-            try {
-                channel = egress.get().open(EgressPolicy.OFF, "-", runId);
-            } catch (IOException e) {
-                throw new SandboxException("the egress proxy's socket cannot be opened: " + e.getMessage());
-            }
-        }
-        env.putAll(r.env());
-        SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, files, r.readOnlyDirs(), env, launch,
-                Optional.empty()).withControl(lateWorkDir);
-        if (channel != null) spec = spec.withEgressSocket(channel.socket());
-        SandboxProcess p;
-        try {
-            p = sandbox.start(spec);
-        } catch (SandboxException | RuntimeException e) {
-            if (channel != null) channel.close();
-            throw e;
-        }
-        if (channel != null) channels.put(p, channel);
+        SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(),
+                launch, Optional.empty()).withControl(lateWorkDir);
+        // with egress on, every pooled sandbox gets a channel serving nothing until a job arms it
+        EgressStart.Started started = EgressStart.start(sandbox, spec, egress.orElse(null), EgressPolicy.OFF, "-");
+        SandboxProcess p = started.process();
+        if (started.channel() != null) channels.put(p, started.channel());
         try {
             ControlChannel c = p.control().orElseThrow();
             CompletableFuture<String> line = CompletableFuture.supplyAsync(() -> {

@@ -76,9 +76,16 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
                 control, lateWorkDir, owner, egressSocket);
     }
 
-    /** The same spec with a way out through the egress proxy listening on {@code socket}. */
-    public SandboxSpec withEgressSocket(Path socket) {
-        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
+    /**
+     * The same spec with a way out through the egress proxy listening on {@code socket}, plus what a program needs
+     * to use it: {@code egressEnv} under the spec's own variables (which win), {@code egressFiles} beside its files.
+     */
+    public SandboxSpec withEgress(Path socket, Map<String, String> egressEnv, Map<String, Path> egressFiles) {
+        Map<String, String> mergedEnv = new java.util.LinkedHashMap<>(egressEnv);
+        mergedEnv.putAll(env);
+        Map<String, Path> mergedFiles = new java.util.LinkedHashMap<>(egressFiles);
+        mergedFiles.putAll(readOnlyFiles);
+        return new SandboxSpec(runId, command, workDir, mergedFiles, readOnlyDirs, mergedEnv, limits, workDirSource,
                 control, lateWorkDir, workDirOwner, Optional.of(socket));
     }
 }
