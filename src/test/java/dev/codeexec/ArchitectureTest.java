@@ -32,6 +32,7 @@ class ArchitectureTest {
             Map.entry("sandbox", Set.of("config", "linux")),
             Map.entry("workspace", Set.of("config", "linux")),
             Map.entry("egress", Set.of("config")),
+            Map.entry("codemode", Set.of("config")),
             Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress")),
             Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress")),
             Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress")),

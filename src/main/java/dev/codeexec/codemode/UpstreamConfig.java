@@ -1,0 +1,255 @@
+package dev.codeexec.codemode;
+
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+import dev.codeexec.config.ConfigException;
+
+import java.io.IOException;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The upstream MCP servers an operator lets sandboxed code call (UPSTREAM_MCP_FILE), in the format desktop clients
+ * already use:
+ *
+ * <pre>{@code
+ * {"mcpServers": {
+ *    "github": {"url": "https://api.example/mcp", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"},
+ *               "tenants": ["team-a"], "tools": ["search_issues", "get_issue"]},
+ *    "files":  {"command": "node", "args": ["server.js"], "env": {"ROOT": "/srv/data"}}}}
+ * }</pre>
+ *
+ * <p>Decisions: {@code ${VAR}} in any string value (url, header values, command, args, env values, cwd) is taken
+ * from the server's environment when the file is read, so secrets stay out of the file; a variable that is not set
+ * stops the start with a message naming the server and the variable (never a value). {@code "type"} is optional
+ * ({@code "http"}, {@code "streamable-http"} or {@code "stdio"}, as some clients write it) and must agree with
+ * {@code url}/{@code command}; SSE-only servers are not supported (the SDK's Streamable HTTP client is used).
+ * {@code "tenants"} absent: every tenant may call the server; {@code "tools"} absent: every tool it lists. A server's
+ * name is what code imports: it must be an identifier in Python and JavaScript after {@code -} becomes {@code _}
+ * ({@link Upstream#module}); two names that give the same module are refused. {@code "disabled": true} (a common
+ * client field) skips the entry. Unknown fields are refused, so that a typo in {@code "tenants"} cannot open a
+ * server to everyone.
+ */
+public record UpstreamConfig(List<Upstream> servers) {
+
+    private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
+    private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_-]{0,63}");
+    private static final Set<String> RESERVED = Set.of("call", "servers", "tools", "describe", "McpToolError",
+            "default", "class", "import", "from", "def", "function", "return", "async", "await", "None", "True", "False",
+            "null", "true", "false", "new", "delete", "in", "is", "not", "and", "or", "if", "else", "for", "while");
+    private static final Set<String> HTTP_FIELDS = Set.of("type", "url", "headers", "tenants", "tools", "disabled", "description");
+    private static final Set<String> STDIO_FIELDS = Set.of("type", "command", "args", "env", "cwd", "tenants", "tools", "disabled",
+            "description");
+
+    public static final UpstreamConfig NONE = new UpstreamConfig(List.of());
+
+    public UpstreamConfig {
+        servers = List.copyOf(servers);
+    }
+
+    /** How the server reaches an upstream. */
+    public sealed interface Transport {
+        /** Streamable HTTP at {@code url}, each request carrying {@code headers}. */
+        record Http(URI url, Map<String, String> headers) implements Transport {
+            public Http {
+                headers = Collections.unmodifiableMap(new LinkedHashMap<>(headers));
+            }
+
+            @Override
+            public String toString() {
+                return "Http[" + url.getScheme() + "://" + url.getAuthority() + url.getPath() + ", headers " + headers.keySet() + "]";
+            }
+        }
+
+        /** A process the server starts and talks to over its stdin/stdout. */
+        record Stdio(String command, List<String> args, Map<String, String> env, Optional<Path> cwd) implements Transport {
+            public Stdio {
+                args = List.copyOf(args);
+                env = Collections.unmodifiableMap(new LinkedHashMap<>(env));
+            }
+
+            @Override
+            public String toString() {
+                return "Stdio[" + command + " " + args + ", env " + env.keySet() + "]";
+            }
+        }
+    }
+
+    /**
+     * One upstream server.
+     *
+     * @param name        as the file names it
+     * @param module      what code imports: {@code name} with {@code -} as {@code _}
+     * @param tenants     who may call it; empty: everyone
+     * @param tools       which of its tools may be called; empty: all it lists
+     * @param description the operator's words about it, shown by list_code_tools ("" when none)
+     */
+    public record Upstream(String name, String module, Transport transport, Optional<Set<String>> tenants,
+            Optional<Set<String>> tools, String description) {
+
+        public Upstream {
+            tenants = tenants.map(Set::copyOf);
+            tools = tools.map(t -> Collections.unmodifiableSet(new LinkedHashSet<>(t)));
+        }
+
+        /** Whether {@code tenant} may call this server at all. */
+        public boolean allowsTenant(String tenant) {
+            return tenants.isEmpty() || tenants.get().contains(tenant);
+        }
+
+        /** Whether the operator lets code call {@code tool} of this server. */
+        public boolean allowsTool(String tool) {
+            return tools.isEmpty() || tools.get().contains(tool);
+        }
+    }
+
+    public boolean isEmpty() {
+        return servers.isEmpty();
+    }
+
+    public Optional<Upstream> server(String nameOrModule) {
+        return servers.stream().filter(s -> s.name().equals(nameOrModule) || s.module().equals(nameOrModule)).findFirst();
+    }
+
+    /** Reads {@code file} (UPSTREAM_MCP_FILE); {@code env} resolves {@code ${VAR}}. Any problem: a ConfigException. */
+    public static UpstreamConfig read(Path file, Function<String, String> env) {
+        String text;
+        try {
+            text = Files.readString(file);
+        } catch (IOException e) {
+            throw new ConfigException("UPSTREAM_MCP_FILE " + file + " cannot be read: " + e.getMessage());
+        }
+        return parse(text, env);
+    }
+
+    /** Parses the file's text; see the class comment for the format. */
+    public static UpstreamConfig parse(String text, Function<String, String> env) {
+        JsonNode root;
+        try {
+            root = JsonMapper.shared().readTree(text);
+        } catch (JacksonException e) {
+            throw new ConfigException("UPSTREAM_MCP_FILE is not valid JSON: " + firstLine(e.getMessage()));
+        }
+        if (root == null || !root.isObject() || !root.path("mcpServers").isObject())
+            throw new ConfigException("UPSTREAM_MCP_FILE must be an object with \"mcpServers\": {\"NAME\": {...}, ...}");
+        List<Upstream> out = new ArrayList<>();
+        Map<String, String> modules = new HashMap<>();
+        for (Map.Entry<String, JsonNode> e : root.get("mcpServers").properties()) {
+            String name = e.getKey();
+            JsonNode s = e.getValue();
+            String where = "UPSTREAM_MCP_FILE server \"" + name + "\"";
+            if (!s.isObject()) throw new ConfigException(where + ": must be an object");
+            if (s.path("disabled").asBoolean(false)) continue;
+            if (!NAME.matcher(name).matches())
+                throw new ConfigException(where + ": a name must start with a letter or _ and hold only letters, digits, _ and - "
+                        + "(code imports it as a module)");
+            String module = name.replace('-', '_');
+            if (RESERVED.contains(module)) throw new ConfigException(where + ": the name " + module + " is reserved");
+            String clash = modules.putIfAbsent(module, name);
+            if (clash != null) throw new ConfigException(where + ": imports as " + module + ", as \"" + clash + "\" does");
+            out.add(new Upstream(name, module, transport(s, where, env), stringSet(s, "tenants", where),
+                    stringSet(s, "tools", where), s.path("description").asString("")));
+        }
+        return new UpstreamConfig(out);
+    }
+
+    private static Transport transport(JsonNode s, String where, Function<String, String> env) {
+        String type = s.path("type").asString("");
+        boolean http = s.has("url"), stdio = s.has("command");
+        if (http == stdio) throw new ConfigException(where + ": needs either \"url\" (Streamable HTTP) or \"command\" (stdio)");
+        if (!type.isEmpty() && !(http ? Set.of("http", "streamable-http", "streamableHttp") : Set.of("stdio")).contains(type))
+            throw new ConfigException(where + ": \"type\": \"" + type + "\" does not fit "
+                    + (http ? "\"url\" (this server speaks Streamable HTTP to upstreams; SSE-only servers are not supported)" : "\"command\""));
+        for (String field : s.propertyNames()) {
+            if (!(http ? HTTP_FIELDS : STDIO_FIELDS).contains(field))
+                throw new ConfigException(where + ": unknown field \"" + field + "\" (known: " + (http ? HTTP_FIELDS : STDIO_FIELDS) + ")");
+        }
+        if (http) {
+            String url = expand(text(s, "url", where), where + " url", env);
+            URI uri;
+            try {
+                uri = URI.create(url);
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException(where + ": \"url\" is not a URL");
+            }
+            if (!("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) || uri.getHost() == null)
+                throw new ConfigException(where + ": \"url\" must be an http:// or https:// URL with a host");
+            return new Transport.Http(uri, stringMap(s, "headers", where, env));
+        }
+        List<String> args = new ArrayList<>();
+        JsonNode a = s.path("args");
+        if (!a.isMissingNode()) {
+            if (!a.isArray()) throw new ConfigException(where + ": \"args\" must be a list of strings");
+            for (JsonNode x : a) {
+                if (!x.isString()) throw new ConfigException(where + ": \"args\" must be a list of strings");
+                args.add(expand(x.asString(), where + " args", env));
+            }
+        }
+        Optional<Path> cwd = s.has("cwd") ? Optional.of(Path.of(expand(text(s, "cwd", where), where + " cwd", env))) : Optional.empty();
+        return new Transport.Stdio(expand(text(s, "command", where), where + " command", env), args,
+                stringMap(s, "env", where, env), cwd);
+    }
+
+    private static String text(JsonNode s, String field, String where) {
+        JsonNode v = s.get(field);
+        if (v == null || !v.isString() || v.asString().isBlank()) throw new ConfigException(where + ": \"" + field + "\" must be a non-empty string");
+        return v.asString();
+    }
+
+    private static Map<String, String> stringMap(JsonNode s, String field, String where, Function<String, String> env) {
+        Map<String, String> m = new LinkedHashMap<>();
+        JsonNode v = s.path(field);
+        if (v.isMissingNode()) return m;
+        if (!v.isObject()) throw new ConfigException(where + ": \"" + field + "\" must be an object of strings");
+        for (Map.Entry<String, JsonNode> e : v.properties()) {
+            if (!e.getValue().isString()) throw new ConfigException(where + ": \"" + field + "\"." + e.getKey() + " must be a string");
+            m.put(e.getKey(), expand(e.getValue().asString(), where + " " + field + "." + e.getKey(), env));
+        }
+        return m;
+    }
+
+    private static Optional<Set<String>> stringSet(JsonNode s, String field, String where) {
+        JsonNode v = s.path(field);
+        if (v.isMissingNode()) return Optional.empty();
+        if (!v.isArray()) throw new ConfigException(where + ": \"" + field + "\" must be a list of strings");
+        Set<String> out = new LinkedHashSet<>();
+        for (JsonNode x : v) {
+            if (!x.isString() || x.asString().isBlank()) throw new ConfigException(where + ": \"" + field + "\" must be a list of non-empty strings");
+            out.add(x.asString());
+        }
+        return Optional.of(out);
+    }
+
+    /** {@code ${VAR}} from the server's environment; an unset variable stops the start. */
+    static String expand(String value, String where, Function<String, String> env) {
+        Matcher m = VAR.matcher(value);
+        StringBuilder out = new StringBuilder();
+        while (m.find()) {
+            String v = env.apply(m.group(1));
+            if (v == null) throw new ConfigException(where + ": ${" + m.group(1) + "} is not set in the server's environment");
+            m.appendReplacement(out, Matcher.quoteReplacement(v));
+        }
+        m.appendTail(out);
+        return out.toString();
+    }
+
+    private static String firstLine(String s) {
+        if (s == null) return "";
+        int nl = s.indexOf('\n');
+        return nl < 0 ? s : s.substring(0, nl);
+    }
+}
