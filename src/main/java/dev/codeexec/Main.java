@@ -3,6 +3,7 @@ package dev.codeexec;
 import dev.codeexec.boot.Version;
 import dev.codeexec.boot.Logging;
 import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.config.Config;
 import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.auth.ApiKeys;
@@ -145,12 +146,17 @@ public final class Main {
         Executor executor;
         Sandbox.Status sandboxStatus;
         Workspaces workspaces;
+        Optional<CodeTools> codeTools;
         if (config.get(Config.WORKERS).isBlank()) {
             LocalEngine engine = LocalEngine.create(config);
             executor = engine.executor();
             sandboxStatus = engine.sandbox().status();
             workspaces = engine.workspaces();
+            codeTools = engine.codeTools();
         } else {
+            // The gateway connects to the upstreams too, for list_code_tools; the calls are made by the worker
+            // that runs the code, with the same UPSTREAM_MCP_FILE.
+            codeTools = CodeTools.of(config);
             // Gateway: code runs on the workers, which have the sandbox; requests are validated here all the same,
             // and the workspaces (on a volume shared with the workers) are served here.
             executor = RemoteExecutor.create(config, languages);
@@ -158,6 +164,7 @@ public final class Main {
             workspaces = Workspaces.configured(config);
         }
         return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), sandboxStatus, Version.of(Main.class), extensions, workspaces, EgressSettings.of(config));
+                languages.names(), sandboxStatus, Version.of(Main.class), extensions, workspaces, EgressSettings.of(config),
+                codeTools);
     }
 }

@@ -32,16 +32,16 @@ class ArchitectureTest {
             Map.entry("sandbox", Set.of("config", "linux")),
             Map.entry("workspace", Set.of("config", "linux")),
             Map.entry("egress", Set.of("config")),
-            Map.entry("codemode", Set.of("config")),
-            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress")),
-            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress")),
-            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress")),
+            Map.entry("codemode", Set.of("config", "egress")),
+            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress", "codemode")),
+            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode")),
+            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode")),
             Map.entry("auth", Set.of("config", "workspace", "egress")),
-            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine", "egress")),
-            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "egress")),
-            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire", "egress")),
-            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot", "egress")),
-            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp", "egress")));
+            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode")),
+            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "egress", "codemode")),
+            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire", "egress", "codemode")),
+            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot", "egress", "codemode")),
+            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp", "egress", "codemode")));
 
     private static final Path MAIN = Path.of("src/main/java/dev/codeexec");
     private static final Pattern USE = Pattern.compile("\\bdev\\.codeexec\\.([a-z]+)\\.");

@@ -47,8 +47,8 @@ import java.util.regex.Pattern;
 public record UpstreamConfig(List<Upstream> servers) {
 
     private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
-    private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_-]{0,63}");
-    private static final Set<String> RESERVED = Set.of("call", "servers", "tools", "describe", "McpToolError",
+    private static final Pattern NAME = Pattern.compile("[A-Za-z][A-Za-z0-9_-]{0,63}");
+    private static final Set<String> RESERVED = Set.of("call", "servers", "tools", "describe", "McpToolError", "http", "base", "Any",
             "default", "class", "import", "from", "def", "function", "return", "async", "await", "None", "True", "False",
             "null", "true", "false", "new", "delete", "in", "is", "not", "and", "or", "if", "else", "for", "while");
     private static final Set<String> HTTP_FIELDS = Set.of("type", "url", "headers", "tenants", "tools", "disabled", "description");
@@ -155,7 +155,7 @@ public record UpstreamConfig(List<Upstream> servers) {
             if (!s.isObject()) throw new ConfigException(where + ": must be an object");
             if (s.path("disabled").asBoolean(false)) continue;
             if (!NAME.matcher(name).matches())
-                throw new ConfigException(where + ": a name must start with a letter or _ and hold only letters, digits, _ and - "
+                throw new ConfigException(where + ": a name must start with a letter and hold only letters, digits, _ and - "
                         + "(code imports it as a module)");
             String module = name.replace('-', '_');
             if (RESERVED.contains(module)) throw new ConfigException(where + ": the name " + module + " is reserved");

@@ -164,6 +164,16 @@ public final class Config {
     public static final ConfigKey<String> EGRESS_CA_FILE = ConfigKey.string("EGRESS_CA_FILE", "",
             "PEM certificates that runs with network access trust besides the system's (a TLS-inspecting "
                     + "corporate proxy, an internal mirror): set through SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and the like.");
+    public static final ConfigKey<String> UPSTREAM_MCP_FILE = ConfigKey.string("UPSTREAM_MCP_FILE", "",
+            "Code mode: a JSON file of upstream MCP servers (`{\"mcpServers\": {...}}`, the desktop clients' format, "
+                    + "`${VAR}` from the server's environment) whose tools sandboxed code may call through `mcp_tools` "
+                    + "(Python) / `mcp-tools` (Node, TypeScript). Empty: no code mode.");
+    public static final ConfigKey<Integer> CODE_TOOLS_MAX_CALLS = ConfigKey.integer("CODE_TOOLS_MAX_CALLS", 100, 1, 1000000,
+            "Code mode: tool calls one run may make.");
+    public static final ConfigKey<Integer> CODE_TOOLS_MAX_MB = ConfigKey.integer("CODE_TOOLS_MAX_MB", 16, 1, 4096,
+            "Code mode: MiB of tool call data (arguments and answers together) one run may move.");
+    public static final ConfigKey<Integer> CODE_TOOLS_CALL_TIMEOUT_MS = ConfigKey.integer("CODE_TOOLS_CALL_TIMEOUT_MS", 30000, 100, 3600000,
+            "Code mode: how long one tool call may take upstream before it is cancelled and fails with `timeout`.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
@@ -177,7 +187,8 @@ public final class Config {
             MAX_SESSIONS, SESSIONS_MEMORY_MB, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
             EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_MB,
-            EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE, LOG_FORMAT, LOG_LEVEL);
+            EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE, UPSTREAM_MCP_FILE, CODE_TOOLS_MAX_CALLS,
+            CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS, LOG_FORMAT, LOG_LEVEL);
 
     private final Map<ConfigKey<?>, Object> values;
 

@@ -118,6 +118,11 @@ public final class DataDir {
         return root.resolve("egress");
     }
 
+    /** Code mode: each sandbox's generated tool library (a directory per sandbox, readable by its uid). */
+    public Path codeTools() {
+        return root.resolve("code-tools");
+    }
+
     /** Mount points of working directories mounted into warm sandboxes after they started (sandbox.WorkDirMounts). */
     public Path late() {
         return root.resolve("late");

@@ -57,6 +57,8 @@ public final class EgressChannel implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EgressChannel.class);
     private static final Logger AUDIT = LoggerFactory.getLogger("audit");
     private static final int HEAD_MAX = 16 * 1024;
+    /** A local request's body over the endpoint's limit is read and dropped up to this size before the answer. */
+    private static final long DRAIN_MAX = 64L << 20;
     /** How long a connection refused at accept may take to send its request before it is answered anyway. */
     private static final java.time.Duration HEAD_WAIT = java.time.Duration.ofSeconds(2);
     /** Per connection: downloads are what is big (and what the benchmark measures); uploads get a smaller buffer. */
@@ -86,16 +88,19 @@ public final class EgressChannel implements AutoCloseable {
         final EgressPolicy policy;
         final String tenant;
         final String runId;
+        /** Code mode's endpoint for this run, or null. */
+        final LocalEndpoint local;
         final AtomicLong bytesOut = new AtomicLong();
         final AtomicLong bytesIn = new AtomicLong();
         final List<ConnectionRecord> records = new ArrayList<>();
         final Map<String, Integer> counts = new TreeMap<>();
         int leftOut;
 
-        Run(EgressPolicy policy, String tenant, String runId) {
+        Run(EgressPolicy policy, String tenant, String runId, LocalEndpoint local) {
             this.policy = policy;
             this.tenant = tenant;
             this.runId = runId;
+            this.local = local;
         }
 
         synchronized void add(ConnectionRecord r) {
@@ -115,7 +120,7 @@ public final class EgressChannel implements AutoCloseable {
         this.resolver = resolver;
         this.socket = socket;
         this.server = server;
-        this.run = new Run(policy, tenant, runId);
+        this.run = new Run(policy, tenant, runId, null);
         this.sweep = SWEEPER.scheduleWithFixedDelay(this::closeIdle, 1, 1, TimeUnit.SECONDS);
         threads.newThread(this::acceptLoop).start();
     }
@@ -147,7 +152,15 @@ public final class EgressChannel implements AutoCloseable {
 
     /** Serves the next run (a warm sandbox's job, a session's call) with this policy; its report starts empty. */
     public void arm(EgressPolicy policy, String tenant, String runId) {
-        run = new Run(policy, tenant, runId);
+        arm(policy, tenant, runId, null);
+    }
+
+    /**
+     * Serves the next run with this policy and, when {@code local} is not null, its local endpoint (code mode's tool
+     * calls, in origin form at the proxy's address). {@link #finish} closes the endpoint.
+     */
+    public void arm(EgressPolicy policy, String tenant, String runId, LocalEndpoint local) {
+        run = new Run(policy, tenant, runId, local);
     }
 
     /** The policy the channel serves now. */
@@ -160,8 +173,9 @@ public final class EgressChannel implements AutoCloseable {
      * channel stays open for the next {@link #arm} (a session's next call).
      */
     public NetworkReport finish() {
-        for (Conn c : List.copyOf(open)) c.end(ConnectionRecord.ALLOWED, "run_ended", "the run ended");
         Run r = run;
+        if (r.local != null) r.local.close(); // first: a tool call in flight is cancelled, its connection answered
+        for (Conn c : List.copyOf(open)) c.end(ConnectionRecord.ALLOWED, "run_ended", "the run ended");
         return r.report();
     }
 
@@ -243,8 +257,10 @@ public final class EgressChannel implements AutoCloseable {
         volatile long bytesOut;
         volatile long bytesIn;
         volatile boolean relaying;
-        /** Waiting for the upstream to accept: bounded by the connect timeout, not the idle one. */
+        /** Waiting for the upstream to accept (or the local endpoint to answer): not idleness. */
         volatile boolean connecting;
+        /** A request to the local endpoint, not a network connection: it leaves no network record. */
+        volatile boolean local;
 
         Conn(SocketChannel client, Run owner) {
             this.client = client;
@@ -296,6 +312,10 @@ public final class EgressChannel implements AutoCloseable {
                 return;
             }
             String target = req[1];
+            if (target.startsWith("/") && owner.local != null) {
+                serveLocal(owner.local, req[0], target, lines, head, bodyStart, n);
+                return;
+            }
             if (!target.regionMatches(true, 0, "http://", 0, 7)) {
                 String why = target.regionMatches(true, 0, "https://", 0, 8)
                         ? "https:// URLs go through CONNECT (the client's HTTPS proxy support), not as a plain request"
@@ -333,6 +353,84 @@ public final class EgressChannel implements AutoCloseable {
                 writeAll(upstream, ByteBuffer.wrap(head, bodyStart, n - bodyStart));
             }
             relay();
+        }
+
+        /**
+         * A request to the proxy's own address in origin form: the run's local endpoint answers it. Not a network
+         * connection: it is left out of the run's network report (the endpoint keeps its own records).
+         */
+        private void serveLocal(LocalEndpoint endpoint, String method, String path, String[] lines, byte[] head,
+                int bodyStart, int n) throws IOException {
+            local = true;
+            long length = 0;
+            for (int i = 1; i < lines.length; i++) {
+                int colon = lines[i].indexOf(':');
+                if (colon > 0 && lines[i].substring(0, colon).trim().equalsIgnoreCase("content-length")) {
+                    try {
+                        length = Long.parseLong(lines[i].substring(colon + 1).trim());
+                    } catch (NumberFormatException e) {
+                        length = -1;
+                    }
+                }
+                if (colon > 0 && lines[i].substring(0, colon).trim().equalsIgnoreCase("transfer-encoding"))
+                    length = -2;
+            }
+            LocalEndpoint.Response answer;
+            if (length < 0) {
+                answer = localError(length == -2 ? 411 : 400, "send the body with a Content-Length");
+            } else if (length > endpoint.maxRequestBytes()) {
+                // read (and drop) first: answering before the body is sent would fail the program's write of it and
+                // lose the answer that says why
+                long left = length - (n - bodyStart);
+                ByteBuffer sink = ByteBuffer.allocate(64 * 1024);
+                while (left > 0 && left <= DRAIN_MAX) {
+                    sink.clear();
+                    if (left < sink.capacity()) sink.limit((int) left);
+                    int got = client.read(sink);
+                    if (got < 0) break;
+                    left -= got;
+                }
+                answer = endpoint.tooLarge(method, path, length);
+            } else {
+                byte[] body = new byte[(int) length];
+                int have = Math.min(n - bodyStart, body.length);
+                System.arraycopy(head, bodyStart, body, 0, have);
+                ByteBuffer b = ByteBuffer.wrap(body, have, body.length - have);
+                while (b.hasRemaining()) {
+                    if (client.read(b) < 0) {
+                        endLocal();
+                        return;
+                    }
+                }
+                lastActivity = System.nanoTime();
+                connecting = true; // waiting on the endpoint (an upstream call) is not idleness
+                try {
+                    answer = endpoint.handle(method, path, body);
+                } finally {
+                    connecting = false;
+                }
+            }
+            byte[] headOut = ("HTTP/1.1 " + answer.status() + " " + (answer.status() == 200 ? "OK" : "Error") + "\r\n"
+                    + "Content-Type: " + answer.contentType() + "\r\nContent-Length: " + answer.body().length
+                    + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
+            try {
+                writeAll(client, ByteBuffer.wrap(headOut));
+                writeAll(client, ByteBuffer.wrap(answer.body()));
+            } finally {
+                endLocal();
+            }
+        }
+
+        private LocalEndpoint.Response localError(int status, String message) {
+            String json = "{\"error\":\"" + message.replace("\"", "'") + "\",\"reason\":\"bad_request\"}";
+            return new LocalEndpoint.Response(status, "application/json", json.getBytes(StandardCharsets.UTF_8));
+        }
+
+        /** Ends a local request's connection without a network record. */
+        private void endLocal() {
+            if (!ended.compareAndSet(false, true)) return;
+            closeQuietly(client);
+            open.remove(this);
         }
 
         private void tunnel(HostPort hp, byte[] head, int bodyStart, int n) throws IOException {
@@ -520,6 +618,10 @@ public final class EgressChannel implements AutoCloseable {
          * with its record already in the report.
          */
         synchronized void end(String decision, String reason, String message) {
+            if (local) {
+                endLocal();
+                return;
+            }
             if (!ended.compareAndSet(false, true)) return;
             closeQuietly(client);
             SocketChannel up = upstream;

@@ -50,7 +50,16 @@ public final class EgressChannels {
      * @throws IOException the directory or the CA bundle cannot be made, or DATA_DIR is too long for a socket path
      */
     public static Optional<EgressChannels> of(EgressSettings settings, Path dir, Path nodePreload) throws IOException {
-        if (!settings.enabled() || settings.unavailable().isPresent()) return Optional.empty();
+        return of(settings, dir, nodePreload, false);
+    }
+
+    /**
+     * @param forLocalService channels are needed even with egress off: a local endpoint (code mode) travels on them;
+     *                        their proxy then refuses every connection
+     */
+    public static Optional<EgressChannels> of(EgressSettings settings, Path dir, Path nodePreload, boolean forLocalService)
+            throws IOException {
+        if (!(settings.enabled() || forLocalService) || settings.unavailable().isPresent()) return Optional.empty();
         Files.createDirectories(dir);
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
         if (dir.toAbsolutePath().toString().length() + 1 + 16 + 5 > MAX_SOCKET_PATH)

@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.NetworkReport;
 import java.util.List;
 import java.util.Optional;
@@ -24,17 +25,28 @@ import java.util.OptionalLong;
  * @param session        what a call in a stateful session returned besides its output; empty for other runs
  * @param worker         the name of the worker that ran it, when a gateway sent it to one; empty for local runs
  * @param network        the run's policy and connections when it had network access; empty when it had none
+ * @param toolCalls      the tool calls its code made (code mode); empty when the run had no code tools
  */
 public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
         Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
         List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
-        Optional<NetworkReport> network) {
+        Optional<NetworkReport> network, Optional<ToolCall.Report> toolCalls) {
 
     public ExecutionResult {
+        toolCalls = toolCalls == null ? Optional.empty() : toolCalls;
         files = files == null ? List.of() : List.copyOf(files);
         session = session == null ? Optional.empty() : session;
         worker = worker == null ? Optional.empty() : worker;
         network = network == null ? Optional.empty() : network;
+    }
+
+    /** A result without tool calls. */
+    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
+            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
+            Optional<NetworkReport> network) {
+        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
+                files, filesTruncated, session, worker, network, Optional.empty());
     }
 
     /** A result without network report. */
@@ -71,25 +83,31 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
     /** The same result with the files a workspace run created or changed. */
     public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, changed, scanTruncated, session, worker, network);
+                cpuTimeMs, sandbox, changed, scanTruncated, session, worker, network, toolCalls);
     }
 
     /** The same result with what a session call returned (final-expression value, figures). */
     public ExecutionResult withSession(SessionOutput out) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker, network);
+                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker, network, toolCalls);
     }
 
     /** The same result, naming the worker that ran it. */
     public ExecutionResult withWorker(String name) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name), network);
+                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name), network, toolCalls);
     }
 
     /** The same result with what the run did with its network. */
     public ExecutionResult withNetwork(NetworkReport report) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, worker, Optional.of(report));
+                cpuTimeMs, sandbox, files, filesTruncated, session, worker, Optional.of(report), toolCalls);
+    }
+
+    /** The same result with the tool calls its code made. */
+    public ExecutionResult withToolCalls(ToolCall.Report report) {
+        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
+                cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, Optional.of(report));
     }
 
     /**

@@ -3,6 +3,7 @@ package dev.codeexec.engine;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.config.DataDir;
+import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.sandbox.Sandbox;
@@ -72,16 +73,28 @@ public final class LocalExecutor implements Executor {
     final Duration progressInterval;
     /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
     final Optional<WarmPool> warmPool;
-    /** The egress proxy's channels, when EGRESS=on. */
+    /** The sandboxes' channels, when EGRESS=on or the server has code tools. */
     final Optional<EgressChannels> egress;
+    /** Code mode (UPSTREAM_MCP_FILE), when configured: every run gets the tool library and endpoint. */
+    final Optional<CodeTools> codeTools;
     private final List<StartListener> startListeners = new CopyOnWriteArrayList<>();
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
     public static LocalExecutor create(Config config, Sandbox sandbox) {
-        return new LocalExecutor(config, sandbox, Languages.load());
+        return create(config, sandbox, Optional.empty());
+    }
+
+    /** The same, with code mode's upstreams (CodeTools.of; the server shares them with list_code_tools). */
+    public static LocalExecutor create(Config config, Sandbox sandbox, Optional<CodeTools> codeTools) {
+        return new LocalExecutor(config, sandbox, Languages.load(), codeTools);
     }
 
     LocalExecutor(Config config, Sandbox sandbox, Languages languages) {
+        this(config, sandbox, languages, Optional.empty());
+    }
+
+    LocalExecutor(Config config, Sandbox sandbox, Languages languages, Optional<CodeTools> codeTools) {
+        this.codeTools = codeTools;
         this.config = config;
         this.sandbox = sandbox;
         this.languages = languages;
@@ -98,12 +111,12 @@ public final class LocalExecutor implements Executor {
         this.startup = StartupWork.start(data, languages, placeholders, config.get(Config.MEMORY_LIMIT_MB),
                 virtualThreads);
         this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
-        this.egress = egressChannels(config, data);
+        this.egress = egressChannels(config, data, codeTools.isPresent());
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
-                progressInterval, egress);
-        PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress);
+                progressInterval, egress, codeTools);
+        PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools);
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
                 warmPool, pool.whyNone());
@@ -119,17 +132,17 @@ public final class LocalExecutor implements Executor {
     }
 
     /** The egress proxy's channels when EGRESS=on; a bad egress setting stops the start. */
-    private static Optional<EgressChannels> egressChannels(Config config, DataDir data) {
+    private static Optional<EgressChannels> egressChannels(Config config, DataDir data, boolean codeTools) {
         try {
             return EgressChannels.of(EgressSettings.of(config), data.egress(),
-                    data.runtime().resolve("codeexec_egress_node.js"));
+                    data.runtime().resolve("codeexec_egress_node.js"), codeTools);
         } catch (IOException e) {
             throw new ConfigException("EGRESS=on, but the egress proxy cannot be prepared: " + e.getMessage());
         }
     }
 
     private static PoolChoice warmPool(Config config, Sandbox sandbox, Languages languages,
-            Map<String, String> placeholders, Optional<EgressChannels> egress) {
+            Map<String, String> placeholders, Optional<EgressChannels> egress, Optional<CodeTools> codeTools) {
         Map<String, Integer> targets = new LinkedHashMap<>();
         config.get(Config.WARM_POOL).forEach((k, v) -> {
             if (languages.find(k).flatMap(Language::warm).isEmpty())
@@ -149,7 +162,8 @@ public final class LocalExecutor implements Executor {
         boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
         sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
         return new PoolChoice(Optional.of(new WarmPool(sandbox, targets, recipes,
-                RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late, egress)),
+                RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late, egress,
+                codeTools)),
                 null);
     }
 
@@ -162,7 +176,7 @@ public final class LocalExecutor implements Executor {
                     + unavailable.get());
         Language lang = languages.find(request.language()).orElseThrow(() -> new ExecutionException.InvalidRequest(
                 "unknown language '" + request.language() + "'; supported: " + String.join(", ", languages.ids())));
-        if (!request.egress().isOff() && egress.isEmpty())
+        if (!request.egress().isOff() && (egress.isEmpty() || !egress.get().settings().enabled()))
             throw new ExecutionException.InvalidRequest("network access is off on this server (EGRESS=off); run without 'network'");
         OutputListener out = listener == null ? OutputListener.NONE : listener;
         SessionCall call = request.session().isPresent() ? sessions.prepare(request, lang, out) : null;

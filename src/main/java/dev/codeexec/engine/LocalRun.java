@@ -5,6 +5,9 @@ import dev.codeexec.boot.LogValues;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.codemode.CodeTools;
+import dev.codeexec.codemode.CodeToolsRun;
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.NetworkReport;
@@ -76,6 +79,10 @@ final class LocalRun implements RunHandle {
     private EgressChannel egress;
     /** What the run did with its network, once it ended. */
     private NetworkReport network;
+    /** The sandbox's generated tool library, when the server has code tools (owned and closed by the run). */
+    private CodeTools.LibraryFiles library;
+    /** The run's code tools endpoint, armed on its channel; its report goes into the result. */
+    private CodeToolsRun codeRun;
 
     LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener) {
         this(executor, request, language, listener, null);
@@ -281,28 +288,37 @@ final class LocalRun implements RunHandle {
      */
     private SandboxProcess start(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws)
             throws SandboxException {
-        boolean network = !request.egress().isOff();
+        // a channel for network access, or for code mode's tool calls (every run when the server has code tools)
+        boolean needsChannel = !request.egress().isOff() || executor.codeTools.isPresent();
         if (executor.warmPool.isPresent()) {
             WarmPool pool = executor.warmPool.get();
-            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), network);
+            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), needsChannel);
             if (warm.isPresent()) {
                 try {
-                    egress = pool.channelOf(warm.get()).orElse(null);
-                    if (egress != null) egress.arm(request.egress(), tenant(), id);
+                    pool.linkOf(warm.get()).ifPresent(link -> {
+                        egress = link.channel();
+                        library = link.library();
+                    });
+                    if (library != null) {
+                        library.write(tenant());
+                        codeRun = executor.codeTools.orElseThrow().open(tenant(), id);
+                    }
+                    if (egress != null) egress.arm(request.egress(), tenant(), id, codeRun);
                     // the workspace is mounted into the running sandbox: given to its uid before the code arrives
                     if (ws.isPresent()) warm.get().hostUid().ifPresent(ws.get()::handOver);
                     pool.handOut(language.id(), warm.get(), ws.map(w -> w.fs().root()), limits, LocalExecutor.WORK_DIR + "/" + fileName,
                             request.code(), request.args());
                     startedWarm = true;
                     return warm.get();
-                } catch (SandboxException | RuntimeException e) {
+                } catch (SandboxException | IOException | RuntimeException e) {
                     warm.get().close();
                     closeEgress();
+                    codeRun = null;
                     log.warn("run {}: warm sandbox hand-out failed, starting cold: {}", id, e.getMessage());
                 }
             }
         }
-        EgressChannels channels = network ? executor.egress.orElseThrow(() -> new SandboxException(
+        EgressChannels channels = needsChannel ? executor.egress.orElseThrow(() -> new SandboxException(
                 "network access is off on this server (EGRESS=off)")) : null;
         // A cold start only: a warm sandbox gets its code over the control channel.
         try {
@@ -312,9 +328,11 @@ final class LocalRun implements RunHandle {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
             throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
+        codeRun = executor.codeTools.map(t -> t.open(tenant(), id)).orElse(null);
         EgressStart.Started started = EgressStart.start(executor.sandbox, spec(name, fileName, staged, limits, ws),
-                channels, request.egress(), tenant());
+                channels, request.egress(), tenant(), executor.codeTools.orElse(null), codeRun);
         egress = started.channel();
+        library = started.library();
         return started.process();
     }
 
@@ -326,19 +344,23 @@ final class LocalRun implements RunHandle {
     private void endNetwork() {
         EgressChannel c = egress;
         if (c == null) return;
-        network = c.finish();
+        network = c.finish(); // also ends the code tools endpoint: calls in flight are cancelled upstream
         closeEgress();
     }
 
     private ExecutionResult withNetwork(ExecutionResult r) {
         endNetwork();
-        return network == null ? r : r.withNetwork(network);
+        ExecutionResult out = network == null ? r : r.withNetwork(network);
+        return codeRun == null ? out : out.withToolCalls(codeRun.report());
     }
 
     private void closeEgress() {
         EgressChannel c = egress;
         egress = null;
         if (c != null) c.close();
+        CodeTools.LibraryFiles l = library;
+        library = null;
+        if (l != null) l.close();
     }
 
     private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,

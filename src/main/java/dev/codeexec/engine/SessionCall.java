@@ -2,6 +2,7 @@ package dev.codeexec.engine;
 
 import dev.codeexec.engine.ExecutionResult.Figure;
 import dev.codeexec.engine.ExecutionResult.SessionOutput;
+import dev.codeexec.codemode.CodeToolsRun;
 import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
@@ -137,7 +138,9 @@ final class SessionCall {
             OutputCollector out = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDOUT, progress, drain);
             OutputCollector err = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDERR, progress, drain);
             String id = SessionInterpreter.hex(16);
-            if (ip.egress != null) ip.egress.arm(ip.egress.policy(), ref().tenant(), "ses-call-" + id);
+            CodeToolsRun codeRun = ip.egress == null ? null
+                    : sessions.codeTools().map(t -> t.open(ref().tenant(), "ses-call-" + id)).orElse(null);
+            if (ip.egress != null) ip.egress.arm(ip.egress.policy(), ref().tenant(), "ses-call-" + id, codeRun);
             long t0 = System.nanoTime();
             CompletableFuture<Boolean> outDone = ip.out.begin(id, out);
             CompletableFuture<Boolean> errDone = ip.err.begin(id, err);
@@ -164,6 +167,7 @@ final class SessionCall {
                     durationMs, ip.process.peakMemoryBytes(), OptionalDouble.empty(), sessions.sandbox().name(), progress)
                     .withSession(x.sessionOutput(ref().name(), created));
             if (network.isPresent()) r = r.withNetwork(network.get());
+            if (codeRun != null) r = r.withToolCalls(codeRun.report());
             if (diff != null) {
                 WorkspaceDiff.Changes changes = diff.after();
                 r = r.withFiles(changes.files(), changes.truncated());

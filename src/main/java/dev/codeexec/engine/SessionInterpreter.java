@@ -5,6 +5,7 @@ import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
+import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
@@ -80,11 +81,14 @@ final class SessionInterpreter {
     /** Keeps the session's workspace from expiring while the interpreter has it as its working directory. */
     private volatile Workspaces.Hold workspaceHold;
 
-    /** The interpreter's way out through the egress proxy, when the session has network access; else null. */
+    /** The interpreter's channel, when the session has network access or code tools; else null. */
     final EgressChannel egress;
+    /** Its channel and tool library (closed with it). */
+    private final EgressStart.Started link;
 
-    private SessionInterpreter(SandboxProcess process, ControlChannel control, Limits limits, EgressChannel egress) {
-        this.egress = egress;
+    private SessionInterpreter(SandboxProcess process, ControlChannel control, Limits limits, EgressStart.Started link) {
+        this.link = link;
+        this.egress = link.channel();
         this.process = process;
         this.control = control;
         this.limits = limits;
@@ -105,7 +109,8 @@ final class SessionInterpreter {
         Map<String, String> ph = owner.placeholders();
         Map<String, String> env = new LinkedHashMap<>();
         String runId = "ses-" + hex(8);
-        EgressChannels channels = egress.isOff() ? null : owner.egress().orElseThrow(() -> new SandboxException(
+        CodeTools codeTools = owner.codeTools().orElse(null);
+        EgressChannels channels = egress.isOff() && codeTools == null ? null : owner.egress().orElseThrow(() -> new SandboxException(
                 "network access is off on this server (EGRESS=off)"));
         env.putAll(language.environment(Map.of(), ph));
         recipe.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
@@ -115,16 +120,15 @@ final class SessionInterpreter {
         SandboxSpec spec = new SandboxSpec(runId, Placeholders.fill(recipe.argv(), ph), LocalExecutor.WORK_DIR,
                 Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
-        EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, egress, ref.tenant());
+        EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, egress, ref.tenant(), codeTools, null);
         SandboxProcess p = started.process();
-        EgressChannel channel = started.channel();
         SessionInterpreter ip;
         try {
             ip = new SessionInterpreter(p, p.control().orElseThrow(() -> new SandboxException("no control channel")),
-                    limits, channel);
+                    limits, started);
         } catch (SandboxException | RuntimeException e) {
             p.close();
-            if (channel != null) channel.close();
+            started.closeLink();
             throw e;
         }
         ip.startReaders(owner.threads(), onEnd);
@@ -213,7 +217,7 @@ final class SessionInterpreter {
         control.close();
         process.kill();
         process.close();
-        if (egress != null) egress.close();
+        link.closeLink();
         Workspaces.Hold h = workspaceHold;
         workspaceHold = null;
         if (h != null) h.close();

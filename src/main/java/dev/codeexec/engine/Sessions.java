@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.workspace.Workspace;
@@ -68,6 +69,7 @@ final class Sessions implements SessionControl {
     private final Duration progressInterval;
     private final List<String> languages;
     private final Optional<EgressChannels> egress;
+    private final Optional<CodeTools> codeTools;
 
     /**
      * @param memoryBudget     bytes all sessions may hold together (SESSIONS_MEMORY_MB)
@@ -76,13 +78,21 @@ final class Sessions implements SessionControl {
      */
     Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
             long memoryBudget, List<String> languages, Duration progressInterval) {
-        this(sandbox, placeholders, threads, maxPerTenant, idle, memoryBudget, languages, progressInterval, Optional.empty());
+        this(sandbox, placeholders, threads, maxPerTenant, idle, memoryBudget, languages, progressInterval, Optional.empty(),
+                Optional.empty());
     }
 
-    /** @param egress the egress proxy's channels when EGRESS=on: a session with network access gets one */
+    /**
+     * @param egress    the channels when EGRESS=on or the server has code tools: a session with network access or
+     *                  code tools gets one
+     * @param codeTools code mode, when configured: every session's interpreter gets the tool library, each call its
+     *                  own endpoint
+     */
     Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
-            long memoryBudget, List<String> languages, Duration progressInterval, Optional<EgressChannels> egress) {
+            long memoryBudget, List<String> languages, Duration progressInterval, Optional<EgressChannels> egress,
+            Optional<CodeTools> codeTools) {
         this.egress = egress;
+        this.codeTools = codeTools;
         this.sandbox = sandbox;
         this.placeholders = placeholders;
         this.threads = threads;
@@ -101,6 +111,10 @@ final class Sessions implements SessionControl {
 
     Optional<EgressChannels> egress() {
         return egress;
+    }
+
+    Optional<CodeTools> codeTools() {
+        return codeTools;
     }
 
     Map<String, String> placeholders() {

@@ -5,7 +5,7 @@ import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
-import dev.codeexec.egress.EgressChannel;
+import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.sandbox.SandboxSpec;
@@ -85,7 +85,9 @@ final class WarmPool implements AutoCloseable {
      * tries is refused with "this run has no network access".
      */
     private final Optional<EgressChannels> egress;
-    private final Map<SandboxProcess, EgressChannel> channels = new ConcurrentHashMap<>();
+    /** With code tools: every pooled sandbox also gets a library, written when a job arrives for its tenant. */
+    private final Optional<CodeTools> codeTools;
+    private final Map<SandboxProcess, EgressStart.Started> links = new ConcurrentHashMap<>();
     private final Map<String, Stats> stats = new LinkedHashMap<>();
     private final Thread refiller;
     private volatile boolean closed;
@@ -108,13 +110,17 @@ final class WarmPool implements AutoCloseable {
      *                    stateless runs (its sandboxes get bwrap's own tmpfs at start)
      */
     WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir) {
-        this(sandbox, targets, recipes, limits, lateWorkDir, Optional.empty());
+        this(sandbox, targets, recipes, limits, lateWorkDir, Optional.empty(), Optional.empty());
     }
 
-    /** @param egress the egress proxy's channels, when egress is on: each pooled sandbox gets one */
+    /**
+     * @param egress    the channels, when egress is on or the server has code tools: each pooled sandbox gets one
+     * @param codeTools code mode, when configured: each pooled sandbox gets a tool library
+     */
     WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir,
-            Optional<EgressChannels> egress) {
+            Optional<EgressChannels> egress, Optional<CodeTools> codeTools) {
         this.egress = egress;
+        this.codeTools = codeTools;
         this.sandbox = sandbox;
         this.targets = Map.copyOf(targets);
         this.recipes = Map.copyOf(recipes);
@@ -136,8 +142,8 @@ final class WarmPool implements AutoCloseable {
     }
 
     /**
-     * @param network the run has network access: only a pooled sandbox with an egress channel serves it (the caller
-     *                takes the channel with {@link #channelOf})
+     * @param network the run needs a channel (network access, code tools): only a pooled sandbox with one serves it
+     *                (the caller takes the channel and library with {@link #linkOf})
      */
     Optional<SandboxProcess> take(String language, Limits runLimits, Map<String, String> env, boolean inWorkspace,
             boolean network) {
@@ -286,15 +292,15 @@ final class WarmPool implements AutoCloseable {
         return null;
     }
 
-    /** The egress channel of a sandbox {@link #take}n from the pool, if it has one; the caller closes it. */
-    Optional<EgressChannel> channelOf(SandboxProcess p) {
-        return Optional.ofNullable(channels.remove(p));
+    /** The channel and library of a sandbox {@link #take}n from the pool, if it has them; the caller closes them. */
+    Optional<EgressStart.Started> linkOf(SandboxProcess p) {
+        return Optional.ofNullable(links.remove(p));
     }
 
     private void discard(SandboxProcess p) {
         p.close();
-        EgressChannel c = channels.remove(p);
-        if (c != null) c.close();
+        EgressStart.Started link = links.remove(p);
+        if (link != null) link.closeLink();
     }
 
     private SandboxProcess start(Recipe r) throws SandboxException {
@@ -305,10 +311,11 @@ final class WarmPool implements AutoCloseable {
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
         SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(),
                 launch, Optional.empty()).withControl(lateWorkDir);
-        // with egress on, every pooled sandbox gets a channel serving nothing until a job arms it
-        EgressStart.Started started = EgressStart.start(sandbox, spec, egress.orElse(null), EgressPolicy.OFF, "-");
+        // with a channel, every pooled sandbox gets one serving nothing until a job arms it
+        EgressStart.Started started = EgressStart.start(sandbox, spec, egress.orElse(null), EgressPolicy.OFF, null,
+                codeTools.orElse(null), null);
         SandboxProcess p = started.process();
-        if (started.channel() != null) channels.put(p, started.channel());
+        if (started.channel() != null) links.put(p, started);
         try {
             ControlChannel c = p.control().orElseThrow();
             CompletableFuture<String> line = CompletableFuture.supplyAsync(() -> {

@@ -1,5 +1,6 @@
 package dev.codeexec.mcp;
 
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.surface.ResultMaps;
@@ -74,6 +75,12 @@ final class ExecuteCodeTool {
                         + "it); nothing else. `network: false` or a narrower list of host patterns limits a run further. "
                         + "A refused connection's HTTP 403 says why; the result's `network` lists every connection. "
                 : "";
+        String tools = setup.codeTools().isEmpty() ? ""
+                : "Code mode: the program can call the tools of the MCP servers this server connects to, as functions "
+                        + "(Python `import mcp_tools` / `from mcp_tools import SERVER`, then SERVER.TOOL(arg=...); Node and "
+                        + "TypeScript `const { SERVER } = require('mcp-tools')`, then `await SERVER.TOOL({...})`): loop, "
+                        + "filter and join their results in code and print only what matters. list_code_tools shows the "
+                        + "servers, their tools and a tool's signature; the result's `toolCalls` lists the calls made. ";
         return "Runs a program in a sandbox (" + (network.isEmpty() ? "no network, " : "")
                 + "no access to the host) and returns its "
                         + "exit code, stdout and stderr. A non-zero exit code is a normal result. Output streams as "
@@ -85,7 +92,7 @@ final class ExecuteCodeTool {
                         + "variables, imports and functions stay for the next call; the value of a final expression "
                         + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images. "
                         + "A timeout interrupts the call and keeps the session. See session_list, session_reset, "
-                        + "session_close. " + network;
+                        + "session_close. " + network + tools;
     }
 
     SyncToolSpecification specification() {
@@ -152,6 +159,14 @@ final class ExecuteCodeTool {
                 + "(shown as image content unless over the image size limit).", "items", Map.of("type", "object",
                 "properties", Map.of("mimeType", Map.of("type", "string"), "size", Map.of("type", "integer"),
                         "shown", Map.of("type", "boolean")))));
+        props.put("toolCalls", Map.of("type", "object", "description", "Code mode (when the server has upstream MCP "
+                + "servers): the tool calls the run's code made (at most 100; callsLeftOut counts the rest).",
+                "properties", Map.of("calls", Map.of("type", "array", "items", Map.of("type", "object", "properties", Map.of(
+                                "server", Map.of("type", "string"), "tool", Map.of("type", "string"),
+                                "ms", Map.of("type", "integer"), "ok", Map.of("type", "boolean"),
+                                "bytesIn", Map.of("type", "integer"), "bytesOut", Map.of("type", "integer"),
+                                "reason", Map.of("type", "string")))),
+                        "callsLeftOut", Map.of("type", "integer"))));
         props.put("network", Map.of("type", "object", "description", "The run's network: the patterns it was allowed "
                 + "and each connection through the proxy (at most 100; connectionsLeftOut counts the rest).",
                 "properties", Map.of("allow", Map.of("type", "array", "items", Map.of("type", "string")),
@@ -286,7 +301,21 @@ final class ExecuteCodeTool {
         }
         if (r.stdout().isEmpty() && r.stderr().isEmpty()) b.append("\n(no output)");
         r.network().ifPresent(n -> network(b, n));
+        r.toolCalls().ifPresent(t -> toolCalls(b, t));
         return b.toString();
+    }
+
+    /** The run's tool calls in a few lines: how many, and each one that failed with its reason. */
+    private static void toolCalls(StringBuilder b, ToolCall.Report t) {
+        if (t.total() == 0) return;
+        long failed = t.calls().stream().filter(c -> !c.ok()).count();
+        b.append("\n--- tool calls: ").append(t.total()).append(failed > 0 ? ", " + failed + " failed" : "").append(" ---");
+        int listed = 0;
+        for (ToolCall c : t.calls()) {
+            if (c.ok()) continue;
+            if (++listed > 10) break;
+            b.append('\n').append(c.server()).append('.').append(c.tool()).append(": ").append(c.reason().orElse("failed"));
+        }
     }
 
     /** The run's connections in a few lines: how many, and each one that was not allowed with its reason. */

@@ -67,6 +67,10 @@ public final class McpServers {
                 .resourceTemplates(resources.files())
                 .prompts(new CodePrompts(setup).specifications())
                 .completions(new Completions(setup).specifications());
+        setup.codeTools().ifPresent(t -> {
+            CodeToolsTool c = new CodeToolsTool(t);
+            spec.tools(c.specification()).resources(c.serversResource()).resourceTemplates(c.templates());
+        });
         for (var e : setup.extensions()) if (e instanceof McpExtension m) m.apply(spec);
         return spec.build();
     }

@@ -1,5 +1,6 @@
 package dev.codeexec.ops;
 
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.RunObserver;
@@ -52,6 +53,9 @@ import java.util.function.ToIntFunction;
  *   for ({@code allowed}/{@code refused}/{@code failed}, reason codes of {@code egress.ConnectionRecord});
  *   {@code codeexec_egress_bytes_total{tenant,direction="out"|"in"}}: bytes through it. Tenants come from the
  *   server's own key file, so their number is the operator's.</li>
+ *   <li>{@code codeexec_tool_calls_total{server,tool,outcome}}: code mode's tool calls ({@code ok}, or the reason
+ *   it failed: {@code not_allowed}, {@code call_limit}, {@code timeout}, ...), from the first 100 calls a run
+ *   records; the rest of a run's calls count as {@code server="-",tool="-",outcome="unrecorded"}.</li>
  *   <li>{@code codeexec_http_requests_seconds{method,status,route}}: status as a class ({@code 2xx}), route as a
  *   {@link Route} group.</li>
  *   <li>{@code jvm_*}, {@code process_*}, {@code system_cpu_*}: memory, GC, threads, class loading, CPU, uptime.</li>
@@ -181,6 +185,15 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
             if (n.bytesOut() > 0) egressBytes(tenant, "out").increment(n.bytesOut());
             if (n.bytesIn() > 0) egressBytes(tenant, "in").increment(n.bytesIn());
         });
+        r.toolCalls().ifPresent(t -> {
+            for (ToolCall c : t.calls()) toolCalls(c.server(), c.tool(), c.ok() ? "ok" : c.reason().orElse("failed")).increment();
+            if (t.leftOut() > 0) toolCalls("-", "-", "unrecorded").increment(t.leftOut());
+        });
+    }
+
+    private Counter toolCalls(String server, String tool, String outcome) {
+        return Counter.builder("codeexec.tool.calls").description("Code mode: tool calls runs made, by server, tool and outcome")
+                .tag("server", server).tag("tool", tool).tag("outcome", outcome).register(registry);
     }
 
     private Counter egressBytes(String tenant, String direction) {

@@ -76,16 +76,25 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
                 control, lateWorkDir, owner, egressSocket);
     }
 
+    /** Search paths that a channel's variables and a language's own are joined in (the channel's first). */
+    private static final java.util.Set<String> JOINED = java.util.Set.of("PYTHONPATH", "NODE_PATH");
+
     /**
      * The same spec with a way out through the egress proxy listening on {@code socket}, plus what a program needs
-     * to use it: {@code egressEnv} under the spec's own variables (which win), {@code egressFiles} beside its files.
+     * to use it: {@code egressEnv} under the spec's own variables (which win, except the search paths in
+     * {@link #JOINED}, which are joined), {@code egressFiles} beside its files, {@code egressDirs} beside its
+     * read-only directories.
      */
-    public SandboxSpec withEgress(Path socket, Map<String, String> egressEnv, Map<String, Path> egressFiles) {
+    public SandboxSpec withEgress(Path socket, Map<String, String> egressEnv, Map<String, Path> egressFiles,
+            List<Path> egressDirs) {
         Map<String, String> mergedEnv = new java.util.LinkedHashMap<>(egressEnv);
-        mergedEnv.putAll(env);
+        env.forEach((k, v) -> mergedEnv.merge(k, v, (mine, theirs) ->
+                JOINED.contains(k) && !theirs.isEmpty() ? mine + ":" + theirs : theirs));
         Map<String, Path> mergedFiles = new java.util.LinkedHashMap<>(egressFiles);
         mergedFiles.putAll(readOnlyFiles);
-        return new SandboxSpec(runId, command, workDir, mergedFiles, readOnlyDirs, mergedEnv, limits, workDirSource,
+        List<Path> mergedDirs = new java.util.ArrayList<>(readOnlyDirs);
+        mergedDirs.addAll(egressDirs);
+        return new SandboxSpec(runId, command, workDir, mergedFiles, mergedDirs, mergedEnv, limits, workDirSource,
                 control, lateWorkDir, workDirOwner, Optional.of(socket));
     }
 }

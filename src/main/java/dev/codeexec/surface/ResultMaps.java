@@ -1,6 +1,7 @@
 package dev.codeexec.surface;
 
 import dev.codeexec.egress.ConnectionRecord;
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
@@ -128,7 +129,28 @@ public final class ResultMaps {
             s.put("figures", figures);
         });
         s.put("network", network(r));
+        r.toolCalls().ifPresent(t -> s.put("toolCalls", toolCalls(t)));
         return s;
+    }
+
+    /** The tool calls a run's code made (code mode): each with its outcome, the first 100, and a count of the rest. */
+    public static Map<String, Object> toolCalls(ToolCall.Report report) {
+        List<Map<String, Object>> calls = new ArrayList<>();
+        for (ToolCall c : report.calls()) {
+            Map<String, Object> e = new LinkedHashMap<>();
+            e.put("server", c.server());
+            e.put("tool", c.tool());
+            e.put("ms", c.ms());
+            e.put("ok", c.ok());
+            e.put("bytesIn", c.bytesIn());
+            e.put("bytesOut", c.bytesOut());
+            c.reason().ifPresent(x -> e.put("reason", x));
+            calls.add(e);
+        }
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("calls", calls);
+        m.put("callsLeftOut", report.leftOut());
+        return m;
     }
 
     /** The run's network as the structured result shows it; a run without any says so. */

@@ -1,5 +1,6 @@
 package dev.codeexec.surface;
 
+import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.config.Config;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.egress.EgressSettings;
@@ -30,10 +31,18 @@ import java.util.Optional;
  * @param extensions features the surfaces add after their own (test fixtures); empty in production
  * @param workspaces the tenants' workspaces: one instance shared by the MCP tools and the REST API
  * @param egress     the server's egress settings: each caller's allow-list and what a call's {@code network} may ask
+ * @param codeTools  code mode's upstreams, when UPSTREAM_MCP_FILE is set (list_code_tools answers from them)
  */
 public record ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
         Sandbox.Status sandbox, String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces,
-        EgressSettings egress) {
+        EgressSettings egress, Optional<CodeTools> codeTools) {
+
+    /** A setup without code mode. */
+    public ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
+            Sandbox.Status sandbox, String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces,
+            EgressSettings egress) {
+        this(config, executor, converter, languages, sandbox, version, extensions, workspaces, egress, Optional.empty());
+    }
 
     /** A setup whose runs have no network (EGRESS=off). */
     public ServerSetup(Config config, Executor executor, RequestConverter converter, List<String> languages,
@@ -51,6 +60,7 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
         extensions = List.copyOf(extensions);
         Objects.requireNonNull(workspaces, "workspaces");
         Objects.requireNonNull(egress, "egress");
+        codeTools = codeTools == null ? Optional.empty() : codeTools;
     }
 
     /**
@@ -98,7 +108,7 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
 
     /** The same setup with another executor (a decorator of this one, such as {@link dev.codeexec.engine.ObservedExecutor}). */
     public ServerSetup withExecutor(Executor other) {
-        return new ServerSetup(config, other, converter, languages, sandbox, version, extensions, workspaces, egress);
+        return new ServerSetup(config, other, converter, languages, sandbox, version, extensions, workspaces, egress, codeTools);
     }
 
     /** The version in the jar manifest, or "dev" when running from classes (tests, IDE). */

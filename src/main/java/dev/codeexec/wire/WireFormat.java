@@ -4,6 +4,8 @@ import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.wire.v1.Connection;
 import dev.codeexec.wire.v1.NetworkReport;
+import dev.codeexec.wire.v1.ToolCall;
+import dev.codeexec.wire.v1.ToolCalls;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
@@ -128,6 +130,13 @@ public final class WireFormat {
                         .setMs(c.ms()));
             b.setNetwork(nb);
         });
+        r.toolCalls().ifPresent(t -> {
+            ToolCalls.Builder tb = ToolCalls.newBuilder().setLeftOut(t.leftOut());
+            for (dev.codeexec.codemode.ToolCall c : t.calls())
+                tb.addCalls(ToolCall.newBuilder().setServer(c.server()).setTool(c.tool()).setMs(c.ms()).setOk(c.ok())
+                        .setBytesIn(c.bytesIn()).setBytesOut(c.bytesOut()).setReason(c.reason().orElse("")));
+            b.setToolCalls(tb);
+        });
         return b.build();
     }
 
@@ -152,6 +161,13 @@ public final class WireFormat {
                     .map(c -> new ConnectionRecord(c.getHost(), c.getPort(), c.getDecision(), c.getReason(), c.getMessage(),
                             c.getBytesOut(), c.getBytesIn(), c.getMs())).toList(), n.getLeftOut(), n.getCountsMap(),
                     n.getBytesOut(), n.getBytesIn()));
+        }
+        if (p.hasToolCalls()) {
+            ToolCalls t = p.getToolCalls();
+            r = r.withToolCalls(new dev.codeexec.codemode.ToolCall.Report(t.getCallsList().stream()
+                    .map(c -> new dev.codeexec.codemode.ToolCall(c.getServer(), c.getTool(), c.getMs(), c.getOk(), c.getBytesIn(),
+                            c.getBytesOut(), c.getReason().isEmpty() ? Optional.empty() : Optional.of(c.getReason()))).toList(),
+                    t.getLeftOut()));
         }
         return p.getWorker().isEmpty() ? r : r.withWorker(p.getWorker());
     }

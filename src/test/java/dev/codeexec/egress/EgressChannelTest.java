@@ -295,6 +295,71 @@ class EgressChannelTest {
         assertThat(seen.get("/post").headers().get("Content-length")).containsExactly("5");
     }
 
+    /** A local endpoint that echoes what it got, holds a request whose path is /hold until closed, and counts closes. */
+    static final class EchoEndpoint implements LocalEndpoint {
+        final CountDownLatch closed = new CountDownLatch(1);
+        final CountDownLatch holding = new CountDownLatch(1);
+
+        @Override
+        public int maxRequestBytes() {
+            return 1000;
+        }
+
+        @Override
+        public Response handle(String method, String path, byte[] body) {
+            if (path.equals("/hold")) {
+                holding.countDown();
+                try {
+                    closed.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return new Response(410, "text/plain", "ended".getBytes(StandardCharsets.UTF_8));
+            }
+            return new Response(200, "text/plain", (method + " " + path + " " + new String(body, StandardCharsets.UTF_8))
+                    .getBytes(StandardCharsets.UTF_8));
+        }
+
+        @Override
+        public void close() {
+            closed.countDown();
+        }
+    }
+
+    @Test
+    void originFormRequestsReachTheRunsLocalEndpointAndLeaveNoNetworkRecord() throws Exception {
+        EgressChannel ch = open(settings());
+        EchoEndpoint local = new EchoEndpoint();
+        ch.arm(EgressPolicy.OFF, "tenant", "run-2", local);
+        SocketChannel c = client(ch);
+        // the body arrives after the head, in two writes
+        send(c, "POST /code-tools/v1/call HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nContent-Length: 11\r\n\r\nhello");
+        send(c, " world");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 200").contains("Content-Length: 36", "Connection: close")
+                .endsWith("POST /code-tools/v1/call hello world");
+        // over the endpoint's limit: the body is read and dropped, then the endpoint's own answer
+        c = client(ch);
+        send(c, "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+        send(c, "y".repeat(5000));
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 413").contains("\"reason\": \"bad_request\"");
+        c = client(ch);
+        send(c, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 411");
+        // a request in flight when the run ends: the endpoint is closed first, so it answers, and the record stays empty
+        SocketChannel held = client(ch);
+        send(held, "GET /hold HTTP/1.1\r\n\r\n");
+        assertThat(local.holding.await(WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
+        NetworkReport report = ch.finish();
+        assertThat(local.closed.getCount()).isZero();
+        assertThat(report.connections()).isEmpty();
+        assertThat(report.counts()).isEmpty();
+        // without an endpoint, origin form is not a proxy request
+        ch.arm(EgressPolicy.OFF, "tenant", "run-3");
+        c = client(ch);
+        send(c, "GET /code-tools/v1/servers HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 400").contains("absolute http:// URL");
+    }
+
     @Test
     void malformedRequestsAreBadRequests() throws Exception {
         EgressChannel ch = open(settings());

@@ -1,5 +1,6 @@
 package dev.codeexec.wire;
 
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.egress.NetworkReport;
@@ -20,7 +21,10 @@ import java.util.OptionalLong;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** The gateway passes the caller's network policy to a worker, and the worker's network report comes back whole. */
+/**
+ * The gateway passes the caller's network policy to a worker, and the worker's network report and tool calls come back
+ * whole.
+ */
 class WireFormatEgressTest {
 
     private static final Limits LIMITS = new Limits(Duration.ofSeconds(5), 5, 256L << 20, 64, 1 << 16, 1 << 20);
@@ -64,5 +68,18 @@ class WireFormatEgressTest {
                 new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
                         OptionalDouble.empty(), "bwrap"), "w1"));
         assertThat(without.network()).isEmpty();
+    }
+
+    @Test
+    void codeModesToolCallsComeBackWhole() {
+        ToolCall.Report t = new ToolCall.Report(List.of(
+                new ToolCall("github", "search_issues", 31, true, 2048, 120, Optional.empty()),
+                new ToolCall("github", "delete_repo", 0, false, 0, 40, Optional.of("not_allowed"))), 7);
+        ExecutionResult r = new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
+                OptionalDouble.empty(), "bwrap").withToolCalls(t);
+        assertThat(WireFormat.fromProto(WireFormat.toProto(r, "w1")).toolCalls()).contains(t);
+        ExecutionResult none = new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
+                OptionalDouble.empty(), "bwrap");
+        assertThat(WireFormat.fromProto(WireFormat.toProto(none, "w1")).toolCalls()).isEmpty();
     }
 }

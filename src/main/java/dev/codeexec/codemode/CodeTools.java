@@ -1,0 +1,309 @@
+package dev.codeexec.codemode;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.config.ConfigException;
+import dev.codeexec.config.DataDir;
+import io.modelcontextprotocol.spec.McpSchema;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.BiConsumer;
+import java.util.stream.Stream;
+
+/**
+ * Code mode, server-wide: the upstreams of UPSTREAM_MCP_FILE, what each tenant may call of them, the per-run caps,
+ * and the library each sandbox gets. A sandbox that may call tools has its own small directory of generated files
+ * ({@link LibraryFiles}) bound read-only into it; they are rewritten for each run it serves (a warm sandbox learns
+ * its tenant only when the job arrives), and the bind shows the current text.
+ */
+public final class CodeTools implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(CodeTools.class);
+    private static final SecureRandom RANDOM = new SecureRandom();
+    static final String PYTHON_FILE = "python/mcp_tools/__init__.py";
+    static final String NODE_FILE = "node/mcp-tools/index.js";
+    static final String TYPES_FILE = "node/mcp-tools/index.d.ts";
+    static final String PACKAGE_FILE = "node/mcp-tools/package.json";
+    private static final List<String> FILES = List.of(PYTHON_FILE, NODE_FILE, TYPES_FILE, PACKAGE_FILE);
+
+    private final Upstreams upstreams;
+    private final Path dir;
+    private final int maxCalls;
+    private final long maxBytes;
+    private final Duration callTimeout;
+    private volatile BiConsumer<String, ToolCall> counter = (t, c) -> { };
+
+    CodeTools(Upstreams upstreams, Path dir, int maxCalls, long maxBytes, Duration callTimeout) {
+        this.upstreams = upstreams;
+        this.dir = dir;
+        this.maxCalls = maxCalls;
+        this.maxBytes = maxBytes;
+        this.callTimeout = callTimeout;
+    }
+
+    /**
+     * Code mode as configured: empty without UPSTREAM_MCP_FILE. Starts connecting to the upstreams. A bad file, a
+     * missing variable or a sandbox that cannot carry the calls stops the start.
+     */
+    public static Optional<CodeTools> of(Config config) {
+        String file = config.get(Config.UPSTREAM_MCP_FILE);
+        if (file.isBlank()) return Optional.empty();
+        String sandbox = config.get(Config.SANDBOX);
+        if (!sandbox.equals("bwrap"))
+            throw new ConfigException("UPSTREAM_MCP_FILE needs SANDBOX=bwrap: code mode's calls travel over the sandbox's "
+                    + "channel, which " + (sandbox.equals("gvisor") ? "cannot be passed into gVisor" : "SANDBOX=none does not have"));
+        UpstreamConfig upstreams = UpstreamConfig.read(Path.of(file), System::getenv);
+        Path dir = DataDir.of(config).codeTools();
+        try {
+            Files.createDirectories(dir);
+            Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
+            try (Stream<Path> old = Files.list(dir)) {
+                for (Path p : old.toList()) deleteTree(p); // left by a server that did not stop cleanly
+            }
+        } catch (IOException e) {
+            throw new ConfigException("UPSTREAM_MCP_FILE is set, but " + dir + " cannot be prepared: " + e.getMessage());
+        }
+        LOG.info("code mode: {} upstream server(s): {}", upstreams.servers().size(),
+                upstreams.servers().stream().map(UpstreamConfig.Upstream::name).toList());
+        return Optional.of(new CodeTools(new Upstreams(upstreams).start(), dir, config.get(Config.CODE_TOOLS_MAX_CALLS),
+                (long) config.get(Config.CODE_TOOLS_MAX_MB) << 20, Duration.ofMillis(config.get(Config.CODE_TOOLS_CALL_TIMEOUT_MS))));
+    }
+
+    public Upstreams upstreams() {
+        return upstreams;
+    }
+
+    int maxCalls() {
+        return maxCalls;
+    }
+
+    long maxBytes() {
+        return maxBytes;
+    }
+
+    Duration callTimeout() {
+        return callTimeout;
+    }
+
+    /** Told of every call (metrics count them by server, tool and outcome). */
+    public void onCall(BiConsumer<String, ToolCall> counter) {
+        this.counter = counter;
+    }
+
+    void counted(String tenant, ToolCall call) {
+        counter.accept(tenant, call);
+    }
+
+    /** The servers {@code tenant} may call, each with the tools the operator lets code call. */
+    public List<Library.ServerView> visible(String tenant) {
+        List<Library.ServerView> out = new ArrayList<>();
+        for (UpstreamConfig.Upstream u : upstreams.config().servers()) {
+            if (!u.allowsTenant(tenant)) continue;
+            out.add(new Library.ServerView(u.name(), u.module(), u.description(),
+                    upstreams.tools(u.name()).stream().filter(t -> u.allowsTool(t.name())).toList()));
+        }
+        return out;
+    }
+
+    /** What GET /servers answers: the visible servers and their tools with their input schemas. */
+    List<Map<String, Object>> describe(String tenant) {
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (Library.ServerView s : visible(tenant)) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("name", s.name());
+            m.put("module", s.module());
+            m.put("description", s.description());
+            upstreams.problem(s.name()).ifPresent(p -> m.put("unavailable", p));
+            List<Map<String, Object>> tools = new ArrayList<>();
+            for (McpSchema.Tool t : s.tools()) {
+                Map<String, Object> tm = new LinkedHashMap<>();
+                tm.put("name", t.name());
+                tm.put("description", t.description() == null ? "" : t.description());
+                tm.put("inputSchema", t.inputSchema() == null ? Map.of() : t.inputSchema());
+                if (t.outputSchema() != null) tm.put("outputSchema", t.outputSchema());
+                tools.add(tm);
+            }
+            m.put("tools", tools);
+            out.add(m);
+        }
+        return out;
+    }
+
+    /**
+     * Why {@code tenant} may not call {@code tool} of {@code server} (by name or module name), or empty when it may.
+     * A server the tenant may not use and one that does not exist get the same answer.
+     */
+    public Optional<String> refusal(String tenant, String server, String tool) {
+        Optional<UpstreamConfig.Upstream> u = upstreams.config().server(server).filter(x -> x.allowsTenant(tenant));
+        if (u.isEmpty()) {
+            List<String> mine = visible(tenant).stream().map(Library.ServerView::name).toList();
+            return Optional.of("no server '" + server + "' for this caller" + (mine.isEmpty() ? " (it may call none)"
+                    : " (it may call: " + String.join(", ", mine) + ")"));
+        }
+        if (!u.get().allowsTool(tool))
+            return Optional.of("the tool '" + tool + "' of " + u.get().name() + " is not open to code on this server (its "
+                    + "\"tools\" list in UPSTREAM_MCP_FILE)");
+        return Optional.empty();
+    }
+
+    /**
+     * list_code_tools, progressively: no server → the servers {@code tenant} may call (name, module, description,
+     * how many tools); a server → its tools (name, description); a server and a tool → the tool's description, input
+     * schema and its Python and TypeScript signatures.
+     *
+     * @throws IllegalArgumentException a server or tool the caller cannot see, naming it
+     */
+    public Map<String, Object> listing(String tenant, Optional<String> server, Optional<String> tool) {
+        List<Library.ServerView> visible = visible(tenant);
+        Map<String, Object> out = new LinkedHashMap<>();
+        if (server.isEmpty()) {
+            if (tool.isPresent()) throw new IllegalArgumentException("'tool' needs 'server'");
+            List<Map<String, Object>> servers = new ArrayList<>();
+            for (Library.ServerView s : visible) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("name", s.name());
+                m.put("module", s.module());
+                m.put("description", s.description());
+                m.put("tools", s.tools().size());
+                upstreams.problem(s.name()).ifPresent(p -> m.put("unavailable", p));
+                servers.add(m);
+            }
+            out.put("servers", servers);
+            return out;
+        }
+        Library.ServerView s = visible.stream().filter(v -> v.name().equals(server.get()) || v.module().equals(server.get()))
+                .findFirst().orElseThrow(() -> new IllegalArgumentException(refusal(tenant, server.get(), "").orElse(
+                        "no server '" + server.get() + "'")));
+        out.put("server", s.name());
+        out.put("module", s.module());
+        if (tool.isEmpty()) {
+            List<Map<String, Object>> tools = new ArrayList<>();
+            for (McpSchema.Tool t : s.tools()) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("name", t.name());
+                m.put("description", firstSentence(t.description()));
+                tools.add(m);
+            }
+            out.put("tools", tools);
+            upstreams.problem(s.name()).ifPresent(p -> out.put("unavailable", p));
+            return out;
+        }
+        McpSchema.Tool t = s.tools().stream().filter(x -> x.name().equals(tool.get())).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("no tool '" + tool.get() + "' of " + s.name() + " for this caller"
+                        + " (its tools: " + String.join(", ", s.tools().stream().map(McpSchema.Tool::name).toList()) + ")"));
+        out.put("tool", t.name());
+        out.put("description", t.description() == null ? "" : t.description());
+        out.put("inputSchema", t.inputSchema() == null ? Map.of() : t.inputSchema());
+        if (t.outputSchema() != null) out.put("outputSchema", t.outputSchema());
+        out.put("python", Library.pythonSignature(s, t));
+        out.put("typescript", Library.typescriptSignature(s, t));
+        return out;
+    }
+
+    private static String firstSentence(String d) {
+        if (d == null) return "";
+        String s = d.strip();
+        int nl = s.indexOf('\n');
+        if (nl > 0) s = s.substring(0, nl);
+        return s.length() > 200 ? s.substring(0, 200) + "…" : s;
+    }
+
+    /** A run's endpoint: {@code tenant}'s calls, counted and capped for run {@code runId}. */
+    public CodeToolsRun open(String tenant, String runId) {
+        return new CodeToolsRun(this, tenant, runId);
+    }
+
+    /** The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}). */
+    public Map<String, String> environment() {
+        return Map.of("CODE_TOOLS_URL", "http://127.0.0.1:3128" + CodeToolsRun.PREFIX);
+    }
+
+    /** A new library directory for one sandbox; it is empty until {@link LibraryFiles#write}. */
+    public LibraryFiles files() throws IOException {
+        byte[] b = new byte[8];
+        RANDOM.nextBytes(b);
+        Path d = dir.resolve(HexFormat.of().formatHex(b));
+        Files.createDirectory(d);
+        for (String f : FILES) Files.createDirectories(d.resolve(f).getParent());
+        try (Stream<Path> all = Files.walk(d)) {
+            for (Path p : all.toList()) Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rwxr-xr-x"));
+        }
+        return new LibraryFiles(this, d);
+    }
+
+    @Override
+    public void close() {
+        upstreams.close();
+    }
+
+    /**
+     * One sandbox's library: a host directory bound read-only at the same path into it (a bind, not a copy: what
+     * {@link #write} puts there later is what the sandbox's next import reads), rewritten for each run it serves.
+     */
+    public static final class LibraryFiles implements AutoCloseable {
+        private final CodeTools owner;
+        private final Path dir;
+
+        private LibraryFiles(CodeTools owner, Path dir) {
+            this.owner = owner;
+            this.dir = dir;
+        }
+
+        /** The directory, bound read-only at the same path. */
+        public Path dir() {
+            return dir;
+        }
+
+        /** PYTHONPATH and NODE_PATH that find it (joined with a language's own). */
+        public Map<String, String> environment() {
+            return Map.of("PYTHONPATH", dir.resolve("python").toString(), "NODE_PATH", dir.resolve("node").toString());
+        }
+
+        /** Writes the library {@code tenant} sees now, each file replaced whole (a reader sees the old or the new). */
+        public void write(String tenant) throws IOException {
+            List<Library.ServerView> servers = owner.visible(tenant);
+            replace(PYTHON_FILE, Library.python(servers));
+            replace(NODE_FILE, Library.javascript(servers));
+            replace(TYPES_FILE, Library.typescript(servers));
+            replace(PACKAGE_FILE, "{\"name\": \"mcp-tools\", \"main\": \"index.js\", \"types\": \"index.d.ts\"}\n");
+        }
+
+        private void replace(String file, String text) throws IOException {
+            Path target = dir.resolve(file);
+            Path tmp = target.resolveSibling("." + target.getFileName() + ".new");
+            Files.writeString(tmp, text, StandardCharsets.UTF_8);
+            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
+            Files.move(tmp, target, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        }
+
+        @Override
+        public void close() {
+            try {
+                deleteTree(dir);
+            } catch (IOException e) {
+                LOG.warn("code mode: cannot delete {}: {}", dir, e.toString());
+            }
+        }
+    }
+
+    private static void deleteTree(Path p) throws IOException {
+        if (!java.nio.file.Files.exists(p)) return;
+        try (Stream<Path> s = java.nio.file.Files.walk(p)) {
+            for (Path x : s.sorted(Comparator.reverseOrder()).toList()) java.nio.file.Files.deleteIfExists(x);
+        }
+    }
+}

@@ -1,0 +1,208 @@
+package dev.codeexec.codemode;
+
+import dev.codeexec.egress.LocalEndpoint;
+import io.modelcontextprotocol.spec.McpSchema;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * One run's code tools: the endpoint its code reaches at {@code http://127.0.0.1:3128/code-tools/v1} through the
+ * run's channel. {@code GET .../servers} lists what the run may call; {@code POST .../call} with
+ * {@code {"server", "tool", "arguments"}} calls it upstream with the operator's credentials and answers
+ * {@code {"result": ..., "structured": bool}} (the tool's structuredContent when it has one, else its text) or an
+ * error {@code {"error", "reason"}} with a status that fits. Applies the caller's allow-list, the per-run caps on
+ * calls and bytes and the per-call timeout, keeps a record of every call, and cancels what is in flight when the
+ * run ends.
+ */
+public final class CodeToolsRun implements LocalEndpoint {
+
+    private static final Logger AUDIT = LoggerFactory.getLogger("audit");
+    static final String PREFIX = "/code-tools/v1";
+    private static final JsonMapper JSON = JsonMapper.shared();
+
+    private final CodeTools tools;
+    private final String tenant;
+    private final String runId;
+    private final Set<CompletableFuture<?>> inFlight = ConcurrentHashMap.newKeySet();
+    private final List<ToolCall> records = new ArrayList<>();
+    private int leftOut;
+    private int calls;
+    private long bytes;
+    private volatile boolean closed;
+
+    CodeToolsRun(CodeTools tools, String tenant, String runId) {
+        this.tools = tools;
+        this.tenant = tenant;
+        this.runId = runId;
+    }
+
+    @Override
+    public int maxRequestBytes() {
+        return (int) Math.min(Integer.MAX_VALUE - 8, tools.maxBytes());
+    }
+
+    @Override
+    public Response tooLarge(String method, String path, long length) {
+        return record("?", "?", System.nanoTime(), 0, length, 429, "byte_limit", "the call's arguments (" + length
+                + " bytes) are more than this run's " + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
+    }
+
+    @Override
+    public Response handle(String method, String path, byte[] body) {
+        if (path.equals(PREFIX + "/servers") && method.equals("GET"))
+            return json(200, Map.of("servers", tools.describe(tenant)));
+        if (path.equals(PREFIX + "/call") && method.equals("POST")) return call(body);
+        return error(404, "bad_request", "no " + method + " " + path + " here: GET " + PREFIX + "/servers, POST " + PREFIX + "/call");
+    }
+
+    private Response call(byte[] body) {
+        long started = System.nanoTime();
+        String server = "", tool = "";
+        JsonNode req;
+        try {
+            req = JSON.readTree(body);
+        } catch (JacksonException e) {
+            req = null;
+        }
+        if (req == null || !req.isObject() || !req.path("server").isString() || !req.path("tool").isString()
+                || !(req.path("arguments").isMissingNode() || req.path("arguments").isObject() || req.path("arguments").isNull()))
+            return error(400, "bad_request", "the body must be JSON {\"server\": ..., \"tool\": ..., \"arguments\": {...}}");
+        server = req.get("server").asString();
+        tool = req.get("tool").asString();
+        Optional<String> refusal = tools.refusal(tenant, server, tool);
+        if (refusal.isPresent()) return record(server, tool, started, 0, body.length, 403, "not_allowed", refusal.get());
+        UpstreamConfig.Upstream upstream = tools.upstreams().config().server(server).orElseThrow();
+        server = upstream.name();
+        if (tools.upstreams().problem(server).isEmpty()) {
+            List<McpSchema.Tool> listed = tools.upstreams().tools(server);
+            String name = tool;
+            if (listed.stream().noneMatch(t -> t.name().equals(name)))
+                return record(server, tool, started, 0, body.length, 404, "unknown_tool", "no tool '" + tool + "' of " + server
+                        + " (its tools: " + String.join(", ", listed.stream().map(McpSchema.Tool::name)
+                        .filter(upstream::allowsTool).toList()) + ")");
+        }
+        synchronized (this) {
+            if (closed) return record(server, tool, started, 0, body.length, 410, "run_ended", "the run has ended");
+            if (calls >= tools.maxCalls())
+                return record(server, tool, started, 0, body.length, 429, "call_limit", "this run has made its "
+                        + tools.maxCalls() + " tool calls (CODE_TOOLS_MAX_CALLS)");
+            if (bytes + body.length > tools.maxBytes())
+                return record(server, tool, started, 0, body.length, 429, "byte_limit", "this run has used its "
+                        + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
+            calls++;
+            bytes += body.length;
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> arguments = req.path("arguments").isObject()
+                ? JSON.convertValue(req.get("arguments"), LinkedHashMap.class) : Map.of();
+        CompletableFuture<McpSchema.CallToolResult> f = tools.upstreams().call(server, tool, arguments);
+        inFlight.add(f);
+        if (closed) f.cancel(true); // closed between the check and the add
+        McpSchema.CallToolResult result;
+        try {
+            result = f.get(tools.callTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            f.cancel(true);
+            return record(server, tool, started, 0, body.length, 504, "timeout", server + "." + tool + " did not answer within "
+                    + tools.callTimeout().toMillis() + " ms (CODE_TOOLS_CALL_TIMEOUT_MS)");
+        } catch (CancellationException | InterruptedException e) {
+            f.cancel(true);
+            return record(server, tool, started, 0, body.length, 410, "run_ended", "the run has ended");
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            if (c instanceof Upstreams.UpstreamRefused)
+                return record(server, tool, started, 0, body.length, 422, "tool_error", server + "." + tool + ": " + c.getMessage());
+            return record(server, tool, started, 0, body.length, 502, "upstream_unavailable", Upstreams.message(c));
+        } finally {
+            inFlight.remove(f);
+        }
+        Map<String, Object> answer = new LinkedHashMap<>();
+        String text = text(result);
+        if (Boolean.TRUE.equals(result.isError())) {
+            return record(server, tool, started, text.getBytes(StandardCharsets.UTF_8).length, body.length, 422, "tool_error",
+                    text.isEmpty() ? server + "." + tool + " failed (no message)" : text);
+        }
+        if (result.structuredContent() != null) {
+            answer.put("result", result.structuredContent());
+            answer.put("structured", true);
+        } else {
+            answer.put("result", text);
+            answer.put("structured", false);
+        }
+        Response r = json(200, answer);
+        synchronized (this) {
+            if (bytes + r.body().length > tools.maxBytes()) {
+                bytes = tools.maxBytes();
+                return record(server, tool, started, r.body().length, body.length, 429, "byte_limit", server + "." + tool
+                        + "'s answer would pass this run's " + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
+            }
+            bytes += r.body().length;
+        }
+        add(new ToolCall(server, tool, ms(started), true, r.body().length, body.length, Optional.empty()));
+        return r;
+    }
+
+    /** The text parts of a result, joined by newlines (other content kinds are named in brackets). */
+    static String text(McpSchema.CallToolResult r) {
+        StringBuilder sb = new StringBuilder();
+        if (r.content() != null) for (McpSchema.Content c : r.content()) {
+            if (!sb.isEmpty()) sb.append('\n');
+            if (c instanceof McpSchema.TextContent t) sb.append(t.text());
+            else sb.append('[').append(c.type()).append(" content]");
+        }
+        return sb.toString();
+    }
+
+    private Response record(String server, String tool, long started, long in, long out, int status, String reason, String message) {
+        add(new ToolCall(server, tool, ms(started), false, in, out, Optional.of(reason)));
+        return error(status, reason, message);
+    }
+
+    private synchronized void add(ToolCall c) {
+        if (records.size() < ToolCall.Report.MAX_RECORDS) records.add(c);
+        else leftOut++;
+        AUDIT.info("tool_call run={} tenant={} server={} tool={} ok={} reason={} ms={} bytesIn={} bytesOut={}", runId, tenant,
+                c.server(), c.tool(), c.ok(), c.reason().orElse("-"), c.ms(), c.bytesIn(), c.bytesOut());
+        tools.counted(tenant, c);
+    }
+
+    private static long ms(long started) {
+        return (System.nanoTime() - started) / 1_000_000;
+    }
+
+    private static Response error(int status, String reason, String message) {
+        return json(status, Map.of("error", message, "reason", reason));
+    }
+
+    private static Response json(int status, Object value) {
+        return new Response(status, "application/json", JSON.writeValueAsString(value).getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** The calls so far. */
+    public synchronized ToolCall.Report report() {
+        return new ToolCall.Report(records, leftOut);
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        for (CompletableFuture<?> f : List.copyOf(inFlight)) f.cancel(true);
+    }
+}

@@ -1,0 +1,393 @@
+package dev.codeexec.codemode;
+
+import io.modelcontextprotocol.spec.McpSchema;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The library sandboxed code imports to call its tools, generated from the upstreams' tool lists as one caller may
+ * see them: Python {@code mcp_tools} (a keyword-only function per tool, its docstring from the description and the
+ * schema), Node {@code mcp-tools} (a function per tool taking one object, returning a promise) and its TypeScript
+ * declarations (argument and result types from the input and output schemas). Every function calls the run's
+ * endpoint ({@link CodeToolsRun}); nothing in it is secret.
+ *
+ * <p>Names: a server is its module name; a tool or argument whose name is not an identifier in Python and
+ * JavaScript is reached by a cleaned name ({@code -} and {@code .} become {@code _}, a keyword gets a trailing
+ * {@code _}, a clash a number), while the call carries the original name.
+ */
+public final class Library {
+
+    private static final JsonMapper JSON = JsonMapper.shared();
+    private static final Set<String> KEYWORDS = Set.of("False", "None", "True", "and", "as", "assert", "async", "await",
+            "break", "class", "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
+            "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with",
+            "yield", "case", "catch", "const", "debugger", "default", "delete", "do", "enum", "export", "extends", "false",
+            "function", "implements", "instanceof", "interface", "let", "new", "null", "package", "private", "protected",
+            "public", "static", "super", "switch", "this", "throw", "true", "typeof", "var", "void", "arguments", "eval",
+            "call", "servers", "McpToolError", "constructor", "prototype", "__proto__", "Any", "http", "base");
+
+    /** One server as a caller sees it: its tools after the operator's "tools" list. */
+    public record ServerView(String name, String module, String description, List<McpSchema.Tool> tools) {
+        public ServerView {
+            tools = List.copyOf(tools);
+        }
+    }
+
+    private Library() {
+    }
+
+    /** {@code name} as an identifier in both languages. */
+    static String ident(String name) {
+        String s = name.replaceAll("[^A-Za-z0-9_]", "_");
+        if (s.isEmpty() || Character.isDigit(s.charAt(0))) s = "_" + s;
+        return KEYWORDS.contains(s) ? s + "_" : s;
+    }
+
+    /** Tool name → identifier, clashes numbered. */
+    static Map<String, String> names(List<String> originals) {
+        Map<String, String> out = new LinkedHashMap<>();
+        Set<String> used = new HashSet<>();
+        for (String o : originals) {
+            String id = ident(o);
+            for (int i = 2; !used.add(id); i++) id = ident(o) + "_" + i;
+            out.put(o, id);
+        }
+        return out;
+    }
+
+    private static String lit(String s) {
+        return JSON.writeValueAsString(s == null ? "" : s);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> properties(McpSchema.Tool t) {
+        Object p = t.inputSchema() == null ? null : t.inputSchema().get("properties");
+        return p instanceof Map<?, ?> m ? (Map<String, Object>) m : Map.of();
+    }
+
+    private static Set<String> required(Map<String, Object> schema) {
+        Object r = schema == null ? null : schema.get("required");
+        Set<String> out = new HashSet<>();
+        if (r instanceof List<?> l) for (Object x : l) out.add(String.valueOf(x));
+        return out;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> schemaOf(Object o) {
+        return o instanceof Map<?, ?> m ? (Map<String, Object>) m : Map.of();
+    }
+
+    // ------------------------------------------------------------------ Python
+
+    static String pyType(Map<String, Object> s) {
+        Object t = s.get("type");
+        if (t instanceof String type) return switch (type) {
+            case "string" -> "str";
+            case "integer" -> "int";
+            case "number" -> "float";
+            case "boolean" -> "bool";
+            case "array" -> "list";
+            case "object" -> "dict";
+            case "null" -> "None";
+            default -> "Any";
+        };
+        return "Any";
+    }
+
+    /** The Python signature of one tool, as list_code_tools shows it. */
+    public static String pythonSignature(ServerView server, McpSchema.Tool tool) {
+        return server.module() + "." + names(server.tools().stream().map(McpSchema.Tool::name).toList()).get(tool.name())
+                + "(" + pyParams(tool, true) + ")" + (tool.outputSchema() != null ? " -> dict" : " -> str");
+    }
+
+    private static String pyParams(McpSchema.Tool tool, boolean display) {
+        Map<String, Object> props = properties(tool);
+        Set<String> req = required(tool.inputSchema());
+        Map<String, String> ids = names(new ArrayList<>(props.keySet()));
+        List<String> parts = new ArrayList<>();
+        for (String p : props.keySet()) if (req.contains(p)) parts.add(ids.get(p) + ": " + pyType(schemaOf(props.get(p))));
+        for (String p : props.keySet())
+            if (!req.contains(p)) parts.add(ids.get(p) + ": " + pyType(schemaOf(props.get(p))) + (display ? " = ..." : " = _MISSING"));
+        return parts.isEmpty() ? "" : "*, " + String.join(", ", parts);
+    }
+
+    private static String pyDoc(McpSchema.Tool tool) {
+        StringBuilder d = new StringBuilder(tool.description() == null ? "" : tool.description().strip());
+        Map<String, Object> props = properties(tool);
+        if (!props.isEmpty()) {
+            d.append("\n\nArgs:");
+            Set<String> req = required(tool.inputSchema());
+            for (Map.Entry<String, Object> p : props.entrySet()) {
+                Map<String, Object> s = schemaOf(p.getValue());
+                d.append("\n    ").append(p.getKey()).append(" (").append(pyType(s)).append(req.contains(p.getKey()) ? "" : ", optional")
+                        .append(")");
+                if (s.get("description") instanceof String desc) d.append(": ").append(desc.strip().replace("\n", " "));
+            }
+        }
+        d.append(tool.outputSchema() != null ? "\n\nReturns: the tool's structured result (a dict)." : "\n\nReturns: the tool's text.");
+        return d.toString();
+    }
+
+    /** mcp_tools/__init__.py for these servers. */
+    public static String python(List<ServerView> servers) {
+        StringBuilder py = new StringBuilder("""
+                \"""The tools of the MCP servers this run may call (code mode), generated by code-exec-mcp.
+
+                    import mcp_tools
+                    mcp_tools.servers()                  # the servers' names
+                    from mcp_tools import SERVER
+                    SERVER.TOOL(arg=..., ...)            # the tool's structured result, else its text
+                    help(SERVER.TOOL)                    # its description and arguments
+
+                A failed call raises mcp_tools.McpToolError (.server, .tool, .reason). The calls go to the endpoint in
+                CODE_TOOLS_URL; the server makes them with credentials this code never sees.
+                \"""
+                import json as _json
+                import os as _os
+                import urllib.error as _error
+                import urllib.request as _request
+                from typing import Any
+
+                __all__ = ["McpToolError", "servers", "call"]
+                _URL = _os.environ.get("CODE_TOOLS_URL", "http://127.0.0.1:3128/code-tools/v1")
+                _OPENER = _request.build_opener(_request.ProxyHandler({}))
+                _MISSING = object()
+
+
+                class McpToolError(Exception):
+                    \"""A tool call that gave no result: the upstream's error, a refusal, a limit, a timeout.\"""
+
+                    def __init__(self, message, server=None, tool=None, reason=None):
+                        super().__init__(message)
+                        self.server, self.tool, self.reason = server, tool, reason
+
+
+                def call(server, tool, arguments=None):
+                    \"""Calls TOOL of SERVER by their original names with a dict of arguments.\"""
+                    args = {k: v for k, v in (arguments or {}).items() if v is not _MISSING}
+                    body = _json.dumps({"server": server, "tool": tool, "arguments": args}).encode()
+                    req = _request.Request(_URL + "/call", data=body, method="POST",
+                                           headers={"Content-Type": "application/json"})
+                    try:
+                        with _OPENER.open(req) as r:
+                            return _json.loads(r.read())["result"]
+                    except _error.HTTPError as e:
+                        try:
+                            data = _json.loads(e.read())
+                        except ValueError:
+                            data = {"error": "HTTP %d" % e.code, "reason": "bad_answer"}
+                        raise McpToolError(data.get("error", ""), server, tool, data.get("reason")) from None
+                    except OSError as e:
+                        raise McpToolError("the code tools endpoint cannot be reached (%s)" % e, server, tool,
+                                           "unavailable") from None
+
+
+                class _Server:
+                    def __init__(self, name, description, tools):
+                        self.__name__, self.__doc__, self._tools = name, description, tools
+
+                    def __repr__(self):
+                        return "<MCP server %s: %s>" % (self.__name__, ", ".join(self._tools))
+
+                    def __dir__(self):
+                        return list(self._tools)
+
+                """);
+        List<String> moduleNames = new ArrayList<>();
+        for (ServerView s : servers) {
+            Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
+            moduleNames.add(lit(s.module()));
+            py.append("\n").append(s.module()).append(" = _Server(").append(lit(s.module())).append(", ")
+                    .append(lit(s.description())).append(", ").append(JSON.writeValueAsString(new ArrayList<>(ids.values())))
+                    .append(")\n__all__.append(").append(lit(s.module())).append(")\n");
+            for (McpSchema.Tool t : s.tools()) {
+                String fn = "_" + s.module() + "__" + ids.get(t.name());
+                Map<String, String> argIds = names(new ArrayList<>(properties(t).keySet()));
+                StringBuilder dict = new StringBuilder("{");
+                for (Map.Entry<String, String> a : argIds.entrySet())
+                    dict.append(lit(a.getKey())).append(": ").append(a.getValue()).append(", ");
+                dict.append("}");
+                py.append("\n\ndef ").append(fn).append("(").append(pyParams(t, false)).append("):\n")
+                        .append("    return call(").append(lit(s.name())).append(", ").append(lit(t.name())).append(", ")
+                        .append(dict).append(")\n\n\n")
+                        .append(fn).append(".__name__ = ").append(fn).append(".__qualname__ = ").append(lit(ids.get(t.name()))).append("\n")
+                        .append(fn).append(".__doc__ = ").append(lit(pyDoc(t))).append("\n")
+                        .append(s.module()).append(".").append(ids.get(t.name())).append(" = ").append(fn).append("\n");
+            }
+        }
+        py.append("\n\ndef servers():\n    \"\"\"The names of the servers this run may call.\"\"\"\n    return [")
+                .append(String.join(", ", moduleNames)).append("]\n");
+        return py.toString();
+    }
+
+    // ------------------------------------------------------------------ JavaScript and TypeScript
+
+    static String tsType(Map<String, Object> s, int depth) {
+        if (depth > 4) return "unknown";
+        if (s.get("enum") instanceof List<?> values && !values.isEmpty()) {
+            List<String> parts = new ArrayList<>();
+            for (Object v : values) parts.add(JSON.writeValueAsString(v));
+            return String.join(" | ", parts);
+        }
+        for (String k : new String[] {"anyOf", "oneOf"}) {
+            if (s.get(k) instanceof List<?> alts && !alts.isEmpty()) {
+                List<String> parts = new ArrayList<>();
+                for (Object a : alts) parts.add(tsType(schemaOf(a), depth + 1));
+                return "(" + String.join(" | ", parts) + ")";
+            }
+        }
+        Object t = s.get("type");
+        if (t instanceof List<?> types) {
+            List<String> parts = new ArrayList<>();
+            for (Object x : types) {
+                Map<String, Object> one = new LinkedHashMap<>(s);
+                one.put("type", x);
+                parts.add(tsType(one, depth + 1));
+            }
+            return "(" + String.join(" | ", parts) + ")";
+        }
+        if (!(t instanceof String type)) return s.get("properties") != null ? objectType(s, depth) : "unknown";
+        return switch (type) {
+            case "string" -> "string";
+            case "integer", "number" -> "number";
+            case "boolean" -> "boolean";
+            case "null" -> "null";
+            case "array" -> "Array<" + (s.get("items") == null ? "unknown" : tsType(schemaOf(s.get("items")), depth + 1)) + ">";
+            case "object" -> objectType(s, depth);
+            default -> "unknown";
+        };
+    }
+
+    private static String objectType(Map<String, Object> s, int depth) {
+        Map<String, Object> props = schemaOf(s.get("properties"));
+        if (props.isEmpty()) return "Record<string, unknown>";
+        Set<String> req = required(s);
+        StringBuilder sb = new StringBuilder("{ ");
+        for (Map.Entry<String, Object> p : props.entrySet()) {
+            Map<String, Object> ps = schemaOf(p.getValue());
+            if (ps.get("description") instanceof String d) sb.append("/** ").append(jsdoc(d).replace("\n", " ")).append(" */ ");
+            sb.append(p.getKey().matches("[A-Za-z_$][A-Za-z0-9_$]*") ? p.getKey() : lit(p.getKey()))
+                    .append(req.contains(p.getKey()) ? ": " : "?: ").append(tsType(ps, depth + 1)).append("; ");
+        }
+        if (!Boolean.FALSE.equals(s.get("additionalProperties")) && depth > 0) sb.append("[key: string]: unknown; ");
+        return sb.append("}").toString();
+    }
+
+    private static String jsdoc(String s) {
+        return s == null ? "" : s.strip().replace("*/", "*\\/");
+    }
+
+    private static String argsType(McpSchema.Tool t) {
+        Map<String, Object> schema = new LinkedHashMap<>(t.inputSchema() == null ? Map.of() : t.inputSchema());
+        schema.put("additionalProperties", false);
+        return objectType(schema, 0);
+    }
+
+    /** The TypeScript declaration of one tool's function, as list_code_tools shows it. */
+    public static String typescriptSignature(ServerView server, McpSchema.Tool tool) {
+        String id = names(server.tools().stream().map(McpSchema.Tool::name).toList()).get(tool.name());
+        return server.module() + "." + id + "(args" + (required(tool.inputSchema()).isEmpty() ? "?" : "") + ": "
+                + argsType(tool) + "): Promise<" + (tool.outputSchema() != null ? tsType(tool.outputSchema(), 1) : "string") + ">";
+    }
+
+    /** mcp-tools/index.js. */
+    public static String javascript(List<ServerView> servers) {
+        StringBuilder js = new StringBuilder("""
+                'use strict';
+                // The tools of the MCP servers this run may call (code mode), generated by code-exec-mcp.
+                //   const { SERVER } = require('mcp-tools');  await SERVER.TOOL({ arg: ... })
+                // resolves to the tool's structured result, else its text; a failed call rejects with McpToolError
+                // (.server, .tool, .reason). Calls go to the endpoint in CODE_TOOLS_URL.
+                const http = require('http');
+                const base = new URL(process.env.CODE_TOOLS_URL || 'http://127.0.0.1:3128/code-tools/v1');
+
+                class McpToolError extends Error {
+                  constructor(message, server, tool, reason) {
+                    super(message);
+                    this.name = 'McpToolError';
+                    this.server = server;
+                    this.tool = tool;
+                    this.reason = reason;
+                  }
+                }
+
+                /** Calls `tool` of `server` by their original names with an object of arguments. */
+                function call(server, tool, args) {
+                  const body = Buffer.from(JSON.stringify({ server, tool, arguments: args || {} }));
+                  return new Promise((resolve, reject) => {
+                    const req = http.request({ host: base.hostname, port: base.port || 80, path: base.pathname + '/call',
+                      method: 'POST', agent: false,
+                      headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
+                      const chunks = [];
+                      res.on('data', (c) => chunks.push(c));
+                      res.on('end', () => {
+                        let data;
+                        try { data = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch (e) {
+                          data = { error: 'HTTP ' + res.statusCode, reason: 'bad_answer' };
+                        }
+                        if (res.statusCode === 200) resolve(data.result);
+                        else reject(new McpToolError(data.error || '', server, tool, data.reason));
+                      });
+                      res.on('error', (e) => reject(new McpToolError(String(e.message), server, tool, 'unavailable')));
+                    });
+                    req.on('error', (e) => reject(new McpToolError('the code tools endpoint cannot be reached (' + e.message + ')',
+                      server, tool, 'unavailable')));
+                    req.end(body);
+                  });
+                }
+
+                """);
+        List<String> exports = new ArrayList<>(List.of("McpToolError", "call"));
+        List<String> moduleNames = new ArrayList<>();
+        for (ServerView s : servers) {
+            Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
+            js.append("/** ").append(jsdoc(s.description())).append(" */\nconst ").append(s.module()).append(" = Object.freeze({\n");
+            for (McpSchema.Tool t : s.tools())
+                js.append("  /** ").append(jsdoc(t.description()).replace("\n", "\n   * ")).append(" */\n  ")
+                        .append(ids.get(t.name())).append(": (args) => call(").append(lit(s.name())).append(", ")
+                        .append(lit(t.name())).append(", args),\n");
+            js.append("});\n\n");
+            exports.add(s.module());
+            moduleNames.add(lit(s.module()));
+        }
+        js.append("/** The names of the servers this run may call. */\nfunction servers() { return [")
+                .append(String.join(", ", moduleNames)).append("]; }\n\nmodule.exports = { ")
+                .append(String.join(", ", exports)).append(", servers };\n");
+        return js.toString();
+    }
+
+    /** mcp-tools/index.d.ts. */
+    public static String typescript(List<ServerView> servers) {
+        StringBuilder ts = new StringBuilder("""
+                // The tools of the MCP servers this run may call (code mode), generated by code-exec-mcp.
+                export declare class McpToolError extends Error {
+                  readonly server: string;
+                  readonly tool: string;
+                  /** not_allowed, unknown_tool, call_limit, byte_limit, timeout, upstream_unavailable, tool_error, ... */
+                  readonly reason: string;
+                }
+                /** Calls `tool` of `server` by their original names. */
+                export declare function call(server: string, tool: string, args?: Record<string, unknown>): Promise<unknown>;
+                /** The names of the servers this run may call. */
+                export declare function servers(): string[];
+                """);
+        for (ServerView s : servers) {
+            Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
+            ts.append("/** ").append(jsdoc(s.description())).append(" */\nexport declare const ").append(s.module()).append(": {\n");
+            for (McpSchema.Tool t : s.tools()) {
+                ts.append("  /** ").append(jsdoc(t.description()).replace("\n", "\n   * ")).append(" */\n  ")
+                        .append(ids.get(t.name())).append("(args").append(required(t.inputSchema()).isEmpty() ? "?" : "")
+                        .append(": ").append(argsType(t)).append("): Promise<")
+                        .append(t.outputSchema() != null ? tsType(t.outputSchema(), 1) : "string").append(">;\n");
+            }
+            ts.append("};\n");
+        }
+        return ts.toString();
+    }
+}
