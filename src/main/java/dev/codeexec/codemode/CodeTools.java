@@ -119,6 +119,27 @@ public final class CodeTools implements AutoCloseable {
         return out;
     }
 
+    /** The library's files for what a caller sees; the same view gives the same (cached) text. */
+    private record Generated(List<Library.ServerView> view, Map<String, String> files) {
+    }
+
+    private final Map<String, Generated> generated = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** File (relative to a library directory) → text, for what {@code tenant} sees now. */
+    Map<String, String> generated(String tenant) {
+        List<Library.ServerView> view = visible(tenant);
+        Generated g = generated.get(tenant);
+        if (g != null && g.view().equals(view)) return g.files();
+        Map<String, String> files = new LinkedHashMap<>();
+        files.put(PYTHON_FILE, Library.python(view));
+        files.put(NODE_FILE, Library.javascript(view));
+        files.put(TYPES_FILE, Library.typescript(view));
+        files.put(PACKAGE_FILE, "{\"name\": \"mcp-tools\", \"main\": \"index.js\", \"types\": \"index.d.ts\"}\n");
+        if (generated.size() > 1000) generated.clear(); // tenants come from the key file: a bound, kept loose
+        generated.put(tenant, new Generated(view, Map.copyOf(files)));
+        return files;
+    }
+
     /** What GET /servers answers: the visible servers and their tools with their input schemas. */
     List<Map<String, Object>> describe(String tenant) {
         List<Map<String, Object>> out = new ArrayList<>();
@@ -275,11 +296,7 @@ public final class CodeTools implements AutoCloseable {
 
         /** Writes the library {@code tenant} sees now, each file replaced whole (a reader sees the old or the new). */
         public void write(String tenant) throws IOException {
-            List<Library.ServerView> servers = owner.visible(tenant);
-            replace(PYTHON_FILE, Library.python(servers));
-            replace(NODE_FILE, Library.javascript(servers));
-            replace(TYPES_FILE, Library.typescript(servers));
-            replace(PACKAGE_FILE, "{\"name\": \"mcp-tools\", \"main\": \"index.js\", \"types\": \"index.d.ts\"}\n");
+            for (Map.Entry<String, String> f : owner.generated(tenant).entrySet()) replace(f.getKey(), f.getValue());
         }
 
         private void replace(String file, String text) throws IOException {

@@ -39,6 +39,8 @@ public final class Upstreams implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Upstreams.class);
     static final Duration RETRY = Duration.ofSeconds(5);
     private static final Duration INIT_TIMEOUT = Duration.ofSeconds(20);
+    /** How long a use right after the start waits for an upstream's first attempt to connect. */
+    static final Duration FIRST_WAIT = Duration.ofSeconds(10);
 
     private final UpstreamConfig config;
     private final Map<String, Connection> connections = new ConcurrentHashMap<>();
@@ -59,11 +61,22 @@ public final class Upstreams implements AutoCloseable {
         return config;
     }
 
-    /** The upstream's tools as it listed them last (empty while it is not connected); tries to connect if due. */
+    /**
+     * The upstream's tools as it listed them last (empty while it is not connected); tries to connect if due. Right
+     * after the start, waits (up to {@link #FIRST_WAIT}) for the first attempt to connect, so that the first runs
+     * see the same tools as later ones.
+     */
     public List<McpSchema.Tool> tools(String server) {
         Connection c = connections.get(server);
         if (c == null) return List.of();
         c.connectIfDue();
+        try {
+            c.firstAttempt.get(FIRST_WAIT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+            // still connecting: what it has (nothing yet)
+        }
         return c.tools;
     }
 
@@ -145,6 +158,8 @@ public final class Upstreams implements AutoCloseable {
         volatile List<McpSchema.Tool> tools = List.of();
         volatile String lastError;
         volatile long lastAttempt = System.nanoTime() - RETRY.toNanos();
+        /** Done when the first attempt to connect ended, either way. */
+        final CompletableFuture<Void> firstAttempt = new CompletableFuture<>();
         private boolean connecting;
 
         Connection(UpstreamConfig.Upstream upstream) {
@@ -161,6 +176,7 @@ public final class Upstreams implements AutoCloseable {
 
         void connect() {
             synchronized (this) {
+                if (closed) firstAttempt.complete(null);
                 if (connecting || client != null || closed) return;
                 connecting = true;
                 lastAttempt = System.nanoTime();
@@ -197,6 +213,7 @@ public final class Upstreams implements AutoCloseable {
                 synchronized (this) {
                     connecting = false;
                 }
+                firstAttempt.complete(null);
             }
         }
 
