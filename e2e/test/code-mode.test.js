@@ -12,17 +12,19 @@
 //     runs, the documented HTTP endpoint, toolCalls, errors, credential secrecy, tenants, list_code_tools, cancel,
 //     list_changed, a session, a workspace, the generated declarations under tsc.
 //  2. small caps (CODE_TOOLS_MAX_CALLS=5, CODE_TOOLS_MAX_MB=1, CODE_TOOLS_CALL_TIMEOUT_MS=1000, WARM_POOL=off, so
-//     cold runs) with `fx` and `down` (a closed loopback port): call_limit, byte_limit, timeout, upstream_unavailable.
+//     cold runs) with `fx` and `down` (a closed loopback port): call_limit, byte_limit, timeout, upstream_unavailable;
+//     and `inner`, a second instance of this server (its own API key, WARM_POOL=python=1, the same DATA_DIR) whose
+//     execute_code the code calls. The inner server starts at the file's start, alongside the main one, so that it
+//     adds (almost) no time; it is idle while the main server's cases run.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
-import { join, dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { startServer, exec, freePort, randomSecret, sleep } from '../lib/server.js';
 import { makeBase, keysAppend, callTool } from '../lib/server3.js';
+import { startUpstreamFixture, UPSTREAM_FIXTURE as FIXTURE } from '../lib/upstream.js';
 
-const FIXTURE = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'upstream-mcp.mjs');
 const NODE = '/usr/bin/node';
 const TSC = existsSync('/usr/bin/tsc') ? '/usr/bin/tsc' : 'tsc';
 const FX_TOOLS = ['add', 'big', 'echo', 'enable_extra', 'fail', 'slow', 'whoami'];
@@ -32,35 +34,26 @@ const HTTP_TOKEN = randomSecret('fxtok-');
 const STDIO_TOKEN = randomSecret('stdiotok-');
 
 let base;
-let fxProc; // the HTTP fixture process
+let fx; // the HTTP fixture (lib/upstream.js)
 let FXP; // its port
-let fxLog = '';
 let STDIO_EVENTS; // the stdio fixture's event file (one JSON line per event)
+const INNER_KEY = randomSecret('innerkey-'); // the inner server's API key: only the caps server's environment has it
+let innerP; // the inner server (a promise: it starts alongside the main server)
 
 before(async () => {
     base = makeBase();
+    innerP = startServer({
+        API_KEY: INNER_KEY, DATA_DIR: base.dataDir, WORKSPACE_ROOT: base.workspaceRoot('ws-code-mode-inner'), WARM_POOL: 'python=1',
+    });
+    innerP.catch(() => {}); // awaited (and reported) where it is used
     STDIO_EVENTS = join(base.dir, 'stdio-events.jsonl');
     writeFileSync(STDIO_EVENTS, '', { mode: 0o644 });
-    fxProc = spawn(NODE, [FIXTURE, '--http'], {
-        env: { PATH: process.env.PATH, FIXTURE_TOKEN: HTTP_TOKEN }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    fxProc.stderr.on('data', (b) => { fxLog = (fxLog + b).slice(-20_000); });
-    FXP = await new Promise((res, rej) => {
-        let out = '';
-        const timer = setTimeout(() => rej(new Error(`the HTTP fixture did not print its port: ${fxLog}`)), 15_000);
-        fxProc.stdout.on('data', (b) => {
-            out += b;
-            const m = /^(\{.*\})\n/.exec(out);
-            if (m) {
-                clearTimeout(timer);
-                res(JSON.parse(m[1]).port);
-            }
-        });
-        fxProc.on('exit', (code) => rej(new Error(`the HTTP fixture exited (${code}): ${fxLog}`)));
-    });
+    fx = await startUpstreamFixture(HTTP_TOKEN, NODE);
+    FXP = fx.port;
 });
 after(async () => {
-    fxProc?.kill('SIGTERM');
+    fx?.stop();
+    await (await innerP?.catch(() => null))?.stop();
     base?.remove();
 });
 
@@ -98,7 +91,7 @@ function withLog(getServer, body) {
         } catch (e) {
             const s = getServer();
             if (s) e.message += `\n--- server log (tail) ---\n${s.log().slice(-4000)}`;
-            if (fxLog) e.message += `\n--- HTTP fixture stderr (tail) ---\n${fxLog.slice(-1500)}`;
+            if (fx?.log()) e.message += `\n--- HTTP fixture stderr (tail) ---\n${fx.log().slice(-1500)}`;
             throw e;
         }
     };
@@ -202,6 +195,7 @@ describe('code mode: main server (HTTP and stdio upstreams, two tenants, default
         });
         alice = (await server.connect({ apiKey: aliceKey })).client;
         bob = (await server.connect({ apiKey: bobKey })).client;
+        await innerP.catch(() => {}); // its start-up work is over before the cases run (the caps block reports a failure)
     });
     after(async () => {
         await alice?.close().catch(() => {});
@@ -723,19 +717,21 @@ fx.extra({}).then((v) => console.log(JSON.stringify(v)));
 // 2. Small caps: CODE_TOOLS_MAX_CALLS=5, CODE_TOOLS_MAX_MB=1, CODE_TOOLS_CALL_TIMEOUT_MS=1000; a down upstream
 // ---------------------------------------------------------------------------------------------------------------
 
-describe('code mode: caps (MAX_CALLS=5, MAX_MB=1, CALL_TIMEOUT_MS=1000), a down upstream, cold runs', () => {
-    let server; let client;
+describe('code mode: caps (MAX_CALLS=5, MAX_MB=1, CALL_TIMEOUT_MS=1000), a down upstream, cold runs; this server as an upstream', () => {
+    let server; let client; let inner;
     const S = () => server;
 
     before(async () => {
         const closed = await freePort(); // nothing listens there
+        inner = await innerP;
         const file = upstreamFile('upstream-caps.json', {
             fx: { url: fxUrl(), headers: { Authorization: 'Bearer ${FIXTURE_TOKEN}' } },
             down: { url: `http://127.0.0.1:${closed}/mcp` },
+            inner: { url: inner.url, headers: { Authorization: 'Bearer ${INNER_KEY}' }, description: 'Another code-exec-mcp' },
         });
         server = await startServer({
             DATA_DIR: base.dataDir, WARM_POOL: 'off', WORKSPACE_ROOT: base.workspaceRoot('ws-code-mode-caps'),
-            UPSTREAM_MCP_FILE: file, FIXTURE_TOKEN: HTTP_TOKEN,
+            UPSTREAM_MCP_FILE: file, FIXTURE_TOKEN: HTTP_TOKEN, INNER_KEY,
             CODE_TOOLS_MAX_CALLS: '5', CODE_TOOLS_MAX_MB: '1', CODE_TOOLS_CALL_TIMEOUT_MS: '1000',
         });
         ({ client } = await server.connect());
@@ -859,5 +855,43 @@ print(json.dumps(res))
         const l = await callTool(client, 'list_code_tools', {});
         assert.equal(l.isError, false, `list_code_tools still answers with a server down: ${l.text}`);
         assert.ok(l.sc.servers.some((s) => s.name === 'fx'), l.text);
+    }));
+
+    test('a second instance of this server as an upstream: its execute_code called from python and node; the key stays out', withLog(S, async () => {
+        const hex = Buffer.from(INNER_KEY).toString('hex'); // the code never holds the key literally
+        const { r, out } = await pyJson(client, `
+import json, os, subprocess, mcp_tools
+key = bytes.fromhex("${hex}").decode()
+res = mcp_tools.inner.execute_code(language="python", code="print(6*7)")
+env_out = subprocess.run(["env"], capture_output=True, text=True).stdout
+print(json.dumps({"type": type(res).__name__, "res": res, "inEnv": key in env_out or any(key in v for v in os.environ.values()),
+                  "envNames": sorted(os.environ), "tools": sorted(t for t in dir(mcp_tools.inner) if not t.startswith("_"))}))
+`);
+        assert.equal(out.type, 'dict', JSON.stringify(out));
+        assert.equal(out.res.stdout, '42\n', JSON.stringify(out.res));
+        assert.equal(out.res.exitCode, 0, JSON.stringify(out.res));
+        assert.equal(out.res.language, 'python', JSON.stringify(out.res));
+        assert.ok(out.tools.includes('execute_code'), JSON.stringify(out.tools));
+        assert.equal(out.inEnv, false, `the inner key is not in the sandbox environment: ${out.envNames}`);
+        assert.ok(!out.envNames.includes('INNER_KEY'), JSON.stringify(out.envNames));
+        const cs = calls(r);
+        assert.deepEqual(cs.map((c) => [c.server, c.tool, c.ok]), [['inner', 'execute_code', true]], show(r));
+        assert.ok(cs[0].bytesIn > 0 && cs[0].bytesOut > 0, show(r));
+        assert.ok(!JSON.stringify(r.raw).includes(INNER_KEY), 'no key in the execute_code result');
+
+        const { r: rn, out: n } = await nodeJson(client, `
+const { inner } = require("mcp-tools");
+(async () => {
+  const res = await inner.execute_code({ language: "shell", code: "echo hi" });
+  console.log(JSON.stringify({ type: typeof res, res }));
+})().catch((e) => { console.error("FAILED", e); process.exit(1); });
+`);
+        assert.equal(n.type, 'object', JSON.stringify(n));
+        assert.equal(n.res.stdout, 'hi\n', JSON.stringify(n.res));
+        assert.equal(n.res.exitCode, 0, JSON.stringify(n.res));
+        assert.deepEqual(calls(rn).map((c) => [c.server, c.tool, c.ok]), [['inner', 'execute_code', true]], show(rn));
+        const l = await callTool(client, 'list_code_tools', { server: 'inner' });
+        assert.equal(l.isError, false, l.text);
+        assert.ok(l.sc.tools.some((t) => t.name === 'execute_code'), l.text);
     }));
 });

@@ -148,15 +148,14 @@ public final class Library {
                 A failed call raises mcp_tools.McpToolError (.server, .tool, .reason). The calls go to the endpoint in
                 CODE_TOOLS_URL; the server makes them with credentials this code never sees.
                 \"""
+                from __future__ import annotations
+
                 import json as _json
                 import os as _os
-                import urllib.error as _error
-                import urllib.request as _request
-                from typing import Any
+                import socket as _socket
 
                 __all__ = ["McpToolError", "servers", "call"]
                 _URL = _os.environ.get("CODE_TOOLS_URL", "http://127.0.0.1:3128/code-tools/v1")
-                _OPENER = _request.build_opener(_request.ProxyHandler({}))
                 _MISSING = object()
 
 
@@ -168,24 +167,90 @@ public final class Library {
                         self.server, self.tool, self.reason = server, tool, reason
 
 
+                def _where(url):
+                    hostport, _, path = url.split("://", 1)[-1].partition("/")
+                    host, _, port = hostport.partition(":")
+                    return host, int(port or 80), "/" + path.rstrip("/")
+
+
+                _HOST, _PORT, _PATH = _where(_URL)
+                _conn = None  # one kept-alive connection to the endpoint: (socket, its reader)
+
+
+                class _Stale(Exception):
+                    pass
+
+
+                def _exchange(body):
+                    \"""POSTs one call on the kept connection (a new one when there is none); (status, body bytes).\"""
+                    global _conn
+                    for attempt in (0, 1):
+                        fresh = _conn is None
+                        if fresh:
+                            s = _socket.create_connection((_HOST, _PORT))
+                            s.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                            _conn = (s, s.makefile("rb"))
+                        s, f = _conn
+                        try:
+                            s.sendall(b"POST %s/call HTTP/1.1\\r\\nHost: %s:%d\\r\\nContent-Type: application/json\\r\\n"
+                                      b"Content-Length: %d\\r\\n\\r\\n" % (_PATH.encode(), _HOST.encode(), _PORT, len(body)) + body)
+                            status_line = f.readline()
+                            if not status_line:
+                                raise _Stale()
+                            status = int(status_line.split()[1])
+                            length, close = 0, False
+                            while True:
+                                line = f.readline()
+                                if line in (b"\\r\\n", b"\\n", b""):
+                                    break
+                                name, _, value = line.decode("latin-1").partition(":")
+                                name = name.strip().lower()
+                                if name == "content-length":
+                                    length = int(value)
+                                elif name == "connection" and value.strip().lower() == "close":
+                                    close = True
+                            data = f.read(length)
+                        except (_Stale, ConnectionError, BrokenPipeError):
+                            _drop()
+                            if fresh or attempt:
+                                raise McpToolError("the code tools endpoint closed the connection", reason="unavailable")
+                            continue  # the kept connection had been closed while idle: the request never arrived
+                        if close:
+                            _drop()
+                        return status, data
+
+
+                def _drop():
+                    global _conn
+                    if _conn is not None:
+                        try:
+                            _conn[1].close()
+                            _conn[0].close()
+                        except OSError:
+                            pass
+                    _conn = None
+
+
                 def call(server, tool, arguments=None):
                     \"""Calls TOOL of SERVER by their original names with a dict of arguments.\"""
                     args = {k: v for k, v in (arguments or {}).items() if v is not _MISSING}
                     body = _json.dumps({"server": server, "tool": tool, "arguments": args}).encode()
-                    req = _request.Request(_URL + "/call", data=body, method="POST",
-                                           headers={"Content-Type": "application/json"})
                     try:
-                        with _OPENER.open(req) as r:
-                            return _json.loads(r.read())["result"]
-                    except _error.HTTPError as e:
-                        try:
-                            data = _json.loads(e.read())
-                        except ValueError:
-                            data = {"error": "HTTP %d" % e.code, "reason": "bad_answer"}
-                        raise McpToolError(data.get("error", ""), server, tool, data.get("reason")) from None
+                        status, data = _exchange(body)
+                    except McpToolError as e:
+                        e.server, e.tool = server, tool
+                        raise
                     except OSError as e:
+                        _drop()
                         raise McpToolError("the code tools endpoint cannot be reached (%s)" % e, server, tool,
                                            "unavailable") from None
+                    try:
+                        answer = _json.loads(data)
+                    except ValueError:
+                        answer = {"error": "HTTP %d: %r" % (status, data[:200]), "reason": "bad_answer"}
+                    if status == 200:
+                        return answer["result"]
+                    raise McpToolError(answer.get("error", ""), server, tool, answer.get("reason"))
 
 
                 class _Server:
@@ -306,6 +371,8 @@ public final class Library {
                 // (.server, .tool, .reason). Calls go to the endpoint in CODE_TOOLS_URL.
                 const http = require('http');
                 const base = new URL(process.env.CODE_TOOLS_URL || 'http://127.0.0.1:3128/code-tools/v1');
+                // kept-alive connections to the endpoint (their sockets do not keep the process alive)
+                const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
 
                 class McpToolError extends Error {
                   constructor(message, server, tool, reason) {
@@ -320,9 +387,13 @@ public final class Library {
                 /** Calls `tool` of `server` by their original names with an object of arguments. */
                 function call(server, tool, args) {
                   const body = Buffer.from(JSON.stringify({ server, tool, arguments: args || {} }));
+                  return send(server, tool, body, true);
+                }
+
+                function send(server, tool, body, retry) {
                   return new Promise((resolve, reject) => {
                     const req = http.request({ host: base.hostname, port: base.port || 80, path: base.pathname + '/call',
-                      method: 'POST', agent: false,
+                      method: 'POST', agent,
                       headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
                       const chunks = [];
                       res.on('data', (c) => chunks.push(c));
@@ -336,8 +407,12 @@ public final class Library {
                       });
                       res.on('error', (e) => reject(new McpToolError(String(e.message), server, tool, 'unavailable')));
                     });
-                    req.on('error', (e) => reject(new McpToolError('the code tools endpoint cannot be reached (' + e.message + ')',
-                      server, tool, 'unavailable')));
+                    req.on('error', (e) => {
+                      // a kept connection closed while idle: the request never arrived, send it once more
+                      if (retry && req.reusedSocket && e.code === 'ECONNRESET') resolve(send(server, tool, body, false));
+                      else reject(new McpToolError('the code tools endpoint cannot be reached (' + e.message + ')',
+                        server, tool, 'unavailable'));
+                    });
                     req.end(body);
                   });
                 }

@@ -175,7 +175,9 @@ public final class EgressChannel implements AutoCloseable {
     public NetworkReport finish() {
         Run r = run;
         if (r.local != null) r.local.close(); // first: a tool call in flight is cancelled, its connection answered
-        for (Conn c : List.copyOf(open)) c.end(ConnectionRecord.ALLOWED, "run_ended", "the run ended");
+        // network connections end with the run; a library's kept-alive connection to the local endpoint stays for
+        // the next run the channel serves (a session's next call), whose endpoint answers it then
+        for (Conn c : List.copyOf(open)) if (!c.local) c.end(ConnectionRecord.ALLOWED, "run_ended", "the run ended");
         return r.report();
     }
 
@@ -236,6 +238,7 @@ public final class EgressChannel implements AutoCloseable {
             // closing
         }
         finish();
+        for (Conn c : List.copyOf(open)) c.end(ConnectionRecord.ALLOWED, "run_ended", "the channel closed");
         try {
             Files.deleteIfExists(socket);
         } catch (IOException e) {
@@ -362,62 +365,107 @@ public final class EgressChannel implements AutoCloseable {
         private void serveLocal(LocalEndpoint endpoint, String method, String path, String[] lines, byte[] head,
                 int bodyStart, int n) throws IOException {
             local = true;
-            long length = 0;
-            for (int i = 1; i < lines.length; i++) {
-                int colon = lines[i].indexOf(':');
-                if (colon > 0 && lines[i].substring(0, colon).trim().equalsIgnoreCase("content-length")) {
-                    try {
-                        length = Long.parseLong(lines[i].substring(colon + 1).trim());
-                    } catch (NumberFormatException e) {
-                        length = -1;
+            while (true) {
+                long length = 0;
+                boolean keepAlive = lines[0].endsWith("HTTP/1.1");
+                for (int i = 1; i < lines.length; i++) {
+                    int colon = lines[i].indexOf(':');
+                    if (colon <= 0) continue;
+                    String name = lines[i].substring(0, colon).trim(), value = lines[i].substring(colon + 1).trim();
+                    if (name.equalsIgnoreCase("content-length")) {
+                        try {
+                            length = Long.parseLong(value);
+                        } catch (NumberFormatException e) {
+                            length = -1;
+                        }
+                    } else if (name.equalsIgnoreCase("transfer-encoding")) {
+                        length = -2;
+                    } else if (name.equalsIgnoreCase("connection") && value.equalsIgnoreCase("close")) {
+                        keepAlive = false;
                     }
                 }
-                if (colon > 0 && lines[i].substring(0, colon).trim().equalsIgnoreCase("transfer-encoding"))
-                    length = -2;
-            }
-            LocalEndpoint.Response answer;
-            if (length < 0) {
-                answer = localError(length == -2 ? 411 : 400, "send the body with a Content-Length");
-            } else if (length > endpoint.maxRequestBytes()) {
-                // read (and drop) first: answering before the body is sent would fail the program's write of it and
-                // lose the answer that says why
-                long left = length - (n - bodyStart);
-                ByteBuffer sink = ByteBuffer.allocate(64 * 1024);
-                while (left > 0 && left <= DRAIN_MAX) {
-                    sink.clear();
-                    if (left < sink.capacity()) sink.limit((int) left);
-                    int got = client.read(sink);
-                    if (got < 0) break;
-                    left -= got;
+                LocalEndpoint.Response answer;
+                int consumed = n;
+                if (length < 0) {
+                    answer = localError(length == -2 ? 411 : 400, "send the body with a Content-Length");
+                    keepAlive = false;
+                } else if (length > endpoint.maxRequestBytes()) {
+                    // read (and drop) first: answering before the body is sent would fail the program's write of it
+                    // and lose the answer that says why
+                    long left = length - (n - bodyStart);
+                    ByteBuffer sink = ByteBuffer.allocate(64 * 1024);
+                    while (left > 0 && left <= DRAIN_MAX) {
+                        sink.clear();
+                        if (left < sink.capacity()) sink.limit((int) left);
+                        int got = client.read(sink);
+                        if (got < 0) break;
+                        left -= got;
+                    }
+                    answer = endpoint.tooLarge(method, path, length);
+                    keepAlive = false;
+                } else {
+                    byte[] body = new byte[(int) length];
+                    int have = Math.min(n - bodyStart, body.length);
+                    System.arraycopy(head, bodyStart, body, 0, have);
+                    consumed = bodyStart + have;
+                    ByteBuffer b = ByteBuffer.wrap(body, have, body.length - have);
+                    while (b.hasRemaining()) {
+                        if (client.read(b) < 0) {
+                            endLocal();
+                            return;
+                        }
+                    }
+                    lastActivity = System.nanoTime();
+                    connecting = true; // waiting on the endpoint (an upstream call) is not idleness
+                    try {
+                        answer = endpoint.handle(method, path, body);
+                    } finally {
+                        connecting = false;
+                    }
                 }
-                answer = endpoint.tooLarge(method, path, length);
-            } else {
-                byte[] body = new byte[(int) length];
-                int have = Math.min(n - bodyStart, body.length);
-                System.arraycopy(head, bodyStart, body, 0, have);
-                ByteBuffer b = ByteBuffer.wrap(body, have, body.length - have);
-                while (b.hasRemaining()) {
-                    if (client.read(b) < 0) {
+                byte[] headOut = ("HTTP/1.1 " + answer.status() + " " + (answer.status() == 200 ? "OK" : "Error") + "\r\n"
+                        + "Content-Type: " + answer.contentType() + "\r\nContent-Length: " + answer.body().length
+                        + "\r\nConnection: " + (keepAlive ? "keep-alive" : "close") + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
+                writeAll(client, ByteBuffer.wrap(headOut));
+                writeAll(client, ByteBuffer.wrap(answer.body()));
+                lastActivity = System.nanoTime();
+                if (!keepAlive) {
+                    endLocal();
+                    return;
+                }
+                // the next request on this connection (a library keeps it for its next call); bytes already read past
+                // this request's body are its start. It goes to the endpoint of the run the channel serves then.
+                byte[] next = new byte[HEAD_MAX];
+                int carry = n - consumed;
+                System.arraycopy(head, consumed, next, 0, carry);
+                ByteBuffer buf = ByteBuffer.wrap(next);
+                buf.position(carry);
+                int headEnd = indexOf(next, carry, "\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                while (headEnd < 0) {
+                    if (!buf.hasRemaining() || client.read(buf) < 0) {
                         endLocal();
                         return;
                     }
+                    lastActivity = System.nanoTime();
+                    headEnd = indexOf(next, buf.position(), "\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
                 }
-                lastActivity = System.nanoTime();
-                connecting = true; // waiting on the endpoint (an upstream call) is not idleness
-                try {
-                    answer = endpoint.handle(method, path, body);
-                } finally {
-                    connecting = false;
+                lines = new String(next, 0, headEnd, StandardCharsets.ISO_8859_1).split("\r\n");
+                String[] req = lines[0].split(" ");
+                endpoint = run.local;
+                if (req.length != 3 || !req[2].startsWith("HTTP/1.") || !req[1].startsWith("/") || endpoint == null) {
+                    LocalEndpoint.Response bad = localError(400, "a connection to the local endpoint carries origin-form "
+                            + "requests to it only");
+                    writeAll(client, ByteBuffer.wrap(("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                            + "Content-Length: " + bad.body().length + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII)));
+                    writeAll(client, ByteBuffer.wrap(bad.body()));
+                    endLocal();
+                    return;
                 }
-            }
-            byte[] headOut = ("HTTP/1.1 " + answer.status() + " " + (answer.status() == 200 ? "OK" : "Error") + "\r\n"
-                    + "Content-Type: " + answer.contentType() + "\r\nContent-Length: " + answer.body().length
-                    + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
-            try {
-                writeAll(client, ByteBuffer.wrap(headOut));
-                writeAll(client, ByteBuffer.wrap(answer.body()));
-            } finally {
-                endLocal();
+                method = req[0];
+                path = req[1];
+                head = next;
+                bodyStart = headEnd + 4;
+                n = buf.position();
             }
         }
 

@@ -74,7 +74,7 @@ class LibraryTest {
         String out = run(dir, "/usr/bin/python3", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import mcp_tools as m; "
                 + "import inspect; print(m.servers()); print(inspect.signature(m.git_hub.search_issues)); "
                 + "print(m.git_hub.add.__doc__.splitlines()[0]); print(sorted(dir(m.git_hub)))", dir.toString());
-        assertThat(out).contains("['git_hub']", "(*, query: str, class_: str = <object object", "Adds.",
+        assertThat(out).contains("['git_hub']", "(*, query: 'str', class_: 'str' = <object object", "Adds.",
                 "['add', 'import_', 'search_issues', 'search_issues_2']");
     }
 

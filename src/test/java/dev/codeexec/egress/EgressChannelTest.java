@@ -326,6 +326,26 @@ class EgressChannelTest {
         }
     }
 
+    /** Reads one answer whose head has a Content-Length, leaving the connection open. */
+    String readAnswer(SocketChannel c) throws Exception {
+        return within(() -> {
+            StringBuilder sb = new StringBuilder();
+            ByteBuffer b = ByteBuffer.allocate(1);
+            int length = -1, headEnd = -1;
+            while (headEnd < 0 || sb.length() < headEnd + length) {
+                b.clear();
+                if (c.read(b) < 0) break;
+                sb.append((char) b.get(0));
+                if (headEnd < 0 && sb.toString().endsWith("\r\n\r\n")) {
+                    headEnd = sb.length();
+                    java.util.regex.Matcher m = java.util.regex.Pattern.compile("Content-Length: (\\d+)").matcher(sb);
+                    length = m.find() ? Integer.parseInt(m.group(1)) : 0;
+                }
+            }
+            return sb.toString();
+        });
+    }
+
     @Test
     void originFormRequestsReachTheRunsLocalEndpointAndLeaveNoNetworkRecord() throws Exception {
         EgressChannel ch = open(settings());
@@ -333,7 +353,7 @@ class EgressChannelTest {
         ch.arm(EgressPolicy.OFF, "tenant", "run-2", local);
         SocketChannel c = client(ch);
         // the body arrives after the head, in two writes
-        send(c, "POST /code-tools/v1/call HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nContent-Length: 11\r\n\r\nhello");
+        send(c, "POST /code-tools/v1/call HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nConnection: close\r\nContent-Length: 11\r\n\r\nhello");
         send(c, " world");
         assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 200").contains("Content-Length: 36", "Connection: close")
                 .endsWith("POST /code-tools/v1/call hello world");
@@ -345,6 +365,19 @@ class EgressChannelTest {
         c = client(ch);
         send(c, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
         assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 411");
+        // kept alive: two requests on one connection; the second goes to the endpoint armed meanwhile, and finish()
+        // leaves the idle connection open for it
+        SocketChannel kept = client(ch);
+        send(kept, "POST /a HTTP/1.1\r\nContent-Length: 1\r\n\r\n1");
+        assertThat(readAnswer(kept)).startsWith("HTTP/1.1 200").contains("Connection: keep-alive").endsWith("POST /a 1");
+        ch.finish();
+        EchoEndpoint second = new EchoEndpoint();
+        ch.arm(EgressPolicy.OFF, "tenant", "run-2b", second);
+        send(kept, "POST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\n22");
+        assertThat(readAnswer(kept)).startsWith("HTTP/1.1 200").endsWith("POST /b 22");
+        send(kept, "GET http://fixture.test/ HTTP/1.1\r\n\r\n"); // not for the endpoint: answered and closed
+        assertThat(readTextToEnd(kept)).startsWith("HTTP/1.1 400");
+        local = second;
         // a request in flight when the run ends: the endpoint is closed first, so it answers, and the record stays empty
         SocketChannel held = client(ch);
         send(held, "GET /hold HTTP/1.1\r\n\r\n");
