@@ -2,11 +2,23 @@
 // call's `network`) and passes it on; the worker's own proxy enforces it and reports each connection back; a worker
 // with EGRESS=off refuses a run that asks for network instead of running it without. Loopback only: the fixture is
 // an HTTP server of this process, reached under a name the workers pin to 127.0.0.1 (EGRESS_RESOLVE).
+// Code mode behind the gateway too: the gateway and every worker get the same UPSTREAM_MCP_FILE (the upstream
+// fixture e2e/fixtures/upstream-mcp.mjs over Streamable HTTP on 127.0.0.1, with a token only their environment has).
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { exec } from '../lib/server.js';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { exec, randomSecret } from '../lib/server.js';
 import { startCluster } from '../lib/cluster.js';
+import { callTool } from '../lib/server3.js';
+import { startUpstreamFixture } from '../lib/upstream.js';
+
+const FIXTURE_TOKEN = randomSecret('fxtok-');
+let fx; // the upstream MCP fixture (lib/upstream.js)
+let fxDir; // holds the UPSTREAM_MCP_FILE
+
 
 let fixture;
 let port;
@@ -24,6 +36,13 @@ before(async () => {
     });
     await new Promise((r) => fixture.listen(0, '127.0.0.1', r));
     port = fixture.address().port;
+    fx = await startUpstreamFixture(FIXTURE_TOKEN);
+    const fxPort = fx.port;
+    fxDir = mkdtempSync(join(tmpdir(), 'code-exec-egress-cluster-'));
+    const upstreamFile = join(fxDir, 'upstream.json');
+    writeFileSync(upstreamFile, JSON.stringify({ mcpServers: {
+        fx: { url: `http://127.0.0.1:${fxPort}/mcp`, headers: { Authorization: 'Bearer ${FIXTURE_TOKEN}' }, tools: ['add', 'echo'] },
+    } }), { mode: 0o600 });
     cluster = await startCluster({
         workers: [
             { name: 'wnet', env: { EGRESS: 'on', EGRESS_ALLOW_CIDRS: '127.0.0.1/32', EGRESS_RESOLVE: 'fixture.test=127.0.0.1' } },
@@ -33,7 +52,7 @@ before(async () => {
             { name: 'G1', workers: ['wnet'] },
             { name: 'G2', workers: ['woff'] },
         ],
-        env: { WARM_POOL: 'python=1' },
+        env: { WARM_POOL: 'python=1', UPSTREAM_MCP_FILE: upstreamFile, FIXTURE_TOKEN }, // the gateways' and the workers'
         gatewayEnv: { EGRESS: 'on', EGRESS_ALLOW: `fixture.test:${port}` },
         tenants: ['alice'],
     });
@@ -49,6 +68,8 @@ after(async () => {
     await clientOff?.close().catch(() => {});
     await cluster?.stop();
     fixture?.close();
+    fx?.stop();
+    if (fxDir) rmSync(fxDir, { recursive: true, force: true });
 });
 
 const FETCH = (p) => `import urllib.request\nprint(urllib.request.urlopen("http://fixture.test:${p}/").read().decode().strip())\n`;
@@ -99,5 +120,50 @@ describe('egress behind a gateway', () => {
         assert.equal(hits, before);
         const plain = await exec(clientOff, { language: 'python', code: 'print(6*7)', network: false });
         assert.equal(plain.sc.stdout.trim(), '42', plain.text);
+    });
+
+    test('code mode through the gateway: list_code_tools, two calls made on the worker, toolCalls back over gRPC, not_allowed', async () => {
+        const l = await callTool(clientOn, 'list_code_tools', {});
+        assert.equal(l.isError, false, l.text);
+        assert.deepEqual(l.sc.servers.map((x) => x.name), ['fx'], l.text);
+        const one = await callTool(clientOn, 'list_code_tools', { server: 'fx' });
+        assert.deepEqual(one.sc.tools.map((x) => x.name).sort(), ['add', 'echo'], one.text);
+        const r = await exec(clientOn, { language: 'python', code: `
+import json, mcp_tools
+res = {"add": mcp_tools.fx.add(a=40, b=2), "echo": mcp_tools.fx.echo(text="ab", times=2)}
+try:
+    mcp_tools.fx.big(kb=1)
+    res["big"] = "no error"
+except AttributeError as e:
+    res["big"] = ["AttributeError", str(e)]
+except mcp_tools.McpToolError as e:
+    res["big"] = [e.reason, str(e)]
+print(json.dumps(res))
+` });
+        const show = JSON.stringify({ isError: r.isError, text: r.text?.slice(0, 2000), toolCalls: r.sc?.toolCalls });
+        assert.equal(r.isError, false, show);
+        assert.equal(r.sc.exitCode, 0, show);
+        assert.equal(r.sc.worker, 'wnet', show);
+        const out = JSON.parse(r.sc.stdout.trim().split('\n').at(-1));
+        assert.deepEqual(out.add, { sum: 42 });
+        assert.equal(out.echo, 'abab');
+        assert.ok(Array.isArray(out.big), JSON.stringify(out));
+        assert.match(out.big[1], /big/, JSON.stringify(out));
+        if (out.big[0] !== 'AttributeError') assert.equal(out.big[0], 'not_allowed', JSON.stringify(out));
+        const tc = r.sc.toolCalls;
+        assert.ok(tc && Array.isArray(tc.calls), show);
+        assert.equal(tc.callsLeftOut, 0, show);
+        assert.deepEqual(tc.calls.filter((c) => c.ok).map((c) => [c.server, c.tool]), [['fx', 'add'], ['fx', 'echo']], show);
+        for (const c of tc.calls) {
+            assert.equal(typeof c.ms, 'number', show);
+            assert.ok(c.bytesIn > 0 && c.bytesOut > 0, show);
+            if (!c.ok) assert.deepEqual([c.tool, c.reason], ['big', 'not_allowed'], show);
+        }
+        // the endpoint says it plainly: 403 not_allowed
+        const e = await exec(clientOn, { language: 'shell',
+            code: 'curl -sS --noproxy "*" -X POST -H "Content-Type: application/json" -d \'{"server":"fx","tool":"big","arguments":{"kb":1}}\' -w " %{http_code}" "$CODE_TOOLS_URL/call"' });
+        assert.equal(e.isError, false, e.text);
+        assert.match(e.sc.stdout, /"reason"\s*:\s*"not_allowed".* 403$/s, e.sc.stdout);
+        assert.ok(!JSON.stringify(r.raw).includes(FIXTURE_TOKEN) && !JSON.stringify(e.raw).includes(FIXTURE_TOKEN), 'no token in the results');
     });
 });
