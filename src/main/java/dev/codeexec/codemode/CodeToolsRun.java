@@ -90,8 +90,8 @@ public final class CodeToolsRun implements LocalEndpoint {
         if (refusal.isPresent()) return record(server, tool, started, 0, body.length, 403, "not_allowed", refusal.get());
         UpstreamConfig.Upstream upstream = tools.upstreams().config().server(server).orElseThrow();
         server = upstream.name();
-        if (tools.upstreams().problem(server).isEmpty()) {
-            List<McpSchema.Tool> listed = tools.upstreams().tools(server);
+        List<McpSchema.Tool> listed = tools.upstreams().tools(server); // waits for a first connection under way
+        if (tools.upstreams().connected(server)) {
             String name = tool;
             if (listed.stream().noneMatch(t -> t.name().equals(name)))
                 return record(server, tool, started, 0, body.length, 404, "unknown_tool", "no tool '" + tool + "' of " + server

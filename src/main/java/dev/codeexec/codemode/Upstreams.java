@@ -80,6 +80,12 @@ public final class Upstreams implements AutoCloseable {
         return c.tools;
     }
 
+    /** Whether the upstream is connected now (its tool list is current). */
+    public boolean connected(String server) {
+        Connection c = connections.get(server);
+        return c != null && c.client != null;
+    }
+
     /** Why the upstream is not connected, when it is not. */
     public Optional<String> problem(String server) {
         Connection c = connections.get(server);
