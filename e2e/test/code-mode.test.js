@@ -377,7 +377,7 @@ print(json.dumps(res))
         assert.equal(out.badJson[1].reason, 'bad_request');
     }));
 
-    test('credentials stay on the server: not in env, files, /proc or /servers; the upstreams still get them', withLog(S, async () => {
+    test('credentials stay on the server: not in env, files, /proc, process memory or /servers; the upstreams still get them', withLog(S, async () => {
         const statsBefore = await fxStats();
         const hex = (s) => Buffer.from(s).toString('hex'); // the code never holds a token literally
         const { r, out } = await pyJson(alice, `
@@ -402,6 +402,28 @@ open("/tmp/planted-marker.txt", "w").write("".join(reversed("rekram-detnalp")))
 c = subprocess.run(["timeout", "25", "grep", "-rsl", "-D", "skip", "-F", "-f", "-", "/tmp"],
                    input="".join(reversed("rekram-detnalp")) + "\\n", capture_output=True, text=True)
 res["control"] = c.stdout.split()
+# memory: a child process makes calls through both upstreams; this one (which holds the tokens to look for) then reads
+# the child's memory, region by region, and looks for them; a string the child does hold is the control
+child = subprocess.Popen(["python3", "-c", "import mcp_tools, sys, time\nmcp_tools.fx.whoami(); mcp_tools.fx_stdio.whoami()\n"
+                          "mcp_tools.fx.add(a=1, b=2)\nprint('child-ready', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE)
+child.stdout.readline()
+found, control, regions = [], False, 0
+with open("/proc/%d/maps" % child.pid) as maps, open("/proc/%d/mem" % child.pid, "rb", 0) as mem:
+    for line in maps:
+        addr, perms = line.split()[:2]
+        if not perms.startswith("r"):
+            continue
+        lo, hi = (int(x, 16) for x in addr.split("-"))
+        try:
+            mem.seek(lo)
+            chunk = mem.read(min(hi - lo, 256 << 20))
+        except (OSError, ValueError, OverflowError):
+            continue
+        regions += 1
+        found += [i for i, t in enumerate(toks) if t.encode() in chunk]
+        control = control or b"child-ready" in chunk
+child.kill()
+res["memory"] = {"found": found, "control": control, "regions": regions}
 print(json.dumps(res))
 `, { timeout_ms: 60_000 });
         assert.deepEqual(out.whoami, ['authorized', 'stdio'], 'the HTTP upstream saw the right header; the stdio one started (its env had the secret)');
@@ -412,6 +434,8 @@ print(json.dumps(res))
         assert.notEqual(out.grep.rc, 124, `the grep finished within its 25 s: ${JSON.stringify(out.grep)}`);
         assert.deepEqual(out.grep.files, [], `no file readable in the sandbox holds a token: ${JSON.stringify(out.grep)}`);
         assert.ok(out.grep.roots > 6, JSON.stringify(out.grep));
+        assert.ok(out.memory.control && out.memory.regions > 5, `the memory scan reads the child's memory: ${JSON.stringify(out.memory)}`);
+        assert.deepEqual(out.memory.found, [], 'no token in the memory of a process that called both upstreams');
         for (const t of [HTTP_TOKEN, STDIO_TOKEN]) {
             assert.ok(!JSON.stringify(r.raw).includes(t), 'no token in the execute_code result');
         }
