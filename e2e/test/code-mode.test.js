@@ -404,8 +404,8 @@ c = subprocess.run(["timeout", "25", "grep", "-rsl", "-D", "skip", "-F", "-f", "
 res["control"] = c.stdout.split()
 # memory: a child process makes calls through both upstreams; this one (which holds the tokens to look for) then reads
 # the child's memory, region by region, and looks for them; a string the child does hold is the control
-child = subprocess.Popen(["python3", "-c", "import mcp_tools, sys, time\nmcp_tools.fx.whoami(); mcp_tools.fx_stdio.whoami()\n"
-                          "mcp_tools.fx.add(a=1, b=2)\nprint('child-ready', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE)
+child = subprocess.Popen(["python3", "-c", "import mcp_tools, sys, time\\nmcp_tools.fx.whoami(); mcp_tools.fx_stdio.whoami()\\n"
+                          "mcp_tools.fx.add(a=1, b=2)\\nprint('child-ready', flush=True)\\ntime.sleep(60)"], stdout=subprocess.PIPE)
 child.stdout.readline()
 found, control, regions = [], False, 0
 with open("/proc/%d/maps" % child.pid) as maps, open("/proc/%d/mem" % child.pid, "rb", 0) as mem:
