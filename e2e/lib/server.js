@@ -35,6 +35,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** The command line of a sandbox kept waiting for code: a warm pool entry or a session's interpreter. */
 export const INTERPRETER_RUNNER = /\/runtime\/(warm|session)_(python\.py|node\.js)\b/;
+/** The command line of code mode's stdio upstream fixture, started by a server for as long as it runs. */
+const STDIO_UPSTREAM = /\/fixtures\/upstream-mcp\.mjs --stdio\b/;
 
 /**
  * Starts `java -jar target/code-exec-mcp.jar` over HTTP on a free loopback port.
@@ -140,10 +142,11 @@ export async function startServer(env = {}, opts = {}) {
         },
         /**
          * Child processes that are start-up work: everything but the sandboxes of the warm pool and of sessions,
-         * which live as long as the server (or the session) and are not work that competes with a test.
+         * and code mode's stdio upstreams (e2e/fixtures/upstream-mcp.mjs), which live as long as the server (or the
+         * session) and are not work that competes with a test.
          */
         startupChildren() {
-            return server.children().filter((l) => !INTERPRETER_RUNNER.test(l));
+            return server.children().filter((l) => !INTERPRETER_RUNNER.test(l) && !STDIO_UPSTREAM.test(l));
         },
         /** Waits until the server has no start-up child process (e.g. warming the Go cache is done). */
         async waitQuiet(timeoutMs = 180_000) {
