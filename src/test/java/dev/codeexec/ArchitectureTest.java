@@ -34,15 +34,15 @@ class ArchitectureTest {
             Map.entry("egress", Set.of("config")),
             Map.entry("codemode", Set.of("config", "egress")),
             Map.entry("packages", Set.of("config")),
-            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress", "codemode")),
-            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode")),
-            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode")),
+            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress", "codemode", "packages")),
+            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
+            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
             Map.entry("auth", Set.of("config", "workspace", "egress")),
-            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode")),
-            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "egress", "codemode")),
-            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire", "egress", "codemode")),
-            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot", "egress", "codemode")),
-            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp", "egress", "codemode")));
+            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
+            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "egress", "codemode", "packages")),
+            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire", "egress", "codemode", "packages")),
+            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot", "egress", "codemode", "packages")),
+            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp", "egress", "codemode", "packages")));
 
     private static final Path MAIN = Path.of("src/main/java/dev/codeexec");
     private static final Pattern USE = Pattern.compile("\\bdev\\.codeexec\\.([a-z]+)\\.");

@@ -174,6 +174,27 @@ public final class Config {
             "Code mode: MiB of tool call data (arguments and answers together) one run may move.");
     public static final ConfigKey<Integer> CODE_TOOLS_CALL_TIMEOUT_MS = ConfigKey.integer("CODE_TOOLS_CALL_TIMEOUT_MS", 30000, 100, 3600000,
             "Code mode: how long one tool call may take upstream before it is cancelled and fails with `timeout`.");
+    public static final ConfigKey<String> PACKAGES = ConfigKey.oneOf("PACKAGES", "on",
+            "`on`: `execute_code` takes `packages` (pip requirements for python, npm packages for nodejs/typescript), "
+                    + "installed once per set in a sandbox that reaches only the package index, kept read-only in the "
+                    + "store and mounted into every run that declares the same set. `off`: `packages` is refused. "
+                    + "Needs SANDBOX=bwrap.", "on", "off");
+    public static final ConfigKey<String> PACKAGE_INDEX_PYTHON = ConfigKey.string("PACKAGE_INDEX_PYTHON",
+            "https://pypi.org/simple/",
+            "The PEP 503 simple index pip installs from (wheels only). Installs may reach its host, plus "
+                    + "files.pythonhosted.org for the default index, plus PACKAGE_INDEX_HOSTS.");
+    public static final ConfigKey<String> PACKAGE_REGISTRY_NPM = ConfigKey.string("PACKAGE_REGISTRY_NPM",
+            "https://registry.npmjs.org/",
+            "The npm registry npm installs from. Installs may reach its host, plus PACKAGE_INDEX_HOSTS.");
+    public static final ConfigKey<String> PACKAGE_INDEX_HOSTS = ConfigKey.string("PACKAGE_INDEX_HOSTS", "",
+            "More hosts an install may reach (comma-separated `host[:port]` patterns, as in EGRESS_ALLOW): where a "
+                    + "mirror serves its files from another host than its index.");
+    public static final ConfigKey<Integer> PACKAGE_STORE_MB = ConfigKey.integer("PACKAGE_STORE_MB", 4096, 1, 16777216,
+            "MiB the package store may hold; past it the least recently used sets go first, never one in use.");
+    public static final ConfigKey<Integer> INSTALL_TIMEOUT_MS = ConfigKey.integer("INSTALL_TIMEOUT_MS", 300000, 1000, 3600000,
+            "How long one install of a package set may take; the run that asked fails with `failed_to_start`.");
+    public static final ConfigKey<Integer> INSTALL_DISK_MB = ConfigKey.integer("INSTALL_DISK_MB", 2048, 1, 1048576,
+            "MiB one install may write (what it downloads and unpacks); over it the install is stopped and fails.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
@@ -188,7 +209,8 @@ public final class Config {
             WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
             EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_MB,
             EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE, UPSTREAM_MCP_FILE, CODE_TOOLS_MAX_CALLS,
-            CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS, LOG_FORMAT, LOG_LEVEL);
+            CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS, PACKAGES, PACKAGE_INDEX_PYTHON, PACKAGE_REGISTRY_NPM,
+            PACKAGE_INDEX_HOSTS, PACKAGE_STORE_MB, INSTALL_TIMEOUT_MS, INSTALL_DISK_MB, LOG_FORMAT, LOG_LEVEL);
 
     private final Map<ConfigKey<?>, Object> values;
 

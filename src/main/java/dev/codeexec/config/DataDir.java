@@ -123,6 +123,11 @@ public final class DataDir {
         return root.resolve("code-tools");
     }
 
+    /** The package store: one sealed directory per installed set (PACKAGE_STORE_MB). */
+    public Path packages() {
+        return root.resolve("packages");
+    }
+
     /** Mount points of working directories mounted into warm sandboxes after they started (sandbox.WorkDirMounts). */
     public Path late() {
         return root.resolve("late");

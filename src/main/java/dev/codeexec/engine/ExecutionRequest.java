@@ -1,6 +1,7 @@
 package dev.codeexec.engine;
 
 import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.packages.PackageSet;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.workspace.Workspace;
 
@@ -26,10 +27,19 @@ import java.util.Optional;
  *                  allow-list by the surface; {@link EgressPolicy#OFF} for no network (the default)
  * @param egressAsked the call named its policy ({@code network}) rather than getting its caller's whole list: a
  *                  session created earlier with another policy then refuses the call instead of ignoring it
+ * @param packages  the packages the run declared ({@code packages}), checked and normalised; empty for none. In a
+ *                  session: the set its interpreter is created with, and a call naming another set is refused
  */
 public record ExecutionRequest(String language, String code, String stdin, List<String> args,
         Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace,
-        Optional<SessionRef> session, EgressPolicy egress, boolean egressAsked) {
+        Optional<SessionRef> session, EgressPolicy egress, boolean egressAsked, Optional<PackageSet> packages) {
+
+    /** A request without declared packages. */
+    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
+            Limits limits, AuditInfo audit, Optional<Workspace> workspace, Optional<SessionRef> session,
+            EgressPolicy egress, boolean egressAsked) {
+        this(language, code, stdin, args, env, limits, audit, workspace, session, egress, egressAsked, Optional.empty());
+    }
 
     /** A request without network access. */
     public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
@@ -60,26 +70,32 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         workspace = workspace == null ? Optional.empty() : workspace;
         session = session == null ? Optional.empty() : session;
         egress = egress == null ? EgressPolicy.OFF : egress;
+        packages = packages == null ? Optional.empty() : packages;
     }
 
     /** The same request, run in the given workspace. */
     public ExecutionRequest inWorkspace(Workspace ws) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws), session, egress, egressAsked);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws), session, egress, egressAsked, packages);
     }
 
     /** The same request, run in the tenant's session of that name (created by its first call). */
     public ExecutionRequest inSession(SessionRef ref) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, Optional.of(ref), egress, egressAsked);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, Optional.of(ref), egress, egressAsked, packages);
     }
 
     /** The same request with other audit information. */
     public ExecutionRequest withAudit(AuditInfo a) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session, egress, egressAsked);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session, egress, egressAsked, packages);
     }
 
     /** The same request with this network policy; {@code asked}: the call named it. */
     public ExecutionRequest withEgress(EgressPolicy policy, boolean asked) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, policy, asked);
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, policy, asked, packages);
+    }
+
+    /** The same request declaring these packages (empty: none). */
+    public ExecutionRequest withPackages(Optional<PackageSet> set) {
+        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, egress, egressAsked, set);
     }
 
     /**

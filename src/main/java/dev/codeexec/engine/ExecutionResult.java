@@ -26,18 +26,41 @@ import java.util.OptionalLong;
  * @param worker         the name of the worker that ran it, when a gateway sent it to one; empty for local runs
  * @param network        the run's policy and connections when it had network access; empty when it had none
  * @param toolCalls      the tool calls its code made (code mode); empty when the run had no code tools
+ * @param packages       the declared packages the run had; empty when it declared none
  */
 public record ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
         Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
         List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
-        Optional<NetworkReport> network, Optional<ToolCall.Report> toolCalls) {
+        Optional<NetworkReport> network, Optional<ToolCall.Report> toolCalls, Optional<PackagesUsed> packages) {
+
+    /**
+     * The declared packages of a run.
+     *
+     * @param resolved  name → version of everything in the set's store entry (dependencies included)
+     * @param installMs how long this run's request waited for the install; 0 when the entry came from the store
+     */
+    public record PackagesUsed(java.util.Map<String, String> resolved, long installMs) {
+        public PackagesUsed {
+            resolved = java.util.Map.copyOf(resolved);
+        }
+    }
 
     public ExecutionResult {
         toolCalls = toolCalls == null ? Optional.empty() : toolCalls;
+        packages = packages == null ? Optional.empty() : packages;
         files = files == null ? List.of() : List.copyOf(files);
         session = session == null ? Optional.empty() : session;
         worker = worker == null ? Optional.empty() : worker;
         network = network == null ? Optional.empty() : network;
+    }
+
+    /** A result without declared packages. */
+    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
+            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
+            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
+            Optional<NetworkReport> network, Optional<ToolCall.Report> toolCalls) {
+        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
+                files, filesTruncated, session, worker, network, toolCalls, Optional.empty());
     }
 
     /** A result without tool calls. */
@@ -83,31 +106,37 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
     /** The same result with the files a workspace run created or changed. */
     public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, changed, scanTruncated, session, worker, network, toolCalls);
+                cpuTimeMs, sandbox, changed, scanTruncated, session, worker, network, toolCalls, packages);
     }
 
     /** The same result with what a session call returned (final-expression value, figures). */
     public ExecutionResult withSession(SessionOutput out) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker, network, toolCalls);
+                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker, network, toolCalls, packages);
     }
 
     /** The same result, naming the worker that ran it. */
     public ExecutionResult withWorker(String name) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name), network, toolCalls);
+                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name), network, toolCalls, packages);
     }
 
     /** The same result with what the run did with its network. */
     public ExecutionResult withNetwork(NetworkReport report) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, worker, Optional.of(report), toolCalls);
+                cpuTimeMs, sandbox, files, filesTruncated, session, worker, Optional.of(report), toolCalls, packages);
     }
 
     /** The same result with the tool calls its code made. */
     public ExecutionResult withToolCalls(ToolCall.Report report) {
         return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, Optional.of(report));
+                cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, Optional.of(report), packages);
+    }
+
+    /** The same result with the declared packages the run had. */
+    public ExecutionResult withPackages(PackagesUsed used) {
+        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
+                cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, toolCalls, Optional.of(used));
     }
 
     /**

@@ -41,6 +41,14 @@ public interface Executor extends AutoCloseable {
     }
 
     /**
+     * The store of declared packages that this executor's runs use, when it has one here (a local server with
+     * PACKAGES=on); a gateway has none (each worker keeps its own).
+     */
+    default java.util.Optional<dev.codeexec.packages.PackageStore> packageStore() {
+        return java.util.Optional.empty();
+    }
+
+    /**
      * The workers this executor sends runs to, sorted by address; empty for an executor that runs code itself.
      * Surfaces show them (runtime_info, /healthz, /metrics, the console).
      */

@@ -77,6 +77,10 @@ public final class LocalExecutor implements Executor {
     final Optional<EgressChannels> egress;
     /** Code mode (UPSTREAM_MCP_FILE), when configured: every run gets the tool library and endpoint. */
     final Optional<CodeTools> codeTools;
+    /** Declared packages (PACKAGES=on with bwrap): the store and its installs. */
+    final Optional<PackageInstalls> packages;
+    /** Why runs cannot declare packages here, when they cannot. */
+    private final Optional<String> packagesUnavailable;
     private final List<StartListener> startListeners = new CopyOnWriteArrayList<>();
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
@@ -111,11 +115,14 @@ public final class LocalExecutor implements Executor {
         this.startup = StartupWork.start(data, languages, placeholders, config.get(Config.MEMORY_LIMIT_MB),
                 virtualThreads);
         this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
-        this.egress = egressChannels(config, data, codeTools.isPresent());
+        boolean wantsPackages = config.get(Config.PACKAGES).equals("on") && sandbox.name().equals("bwrap");
+        this.egress = egressChannels(config, data, codeTools.isPresent() || wantsPackages);
+        this.packagesUnavailable = PackageInstalls.unavailable(config, sandbox, egress);
+        this.packages = PackageInstalls.create(config, sandbox, data, egress);
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
-                progressInterval, egress, codeTools);
+                progressInterval, egress, codeTools, packages);
         PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools);
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
@@ -178,6 +185,9 @@ public final class LocalExecutor implements Executor {
                 "unknown language '" + request.language() + "'; supported: " + String.join(", ", languages.ids())));
         if (!request.egress().isOff() && (egress.isEmpty() || !egress.get().settings().enabled()))
             throw new ExecutionException.InvalidRequest("network access is off on this server (EGRESS=off); run without 'network'");
+        if (request.packages().isPresent() && packages.isEmpty())
+            throw new ExecutionException.InvalidRequest("'packages' cannot be used on this server: "
+                    + packagesUnavailable.orElse("declared packages are unavailable") + "; run without 'packages'");
         OutputListener out = listener == null ? OutputListener.NONE : listener;
         SessionCall call = request.session().isPresent() ? sessions.prepare(request, lang, out) : null;
         LocalRun run = new LocalRun(this, request, lang, out, call);
@@ -296,6 +306,11 @@ public final class LocalExecutor implements Executor {
     /** Blocks until the Go build cache warm-up has ended (tests, benchmarks). */
     void awaitGoCache(Duration max) throws InterruptedException {
         startup.awaitGoCache(max);
+    }
+
+    @Override
+    public Optional<dev.codeexec.packages.PackageStore> packageStore() {
+        return packages.map(PackageInstalls::store);
     }
 
     @Override

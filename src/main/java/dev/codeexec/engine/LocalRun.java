@@ -11,6 +11,7 @@ import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.NetworkReport;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.SandboxSpec;
 import dev.codeexec.sandbox.Termination;
 import dev.codeexec.workspace.RelPath;
@@ -83,6 +84,8 @@ final class LocalRun implements RunHandle {
     private CodeTools.LibraryFiles library;
     /** The run's code tools endpoint, armed on its channel; its report goes into the result. */
     private CodeToolsRun codeRun;
+    /** The store entry of the run's declared packages, held until the run has ended. */
+    private PackageStore.Lease packages;
 
     LocalRun(LocalExecutor executor, ExecutionRequest request, Language language, OutputListener listener) {
         this(executor, request, language, listener, null);
@@ -290,7 +293,8 @@ final class LocalRun implements RunHandle {
             throws SandboxException {
         // a channel for network access, or for code mode's tool calls (every run when the server has code tools)
         boolean needsChannel = !request.egress().isOff() || executor.codeTools.isPresent();
-        if (executor.warmPool.isPresent()) {
+        // a warm sandbox was started without any package set's entry: a run with packages starts cold
+        if (executor.warmPool.isPresent() && packages == null) {
             WarmPool pool = executor.warmPool.get();
             Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), needsChannel);
             if (warm.isPresent()) {
@@ -329,7 +333,9 @@ final class LocalRun implements RunHandle {
             throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
         codeRun = executor.codeTools.map(t -> t.open(tenant(), id)).orElse(null);
-        EgressStart.Started started = EgressStart.start(executor.sandbox, spec(name, fileName, staged, limits, ws),
+        SandboxSpec spec = spec(name, fileName, staged, limits, ws);
+        if (packages != null) spec = PackageInstalls.mount(spec, request.packages().get().ecosystem(), packages);
+        EgressStart.Started started = EgressStart.start(executor.sandbox, spec,
                 channels, request.egress(), tenant(), executor.codeTools.orElse(null), codeRun);
         egress = started.channel();
         library = started.library();
@@ -365,6 +371,28 @@ final class LocalRun implements RunHandle {
 
     private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,
             Optional<Workspace> ws) {
+        if (request.packages().isPresent()) {
+            try {
+                packages = executor.packages.orElseThrow().acquire(request.packages().get(), limits, tenant());
+            } catch (PackageStore.InstallFailed e) {
+                return failedToStart("the packages could not be installed: " + e.getMessage());
+            }
+        }
+        try {
+            return withPackages(runStarted(name, fileName, staged, limits, ws));
+        } finally {
+            PackageStore.Lease l = packages;
+            packages = null;
+            if (l != null) l.close();
+        }
+    }
+
+    private ExecutionResult withPackages(ExecutionResult r) {
+        PackageStore.Lease l = packages;
+        return l == null ? r : r.withPackages(new ExecutionResult.PackagesUsed(l.resolved(), l.installMs()));
+    }
+
+    private ExecutionResult runStarted(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws) {
         SandboxProcess started;
         long startingAt = System.nanoTime();
         try {

@@ -141,6 +141,11 @@ public final class ObservedExecutor implements Executor {
     }
 
     @Override
+    public java.util.Optional<dev.codeexec.packages.PackageStore> packageStore() {
+        return delegate.packageStore();
+    }
+
+    @Override
     public List<WorkerStatus> workers() {
         return delegate.workers();
     }

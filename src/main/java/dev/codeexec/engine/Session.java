@@ -1,6 +1,8 @@
 package dev.codeexec.engine;
 
 import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.packages.PackageSet;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
@@ -46,8 +48,12 @@ final class Session {
     /** What the session's interpreter may reach, fixed when the session was created. */
     final EgressPolicy egress;
 
+    /** The packages its interpreter gets: fixed when the session was created, changed only by a reset. */
+    private volatile Optional<PackageSet> packages;
+
     Session(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace, Limits launchLimits,
-            EgressPolicy egress) {
+            EgressPolicy egress, Optional<PackageSet> packages) {
+        this.packages = packages;
         this.egress = egress;
         this.owner = owner;
         this.ref = ref;
@@ -78,7 +84,16 @@ final class Session {
 
     String describe() {
         return "session '" + ref.name() + "' runs " + language.id() + " in " + workspace.map(w -> "workspace '" + w.name() + "'")
-                .orElse("no workspace") + " with network " + egress;
+                .orElse("no workspace") + " with network " + egress
+                + packages.map(p -> " and packages " + p.specs()).orElse(" and no declared packages");
+    }
+
+    Optional<PackageSet> packages() {
+        return packages;
+    }
+
+    Limits launchLimits() {
+        return launchLimits;
     }
 
     /** Runs one call; null when the session was forgotten before the call got its turn (the caller asks anew). */
@@ -118,12 +133,14 @@ final class Session {
             }
             calls.incrementAndGet();
             SessionCall.Done done = call.run(ip, created, workspace);
+            PackageStore.Lease lease = ip.packages;
             if (done.sessionEnds()) forget(ip);
             else if (done.interpreterGone()) {
                 ip.discard();
                 proc = null;
             }
-            return done.result();
+            return lease == null ? done.result() : done.result().withPackages(
+                    new ExecutionResult.PackagesUsed(lease.resolved(), created ? lease.installMs() : 0));
         } finally {
             busy = false;
             lastUsed = Instant.now();
@@ -131,8 +148,25 @@ final class Session {
         }
     }
 
+    /** Starts the interpreter, with its packages' entry (installed first when the store does not have it). */
     private SessionInterpreter start() throws SandboxException {
-        return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, egress, this::endedByItself);
+        Optional<PackageSet> set = packages;
+        PackageStore.Lease lease = null;
+        if (set.isPresent()) {
+            PackageInstalls installs = owner.packages().orElseThrow(() -> new SandboxException("declared packages are unavailable"));
+            try {
+                lease = installs.acquire(set.get(), launchLimits, ref.tenant());
+            } catch (PackageStore.InstallFailed e) {
+                throw new SandboxException("its packages could not be installed: " + e.getMessage());
+            }
+        }
+        try {
+            return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, egress, lease,
+                    set.map(PackageSet::ecosystem).orElse(null), this::endedByItself);
+        } catch (SandboxException | RuntimeException e) {
+            if (lease != null) lease.close();
+            throw e;
+        }
     }
 
     String idleNotice(String why) {
@@ -166,6 +200,11 @@ final class Session {
      * fresh one (reset) or marks the session closed. Returns false when it was already closed.
      */
     boolean stop(String because, boolean restart) {
+        return stop(because, restart, packages);
+    }
+
+    /** {@link #stop(String, boolean)}; a restart gets {@code newPackages}. */
+    boolean stop(String because, boolean restart, Optional<PackageSet> newPackages) {
         if (!restart) closing = true;
         SessionInterpreter running = proc;
         if (running != null) running.kill(because);
@@ -184,6 +223,7 @@ final class Session {
                 return true;
             }
             created = Instant.now();
+            packages = newPackages;
             try {
                 proc = start();
             } catch (SandboxException e) {

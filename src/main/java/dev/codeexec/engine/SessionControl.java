@@ -56,6 +56,19 @@ public interface SessionControl {
      */
     boolean reset(String tenant, String name);
 
+    /**
+     * A reset whose fresh interpreter gets {@code packages} (empty: none) instead of the session's set, installed
+     * before the old interpreter is killed.
+     *
+     * @throws ExecutionException.InvalidRequest the set cannot be installed (the session is left as it was), or
+     *                                           packages cannot be used here
+     */
+    default boolean reset(String tenant, String name, Optional<dev.codeexec.packages.PackageSet> packages) {
+        if (packages.isPresent())
+            throw new ExecutionException.InvalidRequest("'packages' cannot be used with session_reset on this server");
+        return reset(tenant, name);
+    }
+
     /** Kills the session's interpreter and forgets the session. False when the tenant has no session of that name. */
     boolean close(String tenant, String name);
 

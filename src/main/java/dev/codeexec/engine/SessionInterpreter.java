@@ -9,6 +9,7 @@ import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.SandboxSpec;
 import dev.codeexec.sandbox.Termination;
 import dev.codeexec.workspace.Workspace;
@@ -80,6 +81,8 @@ final class SessionInterpreter {
     volatile String killedBecause;
     /** Keeps the session's workspace from expiring while the interpreter has it as its working directory. */
     private volatile Workspaces.Hold workspaceHold;
+    /** The entry of the session's declared packages, held while this interpreter lives (released by discard). */
+    volatile PackageStore.Lease packages;
 
     /** The interpreter's channel, when the session has network access or code tools; else null. */
     final EgressChannel egress;
@@ -103,7 +106,8 @@ final class SessionInterpreter {
      *              or killed
      */
     static SessionInterpreter start(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace,
-            Limits callLimits, EgressPolicy egress, Consumer<SessionInterpreter> onEnd) throws SandboxException {
+            Limits callLimits, EgressPolicy egress, PackageStore.Lease packages, String ecosystem,
+            Consumer<SessionInterpreter> onEnd) throws SandboxException {
         Language.Interpreter recipe = language.session()
                 .orElseThrow(() -> new SandboxException(language.id() + " has no session interpreter"));
         Map<String, String> ph = owner.placeholders();
@@ -120,6 +124,7 @@ final class SessionInterpreter {
         SandboxSpec spec = new SandboxSpec(runId, Placeholders.fill(recipe.argv(), ph), LocalExecutor.WORK_DIR,
                 Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
+        if (packages != null) spec = PackageInstalls.mount(spec, ecosystem, packages);
         EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, egress, ref.tenant(), codeTools, null);
         SandboxProcess p = started.process();
         SessionInterpreter ip;
@@ -136,6 +141,7 @@ final class SessionInterpreter {
             Object first = ip.messages.poll(START_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
             if (first instanceof JsonNode n && n.path("ready").asBoolean(false)) {
                 ip.workspaceHold = workspace.map(Workspace::hold).orElse(null);
+                ip.packages = packages;
                 return ip;
             }
             String why = first == null ? "it did not become ready within " + START_TIMEOUT.toSeconds() + " s"
@@ -221,6 +227,9 @@ final class SessionInterpreter {
         Workspaces.Hold h = workspaceHold;
         workspaceHold = null;
         if (h != null) h.close();
+        PackageStore.Lease l = packages;
+        packages = null;
+        if (l != null) l.close();
     }
 
     static String hex(int bytes) {

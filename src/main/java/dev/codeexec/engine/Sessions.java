@@ -2,6 +2,8 @@ package dev.codeexec.engine;
 
 import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.packages.PackageSet;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
@@ -70,6 +72,7 @@ final class Sessions implements SessionControl {
     private final List<String> languages;
     private final Optional<EgressChannels> egress;
     private final Optional<CodeTools> codeTools;
+    private final Optional<PackageInstalls> packages;
 
     /**
      * @param memoryBudget     bytes all sessions may hold together (SESSIONS_MEMORY_MB)
@@ -79,7 +82,7 @@ final class Sessions implements SessionControl {
     Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
             long memoryBudget, List<String> languages, Duration progressInterval) {
         this(sandbox, placeholders, threads, maxPerTenant, idle, memoryBudget, languages, progressInterval, Optional.empty(),
-                Optional.empty());
+                Optional.empty(), Optional.empty());
     }
 
     /**
@@ -87,10 +90,12 @@ final class Sessions implements SessionControl {
      *                  code tools gets one
      * @param codeTools code mode, when configured: every session's interpreter gets the tool library, each call its
      *                  own endpoint
+     * @param packages  declared packages, when runs can declare them: a session's interpreter gets its set's entry
      */
     Sessions(Sandbox sandbox, Map<String, String> placeholders, ThreadFactory threads, int maxPerTenant, Duration idle,
             long memoryBudget, List<String> languages, Duration progressInterval, Optional<EgressChannels> egress,
-            Optional<CodeTools> codeTools) {
+            Optional<CodeTools> codeTools, Optional<PackageInstalls> packages) {
+        this.packages = packages;
         this.egress = egress;
         this.codeTools = codeTools;
         this.sandbox = sandbox;
@@ -115,6 +120,10 @@ final class Sessions implements SessionControl {
 
     Optional<CodeTools> codeTools() {
         return codeTools;
+    }
+
+    Optional<PackageInstalls> packages() {
+        return packages;
     }
 
     Map<String, String> placeholders() {
@@ -199,6 +208,10 @@ final class Sessions implements SessionControl {
             return s.describe() + "; this call asks for network " + request.egress()
                     + ". A session keeps the network access it was created with: call without 'network', or "
                     + "session_close it (or use another session name) to start one with the new policy.";
+        if (request.packages().isPresent() && !request.packages().equals(s.packages()))
+            return s.describe() + "; this call declares packages " + request.packages().get().specs()
+                    + ". A session keeps the packages it was created with: call without 'packages' to use them, or "
+                    + "call session_reset with the new 'packages' (its state is lost), or use another session name.";
         if (s.matches(lang, ws)) return null;
         return s.describe() + "; this call asks for " + lang.id() + " in "
                 + ws.map(w -> "workspace '" + w.name() + "'").orElse("no workspace")
@@ -227,7 +240,7 @@ final class Sessions implements SessionControl {
                 if (s == null) {
                     if (countOf(ref.tenant()) >= maxPerTenant) return call.failedToStart(limitMessage());
                     s = new Session(this, ref, call.language(), call.request().workspace(), call.request().limits(),
-                            call.request().egress());
+                            call.request().egress(), call.request().packages());
                     sessions.put(ref, s);
                 } else {
                     String mismatch = mismatch(s, call.language(), call.request());
@@ -299,6 +312,31 @@ final class Sessions implements SessionControl {
     public boolean reset(String tenant, String name) {
         Session s = sessions.get(new SessionRef(tenant, name));
         return s != null && s.stop("reset", true);
+    }
+
+    /**
+     * A reset that also changes the session's packages ({@code set}; empty: none): the new set is installed first,
+     * so that a set that cannot be installed leaves the session as it was and the caller learns why.
+     */
+    @Override
+    public boolean reset(String tenant, String name, Optional<dev.codeexec.packages.PackageSet> set) {
+        Session s = sessions.get(new SessionRef(tenant, name));
+        if (s == null) return false;
+        if (set.isPresent() && PackageSet.ecosystemOf(s.language.id()) != null
+                && !set.get().ecosystem().equals(PackageSet.ecosystemOf(s.language.id())))
+            throw new ExecutionException.InvalidRequest("session '" + name + "' runs " + s.language.id()
+                    + ", which takes " + PackageSet.ecosystemOf(s.language.id()) + " packages");
+        if (set.isPresent()) {
+            PackageInstalls installs = packages.orElseThrow(() -> new ExecutionException.InvalidRequest(
+                    "'packages' cannot be used on this server: declared packages are unavailable"));
+            try (PackageStore.Lease ignored = installs.acquire(set.get(), s.launchLimits(), tenant)) {
+                return s.stop("reset", true, set);
+            } catch (PackageStore.InstallFailed e) {
+                throw new ExecutionException.InvalidRequest("the session was not reset: its new packages could not be "
+                        + "installed: " + e.getMessage());
+            }
+        }
+        return s.stop("reset", true, set);
     }
 
     @Override

@@ -440,26 +440,35 @@ public final class RemoteExecutor implements Executor {
 
         @Override
         public boolean reset(String tenant, String name) {
-            return call(tenant, name, true);
+            return call(tenant, name, true, null);
+        }
+
+        @Override
+        public boolean reset(String tenant, String name, Optional<dev.codeexec.packages.PackageSet> packages) {
+            return call(tenant, name, true, packages);
         }
 
         @Override
         public boolean close(String tenant, String name) {
-            boolean found = call(tenant, name, false);
+            boolean found = call(tenant, name, false, null);
             pins.remove(new SessionRef(tenant, name));
             return found;
         }
 
-        private boolean call(String tenant, String name, boolean reset) {
+        /** @param packages a reset's new packages (empty: none); null: the session keeps its set */
+        private boolean call(String tenant, String name, boolean reset, Optional<dev.codeexec.packages.PackageSet> packages) {
             Metadata md = new Metadata();
             md.put(WorkerChannels.SESSION_KEY, sessionKey(new SessionRef(tenant, name)));
             WorkerGrpc.WorkerBlockingStub stub = WorkerGrpc.newBlockingStub(sessionChannel)
                     .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md))
                     .withDeadlineAfter(SESSION_CALL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS);
-            SessionRequest req = SessionRequest.newBuilder()
-                    .setTenant(tenant).setName(name).build();
+            SessionRequest.Builder rb = SessionRequest.newBuilder().setTenant(tenant).setName(name);
+            if (packages != null) rb.setSetPackages(true).addAllPackages(packages.map(dev.codeexec.packages.PackageSet::specs).orElse(List.of()));
+            SessionRequest req = rb.build();
             try {
-                return (reset ? stub.resetSession(req) : stub.closeSession(req)).getFound();
+                dev.codeexec.wire.v1.SessionResponse r = reset ? stub.resetSession(req) : stub.closeSession(req);
+                if (!r.getError().isEmpty()) throw new ExecutionException.InvalidRequest(r.getError());
+                return r.getFound();
             } catch (StatusRuntimeException e) {
                 throw new ExecutionException.Unavailable("the worker of session '" + name + "' could not be reached: "
                         + e.getStatus().getCode());

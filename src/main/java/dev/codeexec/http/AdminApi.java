@@ -3,6 +3,7 @@ package dev.codeexec.http;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.WorkerStatus;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.ops.RunHistory;
@@ -81,8 +82,12 @@ final class AdminApi {
             execute.handle(actingTenant(who, query.get("tenant")), req, resp);
             return;
         }
-        requireMethod("GET", method);
         String rest = uri.substring(ADMIN_PREFIX.length());
+        if (rest.equals("packages") || rest.startsWith("packages/")) {
+            packages(method, who, rest.substring("packages".length()), resp);
+            return;
+        }
+        requireMethod("GET", method);
         Optional<String> scope = viewScope(who, query.get("tenant"));
         switch (rest) {
             case "stats" -> ApiServlet.json(resp, 200, stats(scope));
@@ -96,6 +101,57 @@ final class AdminApi {
                 ApiServlet.json(resp, 200, detail(run));
             }
         }
+    }
+
+    /**
+     * The package store, shared by every tenant's runs (an entry is built from its normalised request only), so
+     * only an admin key may see or clear it: {@code GET /api/admin/packages} lists the entries and counts,
+     * {@code DELETE /api/admin/packages} removes every entry no run or session holds, {@code DELETE
+     * /api/admin/packages/{key}} one (409 while in use).
+     */
+    private void packages(String method, Principal who, String rest, HttpServletResponse resp) throws IOException {
+        if (!who.admin()) throw new ApiException(403, "forbidden", "only an admin key may see or clear the package store");
+        PackageStore store = executor.packageStore().orElseThrow(() -> new ApiException(404, "not_found",
+                executor.remote() ? "the package stores are kept by the workers; this gateway has none"
+                        : "this server has no package store (PACKAGES=off, or a sandbox other than bwrap)"));
+        if (rest.isEmpty() && method.equals("GET")) {
+            List<Map<String, Object>> entries = new ArrayList<>();
+            for (PackageStore.Entry e : store.list()) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("key", e.key());
+                m.put("ecosystem", e.ecosystem());
+                m.put("specs", e.specs());
+                m.put("resolved", e.resolved());
+                m.put("bytes", e.bytes());
+                m.put("created", e.created().toString());
+                m.put("lastUsed", e.lastUsed().toString());
+                m.put("inUse", e.inUse());
+                entries.add(m);
+            }
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("entries", entries);
+            out.put("counts", store.counts());
+            out.put("maxBytes", store.maxBytes());
+            ApiServlet.json(resp, 200, out);
+            return;
+        }
+        requireMethod("DELETE", method);
+        if (rest.isEmpty()) {
+            int removed = 0;
+            int kept = 0;
+            for (PackageStore.Entry e : store.list()) {
+                if (store.remove(e.key())) removed++;
+                else kept++;
+            }
+            ApiServlet.json(resp, 200, Map.of("removed", removed, "kept", kept));
+            return;
+        }
+        String key = ApiRoute.decode(rest.substring(1));
+        Optional<PackageStore.Entry> entry = store.list().stream().filter(e -> e.key().equals(key)).findFirst();
+        if (entry.isEmpty()) throw new ApiException(404, "not_found", "no such entry in the package store");
+        if (!store.remove(key))
+            throw new ApiException(409, "in_use", "a run or session is using this entry; it can be removed when it ends");
+        ApiServlet.json(resp, 200, Map.of("key", key, "removed", true));
     }
 
     private static void requireMethod(String expected, String method) {

@@ -3,6 +3,7 @@ package dev.codeexec.mcp;
 import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.NetworkReport;
+import dev.codeexec.packages.PackageSet;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
@@ -124,6 +125,12 @@ final class ExecuteCodeTool {
                         + "`*.suffix`, optionally `:port`) that must each lie inside your allow-list. Omitted: your "
                         + "whole allow-list (none unless the server enables egress). A session keeps the access it "
                         + "was created with."));
+        props.put("packages", Map.of("type", "array", "items", Map.of("type", "string"), "maxItems", PackageSet.MAX_SPECS,
+                "description", "Libraries the code needs that are not preinstalled: pip requirements for python "
+                        + "(`requests==2.32.3`, `pandas>=2`, extras allowed), npm packages for nodejs and typescript "
+                        + "(`left-pad@1.3.0`, `lodash`). Names and versions only, no URLs or options. Installed once "
+                        + "per set (the first call waits for it), then instant; the result lists what was resolved. "
+                        + "A session keeps the set it was created with (session_reset can change it)."));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
                 "additionalProperties", false);
     }
@@ -167,6 +174,11 @@ final class ExecuteCodeTool {
                                 "bytesIn", Map.of("type", "integer"), "bytesOut", Map.of("type", "integer"),
                                 "reason", Map.of("type", "string")))),
                         "callsLeftOut", Map.of("type", "integer"))));
+        props.put("packages", Map.of("type", "object", "additionalProperties", Map.of("type", "string"),
+                "description", "With declared packages: name → version of everything installed for the set "
+                        + "(dependencies included)."));
+        props.put("installMs", Map.of("type", "integer", "description", "With declared packages: how long this call "
+                + "waited for their install; 0 when they came from the store."));
         props.put("network", Map.of("type", "object", "description", "The run's network: the patterns it was allowed "
                 + "and each connection through the proxy (at most 100; connectionsLeftOut counts the rest).",
                 "properties", Map.of("allow", Map.of("type", "array", "items", Map.of("type", "string")),
@@ -302,6 +314,10 @@ final class ExecuteCodeTool {
         if (r.stdout().isEmpty() && r.stderr().isEmpty()) b.append("\n(no output)");
         r.network().ifPresent(n -> network(b, n));
         r.toolCalls().ifPresent(t -> toolCalls(b, t));
+        r.packages().ifPresent(p -> b.append("\n--- packages").append(p.installMs() > 0
+                ? " (installed in " + p.installMs() + " ms)" : " (from the store)").append(": ")
+                .append(p.resolved().entrySet().stream().sorted(Map.Entry.comparingByKey())
+                        .map(e -> e.getKey() + " " + e.getValue()).collect(java.util.stream.Collectors.joining(", "))));
         return b.toString();
     }
 

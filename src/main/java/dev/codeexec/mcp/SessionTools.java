@@ -12,6 +12,9 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.surface.ServerSetup;
 import java.util.Set;
 
 /**
@@ -36,9 +39,13 @@ final class SessionTools {
                 FileTools.spec(tool("session_reset", "Reset session",
                         "Restarts a session's interpreter with the same name, language and workspace: every "
                                 + "variable, import and function is gone (files in its workspace stay). A call "
-                                + "running in it is ended.",
-                        Map.of("session", sessionProp()), List.of("session"), changedOutput("reset"),
-                        ToolHints.destructive().idempotent()), Set.of("session"), this::reset),
+                                + "running in it is ended. With `packages`, the fresh interpreter gets that set "
+                                + "instead (installed first; `[]` for none).",
+                        Map.of("session", sessionProp(), "packages", Map.of("type", "array", "items", Map.of("type", "string"),
+                                "description", "The session's new declared packages (pip requirements for python, "
+                                        + "npm packages for nodejs); omitted: it keeps its set.")),
+                        List.of("session"), changedOutput("reset"),
+                        ToolHints.destructive().idempotent()), Set.of("session", "packages"), this::reset),
                 FileTools.spec(tool("session_close", "Close session",
                         "Ends a session: its interpreter is stopped and its state is gone (files in its workspace "
                                 + "stay). A call running in it is ended.",
@@ -74,7 +81,19 @@ final class SessionTools {
 
     private CallToolResult reset(Principal who, ToolArgs args) {
         String name = args.required("session");
-        if (!sessions.reset(who.tenant(), name)) return notFound(name);
+        boolean found;
+        if (args.has("packages")) {
+            Optional<SessionInfo> info = sessions.list(who.tenant()).stream().filter(i -> i.name().equals(name)).findFirst();
+            if (info.isEmpty()) return notFound(name);
+            try {
+                found = sessions.reset(who.tenant(), name, ServerSetup.packages(info.get().language(), args.raw("packages")));
+            } catch (ExecutionException.InvalidRequest e) {
+                return FileTools.error("invalid_arguments", e.getMessage());
+            }
+        } else {
+            found = sessions.reset(who.tenant(), name);
+        }
+        if (!found) return notFound(name);
         return FileTools.ok(Map.of("session", name, "reset", true), "session '" + name + "' was reset: its state is gone");
     }
 

@@ -37,6 +37,11 @@ final class ToolArgs {
         return s;
     }
 
+    /** The argument as the JSON decoder gave it, or null when absent. */
+    Object raw(String name) {
+        return args.get(name);
+    }
+
     String required(String name) {
         return string(name, null);
     }

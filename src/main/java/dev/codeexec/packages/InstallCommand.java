@@ -59,7 +59,10 @@ public record InstallCommand(List<String> argv, Map<String, String> env, String 
         if (set.ecosystem().equals("pip")) {
             argv.addAll(List.of("/usr/bin/python3", "-m", "pip", "install", "--target", dir + "/site", "--index-url", index,
                     "--only-binary", ":all:", "--no-cache-dir", "--disable-pip-version-check", "--no-input",
-                    "--no-warn-script-location", "--progress-bar", "off", "--"));
+                    "--no-warn-script-location", "--progress-bar", "off"));
+            // an http:// index is the operator's own choice (a mirror on their network): pip ignores one unless told
+            if (uri.getScheme().equals("http")) argv.addAll(List.of("--trusted-host", host));
+            argv.add("--");
             env.put("PIP_CONFIG_FILE", "/dev/null");
             env.put("PYTHONNOUSERSITE", "1");
         } else {

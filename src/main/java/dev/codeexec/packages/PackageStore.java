@@ -234,6 +234,11 @@ public final class PackageStore {
         }
     }
 
+    /** The bound (PACKAGE_STORE_MB). */
+    public long maxBytes() {
+        return maxBytes;
+    }
+
     /** Every entry, most recently used first. */
     public synchronized List<Entry> list() {
         List<Entry> out = new ArrayList<>();
@@ -342,7 +347,7 @@ public final class PackageStore {
     }
 
     /** Deletes a tree, giving directories their write bit back first (a sealed entry has none). */
-    static void deleteTree(Path p) throws IOException {
+    public static void deleteTree(Path p) throws IOException {
         if (!Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) return;
         try (Stream<Path> s = Files.walk(p)) {
             for (Path d : s.filter(x -> Files.isDirectory(x, java.nio.file.LinkOption.NOFOLLOW_LINKS)).toList()) {

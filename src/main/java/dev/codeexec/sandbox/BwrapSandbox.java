@@ -324,6 +324,10 @@ final class BwrapSandbox implements Sandbox {
             Path d = checkInside(dir.toString());
             argv.addAll(List.of("--ro-bind", d.toString(), d.toString()));
         }
+        for (Map.Entry<String, Path> m : new TreeMap<>(spec.readOnlyMounts()).entrySet()) {
+            Path dest = checkInside(m.getKey());
+            argv.addAll(List.of("--ro-bind", m.getValue().toString(), dest.toString()));
+        }
         if (spec.egressSocket().isPresent()) {
             if (helper == null) throw new SandboxException("network access needs codeexec-helper, which does not run here");
             // the proxy's socket, for this sandbox's uid only; init relays 127.0.0.1:3128 to it

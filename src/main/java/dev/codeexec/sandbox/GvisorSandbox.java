@@ -85,6 +85,8 @@ final class GvisorSandbox implements Sandbox {
             throw new SandboxException("the '" + name() + "' sandbox does not support warm sandboxes or sessions");
         if (spec.egressSocket().isPresent())
             throw new SandboxException("the '" + name() + "' sandbox cannot give runs network access (SANDBOX=bwrap can)");
+        if (!spec.readOnlyMounts().isEmpty())
+            throw new SandboxException("the '" + name() + "' sandbox cannot mount declared packages (SANDBOX=bwrap can)");
         if (unavailable.isPresent()) throw new SandboxException("sandbox unavailable: " + unavailable.get());
         return launch(spec);
     }

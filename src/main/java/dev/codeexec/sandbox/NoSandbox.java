@@ -62,6 +62,8 @@ final class NoSandbox implements Sandbox {
             throw new SandboxException("the '" + name() + "' sandbox does not support warm sandboxes or sessions");
         if (spec.egressSocket().isPresent())
             throw new SandboxException("the '" + name() + "' sandbox cannot give runs network access (SANDBOX=bwrap can)");
+        if (!spec.readOnlyMounts().isEmpty())
+            throw new SandboxException("the '" + name() + "' sandbox cannot mount declared packages (SANDBOX=bwrap can)");
         String workDir = BwrapSandbox.checkInside(spec.workDir()).toString();
         Path dir;
         boolean ownDir = spec.workDirSource().isEmpty(); // a workspace is never ours to delete

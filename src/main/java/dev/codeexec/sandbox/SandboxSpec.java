@@ -27,10 +27,22 @@ import java.util.Optional;
  *                     starts ({@link WorkDirOwner}); does nothing without a workDirSource
  * @param egressSocket a unix socket of the server's (its egress proxy) to bind into the sandbox, given to the
  *                     sandbox's uid; the sandbox's init then relays 127.0.0.1:3128 inside to it. Empty: no way out
+ * @param readOnlyMounts host directories bound read-only at another path: path inside the sandbox → host directory
+ *                     (a declared package set's sealed store entry). bwrap opens them as the sandbox's host uid, so
+ *                     they must be readable by every uid
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
         List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
-        boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket) {
+        boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
+        Map<String, Path> readOnlyMounts) {
+
+    /** Without read-only mounts at other paths. */
+    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
+            List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
+            boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket) {
+        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, control, lateWorkDir,
+                workDirOwner, egressSocket, Map.of());
+    }
 
     /** The program's end of the control channel: server → program. */
     public static final int CONTROL_IN_FD = 8;
@@ -60,6 +72,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         workDirSource = workDirSource == null ? Optional.empty() : workDirSource;
         workDirOwner = workDirOwner == null ? WorkDirOwner.NONE : workDirOwner;
         egressSocket = egressSocket == null ? Optional.empty() : egressSocket;
+        readOnlyMounts = readOnlyMounts == null ? Map.of() : Map.copyOf(readOnlyMounts);
         if (lateWorkDir && workDirSource.isPresent())
             throw new IllegalArgumentException("a late working directory is mounted later, not given at start");
     }
@@ -67,13 +80,13 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     /** The same spec with a control channel, and optionally a working directory mounted later. */
     public SandboxSpec withControl(boolean lateWorkDir) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
-                lateWorkDir, workDirOwner, egressSocket);
+                lateWorkDir, workDirOwner, egressSocket, readOnlyMounts);
     }
 
     /** The same spec with the given owner of its workDirSource. */
     public SandboxSpec withWorkDirOwner(WorkDirOwner owner) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                control, lateWorkDir, owner, egressSocket);
+                control, lateWorkDir, owner, egressSocket, readOnlyMounts);
     }
 
     /** Search paths that a channel's variables and a language's own are joined in (the channel's first). */
@@ -95,6 +108,21 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         List<Path> mergedDirs = new java.util.ArrayList<>(readOnlyDirs);
         mergedDirs.addAll(egressDirs);
         return new SandboxSpec(runId, command, workDir, mergedFiles, mergedDirs, mergedEnv, limits, workDirSource,
-                control, lateWorkDir, workDirOwner, Optional.of(socket));
+                control, lateWorkDir, workDirOwner, Optional.of(socket), readOnlyMounts);
+    }
+
+    /**
+     * The same spec with {@code mounts} (path inside → host directory) bound read-only and {@code mountEnv} put
+     * ahead of its variables: the search paths in {@link #JOINED} are joined with the mounts' first (a declared
+     * package set goes before the preinstalled libraries), any other variable of the spec's own wins.
+     */
+    public SandboxSpec withMounts(Map<String, Path> mounts, Map<String, String> mountEnv) {
+        Map<String, String> mergedEnv = new java.util.LinkedHashMap<>(mountEnv);
+        env.forEach((k, v) -> mergedEnv.merge(k, v, (mine, theirs) ->
+                JOINED.contains(k) && !theirs.isEmpty() ? mine + ":" + theirs : theirs));
+        Map<String, Path> merged = new java.util.LinkedHashMap<>(readOnlyMounts);
+        merged.putAll(mounts);
+        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, mergedEnv, limits, workDirSource,
+                control, lateWorkDir, workDirOwner, egressSocket, merged);
     }
 }

@@ -130,6 +130,10 @@ public final class ResultMaps {
         });
         s.put("network", network(r));
         r.toolCalls().ifPresent(t -> s.put("toolCalls", toolCalls(t)));
+        r.packages().ifPresent(p -> {
+            s.put("packages", new java.util.TreeMap<>(p.resolved()));
+            s.put("installMs", p.installMs());
+        });
         return s;
     }
 

@@ -9,6 +9,7 @@ import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.SessionRef;
+import dev.codeexec.packages.PackageSet;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.workspace.Workspaces;
 
@@ -84,11 +85,33 @@ public record ServerSetup(Config config, Executor executor, RequestConverter con
         } catch (IllegalArgumentException e) {
             throw new ExecutionException.InvalidRequest(e.getMessage());
         }
+        request = request.withPackages(packages(request.language(), args.get("packages")));
         String ws = name(args, "workspace");
         if (ws != null) request = request.inWorkspace(workspaces.open(tenant, Workspaces.checkName("workspace", ws), true));
         String session = name(args, "session");
         if (session != null) request = request.inSession(new SessionRef(tenant, Workspaces.checkName("session", session)));
         return request;
+    }
+
+    /**
+     * A call's {@code packages}, checked and normalised for its language; empty when absent or an empty list.
+     *
+     * @throws ExecutionException.InvalidRequest not a list of strings, or a requirement that is refused
+     */
+    public static Optional<PackageSet> packages(String language, Object value) {
+        if (value == null) return Optional.empty();
+        if (!(value instanceof List<?> list)) throw new ExecutionException.InvalidRequest("'packages' must be an array of strings");
+        if (list.isEmpty()) return Optional.empty();
+        List<String> specs = new java.util.ArrayList<>();
+        for (Object o : list) {
+            if (!(o instanceof String s)) throw new ExecutionException.InvalidRequest("'packages' must be an array of strings");
+            specs.add(s);
+        }
+        try {
+            return Optional.of(PackageSet.parse(language, specs));
+        } catch (IllegalArgumentException e) {
+            throw new ExecutionException.InvalidRequest(e.getMessage());
+        }
     }
 
     private static String name(Map<String, Object> args, String key) {

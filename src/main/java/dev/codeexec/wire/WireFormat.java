@@ -69,6 +69,7 @@ public final class WireFormat {
         r.session().ifPresent(s -> b.setSession(s.name()));
         sessionWorker.ifPresent(b::setSessionWorker);
         b.addAllEgressAllow(r.egress().patterns()).setEgressAsked(r.egressAsked());
+        r.packages().ifPresent(set -> b.addAllPackages(set.specs()));
         return b.build();
     }
 
@@ -90,8 +91,11 @@ public final class WireFormat {
                 : Optional.of(openWorkspace.apply(p.getTenant(), p.getWorkspace()));
         Optional<SessionRef> session = p.getSession().isEmpty() ? Optional.empty()
                 : Optional.of(new SessionRef(p.getTenant(), p.getSession()));
+        // bad patterns, refused packages: IllegalArgumentException
         return new ExecutionRequest(p.getLanguage(), p.getCode(), p.getStdin(), p.getArgsList(), p.getEnvMap(),
-                limits, audit, ws, session, EgressPolicy.of(p.getEgressAllowList()), p.getEgressAsked()); // bad patterns: IllegalArgumentException
+                limits, audit, ws, session, EgressPolicy.of(p.getEgressAllowList()), p.getEgressAsked(),
+                p.getPackagesCount() == 0 ? Optional.empty()
+                        : Optional.of(dev.codeexec.packages.PackageSet.parse(p.getLanguage(), p.getPackagesList())));
     }
 
     /** A result as the worker sends it, naming the worker. */
@@ -137,6 +141,8 @@ public final class WireFormat {
                         .setBytesIn(c.bytesIn()).setBytesOut(c.bytesOut()).setReason(c.reason().orElse("")));
             b.setToolCalls(tb);
         });
+        r.packages().ifPresent(pk -> b.setPackages(dev.codeexec.wire.v1.Packages.newBuilder()
+                .putAllResolved(pk.resolved()).setInstallMs(pk.installMs())));
         return b.build();
     }
 
@@ -169,6 +175,8 @@ public final class WireFormat {
                             c.getBytesOut(), c.getReason().isEmpty() ? Optional.empty() : Optional.of(c.getReason()))).toList(),
                     t.getLeftOut()));
         }
+        if (p.hasPackages())
+            r = r.withPackages(new ExecutionResult.PackagesUsed(p.getPackages().getResolvedMap(), p.getPackages().getInstallMs()));
         return p.getWorker().isEmpty() ? r : r.withWorker(p.getWorker());
     }
 

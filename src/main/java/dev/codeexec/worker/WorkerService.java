@@ -220,8 +220,21 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
 
     @Override
     public void resetSession(SessionRequest req, StreamObserver<SessionResponse> out) {
-        boolean found = executor.sessions().reset(req.getTenant(), req.getName());
-        out.onNext(SessionResponse.newBuilder().setFound(found).setWorker(identity.name()).build());
+        SessionResponse.Builder b = SessionResponse.newBuilder().setWorker(identity.name());
+        if (!req.getSetPackages()) {
+            b.setFound(executor.sessions().reset(req.getTenant(), req.getName()));
+        } else {
+            // the set is checked again here, for the language of the session as this worker has it
+            var info = executor.sessions().list(req.getTenant()).stream().filter(i -> i.name().equals(req.getName())).findFirst();
+            try {
+                b.setFound(info.isPresent() && executor.sessions().reset(req.getTenant(), req.getName(),
+                        req.getPackagesCount() == 0 ? java.util.Optional.empty() : java.util.Optional.of(
+                                dev.codeexec.packages.PackageSet.parse(info.get().language(), req.getPackagesList()))));
+            } catch (IllegalArgumentException | dev.codeexec.engine.ExecutionException e) {
+                b.setFound(true).setError(e.getMessage());
+            }
+        }
+        out.onNext(b.build());
         out.onCompleted();
     }
 
