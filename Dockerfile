@@ -44,8 +44,8 @@ COPY scripts/install-deps.sh /tmp/install-deps.sh
 ARG NODE_EXTRA_CA_CERTS
 # tini as pid 1: it reaps orphans (a sandbox's bwrap can leave one when killed) and passes SIGTERM to the server,
 # which then lets running executions finish (SHUTDOWN_GRACE_SECONDS) and kills the rest.
-# Smaller image: no docs, man pages or translations. npm stays: runs with network access (EGRESS=on) install
-# packages with it through the egress proxy.
+# Smaller image: no docs, man pages or translations. npm and pip stay: declared packages (`packages`) are
+# installed with them in a sandbox, and runs with network access (EGRESS=on) may use them through the egress proxy.
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
       'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
       > /etc/dpkg/dpkg.cfg.d/code-exec-slim \

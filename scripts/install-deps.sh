@@ -21,7 +21,8 @@ for arg in "$@"; do
 done
 
 PKGS=(bubblewrap util-linux procps python3 python3-numpy python3-pandas python3-matplotlib python3-scipy
-      python3-requests python3-yaml python3-pil git curl make gcc g++ libc6-dev jq sqlite3 zip unzip ca-certificates)
+      python3-requests python3-yaml python3-pil python3-pip git curl make gcc g++ libc6-dev jq sqlite3 zip unzip
+      ca-certificates)
 command -v node >/dev/null || PKGS+=(nodejs)
 command -v npm >/dev/null || PKGS+=(npm)
 # ---- test tools (--test only): containers and a browser --------------------------------------------------------

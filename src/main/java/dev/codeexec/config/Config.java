@@ -182,7 +182,8 @@ public final class Config {
     public static final ConfigKey<String> PACKAGE_INDEX_PYTHON = ConfigKey.string("PACKAGE_INDEX_PYTHON",
             "https://pypi.org/simple/",
             "The PEP 503 simple index pip installs from (wheels only). Installs may reach its host, plus "
-                    + "files.pythonhosted.org for the default index, plus PACKAGE_INDEX_HOSTS.");
+                    + "files.pythonhosted.org for the default index, plus PACKAGE_INDEX_HOSTS. An `http://` index (a "
+                    + "mirror on your network) is trusted as configured.");
     public static final ConfigKey<String> PACKAGE_REGISTRY_NPM = ConfigKey.string("PACKAGE_REGISTRY_NPM",
             "https://registry.npmjs.org/",
             "The npm registry npm installs from. Installs may reach its host, plus PACKAGE_INDEX_HOSTS.");
@@ -190,9 +191,10 @@ public final class Config {
             "More hosts an install may reach (comma-separated `host[:port]` patterns, as in EGRESS_ALLOW): where a "
                     + "mirror serves its files from another host than its index.");
     public static final ConfigKey<Integer> PACKAGE_STORE_MB = ConfigKey.integer("PACKAGE_STORE_MB", 4096, 1, 16777216,
-            "MiB the package store may hold; past it the least recently used sets go first, never one in use.");
+            "MiB the package store (DATA_DIR/packages) may hold; past it the least recently used sets go first, never "
+                    + "one a run or session is using.");
     public static final ConfigKey<Integer> INSTALL_TIMEOUT_MS = ConfigKey.integer("INSTALL_TIMEOUT_MS", 300000, 1000, 3600000,
-            "How long one install of a package set may take; the run that asked fails with `failed_to_start`.");
+            "How long one install of a package set may take; the run that asked ends with `failed_to_start`.");
     public static final ConfigKey<Integer> INSTALL_DISK_MB = ConfigKey.integer("INSTALL_DISK_MB", 2048, 1, 1048576,
             "MiB one install may write (what it downloads and unpacks); over it the install is stopped and fails.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",

@@ -206,6 +206,67 @@ class PackageInstallsTest {
     }
 
     @Test
+    void aSessionKeepsItsSetRefusesAnotherAndTakesANewOneOnReset() throws Exception {
+        LocalExecutor e = executor();
+        SessionRef ref = new SessionRef("t1", "nb");
+        ExecutionResult first = await(e.submit(withPackages(e, "import tinylib\nv = tinylib.VERSION\nprint(v)", "tinylib==1.0")
+                .inSession(ref), null));
+        assertThat(first.stdout()).as(first.stderr()).isEqualTo("1.0\n");
+        assertThat(first.packages().get().installMs()).isPositive();
+        // a later call without packages uses the session's; the state is there
+        ExecutionResult second = await(e.submit(request(e.config, "python", "print(v, tinylib.VERSION)").inSession(ref), null));
+        assertThat(second.stdout()).isEqualTo("1.0 1.0\n");
+        assertThat(second.packages().get().installMs()).isZero();
+        // the entry is held while the session lives: it cannot be removed
+        String key = e.packageStore().orElseThrow().list().getFirst().key();
+        assertThat(e.packageStore().orElseThrow().remove(key)).isFalse();
+        // another set: refused, pointing at session_reset
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> e.submit(withPackages(e, "print(1)", "tinylib==2.0").inSession(ref), null))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("session_reset");
+        // a reset with the new set
+        assertThat(e.sessions().reset("t1", "nb", Optional.of(PackageSet.parse("python", List.of("tinylib==2.0"))))).isTrue();
+        ExecutionResult after = await(e.submit(request(e.config, "python", "import tinylib; print(tinylib.VERSION, 'v' in dir())").inSession(ref), null));
+        assertThat(after.stdout()).as(after.stderr()).isEqualTo("2.0 False\n");
+        // the 1.0 entry is no longer held
+        assertThat(e.packageStore().orElseThrow().remove(key)).isTrue();
+        // a reset with a set that cannot be installed leaves the session as it was
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> e.sessions().reset("t1", "nb",
+                        Optional.of(PackageSet.parse("python", List.of("nosuchthing")))))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("nosuchthing");
+        ExecutionResult still = await(e.submit(request(e.config, "python", "print(tinylib.VERSION)").inSession(ref), null));
+        assertThat(still.stdout()).isEqualTo("2.0\n");
+    }
+
+    @Test
+    void evictionSkipsTheEntryASessionHolds() throws Exception {
+        LocalExecutor e = executor("PACKAGE_STORE_MB", "1");
+        SessionRef ref = new SessionRef("t1", "held");
+        byte[] big = new byte[700 << 10];
+        new java.util.Random(2).nextBytes(big);
+        wheel("bigone", "1.0", "X = 1\n", List.of(), Map.of("bigone/blob.bin", big));
+        wheel("bigtwo", "1.0", "X = 2\n", List.of(), Map.of("bigtwo/blob.bin", big));
+        ExecutionResult held = await(e.submit(withPackages(e, "import bigone; print(bigone.X)", "bigone==1.0").inSession(ref), null));
+        assertThat(held.stdout()).as(held.stderr()).isEqualTo("1\n");
+        ExecutionResult other = await(e.submit(withPackages(e, "import bigtwo; print(bigtwo.X)", "bigtwo==1.0"), null));
+        assertThat(other.stdout()).isEqualTo("2\n");
+        ExecutionResult third = await(e.submit(withPackages(e, "import tinydep; print(tinydep.DEP)", "tinydep==1.0"), null));
+        assertThat(third.stdout()).isEqualTo("dep\n");
+        // over 1 MiB: bigtwo (not held, least recently used) went; bigone stays while the session holds it
+        assertThat(e.packageStore().orElseThrow().list()).extracting(PackageStoreEntrySpecs::of)
+                .contains("bigone==1.0").doesNotContain("bigtwo==1.0");
+        assertThat(e.packageStore().orElseThrow().counts().get("evictions")).isPositive();
+        ExecutionResult stillThere = await(e.submit(request(e.config, "python", "import bigone, os; print(os.path.getsize(os.path.join(os.path.dirname(bigone.__file__), 'blob.bin')))").inSession(ref), null));
+        assertThat(stillThere.stdout()).isEqualTo((700 << 10) + "\n");
+    }
+
+    /** An entry's specs as one string. */
+    private static final class PackageStoreEntrySpecs {
+        static String of(dev.codeexec.packages.PackageStore.Entry e) {
+            return String.join(",", e.specs());
+        }
+    }
+
+    @Test
     void otherLanguagesAndUnavailableServersRefuseClearly() {
         LocalExecutor e = executor("PACKAGES", "off");
         ExecutionRequest r = withPackages(e, "print(1)", "tinylib==1.0");
