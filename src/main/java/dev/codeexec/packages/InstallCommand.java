@@ -22,7 +22,9 @@ import java.util.stream.Stream;
  *
  * <p>pip: {@code python3 -m pip install --target DIR/site --index-url INDEX --only-binary :all:} (wheels only: no
  * package's build script runs at install time), no cache, no user or site configuration, no version check. npm:
- * {@code npm install --prefix DIR --registry REGISTRY --ignore-scripts} (no install scripts), no audit, no fund
+ * {@code npm install --prefix DIR --registry REGISTRY}, with the packages' install scripts (they run in the install's
+ * sandbox, inside the same walls as user code: a script that needs what those walls refuse fails the install, and
+ * packages that build or fetch what they need at install time work as far as the index allows), no audit, no fund
  * notice, no package-lock, a cache inside the entry's build directory that is removed before sealing.
  *
  * @param argv the command, as the sandbox runs it
@@ -66,7 +68,7 @@ public record InstallCommand(List<String> argv, Map<String, String> env, String 
             env.put("PIP_CONFIG_FILE", "/dev/null");
             env.put("PYTHONNOUSERSITE", "1");
         } else {
-            argv.addAll(List.of("npm", "install", "--prefix", dir, "--registry", index, "--ignore-scripts", "--no-audit",
+            argv.addAll(List.of("npm", "install", "--prefix", dir, "--registry", index, "--no-audit",
                     "--no-fund", "--no-package-lock", "--no-save", "--cache", dir + "/.npm-cache", "--loglevel", "error", "--"));
             env.put("NPM_CONFIG_USERCONFIG", "/dev/null");
             env.put("NPM_CONFIG_GLOBALCONFIG", "/dev/null");
