@@ -57,7 +57,8 @@ import java.util.stream.Stream;
  * <p>A run with packages gets the entry read-only at {@link #MOUNT}: Python finds {@code MOUNT/site} first on
  * {@code PYTHONPATH} (ahead of the preinstalled libraries); Node and TypeScript find {@code /node_modules}, which
  * both {@code require} and {@code import} search from any directory (ahead of NODE_PATH's global modules, after a
- * workspace's own {@code node_modules}).
+ * workspace's own {@code node_modules}). pip's {@code .pth} files in the set are not processed (the site directory
+ * is a path entry, not a site directory).
  */
 public final class PackageInstalls {
 
@@ -172,9 +173,9 @@ public final class PackageInstalls {
         if (ecosystem.equals("pip")) {
             env.put("PYTHONPATH", MOUNT + "/site");
         } else {
+            // the root's node_modules is the last directory both require and import search from anywhere
             Path modules = lease.dir().resolve("node_modules");
             if (Files.isDirectory(modules, LinkOption.NOFOLLOW_LINKS)) mounts.put("/node_modules", modules);
-            env.put("NODE_PATH", MOUNT + "/node_modules");
         }
         return spec.withMounts(mounts, env);
     }
