@@ -4,6 +4,8 @@
 // an HTTP server of this process, reached under a name the workers pin to 127.0.0.1 (EGRESS_RESOLVE).
 // Code mode behind the gateway too: the gateway and every worker get the same UPSTREAM_MCP_FILE (the upstream
 // fixture e2e/fixtures/upstream-mcp.mjs over Streamable HTTP on 127.0.0.1, with a token only their environment has).
+// Declared packages behind the gateway: each worker installs a set into its own store from the loopback PEP 503
+// index fixture (e2e/fixtures/pypi-index.mjs, pinned as pypi.test), and the result is the same on either.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -14,12 +16,14 @@ import { exec, randomSecret } from '../lib/server.js';
 import { startCluster } from '../lib/cluster.js';
 import { callTool } from '../lib/server3.js';
 import { startUpstreamFixture } from '../lib/upstream.js';
+import { startPypiIndex } from '../fixtures/pypi-index.mjs';
 
 const FIXTURE_TOKEN = randomSecret('fxtok-');
 let fx; // the upstream MCP fixture (lib/upstream.js)
 let fxDir; // holds the UPSTREAM_MCP_FILE
 
 
+let pypi; // the PEP 503 index fixture
 let fixture;
 let port;
 let hits = 0;
@@ -37,6 +41,7 @@ before(async () => {
     await new Promise((r) => fixture.listen(0, '127.0.0.1', r));
     port = fixture.address().port;
     fx = await startUpstreamFixture(FIXTURE_TOKEN);
+    pypi = await startPypiIndex({ bigMb: 1 });
     const fxPort = fx.port;
     fxDir = mkdtempSync(join(tmpdir(), 'code-exec-egress-cluster-'));
     const upstreamFile = join(fxDir, 'upstream.json');
@@ -45,14 +50,15 @@ before(async () => {
     } }), { mode: 0o600 });
     cluster = await startCluster({
         workers: [
-            { name: 'wnet', env: { EGRESS: 'on', EGRESS_ALLOW_CIDRS: '127.0.0.1/32', EGRESS_RESOLVE: 'fixture.test=127.0.0.1' } },
-            { name: 'woff' },
+            { name: 'wnet', env: { EGRESS: 'on', EGRESS_ALLOW_CIDRS: '127.0.0.1/32', EGRESS_RESOLVE: 'fixture.test=127.0.0.1,pypi.test=127.0.0.1' } },
+            { name: 'woff', env: { EGRESS_ALLOW_CIDRS: '127.0.0.1/32', EGRESS_RESOLVE: 'pypi.test=127.0.0.1' } },
         ],
         gateways: [
             { name: 'G1', workers: ['wnet'] },
             { name: 'G2', workers: ['woff'] },
         ],
-        env: { WARM_POOL: 'python=1', UPSTREAM_MCP_FILE: upstreamFile, FIXTURE_TOKEN }, // the gateways' and the workers'
+        // the gateways' and the workers'
+        env: { WARM_POOL: 'python=1', UPSTREAM_MCP_FILE: upstreamFile, FIXTURE_TOKEN, PACKAGE_INDEX_PYTHON: pypi.urlFor('pypi.test') },
         gatewayEnv: { EGRESS: 'on', EGRESS_ALLOW: `fixture.test:${port}` },
         tenants: ['alice'],
     });
@@ -69,6 +75,7 @@ after(async () => {
     await cluster?.stop();
     fixture?.close();
     fx?.stop();
+    await pypi?.stop();
     if (fxDir) rmSync(fxDir, { recursive: true, force: true });
 });
 
@@ -165,5 +172,36 @@ print(json.dumps(res))
         assert.equal(e.isError, false, e.text);
         assert.match(e.sc.stdout, /"reason"\s*:\s*"not_allowed".* 403$/s, e.sc.stdout);
         assert.ok(!JSON.stringify(r.raw).includes(FIXTURE_TOKEN) && !JSON.stringify(e.raw).includes(FIXTURE_TOKEN), 'no token in the results');
+    });
+});
+
+describe('declared packages behind a gateway', () => {
+    test('each worker installs the set into its own store once; the result is the same on either', async () => {
+        const code = 'import tinylib\nprint(tinylib.VERSION)\n';
+        // network: false — woff has EGRESS=off and the gateways give every call their allow-list otherwise; the
+        // install's own access to the index does not depend on it
+        const args = { language: 'python', code, packages: ['tinylib==1.0'], network: false };
+        const seen = {};
+        for (const [client, worker] of [[clientOn, 'wnet'], [clientOff, 'woff']]) {
+            const first = await exec(client, args);
+            assert.equal(first.isError, false, first.text);
+            assert.equal(first.sc.stdout, '1.0\n', first.text);
+            assert.equal(first.sc.worker, worker);
+            assert.ok(first.sc.installMs > 0, `the first run on ${worker} installs: ${first.text}`);
+            const again = await exec(client, args);
+            assert.equal(again.sc.stdout, '1.0\n', again.text);
+            assert.equal(again.sc.installMs, 0, `the second run on ${worker} comes from its store`);
+            seen[worker] = first.sc.packages;
+        }
+        assert.deepEqual(seen.wnet, { tinylib: '1.0' });
+        assert.deepEqual(seen.woff, seen.wnet);
+    });
+
+    test('a refused requirement is refused at the gateway, before any worker or index sees it', async () => {
+        const before = pypi.requests.length;
+        const r = await exec(clientOn, { language: 'python', code: 'print(1)', packages: ['tinylib @ http://pypi.test/x.whl'] });
+        assert.equal(r.isError, true);
+        assert.match(r.text, /package 'tinylib @ http:\/\/pypi\.test\/x\.whl' refused/);
+        assert.equal(pypi.requests.length, before);
     });
 });

@@ -183,9 +183,10 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
         Limits limits = clamp(wire.limits(), RequestValidator.defaultLimits(config, config.maxTimeout()));
         ExecutionRequest checked = validator.validate(req.getLanguage(), wire.code(), wire.stdin(),
                 limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit());
-        // the gateway decided the caller's network policy; this worker's proxy enforces it (or refuses: EGRESS=off)
+        // the gateway decided the caller's network policy; this worker's proxy enforces it (or refuses: EGRESS=off);
+        // the declared packages were checked again by fromProto, for the language the worker runs
         return new ExecutionRequest(checked.language(), checked.code(), checked.stdin(), checked.args(), checked.env(),
-                limits, wire.audit(), wire.workspace(), wire.session(), wire.egress(), wire.egressAsked());
+                limits, wire.audit(), wire.workspace(), wire.session(), wire.egress(), wire.egressAsked(), wire.packages());
     }
 
     static Limits clamp(Limits asked, Limits max) {
