@@ -71,7 +71,8 @@ public record InstallCommand(List<String> argv, Map<String, String> env, String 
             argv.addAll(List.of("npm", "install", "--prefix", dir, "--registry", index, "--no-audit",
                     "--no-fund", "--no-package-lock", "--no-save", "--cache", dir + "/.npm-cache", "--loglevel", "error", "--"));
             env.put("NPM_CONFIG_USERCONFIG", "/dev/null");
-            env.put("NPM_CONFIG_GLOBALCONFIG", "/dev/null");
+            // not /dev/null as well: npm refuses to load one file as both its user and its global config
+            env.put("NPM_CONFIG_GLOBALCONFIG", "/nonexistent/npmrc");
             env.put("NPM_CONFIG_UPDATE_NOTIFIER", "false");
         }
         argv.addAll(set.specs());
