@@ -1,5 +1,7 @@
-// Four pages, so a tiny history router instead of a dependency: the path below /admin/ names the page, and the
-// server answers every such path with index.html (AdminConsoleServlet's SPA fallback), so reloads and links work.
+// A handful of pages, so a tiny history router instead of a dependency: the path below /admin/ names the page, and
+// the server answers every such path with index.html (AdminConsoleServlet's SPA fallback), so reloads and links
+// work. `admin: true` marks a page only an admin key may use (its API answers a tenant key 403): the nav leaves it
+// out for a tenant, and the page itself says so when a tenant opens its address.
 import { ref } from 'vue';
 
 export const BASE = '/admin/';
@@ -7,6 +9,7 @@ export const PAGES = [
   { id: 'dashboard', title: 'Dashboard' },
   { id: 'executions', title: 'Executions' },
   { id: 'workspaces', title: 'Workspaces' },
+  { id: 'packages', title: 'Packages', admin: true },
   { id: 'playground', title: 'Playground' },
 ];
 

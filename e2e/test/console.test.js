@@ -1,13 +1,19 @@
 // Issue #5 end to end: the admin console at /admin in a real browser (Debian's Chromium, headless, driven by
 // playwright-core) against the real jar. One server with an API_KEYS_FILE holding an admin key and two tenant
 // keys (alice, bob). Every page is checked for console errors and CSP violations; screenshots of each page go to
-// e2e/artifacts/console/ (look at them).
+// e2e/artifacts/console/ (look at them). The Packages page needs a package set in the store without internet: a
+// tiny PEP 503 index in this process on 127.0.0.1 serves one wheel (tinyc 1.0, built here with python3's zipfile),
+// started before the server, which pins pypi.test to 127.0.0.1 (EGRESS_RESOLVE) and opens 127.0.0.1/32 alone
+// (EGRESS_ALLOW_CIDRS) while EGRESS stays off: installs reach the index through the proxy, runs reach nothing.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { makeBase, keysAdd, keysAppend, startServer3, restClient, REPO } from '../lib/server3.js';
+import { makeBase, keysAdd, keysAppend, startServer3, restClient, callTool, sleep, REPO } from '../lib/server3.js';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 // PLATFORM.md: without the networking flags Chromium floods the closed network with connection attempts.
@@ -19,7 +25,28 @@ const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR
 // Chromium logs every failed fetch as a console error; a refused key is expected where a test provokes one.
 const REFUSED_401 = /Failed to load resource: the server responded with a status of 401/;
 
-let base; let srv; let browser;
+// tinyc 1.0 as a wheel: a zip of tinyc/__init__.py and its dist-info (METADATA, WHEEL, RECORD with the hashes).
+const TINYC_WHEEL = 'tinyc-1.0-py3-none-any.whl';
+const TINYC_PY = String.raw`
+import base64, hashlib, sys, zipfile
+files = {
+    "tinyc/__init__.py": 'X = "tinyc-ok"\n',
+    "tinyc-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinyc\nVersion: 1.0\nSummary: console e2e\n",
+    "tinyc-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: code-exec-e2e\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+def digest(b):
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b"=").decode()
+record = "".join(f"{n},{digest(c.encode())},{len(c.encode())}\n" for n, c in files.items())
+files["tinyc-1.0.dist-info/RECORD"] = record + "tinyc-1.0.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for n, c in files.items():
+        info = zipfile.ZipInfo(n, date_time=(2020, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.external_attr = 0o644 << 16
+        z.writestr(info, c)
+`;
+
+let base; let srv; let browser; let index;
 let adminKey; let aliceKey; let bobKey;
 
 before(async () => {
@@ -29,15 +56,55 @@ before(async () => {
     adminKey = keysAdd(keys, 'ops', true);
     aliceKey = keysAppend(keys, 'alice');
     bobKey = keysAppend(keys, 'bob');
-    srv = await startServer3(base, { API_KEYS_FILE: keys, WORKSPACE_ROOT: base.workspaceRoot('ws') });
+    // First the index, so that the server can be told its port.
+    index = await startTinyIndex(base.dir);
+    srv = await startServer3(base, {
+        API_KEYS_FILE: keys, WORKSPACE_ROOT: base.workspaceRoot('ws'),
+        PACKAGE_INDEX_PYTHON: `http://pypi.test:${index.port}/simple/`,
+        EGRESS_RESOLVE: 'pypi.test=127.0.0.1',
+        EGRESS_ALLOW_CIDRS: '127.0.0.1/32',
+    });
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
 });
 
 after(async () => {
     await browser?.close();
     await srv?.stop();
+    await index?.stop();
     base?.remove();
 });
+
+/**
+ * A PEP 503 index on 127.0.0.1 (a free port) with one project, tinyc, whose one file is the wheel above (built in
+ * `dir`). Returns { port, requests (the paths asked for), stop }.
+ */
+async function startTinyIndex(dir) {
+    const file = join(dir, TINYC_WHEEL);
+    execFileSync('python3', ['-c', TINYC_PY, file]);
+    const wheel = readFileSync(file);
+    const sha = createHash('sha256').update(wheel).digest('hex');
+    const page = `<!DOCTYPE html>\n<html><body><a href="/files/${TINYC_WHEEL}#sha256=${sha}">${TINYC_WHEEL}</a></body></html>\n`;
+    const requests = [];
+    const server = createServer((req, res) => {
+        const path = req.url.split('?')[0];
+        requests.push(path);
+        if (path === '/simple/tinyc/' || path === '/simple/tinyc') {
+            res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' }).end(page);
+        } else if (path === `/files/${TINYC_WHEEL}`) {
+            res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': wheel.length }).end(wheel);
+        } else {
+            res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found\n');
+        }
+    });
+    const port = await new Promise((res, rej) => {
+        server.once('error', rej);
+        server.listen(0, '127.0.0.1', () => res(server.address().port));
+    });
+    return {
+        port, requests,
+        stop: () => new Promise((res) => { server.closeAllConnections(); server.close(() => res()); }),
+    };
+}
 
 /**
  * A fresh browser context (its own sessionStorage) and page on /admin/, recording console errors, uncaught
@@ -400,7 +467,7 @@ describe('admin console', () => {
         await page.getByTestId('stat-total').waitFor();
         assert.ok(await overflow() <= 0, `dashboard is ${await overflow()} px too wide`);
         await shot(page, 'narrow-dashboard');
-        for (const id of ['executions', 'workspaces', 'playground']) {
+        for (const id of ['executions', 'workspaces', 'packages', 'playground']) {
             assert.equal(await page.getByTestId(`nav-${id}`).isVisible(), false, 'the menu starts closed');
             await page.getByRole('button', { name: 'Menu' }).click();
             await page.getByTestId(`nav-${id}`).click();
@@ -418,6 +485,189 @@ describe('admin console', () => {
         }
         assert.deepEqual(s.problems(), []);
         await s.close();
+    });
+});
+
+describe('packages page (admin only)', () => {
+    // Chromium logs the 409 of a Remove refused while a session holds the set; the page shows it (tested below).
+    const REFUSED_409 = /Failed to load resource: the server responded with a status of 409/;
+    const admin = () => restClient(srv.url, adminKey);
+    /** GET /api/admin/packages with the admin key. */
+    async function store() {
+        const r = await admin()('GET', '/api/admin/packages');
+        assert.equal(r.status, 200, await r.clone().text());
+        return r.json();
+    }
+    /** Waits until `cond()` is true (true) or `ms` passes (false). */
+    async function until(cond, ms) {
+        const end = Date.now() + ms;
+        for (;;) {
+            if (await cond()) return true;
+            if (Date.now() > end) return false;
+            await sleep(200);
+        }
+    }
+    const text = async (locator) => (await locator.textContent()).replace(/\s+/g, ' ').trim();
+
+    test('packages: the empty store shows the empty state and the counts; a tenant key has no Packages page', async () => {
+        // The store lives in DATA_DIR, which scripts/e2e.sh shares between the files of a run: remove what an earlier
+        // file may have left (nothing runs now, so nothing is in use).
+        const cleared = await admin()('DELETE', '/api/admin/packages');
+        assert.equal(cleared.status, 200, await cleared.clone().text());
+        const st = await store();
+        assert.deepEqual(st.entries, []);
+        assert.equal(st.maxBytes, 4096 * 1024 * 1024, 'the default PACKAGE_STORE_MB');
+
+        const s = await loggedIn(adminKey);
+        const { page } = s;
+        await page.getByTestId('nav-packages').click();
+        await page.locator('main h2').filter({ hasText: 'Packages' }).waitFor();
+        await page.getByTestId('pkg-empty').waitFor();
+        assert.equal(await text(page.getByTestId('pkg-empty')),
+            'No package sets installed yet: runs install them when they declare packages.');
+        assert.equal(await page.getByTestId('pkg-row').count(), 0);
+        // Nothing has declared packages on this server yet: every count is 0, and the size is 0 of the 4 GiB default.
+        for (const k of ['installs', 'failures', 'hits', 'misses', 'evictions']) {
+            assert.equal(await text(page.getByTestId(`pkg-${k}`)), String(st.counts[k]), k);
+            assert.equal(st.counts[k], 0, `${k}: ${JSON.stringify(st.counts)}`);
+        }
+        assert.equal(await text(page.getByTestId('pkg-size')), '0 B of 4.0 GB');
+        await page.getByTestId('pkg-size-bar').waitFor();
+        assert.equal(await page.getByTestId('pkg-clear').isDisabled(), true, 'nothing to clear');
+        await shot(page, 'packages-empty');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+
+        // A tenant key: no Packages in the nav; the address itself says the page is for an admin, and asks nothing
+        // of the server (which answers a tenant key 403).
+        assert.equal((await restClient(srv.url, aliceKey)('GET', '/api/admin/packages')).status, 403);
+        const a = await loggedIn(aliceKey);
+        await a.page.getByTestId('nav-workspaces').waitFor();
+        assert.equal(await a.page.getByTestId('nav-packages').count(), 0, 'a tenant sees no Packages page');
+        await a.page.goto(`${srv.url}/admin/packages`);
+        await a.page.getByTestId('pkg-unavailable').waitFor();
+        assert.match(await a.page.getByTestId('pkg-unavailable').textContent(), /Only an admin key/);
+        assert.equal(await a.page.getByTestId('pkg-table').count(), 0);
+        assert.deepEqual(a.problems(), []);
+        await a.close();
+    });
+
+    test('packages: a server without a store (404) shows the server\'s message', async () => {
+        // This server has a store; the browser is given the answer a PACKAGES=off server (or a gateway) gives.
+        const s = await loggedIn(adminKey);
+        const { page } = s;
+        const message = 'this server has no package store (PACKAGES=off, or a sandbox other than bwrap)';
+        await page.route('**/api/admin/packages', (route) => route.fulfill({
+            status: 404, contentType: 'application/json', body: JSON.stringify({ error: 'not_found', message }),
+        }));
+        await page.getByTestId('nav-packages').click();
+        await page.getByTestId('pkg-unavailable').waitFor();
+        assert.equal(await text(page.getByTestId('pkg-unavailable')), `The package store is not available: ${message}`);
+        assert.equal(await page.getByTestId('pkg-table').count(), 0);
+        assert.equal(await page.getByTestId('pkg-clear').count(), 0);
+        await shot(page, 'packages-unavailable');
+        assert.deepEqual(s.problems(/Failed to load resource: the server responded with a status of 404/), []);
+        await s.close();
+    });
+
+    test('packages: an installed set shows its row; in use it stays (409 shown); Clear unused and Remove confirm first', { timeout: 300_000 }, async () => {
+        const client = await srv.connect(adminKey);
+        const hold = 'pkgs-console';
+        let s;
+        try {
+            // tinyc==1.0 from the loopback index: installed once, the run imports it.
+            const first = await callTool(client, 'execute_code',
+                { language: 'python', code: 'import tinyc; print(tinyc.X)', packages: ['tinyc==1.0'] });
+            assert.equal(first.isError, false, `${first.text}\n${srv.log().slice(-4000)}`);
+            assert.equal(first.sc.stdout, 'tinyc-ok\n', JSON.stringify(first.sc));
+            assert.deepEqual(first.sc.packages, { tinyc: '1.0' }, JSON.stringify(first.sc));
+            assert.ok(index.requests.includes('/simple/tinyc/'), `the index was asked: ${index.requests}`);
+            assert.ok(await until(async () => (await store()).entries.every((e) => e.inUse === 0), 15_000),
+                'the ended run no longer holds its entry');
+            let st = await store();
+            assert.equal(st.entries.length, 1, JSON.stringify(st));
+            const pinned = st.entries[0];
+
+            s = await loggedIn(adminKey);
+            const { page } = s;
+            await page.getByTestId('nav-packages').click();
+            const row = page.locator(`[data-testid=pkg-row][data-key="${pinned.key}"]`);
+            await row.waitFor();
+            assert.equal(await page.getByTestId('pkg-row').count(), 1);
+            assert.equal(await page.getByTestId('pkg-empty').count(), 0);
+            assert.equal(await text(row.locator('td').first()), 'pip');
+            assert.match(await text(row.getByTestId('pkg-specs')), /^tinyc==1\.0$/i);
+            assert.equal(await text(row.getByTestId('pkg-resolved')), 'tinyc 1.0');
+            assert.equal(await row.getByTestId('pkg-in-use').count(), 0);
+            assert.equal(await row.getByTestId('pkg-remove').isDisabled(), false);
+            assert.equal(await text(page.getByTestId('pkg-installs')), String(st.counts.installs));
+            assert.equal(st.counts.installs, 1, JSON.stringify(st.counts));
+            assert.equal(await text(page.getByTestId('pkg-misses')), String(st.counts.misses));
+            assert.equal(await text(page.getByTestId('pkg-hits')), String(st.counts.hits));
+            assert.match(await text(page.getByTestId('pkg-size')), /^[\d.]+ (B|KB|MB) of 4\.0 GB$/);
+            assert.notEqual(await text(page.getByTestId('pkg-size')), '0 B of 4.0 GB');
+            await shot(page, 'packages');
+
+            // A session takes the set after the page was loaded: Remove on the stale row is refused with 409, the
+            // page says why and, reloaded, marks the row in use with its Remove disabled.
+            const held = await callTool(client, 'execute_code',
+                { language: 'python', code: 'import tinyc\nv = tinyc.X\nprint(v)', packages: ['tinyc==1.0'], session: hold });
+            assert.equal(held.isError, false, held.text);
+            assert.equal(held.sc.stdout, 'tinyc-ok\n', JSON.stringify(held.sc));
+            assert.ok((await store()).entries.find((e) => e.key === pinned.key).inUse > 0, 'the session holds the set');
+            page.once('dialog', (d) => d.accept());
+            await row.getByTestId('pkg-remove').click();
+            await page.getByTestId('pkg-failure').waitFor();
+            assert.match(await text(page.getByTestId('pkg-failure')), /^Remove tinyc==1\.0: a run or session is using this entry/i);
+            await row.getByTestId('pkg-in-use').waitFor();
+            assert.equal(await row.getByTestId('pkg-remove').isDisabled(), true, 'Remove is disabled while in use');
+            assert.equal((await store()).entries.length, 1, 'the refused Remove removed nothing');
+
+            // A second set (tinyc unpinned: another request, another entry), idle: Clear unused takes it, keeps the held one.
+            const loose = await callTool(client, 'execute_code',
+                { language: 'python', code: 'import tinyc; print(tinyc.X)', packages: ['tinyc'] });
+            assert.equal(loose.isError, false, loose.text);
+            assert.ok(await until(async () => (await store()).entries.filter((e) => e.inUse === 0).length === 1, 15_000),
+                'the unpinned set is idle');
+            await page.getByTestId('pkg-refresh').click();
+            await page.waitForFunction(() => document.querySelectorAll('[data-testid=pkg-row]').length === 2);
+            await shot(page, 'packages-in-use');
+            page.once('dialog', (d) => d.dismiss());
+            await page.getByTestId('pkg-clear').click();
+            await sleep(500);
+            assert.equal(await page.getByTestId('pkg-row').count(), 2, 'a dismissed confirmation clears nothing');
+            assert.equal((await store()).entries.length, 2);
+            page.once('dialog', (d) => d.accept());
+            await page.getByTestId('pkg-clear').click();
+            await page.getByTestId('pkg-message').waitFor();
+            assert.equal(await text(page.getByTestId('pkg-message')), 'Removed 1 package set; kept 1 package set in use.');
+            await page.waitForFunction(() => document.querySelectorAll('[data-testid=pkg-row]').length === 1);
+            await row.waitFor();
+            st = await store();
+            assert.deepEqual(st.entries.map((e) => e.key), [pinned.key], JSON.stringify(st));
+
+            // The session gone, the set is free: Remove (confirmed) takes it out of the store.
+            const closed = await callTool(client, 'session_close', { session: hold });
+            assert.equal(closed.isError, false, closed.text);
+            assert.ok(await until(async () => (await store()).entries.every((e) => e.inUse === 0), 15_000),
+                'the closed session no longer holds the set');
+            await page.getByTestId('pkg-refresh').click();
+            await page.waitForFunction(() => !document.querySelector('[data-testid=pkg-in-use]'));
+            assert.equal(await row.getByTestId('pkg-remove').isDisabled(), false);
+            page.once('dialog', (d) => d.accept());
+            await row.getByTestId('pkg-remove').click();
+            await row.waitFor({ state: 'detached' });
+            await page.getByTestId('pkg-empty').waitFor();
+            assert.equal(await text(page.getByTestId('pkg-message')), 'Removed tinyc==1.0.');
+            assert.equal(await text(page.getByTestId('pkg-size')), '0 B of 4.0 GB');
+            assert.deepEqual((await store()).entries, []);
+            await shot(page, 'packages-removed');
+            assert.deepEqual(s.problems(REFUSED_409), []);
+        } finally {
+            await s?.close();
+            await callTool(client, 'session_close', { session: hold }).catch(() => {});
+            await client.close().catch(() => {});
+        }
     });
 });
 
