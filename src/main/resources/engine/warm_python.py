@@ -18,12 +18,14 @@ import posix  # noqa: E402 (after the snapshot on purpose)
 import codeexec_run  # noqa: E402
 
 CONTROL_IN = 8
+PACKAGES_SITE = "/opt/codeexec-packages/site"
 CONTROL_OUT = 9
 
 
 def read_message():
-    """(file, code bytes, args) from `run FILELEN CODELEN ARGLEN...\\n` and then those many bytes of the file name,
-    the code and each argument; None when input ends first (the server discarded this sandbox)."""
+    """(file, code bytes, args) from `run FILELEN CODELEN ARGLEN...\\n` (`runp`: with declared packages) and then
+    those many bytes of the file name, the code and each argument; None when input ends first (the server
+    discarded this sandbox)."""
     data = b""
     while b"\n" not in data:
         chunk = posix.read(CONTROL_IN, 65536)
@@ -32,8 +34,12 @@ def read_message():
         data += chunk
     header, _, data = data.partition(b"\n")
     fields = header.split(b" ")
-    if fields[0] != b"run" or len(fields) < 3 or not all(f.isdigit() for f in fields[1:]):
+    if fields[0] not in (b"run", b"runp") or len(fields) < 3 or not all(f.isdigit() for f in fields[1:]):
         posix._exit(2)
+    if fields[0] == b"runp":
+        # the run's declared packages were mounted at their place: first after the code's directory, where a cold
+        # run's PYTHONPATH puts them (ahead of the preinstalled libraries)
+        sys.path.insert(1, PACKAGES_SITE)
     lengths = [int(f) for f in fields[1:]]
     total = sum(lengths)
     chunks = [data]

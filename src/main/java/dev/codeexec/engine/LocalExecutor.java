@@ -123,7 +123,7 @@ public final class LocalExecutor implements Executor {
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
                 progressInterval, egress, codeTools, packages);
-        PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools);
+        PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools, packages.isPresent());
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
                 warmPool, pool.whyNone());
@@ -149,7 +149,8 @@ public final class LocalExecutor implements Executor {
     }
 
     private static PoolChoice warmPool(Config config, Sandbox sandbox, Languages languages,
-            Map<String, String> placeholders, Optional<EgressChannels> egress, Optional<CodeTools> codeTools) {
+            Map<String, String> placeholders, Optional<EgressChannels> egress, Optional<CodeTools> codeTools,
+            boolean packages) {
         Map<String, Integer> targets = new LinkedHashMap<>();
         config.get(Config.WARM_POOL).forEach((k, v) -> {
             if (languages.find(k).flatMap(Language::warm).isEmpty())
@@ -170,8 +171,15 @@ public final class LocalExecutor implements Executor {
         sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));
         return new PoolChoice(Optional.of(new WarmPool(sandbox, targets, recipes,
                 RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))), late, egress,
-                codeTools)),
+                codeTools, packageMounts(targets.keySet(), packages, !config.get(Config.WARM_PRELOAD_PYTHON).isEmpty()))),
                 null);
+    }
+
+    /** Language → where its warm sandboxes get a run's packages; none without declared packages. */
+    private static Map<String, String> packageMounts(java.util.Collection<String> languages, boolean packages, boolean preload) {
+        Map<String, String> m = new LinkedHashMap<>();
+        if (packages) for (String l : languages) PackageInstalls.warmMount(l, preload).ifPresent(p -> m.put(l, p));
+        return m;
     }
 
     @Override

@@ -293,10 +293,11 @@ final class LocalRun implements RunHandle {
             throws SandboxException {
         // a channel for network access, or for code mode's tool calls (every run when the server has code tools)
         boolean needsChannel = !request.egress().isOff() || executor.codeTools.isPresent();
-        // a warm sandbox was started without any package set's entry: a run with packages starts cold
-        if (executor.warmPool.isPresent() && packages == null) {
+        if (executor.warmPool.isPresent()) {
             WarmPool pool = executor.warmPool.get();
-            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), needsChannel);
+            // a run with packages takes a sandbox that can mount its set's entry at hand-out
+            Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), needsChannel,
+                    packages != null);
             if (warm.isPresent()) {
                 try {
                     pool.linkOf(warm.get()).ifPresent(link -> {
@@ -311,7 +312,8 @@ final class LocalRun implements RunHandle {
                     // the workspace is mounted into the running sandbox: given to its uid before the code arrives
                     if (ws.isPresent()) warm.get().hostUid().ifPresent(ws.get()::handOver);
                     pool.handOut(language.id(), warm.get(), ws.map(w -> w.fs().root()), limits, LocalExecutor.WORK_DIR + "/" + fileName,
-                            request.code(), request.args());
+                            request.code(), request.args(), packages == null ? Optional.empty()
+                                    : PackageInstalls.warmSource(request.packages().get().ecosystem(), packages));
                     startedWarm = true;
                     return warm.get();
                 } catch (SandboxException | IOException | RuntimeException e) {

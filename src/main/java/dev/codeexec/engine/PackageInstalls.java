@@ -180,6 +180,27 @@ public final class PackageInstalls {
         return spec.withMounts(mounts, env);
     }
 
+    /**
+     * Where a warm sandbox of {@code language} gets a run's packages mounted at hand-out, or empty when its warm
+     * sandboxes cannot serve runs with packages: python's at {@link #MOUNT} (the runner puts {@code MOUNT/site} on
+     * sys.path where PYTHONPATH would have it) unless WARM_PRELOAD_PYTHON imported modules ahead of the code (a
+     * set could bring another version of one); node's at {@code /node_modules}.
+     */
+    static Optional<String> warmMount(String language, boolean pythonPreload) {
+        return switch (language) {
+            case "python" -> pythonPreload ? Optional.empty() : Optional.of(MOUNT);
+            case "nodejs" -> Optional.of("/node_modules");
+            default -> Optional.empty();
+        };
+    }
+
+    /** What a warm sandbox gets mounted at its {@link #warmMount} for {@code lease}; empty: nothing to mount. */
+    static Optional<Path> warmSource(String ecosystem, PackageStore.Lease lease) {
+        if (ecosystem.equals("pip")) return Optional.of(lease.dir());
+        Path modules = lease.dir().resolve("node_modules");
+        return Files.isDirectory(modules, LinkOption.NOFOLLOW_LINKS) ? Optional.of(modules) : Optional.empty();
+    }
+
     /** The interpreter the entries of an ecosystem are built for: part of the store key. */
     private String version(String ecosystem) throws PackageStore.InstallFailed {
         String v = versions.computeIfAbsent(ecosystem, e -> probe(e.equals("pip")

@@ -88,6 +88,8 @@ final class WarmPool implements AutoCloseable {
     /** With code tools: every pooled sandbox also gets a library, written when a job arrives for its tenant. */
     private final Optional<CodeTools> codeTools;
     private final Map<SandboxProcess, EgressStart.Started> links = new ConcurrentHashMap<>();
+    /** Language → the path inside its sandboxes where a run's packages are mounted at hand-out. */
+    private final Map<String, String> packageMounts;
     private final Map<String, Stats> stats = new LinkedHashMap<>();
     private final Thread refiller;
     private volatile boolean closed;
@@ -119,6 +121,16 @@ final class WarmPool implements AutoCloseable {
      */
     WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir,
             Optional<EgressChannels> egress, Optional<CodeTools> codeTools) {
+        this(sandbox, targets, recipes, limits, lateWorkDir, egress, codeTools, Map.of());
+    }
+
+    /**
+     * @param packageMounts language → where its sandboxes get a run's declared packages mounted at hand-out
+     *                      ({@link PackageInstalls#warmMount}); a language without one serves no run with packages
+     */
+    WarmPool(Sandbox sandbox, Map<String, Integer> targets, Map<String, Recipe> recipes, Limits limits, boolean lateWorkDir,
+            Optional<EgressChannels> egress, Optional<CodeTools> codeTools, Map<String, String> packageMounts) {
+        this.packageMounts = lateWorkDir ? Map.copyOf(packageMounts) : Map.of();
         this.egress = egress;
         this.codeTools = codeTools;
         this.sandbox = sandbox;
@@ -147,8 +159,15 @@ final class WarmPool implements AutoCloseable {
      */
     Optional<SandboxProcess> take(String language, Limits runLimits, Map<String, String> env, boolean inWorkspace,
             boolean network) {
+        return take(language, runLimits, env, inWorkspace, network, false);
+    }
+
+    /** @param packages the run declared packages: only a sandbox that can mount them later serves it */
+    Optional<SandboxProcess> take(String language, Limits runLimits, Map<String, String> env, boolean inWorkspace,
+            boolean network, boolean packages) {
         Deque<SandboxProcess> q = ready.get(language);
         if (q == null || closed || (network && egress.isEmpty())) return Optional.empty();
+        if (packages && !packageMounts.containsKey(language)) return Optional.empty();
         if (!env.isEmpty() || (inWorkspace && !lateWorkDir) || !sameSandboxLimits(runLimits, inWorkspace))
             return Optional.empty();
         while (true) {
@@ -182,6 +201,16 @@ final class WarmPool implements AutoCloseable {
      */
     void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
             String code, List<String> args) throws SandboxException {
+        handOut(language, p, workspace, runLimits, file, code, args, Optional.empty());
+    }
+
+    /**
+     * @param packages the host directory of the run's declared packages (what {@link PackageInstalls#warmSource}
+     *                 names), mounted read-only at the language's package mount before the code arrives
+     */
+    void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
+            String code, List<String> args, Optional<Path> packages) throws SandboxException {
+        if (packages.isPresent()) p.mountReadOnly(packages.get());
         if (lateWorkDir) {
             p.mountWorkDir(workspace, runLimits.diskBytes());
             // the code file where a cold run has it (programs read __file__); removed after a workspace run
@@ -193,7 +222,7 @@ final class WarmPool implements AutoCloseable {
         ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
         try {
             if (recipes.get(language).message().equals("lengths")) {
-                c.send(runMessage(file, code, args));
+                c.send(runMessage(packages.isPresent() ? "runp" : "run", file, code, args));
             } else {
                 Map<String, Object> msg = new LinkedHashMap<>();
                 msg.put("code", code);
@@ -214,11 +243,16 @@ final class WarmPool implements AutoCloseable {
      * JSON parser in every run (docs/interpreter-protocol.md).
      */
     static byte[] runMessage(String file, String code, List<String> args) {
+        return runMessage("run", file, code, args);
+    }
+
+    /** @param verb {@code run}, or {@code runp}: the run has declared packages (the runner puts them on sys.path) */
+    static byte[] runMessage(String verb, String file, String code, List<String> args) {
         List<byte[]> parts = new java.util.ArrayList<>();
         parts.add(file.getBytes(StandardCharsets.UTF_8));
         parts.add(code.getBytes(StandardCharsets.UTF_8));
         for (String a : args) parts.add(a.getBytes(StandardCharsets.UTF_8));
-        StringBuilder header = new StringBuilder("run");
+        StringBuilder header = new StringBuilder(verb);
         for (byte[] b : parts) header.append(' ').append(b.length);
         java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
         out.writeBytes(header.append('\n').toString().getBytes(StandardCharsets.US_ASCII));
@@ -311,6 +345,8 @@ final class WarmPool implements AutoCloseable {
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
         SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(),
                 launch, Optional.empty()).withControl(lateWorkDir);
+        String packageMount = packageMounts.get(r.language());
+        if (packageMount != null) spec = spec.withLateReadOnlyDir(packageMount);
         // with a channel, every pooled sandbox gets one serving nothing until a job arms it
         EgressStart.Started started = EgressStart.start(sandbox, spec, egress.orElse(null), EgressPolicy.OFF, null,
                 codeTools.orElse(null), null);
@@ -370,6 +406,7 @@ final class WarmPool implements AutoCloseable {
             l.put("missed", s.missed.get());
             l.put("started", s.started.get());
             l.put("failed", s.failed.get());
+            l.put("servesPackages", packageMounts.containsKey(t.getKey()));
             if (s.lastStartMs > 0) l.put("lastStartMs", Math.round(s.lastStartMs * 10) / 10.0);
             if (s.lastError != null) l.put("lastError", s.lastError);
             m.put(t.getKey(), l);

@@ -73,8 +73,10 @@ public final class Posix {
     public static final int RLIMIT_CPU = 0;
     public static final int RLIMIT_FSIZE = 1;
 
+    public static final long MS_RDONLY = 1;
     public static final long MS_NOSUID = 2;
     public static final long MS_NODEV = 4;
+    public static final long MS_REMOUNT = 32;
     public static final long MS_BIND = 4096;
     public static final long MS_SHARED = 1 << 20;
     public static final int MNT_DETACH = 2;

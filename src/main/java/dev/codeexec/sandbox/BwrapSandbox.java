@@ -298,10 +298,16 @@ final class BwrapSandbox implements Sandbox {
         String size = Long.toString(limits.diskBytes());
         argv.addAll(List.of("--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp"));
         Path lateDir = null;
+        Path lateRoDir = null;
         if (spec.lateWorkDir()) {
             WorkDirMounts mounts = lateWorkDirs.orElseThrow(() -> new SandboxException(lateWorkDirsUnavailable.orElse("")));
             lateDir = mounts.create(spec.runId(), hostUid);
             argv.addAll(List.of("--bind", lateDir.toString(), workDir.toString()));
+            if (spec.lateReadOnlyDir().isPresent()) {
+                // empty until a run's read-only directory is mounted on it (mountReadOnly); read-only either way
+                lateRoDir = mounts.create(spec.runId(), hostUid);
+                argv.addAll(List.of("--ro-bind", lateRoDir.toString(), checkInside(spec.lateReadOnlyDir().get()).toString()));
+            }
         } else if (spec.workDirSource().isPresent()) {
             // a persistent workspace: bwrap opens the source as the host uid, a member of the workspace's group
             argv.addAll(List.of("--bind", spec.workDirSource().get().toString(), workDir.toString()));
@@ -377,7 +383,7 @@ final class BwrapSandbox implements Sandbox {
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
-                    lateWorkDirs.orElse(null), lateDir, OptionalInt.of(hostUid), lease);
+                    lateWorkDirs.orElse(null), lateDir, OptionalInt.of(hostUid), lease, lateRoDir);
         } catch (SandboxException | RuntimeException e) {
             if (p != null) {
                 p.descendants().forEach(ProcessHandle::destroyForcibly);
@@ -387,6 +393,7 @@ final class BwrapSandbox implements Sandbox {
             cg.remove();
             if (fifos != null) fifos.delete();
             if (lateDir != null) lateWorkDirs.get().release(lateDir);
+            if (lateRoDir != null) lateWorkDirs.get().release(lateRoDir);
             throw e;
         }
     }

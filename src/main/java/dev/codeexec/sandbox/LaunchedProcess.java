@@ -30,6 +30,8 @@ final class LaunchedProcess implements SandboxProcess {
     private final Runnable cleanup;
     private final Optional<ControlChannel> control;
     /** The host directory bound at the working directory, to mount the run's directory on later (or null). */
+    private final Path lateReadOnlyDir;
+    private boolean readOnlyMounted;
     private final Path lateWorkDir;
     private final WorkDirMounts mounts;
     private final UidPool.Lease lease;
@@ -63,6 +65,14 @@ final class LaunchedProcess implements SandboxProcess {
      */
     LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup,
             Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir, OptionalInt hostUid, UidPool.Lease lease) {
+        this(process, cgroup, cpuSeconds, pidNamespace, cleanup, control, mounts, lateWorkDir, hostUid, lease, null);
+    }
+
+    /** @param lateReadOnlyDir the mount point of {@link SandboxSpec#lateReadOnlyDir()} on the host, or null */
+    LaunchedProcess(Process process, Cgroups.RunCgroup cgroup, int cpuSeconds, boolean pidNamespace, Runnable cleanup,
+            Optional<ControlChannel> control, WorkDirMounts mounts, Path lateWorkDir, OptionalInt hostUid, UidPool.Lease lease,
+            Path lateReadOnlyDir) {
+        this.lateReadOnlyDir = lateReadOnlyDir;
         this.hostUid = hostUid;
         this.lease = lease;
         this.process = process;
@@ -96,6 +106,14 @@ final class LaunchedProcess implements SandboxProcess {
         if (workDirMounted) throw new SandboxException("the working directory is already mounted");
         mounts.mount(lateWorkDir, workspace, tmpfsBytes, lease == null ? mounts.sandboxUid() : lease.uid());
         workDirMounted = true;
+    }
+
+    @Override
+    public synchronized void mountReadOnly(Path hostDir) throws SandboxException {
+        if (lateReadOnlyDir == null) throw new SandboxException("this sandbox was not started for a late read-only directory");
+        if (readOnlyMounted) throw new SandboxException("the read-only directory is already mounted");
+        mounts.mountReadOnly(lateReadOnlyDir, hostDir);
+        readOnlyMounted = true;
     }
 
     @Override
@@ -380,6 +398,7 @@ final class LaunchedProcess implements SandboxProcess {
             Reaper.later(() -> {
                 cgroup.remove();
                 if (lateWorkDir != null) mounts.release(lateWorkDir);
+                if (lateReadOnlyDir != null) mounts.release(lateReadOnlyDir);
                 if (lease != null) lease.giveBack(gone);
             });
             cleanup.run();

@@ -76,6 +76,14 @@ public interface SandboxProcess extends AutoCloseable {
     }
 
     /**
+     * Mounts {@code hostDir} read-only on the sandbox's {@link SandboxSpec#lateReadOnlyDir()} (a warm sandbox that
+     * gets a run's declared packages). Once per process; unmounted when the sandbox is closed.
+     */
+    default void mountReadOnly(Path hostDir) throws SandboxException {
+        throw new SandboxException("this sandbox cannot mount a directory after its start");
+    }
+
+    /**
      * Creates a read-only file (root-owned, 0444) in the working directory mounted by {@link #mountWorkDir}:
      * a warm run's code file, where a cold run has it. {@code name} is one plain file name that must not exist.
      */

@@ -30,11 +30,23 @@ import java.util.Optional;
  * @param readOnlyMounts host directories bound read-only at another path: path inside the sandbox → host directory
  *                     (a declared package set's sealed store entry). bwrap opens them as the sandbox's host uid, so
  *                     they must be readable by every uid
+ * @param lateReadOnlyDir with {@code lateWorkDir}: a path inside the sandbox, empty at start, where a host
+ *                     directory can be mounted read-only later ({@link SandboxProcess#mountReadOnly}): a warm
+ *                     sandbox that gets a run's declared packages
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
         List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
         boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
-        Map<String, Path> readOnlyMounts) {
+        Map<String, Path> readOnlyMounts, Optional<String> lateReadOnlyDir) {
+
+    /** Without a late read-only directory. */
+    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
+            List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
+            boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
+            Map<String, Path> readOnlyMounts) {
+        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, control, lateWorkDir,
+                workDirOwner, egressSocket, readOnlyMounts, Optional.empty());
+    }
 
     /** Without read-only mounts at other paths. */
     public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
@@ -73,6 +85,9 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         workDirOwner = workDirOwner == null ? WorkDirOwner.NONE : workDirOwner;
         egressSocket = egressSocket == null ? Optional.empty() : egressSocket;
         readOnlyMounts = readOnlyMounts == null ? Map.of() : Map.copyOf(readOnlyMounts);
+        lateReadOnlyDir = lateReadOnlyDir == null ? Optional.empty() : lateReadOnlyDir;
+        if (lateReadOnlyDir.isPresent() && !lateWorkDir)
+            throw new IllegalArgumentException("a late read-only directory needs a late working directory");
         if (lateWorkDir && workDirSource.isPresent())
             throw new IllegalArgumentException("a late working directory is mounted later, not given at start");
     }
@@ -80,13 +95,13 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     /** The same spec with a control channel, and optionally a working directory mounted later. */
     public SandboxSpec withControl(boolean lateWorkDir) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
-                lateWorkDir, workDirOwner, egressSocket, readOnlyMounts);
+                lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir);
     }
 
     /** The same spec with the given owner of its workDirSource. */
     public SandboxSpec withWorkDirOwner(WorkDirOwner owner) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                control, lateWorkDir, owner, egressSocket, readOnlyMounts);
+                control, lateWorkDir, owner, egressSocket, readOnlyMounts, lateReadOnlyDir);
     }
 
     /** Search paths that a channel's variables and a language's own are joined in (the channel's first). */
@@ -108,7 +123,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         List<Path> mergedDirs = new java.util.ArrayList<>(readOnlyDirs);
         mergedDirs.addAll(egressDirs);
         return new SandboxSpec(runId, command, workDir, mergedFiles, mergedDirs, mergedEnv, limits, workDirSource,
-                control, lateWorkDir, workDirOwner, Optional.of(socket), readOnlyMounts);
+                control, lateWorkDir, workDirOwner, Optional.of(socket), readOnlyMounts, lateReadOnlyDir);
     }
 
     /**
@@ -123,6 +138,12 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         Map<String, Path> merged = new java.util.LinkedHashMap<>(readOnlyMounts);
         merged.putAll(mounts);
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, mergedEnv, limits, workDirSource,
-                control, lateWorkDir, workDirOwner, egressSocket, merged);
+                control, lateWorkDir, workDirOwner, egressSocket, merged, lateReadOnlyDir);
+    }
+
+    /** The same spec with a late read-only directory at {@code inside} (it must have a late working directory). */
+    public SandboxSpec withLateReadOnlyDir(String inside) {
+        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
+                control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, Optional.of(inside));
     }
 }

@@ -126,6 +126,18 @@ final class WorkDirMounts {
         }
     }
 
+    /** Binds {@code source} read-only on {@code dir} (a late read-only directory: a run's declared packages). */
+    void mountReadOnly(Path dir, Path source) throws SandboxException {
+        try {
+            Posix.mount(source.toString(), dir.toString(), null, Posix.MS_BIND, null);
+            Posix.mount(null, dir.toString(), null, Posix.MS_BIND | Posix.MS_REMOUNT | Posix.MS_RDONLY
+                    | Posix.MS_NOSUID | Posix.MS_NODEV, null);
+        } catch (Posix.Errno e) {
+            unmountAll(dir);
+            throw new SandboxException("cannot mount the read-only directory: " + e.getMessage(), e);
+        }
+    }
+
     /**
      * Unmounts whatever is on {@code dir} and removes it. Never deletes contents: a workspace may still be
      * mounted there if unmounting failed, and its files must survive.
@@ -140,7 +152,7 @@ final class WorkDirMounts {
     }
 
     private static void unmountAll(Path dir) {
-        // a tmpfs and nothing else is ever mounted here; loop for safety against stacked mounts
+        // a tmpfs, a workspace or a read-only bind is mounted here; loop for safety against stacked mounts
         for (int i = 0; i < 4; i++) {
             try {
                 Posix.umount2(dir.toString(), Posix.MNT_DETACH);

@@ -132,6 +132,28 @@ class PackageInstallsTest {
         assertThat(none.packages()).isEmpty();
     }
 
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> pythonPool(LocalExecutor e) {
+        return (Map<String, Object>) ((Map<String, Object>) e.warmPoolInfo().get("languages")).get("python");
+    }
+
+    @Test
+    void aWarmSandboxServesARunWithPackagesTheSetMountedAtHandOut() throws Exception {
+        LocalExecutor e = executor();
+        await(e.submit(withPackages(e, "print(1)", "tinylib==1.0"), null)); // the install
+        assertThat(e.awaitWarmPool(java.time.Duration.ofSeconds(30))).isTrue();
+        assertThat(pythonPool(e).get("servesPackages")).isEqualTo(true);
+        long served = ((Number) pythonPool(e).get("served")).longValue();
+        ExecutionResult r = await(e.submit(withPackages(e, "import sys, tinylib\nprint(tinylib.VERSION, sys.path[1])", "tinylib==1.0"), null));
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("1.0 /opt/codeexec-packages/site\n");
+        assertThat(((Number) pythonPool(e).get("served")).longValue())
+                .as("served by the pool").isEqualTo(served + 1);
+        // the next warm sandbox has nothing mounted: a run without packages does not see the set
+        assertThat(e.awaitWarmPool(java.time.Duration.ofSeconds(30))).isTrue();
+        ExecutionResult plain = await(e.submit(request(e.config, "python", "import tinylib"), null));
+        assertThat(plain.stderr()).contains("ModuleNotFoundError");
+    }
+
     @Test
     void userCodeCannotChangeTheEntryAndTheSitePrecedesThePreinstalledLibraries() throws Exception {
         LocalExecutor e = executor();
