@@ -225,3 +225,21 @@ export function looksLikeStackTrace(body) {
 }
 
 export { sleep };
+
+/**
+ * Wraps a test body so that a failure carries the server's log tail (and, with {@code more}, what else the test
+ * wants shown: a fixture's log), for tests whose server is started in a hook.
+ */
+export function withLog(getServer, body, more = () => '') {
+    return async (t) => {
+        try {
+            await body(t);
+        } catch (e) {
+            const s = getServer();
+            if (s) e.message += `\n--- server log (tail) ---\n${s.log().slice(-5000)}`;
+            const extra = more();
+            if (extra) e.message += extra;
+            throw e;
+        }
+    };
+}

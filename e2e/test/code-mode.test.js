@@ -21,7 +21,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { startServer, exec, freePort, randomSecret, sleep } from '../lib/server.js';
+import { startServer, exec, freePort, randomSecret, sleep, withLog } from '../lib/server.js';
 import { makeBase, keysAppend, callTool } from '../lib/server3.js';
 import { startUpstreamFixture, UPSTREAM_FIXTURE as FIXTURE } from '../lib/upstream.js';
 
@@ -84,18 +84,9 @@ async function until(fn, timeoutMs = 5000, step = 50) {
 
 const show = (r) => JSON.stringify({ isError: r.isError, text: r.text?.slice(0, 2500), toolCalls: r.sc?.toolCalls }, null, 1);
 
-function withLog(getServer, body) {
-    return async (t) => {
-        try {
-            await body(t);
-        } catch (e) {
-            const s = getServer();
-            if (s) e.message += `\n--- server log (tail) ---\n${s.log().slice(-4000)}`;
-            if (fx?.log()) e.message += `\n--- HTTP fixture stderr (tail) ---\n${fx.log().slice(-1500)}`;
-            throw e;
-        }
-    };
-}
+/** withLog with the HTTP fixture's stderr too. */
+const withFixtureLog = (getServer, body) => withLog(getServer, body,
+    () => (fx?.log() ? `\n--- HTTP fixture stderr (tail) ---\n${fx.log().slice(-1500)}` : ''));
 
 /** The run's toolCalls.calls (asserts the structure is there). */
 function calls(r) {
@@ -203,7 +194,7 @@ describe('code mode: main server (HTTP and stdio upstreams, two tenants, default
         await server?.stop();
     });
 
-    test('python: a loop over add, echo (both upstreams) and big, filtered and summarised; toolCalls match', withLog(S, async () => {
+    test('python: a loop over add, echo (both upstreams) and big, filtered and summarised; toolCalls match', withFixtureLog(S, async () => {
         const { r, out } = await pyJson(alice, `
 import json, mcp_tools
 from mcp_tools import fx_stdio
@@ -237,7 +228,7 @@ print(json.dumps({"sums": sums, "even": even, "echoes": echoes, "big": [len(big)
         assert.ok(stdioEvents().some((e) => e.tool === 'echo' && e.args.text === 'ccc'), 'echo reached the stdio fixture');
     }));
 
-    test('node: the same loop with require("mcp-tools"); toolCalls match', withLog(S, async () => {
+    test('node: the same loop with require("mcp-tools"); toolCalls match', withFixtureLog(S, async () => {
         const { r, out } = await nodeJson(alice, `
 const { fx, fx_stdio, McpToolError } = require("mcp-tools");
 (async () => {
@@ -262,7 +253,7 @@ const { fx, fx_stdio, McpToolError } = require("mcp-tools");
         assert.ok(sameServer(cs[5].server, 'fx-stdio') && sameServer(cs[0].server, 'fx'), show(r));
     }));
 
-    test('return values: structuredContent when the tool has one, else its text (python, node, typescript)', withLog(S, async () => {
+    test('return values: structuredContent when the tool has one, else its text (python, node, typescript)', withFixtureLog(S, async () => {
         const { out: p } = await pyJson(alice, `
 import json, mcp_tools
 a = mcp_tools.fx.add(a=1.5, b=2)
@@ -292,7 +283,7 @@ main().catch((e) => { console.error("FAILED", e); process.exit(1); });
         assert.equal(calls(r).length, 2, show(r));
     }));
 
-    test('fail: McpToolError with server, tool, reason tool_error and the upstream\'s message (python, node)', withLog(S, async () => {
+    test('fail: McpToolError with server, tool, reason tool_error and the upstream\'s message (python, node)', withFixtureLog(S, async () => {
         const { r, out } = await pyJson(alice, `
 import json, mcp_tools
 try:
@@ -333,7 +324,7 @@ const { fx_stdio, McpToolError } = require("mcp-tools");
         assert.ok(n.msg.includes('stdio upstream refuses'), JSON.stringify(n));
     }));
 
-    test('the documented endpoint: GET /servers and POST /call, results and every error reason', withLog(S, async () => {
+    test('the documented endpoint: GET /servers and POST /call, results and every error reason', withFixtureLog(S, async () => {
         const { out } = await pyJson(alice, `${PY_ENDPOINT}
 res = {"url": U}
 st, body = get("/servers")
@@ -377,7 +368,7 @@ print(json.dumps(res))
         assert.equal(out.badJson[1].reason, 'bad_request');
     }));
 
-    test('credentials stay on the server: not in env, files, /proc, process memory or /servers; the upstreams still get them', withLog(S, async () => {
+    test('credentials stay on the server: not in env, files, /proc, process memory or /servers; the upstreams still get them', withFixtureLog(S, async () => {
         const statsBefore = await fxStats();
         const hex = (s) => Buffer.from(s).toString('hex'); // the code never holds a token literally
         const { r, out } = await pyJson(alice, `
@@ -444,7 +435,7 @@ print(json.dumps(res))
         assert.ok(statsAfter.authorized > statsBefore.authorized);
     }));
 
-    test('tenants: bob does not see only-a (servers(), /servers, list_code_tools); his call is not_allowed naming it', withLog(S, async () => {
+    test('tenants: bob does not see only-a (servers(), /servers, list_code_tools); his call is not_allowed naming it', withFixtureLog(S, async () => {
         const code = `${PY_ENDPOINT}
 import mcp_tools
 def attr():
@@ -492,7 +483,7 @@ const { McpToolError } = require("mcp-tools");
         assert.equal(n.mod, false, 'the node module has no only_a for bob');
     }));
 
-    test('"tools" narrows a server: narrow has add and echo only; big is not_allowed naming it', withLog(S, async () => {
+    test('"tools" narrows a server: narrow has add and echo only; big is not_allowed naming it', withFixtureLog(S, async () => {
         const { r, out } = await pyJson(alice, `
 import json, mcp_tools
 res = {"add": mcp_tools.narrow.add(a=1, b=1)}
@@ -523,7 +514,7 @@ print(json.dumps(res))
         assert.match(lt.text, /big/);
     }));
 
-    test('list_code_tools: servers, then one server\'s tools, then one tool\'s schema and signatures; unknown names are errors', withLog(S, async () => {
+    test('list_code_tools: servers, then one server\'s tools, then one tool\'s schema and signatures; unknown names are errors', withFixtureLog(S, async () => {
         const tools = await alice.listTools();
         const lct = tools.tools.find((t) => t.name === 'list_code_tools');
         assert.ok(lct, 'list_code_tools is listed');
@@ -576,12 +567,12 @@ print(json.dumps(res))
         await assert.rejects(bob.readResource({ uri: 'code-tools://servers/only-a' }), /not found|-32002/i);
     }));
 
-    test('CODE_TOOLS_CALL_TIMEOUT_MS default: a call is not cut at 1 s (slow 1500 ms returns)', withLog(S, async () => {
+    test('CODE_TOOLS_CALL_TIMEOUT_MS default: a call is not cut at 1 s (slow 1500 ms returns)', withFixtureLog(S, async () => {
         const { out } = await pyJson(alice, 'import json, mcp_tools\nprint(json.dumps(mcp_tools.fx.slow(ms=1500)))');
         assert.equal(out, 'slept');
     }));
 
-    test('the run\'s timeout (timeout_ms 1500) cancels its pending calls on both upstreams (node, concurrent calls)', withLog(S, async () => {
+    test('the run\'s timeout (timeout_ms 1500) cancels its pending calls on both upstreams (node, concurrent calls)', withFixtureLog(S, async () => {
         const ms = unique(20_000);
         const started = Date.now();
         const r = await exec(alice, { language: 'nodejs', timeout_ms: 1500, code: `
@@ -602,7 +593,7 @@ setTimeout(() => {}, 60000); // the run lasts until its timeout whatever the lib
         assert.ok(!seen(await fxEvents(), 'end') && !seen(stdioEvents(), 'end'));
     }));
 
-    test('a client cancel (SDK AbortSignal) of the run cancels its pending call upstream', withLog(S, async (t) => {
+    test('a client cancel (SDK AbortSignal) of the run cancels its pending call upstream', withFixtureLog(S, async (t) => {
         const ms = unique(30_000);
         const ac = new AbortController();
         t.after(() => ac.abort());
@@ -626,7 +617,7 @@ setTimeout(() => {}, 60000); // the run lasts until its timeout whatever the lib
         assert.equal(await server.waitIdle(10_000), true);
     }));
 
-    test('python session: tools across two cells; each call has its own toolCalls', withLog(S, async () => {
+    test('python session: tools across two cells; each call has its own toolCalls', withFixtureLog(S, async () => {
         const name = `cm-${randomSecret('s')}`;
         const r1 = await exec(alice, { language: 'python', session: name,
             code: 'import mcp_tools\nx = mcp_tools.fx.add(a=1, b=2)["sum"]\nx' });
@@ -645,7 +636,7 @@ setTimeout(() => {}, 60000); // the run lasts until its timeout whatever the lib
         await callTool(alice, 'session_close', { session: name });
     }));
 
-    test('warm pool and workspace runs have the tools too', withLog(S, async () => {
+    test('warm pool and workspace runs have the tools too', withFixtureLog(S, async () => {
         assert.ok(await server.waitWarm('python', 1, 60_000), 'a warm python sandbox is ready');
         const served = async () => (await alice.callTool({ name: 'runtime_info', arguments: {} })).structuredContent.warmPool.languages.python.served;
         const before = await served();
@@ -661,7 +652,7 @@ setTimeout(() => {}, 60000); // the run lasts until its timeout whatever the lib
         assert.match(f.text, /42/);
     }));
 
-    test('typescript: the generated declarations type-check a right call and reject a wrong argument type (tsc)', withLog(S, async () => {
+    test('typescript: the generated declarations type-check a right call and reject a wrong argument type (tsc)', withFixtureLog(S, async () => {
         const { out } = await nodeJson(alice, `
 const fs = require("fs");
 const p = require.resolve("mcp-tools");
@@ -716,7 +707,7 @@ main();
         assert.match(bad.out, /string/, bad.out);
     }));
 
-    test('enable_extra: the upstream\'s list_changed is followed; a later run sees and calls extra', withLog(S, async () => {
+    test('enable_extra: the upstream\'s list_changed is followed; a later run sees and calls extra', withFixtureLog(S, async () => {
         const before = await callTool(alice, 'list_code_tools', { server: 'fx' });
         assert.ok(!before.sc.tools.some((t) => t.name === 'extra'), 'no extra yet');
         const { out } = await pyJson(alice, 'import json, mcp_tools\nprint(json.dumps(mcp_tools.fx.enable_extra()))');
@@ -765,7 +756,7 @@ describe('code mode: caps (MAX_CALLS=5, MAX_MB=1, CALL_TIMEOUT_MS=1000), a down 
         await server?.stop();
     });
 
-    test('CODE_TOOLS_MAX_CALLS=5: a loop of 10 calls fails from the 6th with call_limit and a clear message; the upstream got 5', withLog(S, async () => {
+    test('CODE_TOOLS_MAX_CALLS=5: a loop of 10 calls fails from the 6th with call_limit and a clear message; the upstream got 5', withFixtureLog(S, async () => {
         const marker = unique(70_000);
         const { r, out } = await pyJson(client, `
 import json, mcp_tools
@@ -797,7 +788,7 @@ print(json.dumps([call("fx", "echo", {"text": str(i)}) for i in range(6)]))
         assert.equal(o2[5][1].reason, 'call_limit');
     }));
 
-    test('CODE_TOOLS_MAX_MB=1: a result past the run\'s byte budget is byte_limit (python and the endpoint)', withLog(S, async () => {
+    test('CODE_TOOLS_MAX_MB=1: a result past the run\'s byte budget is byte_limit (python and the endpoint)', withFixtureLog(S, async () => {
         const { r, out } = await pyJson(client, `
 import json, mcp_tools
 res = {"first": len(mcp_tools.fx.big(kb=256))}
@@ -832,7 +823,7 @@ except mcp_tools.McpToolError as e:
         assert.equal(o3, 'byte_limit');
     }));
 
-    test('CODE_TOOLS_CALL_TIMEOUT_MS=1000: slow(5000) is a timeout within 1-3 s and the upstream sees the cancel', withLog(S, async () => {
+    test('CODE_TOOLS_CALL_TIMEOUT_MS=1000: slow(5000) is a timeout within 1-3 s and the upstream sees the cancel', withFixtureLog(S, async () => {
         const ms = unique(5000);
         const { r, out } = await pyJson(client, `
 import json, time, mcp_tools
@@ -860,7 +851,7 @@ print(json.dumps(call("fx", "slow", {"ms": ${ms2}})))
         assert.equal(o2[1].reason, 'timeout');
     }));
 
-    test('an upstream that is down: upstream_unavailable within the call timeout; the other server still works', withLog(S, async () => {
+    test('an upstream that is down: upstream_unavailable within the call timeout; the other server still works', withFixtureLog(S, async () => {
         const { r, out } = await pyJson(client, `${PY_ENDPOINT}
 import time, mcp_tools
 t = time.monotonic()
@@ -881,7 +872,7 @@ print(json.dumps(res))
         assert.ok(l.sc.servers.some((s) => s.name === 'fx'), l.text);
     }));
 
-    test('a second instance of this server as an upstream: its execute_code called from python and node; the key stays out', withLog(S, async () => {
+    test('a second instance of this server as an upstream: its execute_code called from python and node; the key stays out', withFixtureLog(S, async () => {
         const hex = Buffer.from(INNER_KEY).toString('hex'); // the code never holds the key literally
         const { r, out } = await pyJson(client, `
 import json, os, subprocess, mcp_tools

@@ -21,7 +21,7 @@ import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { lookup } from 'node:dns/promises';
 import { join } from 'node:path';
-import { startServer, exec, randomSecret, sleep } from '../lib/server.js';
+import { startServer, exec, randomSecret, sleep, withLog } from '../lib/server.js';
 import { makeBase, callTool } from '../lib/server3.js';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -168,18 +168,6 @@ async function until(cond, ms, step = 50) {
     return true;
 }
 
-/** Adds the server's log tail to a failing test's message. */
-function withLog(getServer, body) {
-    return async (t) => {
-        try {
-            await body(t);
-        } catch (e) {
-            const s = getServer();
-            if (s) e.message += `\n--- server log (tail) ---\n${s.log().slice(-4000)}`;
-            throw e;
-        }
-    };
-}
 
 /** The egress environment a caller's runtime_info shows. */
 async function networkInfo(client) {

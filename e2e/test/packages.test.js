@@ -23,7 +23,7 @@ import { createServer as createNetServer } from 'node:net';
 import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { join } from 'node:path';
-import { startServer, exec, randomSecret, sleep } from '../lib/server.js';
+import { startServer, exec, randomSecret, sleep, withLog } from '../lib/server.js';
 import { makeBase, restClient, callTool } from '../lib/server3.js';
 import { startPypiIndex } from '../fixtures/pypi-index.mjs';
 import { startNpmRegistry } from '../fixtures/npm-registry.mjs';
@@ -83,18 +83,6 @@ const show = (r) => JSON.stringify({
     installMs: r.sc?.installMs,
 }, null, 1);
 
-/** Adds the server's log tail to a failing test's message. */
-function withLog(getServer, body) {
-    return async (t) => {
-        try {
-            await body(t);
-        } catch (e) {
-            const s = getServer();
-            if (s) e.message += `\n--- server log (tail) ---\n${s.log().slice(-5000)}`;
-            throw e;
-        }
-    };
-}
 
 /** Connects an SDK client; a failure carries the server's log tail (a hook's error has no withLog). */
 async function connect(server, opts = {}) {

@@ -283,7 +283,19 @@ public final class LocalExecutor implements Executor {
 
     @Override
     public Map<String, Object> runtimeInfo() {
-        return info.snapshot(running(), queued());
+        Map<String, Object> m = info.snapshot(running(), queued());
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("available", packages.isPresent());
+        packagesUnavailable.ifPresent(r -> p.put("reason", r));
+        if (packages.isPresent()) {
+            p.put("languages", List.of("python (pip requirements, wheels only)", "nodejs", "typescript (npm packages)"));
+            p.put("indexPython", config.get(Config.PACKAGE_INDEX_PYTHON));
+            p.put("registryNpm", config.get(Config.PACKAGE_REGISTRY_NPM));
+            p.put("note", "declare what the code needs in execute_code's `packages`; a set is installed once, "
+                    + "then reused by every run that declares it");
+        }
+        m.put("packages", p);
+        return m;
     }
 
     /** Per language: target, ready, starting, served, missed (ran cold), ...; or why there is no pool. */

@@ -109,6 +109,7 @@ class PackageInstallsTest {
     @Test
     void installedOnceThenFromTheStoreWithDependenciesAndTwoVersionsSideBySide() throws Exception {
         LocalExecutor e = executor();
+        assertThat(((Map<?, ?>) e.runtimeInfo().get("packages")).get("available")).isEqualTo(true);
         ExecutionResult first = await(e.submit(withPackages(e, "import tinylib; print(tinylib.VERSION)", "tinylib==1.0"), null));
         assertThat(first.stdout()).as(first.stderr()).isEqualTo("1.0\n");
         assertThat(first.packages()).isPresent();
@@ -291,6 +292,7 @@ class PackageInstallsTest {
     @Test
     void otherLanguagesAndUnavailableServersRefuseClearly() {
         LocalExecutor e = executor("PACKAGES", "off");
+        assertThat(e.runtimeInfo().get("packages")).isEqualTo(Map.of("available", false, "reason", "PACKAGES=off on this server"));
         ExecutionRequest r = withPackages(e, "print(1)", "tinylib==1.0");
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> e.submit(r, null))
                 .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("PACKAGES=off");
