@@ -115,10 +115,14 @@ public final class LocalExecutor implements Executor {
         this.startup = StartupWork.start(data, languages, placeholders, config.get(Config.MEMORY_LIMIT_MB),
                 virtualThreads);
         this.progressInterval = Duration.ofMillis(config.get(Config.PROGRESS_INTERVAL_MS));
+        this.egress = egressChannels(config, data, codeTools.isPresent());
+        // installs need a channel even where runs get none (EGRESS=off, no code tools): then one for them only, so
+        // that runs' sandboxes stay without any (no socket, no proxy variables)
         boolean wantsPackages = config.get(Config.PACKAGES).equals("on") && sandbox.name().equals("bwrap");
-        this.egress = egressChannels(config, data, codeTools.isPresent() || wantsPackages);
-        this.packagesUnavailable = PackageInstalls.unavailable(config, sandbox, egress);
-        this.packages = PackageInstalls.create(config, sandbox, data, egress);
+        Optional<EgressChannels> installChannels = egress.isPresent() || !wantsPackages ? egress
+                : egressChannels(config, data, true);
+        this.packagesUnavailable = PackageInstalls.unavailable(config, sandbox, installChannels);
+        this.packages = PackageInstalls.create(config, sandbox, data, installChannels);
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),

@@ -145,8 +145,11 @@ class PackageInstallsTest {
         assertThat(e.awaitWarmPool(java.time.Duration.ofSeconds(30))).isTrue();
         assertThat(pythonPool(e).get("servesPackages")).isEqualTo(true);
         long served = ((Number) pythonPool(e).get("served")).longValue();
-        ExecutionResult r = await(e.submit(withPackages(e, "import sys, tinylib\nprint(tinylib.VERSION, sys.path[1])", "tinylib==1.0"), null));
-        assertThat(r.stdout()).as(r.stderr()).isEqualTo("1.0 /opt/codeexec-packages/site\n");
+        ExecutionResult r = await(e.submit(withPackages(e, "import os, sys, tinylib\nprint(tinylib.VERSION, sys.path[1], "
+                + "'HTTP_PROXY' in os.environ, os.path.exists('/run/codeexec/egress.sock'))", "tinylib==1.0"), null));
+        // the install had its channel; the run (EGRESS=off) has none: no proxy variables, no socket
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("1.0 /opt/codeexec-packages/site False False\n");
+        assertThat(r.network()).isEmpty();
         assertThat(((Number) pythonPool(e).get("served")).longValue())
                 .as("served by the pool").isEqualTo(served + 1);
         // the next warm sandbox has nothing mounted: a run without packages does not see the set
