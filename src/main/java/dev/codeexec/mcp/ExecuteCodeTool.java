@@ -93,7 +93,10 @@ final class ExecuteCodeTool {
                         + "variables, imports and functions stay for the next call; the value of a final expression "
                         + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images. "
                         + "A timeout interrupts the call and keeps the session. See session_list, session_reset, "
-                        + "session_close. " + network + tools;
+                        + "session_close. A library that is not preinstalled (runtime_info lists what is): name it "
+                        + "in `packages` (pip requirements for python, npm packages for nodejs/typescript) instead of "
+                        + "installing it in the code; the first run with a set installs it, later ones reuse it at once. "
+                        + network + tools;
     }
 
     SyncToolSpecification specification() {
