@@ -120,7 +120,7 @@ public final class LocalExecutor implements Executor {
         // that runs' sandboxes stay without any (no socket, no proxy variables)
         boolean wantsPackages = config.get(Config.PACKAGES).equals("on") && sandbox.name().equals("bwrap");
         Optional<EgressChannels> installChannels = egress.isPresent() || !wantsPackages ? egress
-                : egressChannels(config, data, true);
+                : installChannels(config, data);
         this.packagesUnavailable = PackageInstalls.unavailable(config, sandbox, installChannels);
         this.packages = PackageInstalls.create(config, sandbox, data, installChannels);
         this.sessions = new Sessions(sandbox, placeholders, virtualThreads, config.get(Config.MAX_SESSIONS),
@@ -149,6 +149,20 @@ public final class LocalExecutor implements Executor {
                     data.runtime().resolve("codeexec_egress_node.js"), codeTools);
         } catch (IOException e) {
             throw new ConfigException("EGRESS=on, but the egress proxy cannot be prepared: " + e.getMessage());
+        }
+    }
+
+    /**
+     * Channels for installs alone (runs have none): a server that cannot prepare them still starts, and runs that
+     * declare packages are refused with the reason (runtime_info shows it).
+     */
+    private static Optional<EgressChannels> installChannels(Config config, DataDir data) {
+        try {
+            return EgressChannels.of(EgressSettings.of(config), data.egress(),
+                    data.runtime().resolve("codeexec_egress_node.js"), true);
+        } catch (IOException e) {
+            log.warn("declared packages are unavailable: the install's channel cannot be prepared: {}", e.toString());
+            return Optional.empty();
         }
     }
 
