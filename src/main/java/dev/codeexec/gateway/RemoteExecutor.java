@@ -80,6 +80,8 @@ public final class RemoteExecutor implements Executor {
     private final Languages languages;
     private final Duration queueTimeout;
     private final Duration slack;
+    /** INSTALL_TIMEOUT_MS: how much longer a call with packages may take (the workers' setting should be the same). */
+    private final Duration installTimeout;
     private final Duration shutdownGrace;
     private final Set<RemoteRun> inFlight = ConcurrentHashMap.newKeySet();
     /** Session → the worker process (instance id) it was last seen on; what session_worker sends. */
@@ -108,6 +110,7 @@ public final class RemoteExecutor implements Executor {
         this.shutdownGrace = Duration.ofSeconds(config.get(Config.SHUTDOWN_GRACE_SECONDS));
         this.sessionIdle = Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS));
         this.slack = slack;
+        this.installTimeout = Duration.ofMillis(config.get(Config.INSTALL_TIMEOUT_MS));
         this.stateless = channels.stateless();
         // Connected now, not on the first call: a channel that leaves IDLE with a burst of calls gives them all to
         // the first worker whose connection is READY (a fresh gateway sent 29 of 30 calls to one of three workers)
@@ -155,7 +158,9 @@ public final class RemoteExecutor implements Executor {
         if (closed) throw new ExecutionException.Unavailable("the server is shutting down");
         Optional<SessionRef> session = request.session();
         ExecuteRequest proto = WireFormat.toProto(request, session.flatMap(this::pinOf));
-        Duration deadline = request.limits().timeout().plus(queueTimeout).plus(slack);
+        Duration deadline = request.limits().timeout().plus(queueTimeout).plus(slack)
+                // a run with packages may first wait for their install on the worker
+                .plus(request.packages().isPresent() ? installTimeout : Duration.ZERO);
         CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS);
         Channel channel = stateless;
         if (session.isPresent()) {
@@ -464,7 +469,8 @@ public final class RemoteExecutor implements Executor {
             md.put(WorkerChannels.SESSION_KEY, sessionKey(new SessionRef(tenant, name)));
             WorkerGrpc.WorkerBlockingStub stub = WorkerGrpc.newBlockingStub(sessionChannel)
                     .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md))
-                    .withDeadlineAfter(SESSION_CALL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS);
+                    .withDeadlineAfter(SESSION_CALL_DEADLINE.plus(packages != null && packages.isPresent()
+                            ? installTimeout : Duration.ZERO).toMillis(), TimeUnit.MILLISECONDS);
             SessionRequest.Builder rb = SessionRequest.newBuilder().setTenant(tenant).setName(name);
             if (packages != null) rb.setSetPackages(true).addAllPackages(packages.map(dev.codeexec.packages.PackageSet::specs).orElse(List.of()));
             SessionRequest req = rb.build();
