@@ -194,7 +194,8 @@ public final class Config {
             "MiB the package store (DATA_DIR/packages) may hold; past it the least recently used sets go first, never "
                     + "one a run or session is using.");
     public static final ConfigKey<Integer> INSTALL_TIMEOUT_MS = ConfigKey.integer("INSTALL_TIMEOUT_MS", 300000, 1000, 3600000,
-            "How long one install of a package set may take; the run that asked ends with `failed_to_start`.");
+            "How long one install of a package set may take; the run that asked ends with `failed_to_start`. A "
+                    + "gateway adds it to the deadline of a call with packages: give gateway and workers the same value.");
     public static final ConfigKey<Integer> INSTALL_DISK_MB = ConfigKey.integer("INSTALL_DISK_MB", 2048, 1, 1048576,
             "MiB one install may write (what it downloads and unpacks); over it the install is stopped and fails.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
