@@ -141,17 +141,17 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
         executor.packageStore().ifPresent(store -> {
             // Prometheus names: codeexec_package_installs_total, codeexec_package_store_{hits,misses,evictions}_total,
             // codeexec_package_install_failures_total, codeexec_package_store_bytes
-            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.installs", store, st -> st.counts().get("installs"))
+            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.installs", store, st -> st.counter("installs"))
                     .description("Package sets installed into the store").register(registry);
-            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.install.failures", store, st -> st.counts().get("failures"))
+            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.install.failures", store, st -> st.counter("failures"))
                     .description("Package installs that failed (nothing stored)").register(registry);
-            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.store.hits", store, st -> st.counts().get("hits"))
+            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.store.hits", store, st -> st.counter("hits"))
                     .description("Runs whose package set came from the store").register(registry);
-            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.store.misses", store, st -> st.counts().get("misses"))
+            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.store.misses", store, st -> st.counter("misses"))
                     .description("Runs whose package set had to be installed").register(registry);
-            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.store.evictions", store, st -> st.counts().get("evictions"))
+            io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.store.evictions", store, st -> st.counter("evictions"))
                     .description("Store entries evicted to stay under PACKAGE_STORE_MB").register(registry);
-            Gauge.builder("codeexec.package.store", store, st -> st.counts().get("bytes")).baseUnit("bytes").strongReference(true)
+            Gauge.builder("codeexec.package.store", store, dev.codeexec.packages.PackageStore::bytes).baseUnit("bytes").strongReference(true)
                     .description("Bytes the package store holds").register(registry);
         });
         workerUp = MultiGauge.builder("codeexec.worker.up").description("1 when the worker is healthy, else 0")

@@ -280,13 +280,26 @@ public final class PackageStore {
     /** Counts for metrics: installs, failed installs, hits, misses, evictions, and the store's bytes now. */
     public Map<String, Long> counts() {
         Map<String, Long> m = new LinkedHashMap<>();
-        m.put("installs", installs.get());
-        m.put("failures", failures.get());
-        m.put("hits", hits.get());
-        m.put("misses", misses.get());
-        m.put("evictions", evictions.get());
-        m.put("bytes", list().stream().mapToLong(Entry::bytes).sum());
+        for (String name : List.of("installs", "failures", "hits", "misses", "evictions")) m.put(name, counter(name));
+        m.put("bytes", bytes());
         return m;
+    }
+
+    /** One of the counters of {@link #counts} (installs, failures, hits, misses, evictions), without reading the store. */
+    public long counter(String name) {
+        return switch (name) {
+            case "installs" -> installs.get();
+            case "failures" -> failures.get();
+            case "hits" -> hits.get();
+            case "misses" -> misses.get();
+            case "evictions" -> evictions.get();
+            default -> throw new IllegalArgumentException("no counter " + name);
+        };
+    }
+
+    /** The bytes of the installed files of every entry (what maxBytes bounds); reads each entry's manifest. */
+    public long bytes() {
+        return list().stream().mapToLong(Entry::bytes).sum();
     }
 
     private Entry manifest(Path dir) {
