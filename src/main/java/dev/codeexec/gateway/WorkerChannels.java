@@ -141,8 +141,10 @@ final class WorkerChannels {
 
     /**
      * Stateless runs: WORKER_BALANCING over workers that pass health checks, and a retry of Execute on
-     * UNAVAILABLE / RESOURCE_EXHAUSTED. grpc retries a call only until the first response message arrives; a
-     * worker sends {@code accepted} before the run starts, so a retried run has never run anywhere.
+     * UNAVAILABLE / RESOURCE_EXHAUSTED / CANCELLED. grpc retries a call only until the first response message
+     * arrives; a worker sends {@code accepted} before the run starts, so a retried run has never run anywhere.
+     * CANCELLED before that is a worker going down with the call in hand (its server resets open streams); a
+     * cancel of this gateway's own is never retried by grpc.
      */
     ManagedChannel stateless() {
         Map<String, Object> child = "least_request".equals(balancing)
@@ -154,7 +156,7 @@ final class WorkerChannels {
         Map<String, Object> serviceConfig = Map.of(
                 "loadBalancingConfig", List.of(Map.of(wrapped, child.get(childName))),
                 "healthCheckConfig", Map.of("serviceName", SERVICE),
-                "methodConfig", executeRetry(5, "0.05s", "UNAVAILABLE", "RESOURCE_EXHAUSTED"));
+                "methodConfig", executeRetry(5, "0.05s", "UNAVAILABLE", "RESOURCE_EXHAUSTED", "CANCELLED"));
         return balanced(serviceConfig);
     }
 

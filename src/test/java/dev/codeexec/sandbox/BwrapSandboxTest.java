@@ -111,7 +111,13 @@ class BwrapSandboxTest {
             assertThat(firstLine(b)).as("the uid seen inside").isEqualTo("65534");
             List<Long> hostUids = new ArrayList<>();
             for (long pid : processesOfSandboxUid()) {
-                for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status")))
+                List<String> status;
+                try {
+                    status = Files.readAllLines(Path.of("/proc/" + pid + "/status"));
+                } catch (java.nio.file.NoSuchFileException ended) {
+                    continue; // a short-lived child (id -u) that ended after it was listed; both shells live on
+                }
+                for (String line : status)
                     if (line.startsWith("Uid:")) hostUids.add(Long.parseLong(line.split("\\s+")[1]));
             }
             assertThat(new java.util.TreeSet<>(hostUids)).as("host uids of the two sandboxes' processes").hasSize(2)
