@@ -13,13 +13,12 @@
 // BENCH_CASES (comma list, default all), BENCH_JSON (write the figures there too), BENCH_PANDAS_ITERATIONS (10),
 // BENCH_SESSION_ITERATIONS (100), BENCH_SESSION_WARMUP (3000 session calls before the steady-state timing),
 // BENCH_ISSUE4 (0 skips the pandas, session and memory parts).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir, loadavg, cpus } from 'node:os';
 import { join } from 'node:path';
 import { startServer, sleep } from '../lib/server.js';
 import { RawSession } from '../lib/rawmcp.js';
-import { pct, throughput as measureThroughput } from './measure.js';
+import { pct, throughput as measureThroughput, bareRun as bareRunIn, sideBySide, sample, timeIt, fmt, writeJson } from './measure.js';
 
 const N = Number(process.env.BENCH_ITERATIONS || 30);
 const WARMUP = Number(process.env.BENCH_WARMUP || 3);
@@ -54,24 +53,7 @@ const CASES = [
     { name: 'go hello', language: 'go', code: GO_HELLO, bare: [GO, ['run', goSource], goEnv], iterations: Math.min(N, 15) },
 ].filter((c) => !process.env.BENCH_CASES || process.env.BENCH_CASES.split(',').some((x) => c.name.startsWith(x.trim())));
 
-function bareRun([cmd, args, env]) {
-    return new Promise((res, rej) => {
-        const child = spawn(cmd, args, { env, cwd: scratch, stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (b) => { out += b; });
-        child.stderr.on('data', (b) => { err += b; });
-        child.on('error', rej);
-        child.on('close', (code) => (code === 0 && out.trim() === 'hello' ? res() : rej(new Error(`${cmd} exited ${code}: ${err}`))));
-    });
-}
-
-async function timeIt(fn) {
-    const t = process.hrtime.bigint();
-    await fn();
-    return Number(process.hrtime.bigint() - t) / 1e6;
-}
-
+const bareRun = (spec) => bareRunIn(spec, { cwd: scratch });
 
 /** Interleaves MCP and bare samples so that machine noise hits both sides alike. */
 async function latency(session, c, server) {
@@ -83,16 +65,8 @@ async function latency(session, c, server) {
         await session.execute(c.language, c.code, opts);
         await bareRun(c.bare);
     }
-    const mcp = [];
-    const bare = [];
-    const run = []; // the server's own durationMs: sandbox + program, without HTTP, JSON-RPC and queueing
-    for (let i = 0; i < n; i++) {
-        let sc;
-        await ready();
-        mcp.push(await timeIt(async () => { sc = await session.execute(c.language, c.code, opts); }));
-        run.push(sc.durationMs);
-        bare.push(await timeIt(() => bareRun(c.bare)));
-    }
+    const { mcp, bare, results } = await sideBySide(n, () => session.execute(c.language, c.code, opts), () => bareRun(c.bare), ready);
+    const run = results.map((sc) => sc.durationMs); // the server's own: sandbox + program, without HTTP, JSON-RPC and queueing
     return { n, mcp: { p50: pct(mcp, 50), p95: pct(mcp, 95) }, bare: { p50: pct(bare, 50), p95: pct(bare, 95) },
         serverDurationMs: { p50: pct(run, 50) } };
 }
@@ -177,18 +151,7 @@ function pssOf(marker) {
     return { bytes, processes: chosen.size };
 }
 
-/** p50/p95 of `n` timed calls of `fn`, each after an untimed `prepare`. */
-async function sample(n, fn, prepare = async () => {}) {
-    const t = [];
-    for (let i = 0; i < n; i++) {
-        await prepare();
-        t.push(await timeIt(fn));
-    }
-    return { n, p50: pct(t, 50), p95: pct(t, 95) };
-}
-
 const MiB = (b) => `${(b / 1048576).toFixed(1)} MiB`;
-const fmt = (ms) => `${ms.toFixed(1)} ms`.padStart(10);
 
 async function main() {
     // One DATA_DIR for the benchmark's servers (startServer leaves a shared one in place): the Go cache is warmed once.
@@ -244,7 +207,7 @@ async function main() {
     if (py) lines.push(`bar (issue #2): python p50 ratio ${py.ratioP50.toFixed(2)}x <= 3.0: ${py.ratioP50 <= 3 ? 'PASS' : 'FAIL'}; throughput ratio ${t.ratio.toFixed(2)}x >= 0.4: ${t.ratio >= 0.4 ? 'PASS' : 'FAIL'}`);
     if (ISSUE4) lines.push(...issue4Lines(results, py, t));
     console.log(lines.join('\n'));
-    if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, JSON.stringify(results, null, 2));
+    if (process.env.BENCH_JSON) writeJson(process.env.BENCH_JSON, results);
 }
 
 /**

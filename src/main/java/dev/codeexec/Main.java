@@ -47,6 +47,7 @@ public final class Main {
 
     public static void main(String[] args) {
         if (args.length > 0 && args[0].equals("worker")) System.exit(WorkerMain.run(System.getenv()));
+        if (args.length > 0 && args[0].equals("train-aot")) System.exit(AotTraining.run(System.getenv()));
         if (args.length > 0) System.exit(KeysCommand.run(List.of(args), System.getenv(), System.out, System.err));
         System.exit(run(System.getenv(), Main::wire));
     }

@@ -216,7 +216,8 @@ final class GoCacheWarmer {
 
     /** Runs one warm-up step; returns null on success, else what went wrong. */
     private String run(List<String> argv, Path dir, Map<String, String> env) throws IOException, InterruptedException {
-        ProcessBuilder pb = new ProcessBuilder(argv).directory(dir.toFile()).redirectErrorStream(true);
+        ProcessBuilder pb = new ProcessBuilder(StartupProcesses.background(argv)).directory(dir.toFile())
+                .redirectErrorStream(true);
         pb.environment().clear();
         pb.environment().putAll(env);
         Process p = pb.start();

@@ -41,7 +41,14 @@ final class LanguageWarmup {
         Path work = null;
         Path produces = Path.of(Placeholders.fill(w.produces(), placeholders));
         Path output = DataDir.tempFor(produces);
+        Path marker = madeFor(produces);
         try {
+            String wanted = markerText(w, placeholders);
+            if (Files.isRegularFile(produces) && Files.isRegularFile(marker)
+                    && Files.readString(marker).equals(wanted)) {
+                log.info("{} warm-up: {} is current", lang.id(), produces);
+                return true;
+            }
             Files.createDirectories(scratchDir);
             work = Files.createTempDirectory(scratchDir, "warmup-" + lang.id());
             Path program = work.resolve("Main." + lang.fileExtension());
@@ -55,7 +62,8 @@ final class LanguageWarmup {
             Map<String, String> env = new LinkedHashMap<>(Language.baseEnvironment(work.toString()));
             lang.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
             w.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
-            ProcessBuilder pb = new ProcessBuilder(Placeholders.fill(w.argv(), ph)).directory(work.toFile())
+            ProcessBuilder pb = new ProcessBuilder(StartupProcesses.background(Placeholders.fill(w.argv(), ph)))
+                    .directory(work.toFile())
                     .redirectErrorStream(true).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
             pb.environment().clear();
             pb.environment().putAll(env);
@@ -75,6 +83,7 @@ final class LanguageWarmup {
                 return false;
             }
             DataDir.publish(output, produces, "rw-r--r--");
+            DataDir.write(marker, wanted.getBytes(java.nio.charset.StandardCharsets.UTF_8), "rw-r--r--");
             log.info("{} warm-up done in {} ms: {} ({} KB)", lang.id(), (System.nanoTime() - t0) / 1_000_000,
                     produces, Files.size(produces) / 1024);
             return true;
@@ -87,6 +96,41 @@ final class LanguageWarmup {
         } finally {
             if (work != null) DataDir.deleteTree(work);
             removeLeftovers(output);
+        }
+    }
+
+    /** Beside {@code produces}: what it was made for ({@link #markerText}). */
+    static Path madeFor(Path produces) {
+        return produces.resolveSibling(produces.getFileName() + ".made-for");
+    }
+
+    /**
+     * What a warm-up's output depends on: its program, its command and environment, the heap size, and the files
+     * its command names (small ones by content, as the engine's scripts in runtimeDir are rewritten at every
+     * start; large ones, the runtimes' binaries, by size and time). When all are unchanged, a server started again
+     * on the same DATA_DIR keeps the output instead of making it again: a desktop client starts the server for
+     * every conversation, and the Java warm-up alone takes ~18 s of CPU.
+     */
+    static String markerText(Language.Warmup w, Map<String, String> placeholders) throws IOException {
+        StringBuilder s = new StringBuilder(w.program()).append('\n').append(w.argv()).append('\n').append(w.env())
+                .append("\nheapMb=").append(placeholders.get("heapMb")).append('\n');
+        for (String arg : Placeholders.fill(w.argv(), placeholders)) {
+            Path f = Path.of(arg);
+            if (!f.isAbsolute() || !Files.isRegularFile(f)) continue;
+            long size = Files.size(f);
+            s.append(arg).append(' ');
+            if (size < (1 << 20)) s.append(java.util.HexFormat.of().formatHex(sha256(Files.readAllBytes(f))));
+            else s.append(size).append(' ').append(Files.getLastModifiedTime(f).toMillis());
+            s.append('\n');
+        }
+        return s.toString();
+    }
+
+    private static byte[] sha256(byte[] b) {
+        try {
+            return java.security.MessageDigest.getInstance("SHA-256").digest(b);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
     }
 

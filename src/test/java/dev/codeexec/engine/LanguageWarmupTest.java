@@ -56,7 +56,7 @@ class LanguageWarmupTest {
         assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(cache))).isEqualTo("rw-r--r--");
         try (var files = Files.list(runtimeDir)) {
             assertThat(files.map(p -> p.getFileName().toString())).containsExactlyInAnyOrder("ts-loader.js",
-                    "typescript.v8cache");
+                    "typescript.v8cache", "typescript.v8cache.made-for");
         }
         String code = "const n: number = 6 * 7; console.log(n)";
         assertThat(run(ts, ph, work, code)).isEqualTo("0|42\n|");
@@ -78,6 +78,38 @@ class LanguageWarmupTest {
         assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
         Files.write(cache, new byte[] {1, 2, 3, 4});
         assertThat(run(java, ph, work, code)).isEqualTo("0|hi\n|");
+    }
+
+    /** A warm-up that counts its runs in a file beside its output. */
+    private static Language counting(String program, Path runs) {
+        return new Language("x", List.of(), "sh", java.util.Optional.empty(), List.of("/bin/sh", "{file}"),
+                List.of(), Map.of(), List.of(), java.util.Optional.of(new Language.Warmup(
+                program + "\necho run >> '" + runs + "'; echo made > \"$1\"\n",
+                List.of("/bin/sh", "{file}", "{output}", "{runtimeDir}/tool.sh"), Map.of(),
+                "{runtimeDir}/x.cache")));
+    }
+
+    @Test
+    void aCurrentOutputIsKeptAndAChangeOfProgramOrNamedFileMakesItAgain(@TempDir Path runtimeDir) throws Exception {
+        Map<String, String> ph = Map.of("runtimeDir", runtimeDir.toString(), "heapMb", "256");
+        Path runs = runtimeDir.resolve("runs");
+        Path tool = Files.writeString(runtimeDir.resolve("tool.sh"), "v1");
+        assertThat(LanguageWarmup.run(counting("true", runs), ph, runtimeDir.resolve("s"), new StartupProcesses()))
+                .isTrue();
+        assertThat(LanguageWarmup.run(counting("true", runs), ph, runtimeDir.resolve("s"), new StartupProcesses()))
+                .isTrue();
+        assertThat(Files.readAllLines(runs)).as("the second start keeps the output").hasSize(1);
+        assertThat(LanguageWarmup.run(counting(": changed", runs), ph, runtimeDir.resolve("s"),
+                new StartupProcesses())).isTrue();
+        assertThat(Files.readAllLines(runs)).as("a changed program makes it again").hasSize(2);
+        Files.writeString(tool, "v2");
+        assertThat(LanguageWarmup.run(counting(": changed", runs), ph, runtimeDir.resolve("s"),
+                new StartupProcesses())).isTrue();
+        assertThat(Files.readAllLines(runs)).as("a changed file its command names makes it again").hasSize(3);
+        Files.delete(runtimeDir.resolve("x.cache"));
+        assertThat(LanguageWarmup.run(counting(": changed", runs), ph, runtimeDir.resolve("s"),
+                new StartupProcesses())).isTrue();
+        assertThat(Files.readAllLines(runs)).as("a missing output is made again").hasSize(4);
     }
 
     @Test
