@@ -9,15 +9,15 @@
 //      the bare spawn (for the compiled languages the same compile and run commands as the server's languages table,
 //      with warm caches), so that drift hits both sides.
 //   3. a new python session on a new server: its calls 1-50.
-//   4. python hello at concurrency 4 over a new server's first BENCH_FRESH_THROUGHPUT_RUNS runs, then the bare spawn's
-//      rate at concurrency 4 right after.
+//   4. python hello at concurrency 4 over a new server's first BENCH_FRESH_THROUGHPUT_RUNS runs (or as many as
+//      BENCH_FRESH_THROUGHPUT_SECONDS allow), then the bare spawn's rate at concurrency 4 over as many runs right after.
 // Goals (issue 20) are checked on the last line. Servers run one after the other (2 cores); each is stopped, and its
 // DATA_DIR removed, before the next one starts, also when a step fails.
 //
 // Environment: BENCH_FRESH_STARTS (3 starts per start figure), BENCH_FRESH_CALLS (100 python/node/shell/bash calls),
 // BENCH_FRESH_COMPILED_CALLS (20 typescript/go/java/c calls), BENCH_FRESH_SESSION_CALLS (50),
-// BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_JSON (adds a `fresh` object to that file), CODE_EXEC_JAR,
-// JAVA_HOME (the server's JDK).
+// BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_FRESH_THROUGHPUT_SECONDS (120, a cap per side), BENCH_JSON
+// (adds a `fresh` object to that file), CODE_EXEC_JAR, JAVA_HOME (the server's JDK).
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, loadavg, cpus } from 'node:os';
@@ -31,6 +31,8 @@ const CALLS = Number(process.env.BENCH_FRESH_CALLS || 100);
 const COMPILED_CALLS = Number(process.env.BENCH_FRESH_COMPILED_CALLS || 20);
 const SESSION_CALLS = Number(process.env.BENCH_FRESH_SESSION_CALLS || 50);
 const TP_RUNS = Number(process.env.BENCH_FRESH_THROUGHPUT_RUNS || 2000);
+// A cap for a slow or busy machine (2,000 runs take ~35 s on a quiet one); the bare side then does as many runs.
+const TP_SECONDS = Number(process.env.BENCH_FRESH_THROUGHPUT_SECONDS || 120);
 const CONCURRENCY = 4;
 const RSS_AFTER_MS = 5000;
 const POLL_MS = 20;
@@ -415,14 +417,14 @@ async function throughputOfFreshServer(out) {
     log(`throughput: python hello at concurrency ${CONCURRENCY} over a new server's first ${TP_RUNS} runs ...`);
     const mcp = await withServer(d, async (server) => {
         const s = await new RawSession(server.url, server.apiKey).open();
-        const r = await throughput(() => s.execute('python', 'print("hello")'), TP_RUNS, Infinity, CONCURRENCY);
+        const r = await throughput(() => s.execute('python', 'print("hello")'), TP_RUNS, TP_SECONDS, CONCURRENCY);
         r.startupWorkAtEnd = server.startupChildren().length; // still compiling the Go cache etc. at the end?
         return r;
     });
     dropDataDir(d);
-    log(`throughput: the bare spawn at concurrency ${CONCURRENCY}, ${TP_RUNS} runs ...`);
-    const b = await throughput(() => bare(PY_BARE), TP_RUNS, Infinity, CONCURRENCY);
-    out.throughput = { concurrency: CONCURRENCY, runs: TP_RUNS, mcpRunsPerSecond: mcp.runs / mcp.seconds, mcpSeconds: mcp.seconds,
+    log(`throughput: the bare spawn at concurrency ${CONCURRENCY}, ${mcp.runs} runs ...`);
+    const b = await throughput(() => bare(PY_BARE), mcp.runs, TP_SECONDS, CONCURRENCY);
+    out.throughput = { concurrency: CONCURRENCY, runs: mcp.runs, bareRuns: b.runs, mcpRunsPerSecond: mcp.runs / mcp.seconds, mcpSeconds: mcp.seconds,
         bareRunsPerSecond: b.runs / b.seconds, bareSeconds: b.seconds, startupProcessesAtEnd: mcp.startupWorkAtEnd };
     out.throughput.ratio = out.throughput.mcpRunsPerSecond / out.throughput.bareRunsPerSecond;
 }
@@ -480,7 +482,7 @@ function report(out) {
     const ss = out.session;
     lines.push(`python session, calls 1-${ss.n} of a new server: p50 ${ss.p50.toFixed(2)} ms, p95 ${ss.p95.toFixed(2)} ms, 1st call (x = 1, starts it) ${ss.firstCall.toFixed(1)} ms, calls 2-${ss.n} p50 ${ss.p50Calls2On.toFixed(2)} ms, run p50 ${ss.serverDurationP50.toFixed(1)} ms`);
     const t = out.throughput;
-    lines.push(`throughput python hello, concurrency ${t.concurrency}, a new server's first ${t.runs} runs: MCP ${t.mcpRunsPerSecond.toFixed(1)} runs/s (${t.mcpSeconds.toFixed(1)} s), `
+    lines.push(`throughput python hello, concurrency ${t.concurrency}, a new server's first ${t.runs} runs${t.runs < TP_RUNS ? ` (of ${TP_RUNS}: capped at ${TP_SECONDS} s)` : ''}: MCP ${t.mcpRunsPerSecond.toFixed(1)} runs/s (${t.mcpSeconds.toFixed(1)} s), `
         + `bare ${t.bareRunsPerSecond.toFixed(1)} runs/s (${t.bareSeconds.toFixed(1)} s), ratio ${ratio(t.ratio)}${t.startupProcessesAtEnd ? ` (start-up work still running at the end: ${t.startupProcessesAtEnd} processes)` : ''}`);
     // the goals of issue 20
     const goals = [];

@@ -1,6 +1,6 @@
 // Issue #4, warm pool, end to end: the real jar, real HTTP, the official TypeScript MCP SDK client. Three servers,
 // one after the other (2 cores): WARM_POOL=off for the cold reference results; the default pool
-// (python=2,nodejs=1) with MEMORY_LIMIT_MB=128 and a WORKSPACE_ROOT; WARM_POOL=python=1 with
+// (python=2,nodejs=1,shell=1,bash=1) with MEMORY_LIMIT_MB=128 and a WORKSPACE_ROOT; WARM_POOL=python=1 with
 // WARM_PRELOAD_PYTHON=numpy. A call counts as warm only when the pool's `served` counter (runtime_info) went up
 // by one for it, and the suite waits for a ready sandbox (/healthz) before each such call.
 import { describe, test, before, after } from 'node:test';
@@ -67,6 +67,10 @@ const CORPUS = [
     ].join('\n') },
     { name: 'node process.exit(4), exitCode, rejected promise', language: 'nodejs', code: 'console.log("a");\nprocess.exitCode = 2;\nsetTimeout(() => process.exit(4), 10);\n' },
     { name: 'node unhandled rejection', language: 'nodejs', code: 'Promise.reject(new TypeError("nope"));\n' },
+    // shell and bash: pooled as sandboxes whose init waits for the run's command (no warm interpreter)
+    { name: 'shell args, stdin, file, fds, uid, exit code', language: 'shell', args: ['a b', 'c'], stdin: 'in 1\nin 2\n',
+        code: 'echo "$0" "$#" "$1"; pwd; cat; ls /proc/self/fd; id -u; ls -l "$0" | cut -c1-10; env | sort; exit 3' },
+    { name: 'bash stderr and a failing command', language: 'bash', code: 'echo "${BASH_VERSINFO[0]}" "$@"; echo err >&2; false' },
     { name: 'node environment', language: 'nodejs', code: 'console.log(Object.entries(process.env).sort());\nconsole.log(typeof require, typeof module, typeof exports, this === module.exports);\n' },
 ];
 
@@ -120,7 +124,7 @@ describe('reference: WARM_POOL=off', () => {
     });
 });
 
-describe('default pool (python=2,nodejs=1), MEMORY_LIMIT_MB=128, workspaces', () => {
+describe('default pool (python=2,nodejs=1,shell=1,bash=1), MEMORY_LIMIT_MB=128, workspaces', () => {
     let server; let client;
     before(async () => {
         server = await startServer({ MEMORY_LIMIT_MB: String(MEMORY_LIMIT_MB), DATA_DIR: base.dataDir,
@@ -135,8 +139,11 @@ describe('default pool (python=2,nodejs=1), MEMORY_LIMIT_MB=128, workspaces', ()
     test('runtime_info and /healthz show the pool levels; they reach their targets', async () => {
         assert.ok(await server.waitWarm('python', 2, 60_000), 'python pool full');
         assert.ok(await server.waitWarm('nodejs', 1, 60_000), 'nodejs pool full');
+        assert.ok(await server.waitWarm('shell', 1, 60_000), 'shell pool full');
+        assert.ok(await server.waitWarm('bash', 1, 60_000), 'bash pool full');
         const h = (await server.healthz()).body.warmPool;
-        assert.deepEqual(h, { python: { ready: 2, target: 2 }, nodejs: { ready: 1, target: 1 } });
+        assert.deepEqual(h, { python: { ready: 2, target: 2 }, nodejs: { ready: 1, target: 1 },
+            shell: { ready: 1, target: 1 }, bash: { ready: 1, target: 1 } });
         const info = await poolInfo(client);
         assert.equal(info.enabled, true);
         assert.equal(info.workspaces, true);

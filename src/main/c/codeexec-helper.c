@@ -23,7 +23,7 @@
  *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
  *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
- *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] PROGRAM [ARG...]
+ *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] (PROGRAM [ARG...] | --await-exec)
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
  *       binary (--fd N=...), so that nothing of the host's file system is bound into the sandbox for it. It closes
  *       that descriptor and makes itself non-dumpable (the sandboxed program cannot read /proc/1/exe, environ or
@@ -42,6 +42,14 @@
  *       process per connection, nothing the program can signal. At most MAX_RELAYS connections at once; beyond
  *       that, new connections wait in the listen queue. If SOCKET cannot be reached, the accepted connection is
  *       closed: fail closed.
+ *       --await-exec: a warm sandbox for any language (WARM_POOL): instead of PROGRAM from its arguments, init
+ *       writes {"ready":true} on the control-out fd 9, waits for the run message on the control-in fd 8 —
+ *       "exec FILELEN CODELEN ARGLEN...\n" then that many bytes of the code file's path, the code, and each
+ *       argument of the command (docs/interpreter-protocol.md) — writes the code to FILE unless the server has put it
+ *       there already, closes fds 8 and 9, changes into FILE's directory (the working directory may have been
+ *       mounted since the start) and starts the command as it starts PROGRAM. End of input before a whole message:
+ *       exit 0 (the server discarded the sandbox); a malformed one: exit 125. The sandbox stays at init alone while
+ *       it waits (no interpreter, a few hundred KB), and the run costs one fork and exec.
  *
  * Built by Maven (pom.xml, `cc -O2 -static`) into the jar; the server installs it in DATA_DIR/runtime and falls
  * back to the shell launcher, setpriv and a shell init when it is missing or does not run on this machine.
@@ -351,8 +359,91 @@ static void relay_round(int lfd, int sfd) {
     }
 }
 
+#define AWAIT_IN 8
+#define AWAIT_OUT 9
+#define AWAIT_MAX_FIELDS 4096
+
+static int read_full(int fd, char *buf, size_t len) {
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        got += (size_t) n;
+    }
+    return 0;
+}
+
+/*
+ * --await-exec: the run message, as a NULL-terminated argv whose [0] is the code file and [1] the code, the
+ * command from [2]; NULL at end of input (the sandbox was discarded). Exits 125 on a malformed message.
+ */
+static char **await_exec_message(void) {
+    if (dprintf(AWAIT_OUT, "{\"ready\":true}\n") < 0) fail("--await-exec: cannot write the ready line", NULL);
+    char header[AWAIT_MAX_FIELDS * 12];
+    size_t h = 0;
+    for (;;) {
+        if (h == sizeof header - 1) { errno = 0; fail("--await-exec: header too long", NULL); }
+        ssize_t n = read(AWAIT_IN, header + h, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return NULL;
+        if (header[h] == '\n') break;
+        h++;
+    }
+    header[h] = 0;
+    if (strncmp(header, "exec ", 5) != 0) { errno = 0; fail("--await-exec: not an exec message", NULL); }
+    size_t lens[AWAIT_MAX_FIELDS], count = 0, total = 0;
+    char *p = header + 5, *end;
+    while (*p) {
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (errno || end == p || (*end && *end != ' ') || count == AWAIT_MAX_FIELDS || v > (1ULL << 30)) {
+            errno = 0;
+            fail("--await-exec: bad lengths", NULL);
+        }
+        lens[count++] = (size_t) v;
+        total += (size_t) v;
+        p = *end ? end + 1 : end;
+    }
+    if (count < 3 || total > (1ULL << 31)) { errno = 0; fail("--await-exec: needs a file, the code and a command", NULL); }
+    char *data = malloc(total + count);
+    char **fields = calloc(count + 1, sizeof *fields);
+    if (!data || !fields) fail("--await-exec: out of memory", NULL);
+    char *at = data;
+    for (size_t i = 0; i < count; i++) {
+        if (lens[i] && read_full(AWAIT_IN, at, lens[i]) != 0) return NULL;
+        at[lens[i]] = 0;
+        if (i != 1 && memchr(at, 0, lens[i])) { errno = 0; fail("--await-exec: NUL in a name", NULL); }
+        fields[i] = at;
+        at += lens[i] + 1;
+    }
+    fields[count] = NULL;
+    if (fields[0][0] != '/') { errno = 0; fail("--await-exec: the file is not an absolute path", NULL); }
+    /* the code file where a cold run has it, unless the server placed it (a late-mounted working directory) */
+    int fd = open(fields[0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    if (fd >= 0) {
+        size_t off = 0;
+        while (off < lens[1]) {
+            ssize_t n = write(fd, fields[1] + off, lens[1] - off);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) fail("--await-exec: cannot write the code file", fields[0]);
+            off += (size_t) n;
+        }
+        close(fd);
+    } else if (errno != EEXIST) {
+        fail("--await-exec: cannot create the code file", fields[0]);
+    }
+    close(AWAIT_IN);
+    close(AWAIT_OUT);
+    char *slash = strrchr(fields[0], '/');
+    *slash = 0;
+    if (chdir(slash == fields[0] ? "/" : fields[0]) != 0) fail("--await-exec: cannot enter the working directory", NULL);
+    *slash = '/';
+    return fields;
+}
+
 static int init(int argc, char **argv) {
-    int program = 2, status_fd = -1;
+    int program = 2, status_fd = -1, await_exec = 0;
     for (;;) {
         if (argc >= program + 2 && strcmp(argv[program], "--status-fd") == 0) {
             errno = 0;
@@ -360,6 +451,9 @@ static int init(int argc, char **argv) {
             if (fd < 3 || fd > 64 || fcntl((int) fd, F_SETFD, FD_CLOEXEC) != 0) fail("bad --status-fd", argv[program + 1]);
             status_fd = (int) fd;
             program += 2;
+        } else if (argc >= program + 1 && strcmp(argv[program], "--await-exec") == 0) {
+            await_exec = 1;
+            program += 1;
         } else if (argc >= program + 2 && strcmp(argv[program], "--relay") == 0) {
             relay_path = argv[program + 1];
             if (strlen(relay_path) >= sizeof(((struct sockaddr_un *) 0)->sun_path)) { errno = 0; fail("--relay path too long", NULL); }
@@ -373,10 +467,16 @@ static int init(int argc, char **argv) {
         lfd = relay_listen();
         if (lfd < 0) dprintf(2, "codeexec-helper: the egress proxy cannot listen on 127.0.0.1:%d: %s\n", RELAY_PORT, strerror(errno));
     }
-    if (argc <= program) { dprintf(2, "codeexec-helper: init needs a program\n"); return 125; }
+    if (!await_exec && argc <= program) { dprintf(2, "codeexec-helper: init needs a program\n"); return 125; }
     const char *self = "/proc/self/fd/";
     if (strncmp(argv[0], self, strlen(self)) == 0) close(atoi(argv[0] + strlen(self)));
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    char **command = &argv[program];
+    if (await_exec) {
+        char **fields = await_exec_message();
+        if (!fields) return 0;
+        command = &fields[2];
+    }
     sigset_t all;
     sigfillset(&all);
     // Blocked until the child exists, so that nothing is missed; the child unblocks everything.
@@ -391,9 +491,9 @@ static int init(int argc, char **argv) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execvp(argv[program], &argv[program]);
+        execvp(command[0], command);
         int err = errno;
-        dprintf(2, "env: '%s': %s\n", argv[program], strerror(err));
+        dprintf(2, "env: '%s': %s\n", command[0], strerror(err));
         _exit(err == ENOENT ? 127 : 126);
     }
     // Pid 1 gets no signal it has no handler for from inside its namespace; from outside, SIGKILL only (the
@@ -441,9 +541,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "init") == 0) return init(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "mntns") == 0) return mntns(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-        puts("codeexec-helper 2");
+        puts("codeexec-helper 3");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] PROGRAM [ARG...] | mntns [--umount DIR]...\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
     return 2;
 }

@@ -95,9 +95,9 @@ public final class Config {
     public static final ConfigKey<Integer> MAX_IMAGE_KB = ConfigKey.integer("MAX_IMAGE_KB", 1024, 0, 1048576,
             "Images a run creates up to this size come back inline as MCP image content; larger ones as resource links.");
     // The names are the languages table's (languages with a warm interpreter); the engine checks them at start.
-    public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1",
+    public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1,shell=1,bash=1",
             null, 64,
-            "Pre-started single-use sandboxes per language, e.g. `python=2,nodejs=1`; `off` turns the pool off.");
+            "Pre-started single-use sandboxes per language (any language of the table), e.g. `python=2,nodejs=1,go=1`; `off` turns the pool off.");
     public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
             "[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*",
             "Modules a warm python sandbox imports before its code arrives, e.g. `numpy,pandas` (costs memory and refill CPU).");

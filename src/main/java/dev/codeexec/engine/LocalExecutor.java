@@ -170,12 +170,14 @@ public final class LocalExecutor implements Executor {
             Map<String, String> placeholders, Optional<EgressChannels> egress, Optional<CodeTools> codeTools,
             boolean packages) {
         Map<String, Integer> targets = new LinkedHashMap<>();
+        // Every language of the table can be pooled: by a warm interpreter where it has one, else by a sandbox
+        // whose init waits for the run's command (bwrap with codeexec-helper; elsewhere those are left out).
         config.get(Config.WARM_POOL).forEach((k, v) -> {
-            if (languages.find(k).flatMap(Language::warm).isEmpty())
-                throw new ConfigException("WARM_POOL: '" + k + "' cannot be kept warm; languages with a warm "
-                        + "interpreter: " + String.join(", ", languages.all().stream()
-                        .filter(l -> l.warm().isPresent()).map(Language::id).toList()));
-            if (v > 0) targets.put(k, v);
+            Optional<Language> lang = languages.find(k);
+            if (lang.isEmpty())
+                throw new ConfigException("WARM_POOL: '" + k + "' is not a language; languages: "
+                        + String.join(", ", languages.ids()));
+            if (v > 0) targets.put(lang.get().id(), v);
         });
         String off = targets.isEmpty() ? "WARM_POOL is empty"
                 : sandbox.unavailableReason().isPresent() ? "the sandbox is unavailable"
@@ -183,7 +185,11 @@ public final class LocalExecutor implements Executor {
                 : null;
         if (off != null) return new PoolChoice(Optional.empty(), off);
         Map<String, WarmPool.Recipe> recipes = WarmPool.recipes(targets, languages::find, placeholders,
-                config.get(Config.WARM_PRELOAD_PYTHON));
+                config.get(Config.WARM_PRELOAD_PYTHON), sandbox.awaitsCommands());
+        if (!recipes.keySet().containsAll(targets.keySet()))
+            log.warn("warm pool: {} cannot be kept warm here (no warm interpreter, and the sandbox cannot wait for a "
+                    + "command without codeexec-helper)", String.join(", ", targets.keySet().stream()
+                    .filter(l -> !recipes.containsKey(l)).toList()));
         targets.keySet().retainAll(recipes.keySet());
         boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
         sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));

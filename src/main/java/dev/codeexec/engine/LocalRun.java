@@ -240,13 +240,19 @@ final class LocalRun implements RunHandle {
         }
     }
 
-    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws) {
-        String file = LocalExecutor.WORK_DIR + "/" + fileName;
+    /** The placeholders of this run's commands (languages.json). */
+    private Map<String, String> placeholders(String name, String fileName, Limits limits) {
         Map<String, String> ph = new LinkedHashMap<>(executor.placeholders);
-        ph.put("file", file);
+        ph.put("file", LocalExecutor.WORK_DIR + "/" + fileName);
         ph.put("dir", LocalExecutor.WORK_DIR);
         ph.put("name", name);
         ph.put("heapMb", Placeholders.heapMb(limits.memoryMb()));
+        return ph;
+    }
+
+    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws) {
+        String file = LocalExecutor.WORK_DIR + "/" + fileName;
+        Map<String, String> ph = placeholders(name, fileName, limits);
         List<Path> binds = new ArrayList<>();
         for (String b : language.binds()) {
             Path p = Path.of(Placeholders.fill(b, ph));
@@ -312,7 +318,8 @@ final class LocalRun implements RunHandle {
                     // the workspace is mounted into the running sandbox: given to its uid before the code arrives
                     if (ws.isPresent()) warm.get().hostUid().ifPresent(ws.get()::handOver);
                     pool.handOut(language.id(), warm.get(), ws.map(w -> w.fs().root()), limits, LocalExecutor.WORK_DIR + "/" + fileName,
-                            request.code(), request.args(), packages == null ? Optional.empty()
+                            request.code(), request.args(), command(placeholders(name, fileName, limits)),
+                            packages == null ? Optional.empty()
                                     : PackageInstalls.warmSource(request.packages().get().ecosystem(), packages));
                     startedWarm = true;
                     return warm.get();

@@ -63,10 +63,15 @@ final class WarmPool implements AutoCloseable {
     static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
     private static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
 
+    /** The run message of a sandbox whose init waits for its command (any language without a warm interpreter). */
+    static final String EXEC = "exec";
+
     /**
      * How one language's warm interpreter is started.
      *
-     * @param message the run message's form: {@code lengths} or {@code json} (languages.json's {@code warm.message})
+     * @param command the interpreter's argv; empty for {@link #EXEC}: the sandbox's init waits for the command
+     * @param message the run message's form: {@code lengths} or {@code json} (languages.json's {@code warm.message}),
+     *                or {@link #EXEC}: the run's whole command, which the init starts as a cold run's would be
      */
     record Recipe(String language, List<String> command, Map<String, String> env, List<Path> readOnlyDirs,
             String message) {
@@ -201,15 +206,17 @@ final class WarmPool implements AutoCloseable {
      */
     void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
             String code, List<String> args) throws SandboxException {
-        handOut(language, p, workspace, runLimits, file, code, args, Optional.empty());
+        handOut(language, p, workspace, runLimits, file, code, args, List.of(), Optional.empty());
     }
 
     /**
+     * @param command  the run's whole command as a cold run would start it (the args included): what an
+     *                 {@link #EXEC} sandbox starts; unused by warm interpreters
      * @param packages the host directory of the run's declared packages (what {@link PackageInstalls#warmSource}
      *                 names), mounted read-only at the language's package mount before the code arrives
      */
     void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
-            String code, List<String> args, Optional<Path> packages) throws SandboxException {
+            String code, List<String> args, List<String> command, Optional<Path> packages) throws SandboxException {
         if (packages.isPresent()) p.mountReadOnly(packages.get());
         if (lateWorkDir) {
             p.mountWorkDir(workspace, runLimits.diskBytes());
@@ -221,7 +228,11 @@ final class WarmPool implements AutoCloseable {
         if (workspace.isPresent()) p.limitProgramFileSize(runLimits.diskBytes());
         ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
         try {
-            if (recipes.get(language).message().equals("lengths")) {
+            String form = recipes.get(language).message();
+            if (form.equals(EXEC)) {
+                if (command.isEmpty()) throw new SandboxException("no command for a sandbox that waits for one");
+                c.send(runMessage(EXEC, file, code, command));
+            } else if (form.equals("lengths")) {
                 c.send(runMessage(packages.isPresent() ? "runp" : "run", file, code, args));
             } else {
                 Map<String, Object> msg = new LinkedHashMap<>();
@@ -246,7 +257,10 @@ final class WarmPool implements AutoCloseable {
         return runMessage("run", file, code, args);
     }
 
-    /** @param verb {@code run}, or {@code runp}: the run has declared packages (the runner puts them on sys.path) */
+    /**
+     * @param verb {@code run}, or {@code runp}: the run has declared packages (the runner puts them on sys.path);
+     *             {@code exec}: {@code args} is the whole command for the sandbox's init to start
+     */
     static byte[] runMessage(String verb, String file, String code, List<String> args) {
         List<byte[]> parts = new java.util.ArrayList<>();
         parts.add(file.getBytes(StandardCharsets.UTF_8));
@@ -344,7 +358,7 @@ final class WarmPool implements AutoCloseable {
                 limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
         SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(),
-                launch, Optional.empty()).withControl(lateWorkDir);
+                launch, Optional.empty(), true, lateWorkDir, dev.codeexec.sandbox.WorkDirOwner.NONE, Optional.empty());
         String packageMount = packageMounts.get(r.language());
         if (packageMount != null) spec = spec.withLateReadOnlyDir(packageMount);
         // with a channel, every pooled sandbox gets one serving nothing until a job arms it
@@ -455,11 +469,25 @@ final class WarmPool implements AutoCloseable {
     /** The recipes for the languages of WARM_POOL that have a warm interpreter in the languages table. */
     static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
             Map<String, String> placeholders, List<String> pythonPreload) {
+        return recipes(targets, languages, placeholders, pythonPreload, false);
+    }
+
+    /**
+     * @param awaitCommands whether the sandbox can wait for its command ({@link Sandbox#awaitsCommands()}): then a
+     *                      language without a warm interpreter gets an {@link #EXEC} recipe — a sandbox set up
+     *                      with the language's environment and read-only directories, its init waiting
+     */
+    static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
+            Map<String, String> placeholders, List<String> pythonPreload, boolean awaitCommands) {
         String runtime = placeholders.get("runtimeDir");
         Map<String, Recipe> out = new LinkedHashMap<>();
         for (String id : targets.keySet()) {
             Optional<Language> lang = languages.apply(id);
-            if (lang.isEmpty() || lang.get().warm().isEmpty()) continue;
+            if (lang.isEmpty()) continue;
+            if (lang.get().warm().isEmpty()) {
+                if (awaitCommands) out.put(id, execRecipe(lang.get(), placeholders));
+                continue;
+            }
             Language.Interpreter warm = lang.get().warm().get();
             Map<String, String> env = new LinkedHashMap<>(lang.get().environment(Map.of(), placeholders));
             warm.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, placeholders)));
@@ -468,5 +496,15 @@ final class WarmPool implements AutoCloseable {
                     warm.message()));
         }
         return out;
+    }
+
+    /** A waiting sandbox with what a cold run of the language gets at start: its environment and directories. */
+    private static Recipe execRecipe(Language lang, Map<String, String> placeholders) {
+        List<Path> dirs = new java.util.ArrayList<>();
+        for (String b : lang.binds()) {
+            Path p = Path.of(Placeholders.fill(b, placeholders));
+            if (java.nio.file.Files.isDirectory(p) && !dirs.contains(p)) dirs.add(p);
+        }
+        return new Recipe(lang.id(), List.of(), lang.environment(Map.of(), placeholders), List.copyOf(dirs), EXEC);
     }
 }

@@ -217,6 +217,12 @@ final class BwrapSandbox implements Sandbox {
         return true;
     }
 
+    /** With codeexec-helper: its init waits for the command ({@code init --await-exec}). */
+    @Override
+    public boolean awaitsCommands() {
+        return helper != null;
+    }
+
     @Override
     public void close() {
         Reaper.drain();
@@ -352,6 +358,10 @@ final class BwrapSandbox implements Sandbox {
             argv.addAll(List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
             if (statusPipe) argv.addAll(List.of("--status-fd", Integer.toString(Launcher.STATUS_FD)));
             if (spec.egressSocket().isPresent()) argv.addAll(List.of("--relay", EGRESS_SOCKET));
+        }
+        if (spec.awaitsCommand()) {
+            if (helper == null) throw new SandboxException("a sandbox that waits for its command needs codeexec-helper");
+            argv.add("--await-exec");
         }
         argv.addAll(spec.command());
 

@@ -222,15 +222,17 @@ final class LaunchedProcess implements SandboxProcess {
 
     /**
      * The host pid of the program the sandbox started: the launcher itself (it execs into the program) or, in
-     * a pid namespace, the only child of the namespace's init. Kept once found.
+     * a pid namespace, the only child of the namespace's init. Kept once found. Before the program exists (a
+     * sandbox whose init waits for its command, {@link SandboxSpec#awaitsCommand()}), the init: limits set on it
+     * are the ones the program inherits when the init starts it.
      */
     private synchronized long programPid() {
         if (programPid != 0) return programPid;
         if (!pidNamespace) return programPid = process.pid();
         long init = firstChild(process.pid());
         long program = init < 0 ? -1 : firstChild(init);
-        programPid = program < 0 ? process.pid() : program;
-        return programPid;
+        if (program >= 0) return programPid = program;
+        return init >= 0 ? init : process.pid();
     }
 
     /**

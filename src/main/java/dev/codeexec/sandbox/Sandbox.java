@@ -58,6 +58,15 @@ public interface Sandbox extends AutoCloseable {
         return false;
     }
 
+    /**
+     * Whether a sandbox can start with an empty command and receive it later on the control channel
+     * ({@link SandboxSpec#awaitsCommand()}): its init waits for the run message and then starts the command, so
+     * a warm sandbox can serve any language (shell, compiled ones), not only those with a warm interpreter.
+     */
+    default boolean awaitsCommands() {
+        return false;
+    }
+
     /** Why {@link SandboxSpec#lateWorkDir()} cannot work here, or empty when it can. */
     default Optional<String> lateWorkDirUnavailable() {
         return Optional.of("the '" + name() + "' sandbox cannot mount a working directory into a running sandbox");

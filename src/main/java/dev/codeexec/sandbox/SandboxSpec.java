@@ -10,7 +10,9 @@ import java.util.Optional;
  * What to start inside a sandbox.
  *
  * @param runId        unique id of the run (names the cgroup and staging files; [a-z0-9-] only)
- * @param command      argv as seen inside the sandbox (absolute program path or a name on the sandbox PATH)
+ * @param command      argv as seen inside the sandbox (absolute program path or a name on the sandbox PATH); empty
+ *                     with {@code control}: the command arrives later, in the run message on the control channel
+ *                     ({@link Sandbox#awaitsCommands()}: a warm sandbox for a language without a warm interpreter)
  * @param workDir      working directory inside the sandbox; a fresh size-capped (limits.diskBytes) tmpfs
  * @param readOnlyFiles files to place into the sandbox read-only: path inside the sandbox → host path
  * @param readOnlyDirs extra host directories bound read-only at the same path (e.g. the shared Go build cache)
@@ -76,7 +78,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
 
     public SandboxSpec {
         if (!runId.matches("[a-z0-9-]{1,64}")) throw new IllegalArgumentException("bad runId: " + runId);
-        if (command.isEmpty()) throw new IllegalArgumentException("empty command");
+        if (command.isEmpty() && !control) throw new IllegalArgumentException("empty command");
         command = List.copyOf(command);
         readOnlyFiles = Map.copyOf(readOnlyFiles);
         readOnlyDirs = List.copyOf(readOnlyDirs);
@@ -93,6 +95,11 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
     }
 
     /** The same spec with a control channel, and optionally a working directory mounted later. */
+    /** Whether the command comes later, over the control channel. */
+    public boolean awaitsCommand() {
+        return command.isEmpty();
+    }
+
     public SandboxSpec withControl(boolean lateWorkDir) {
         return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
                 lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir);

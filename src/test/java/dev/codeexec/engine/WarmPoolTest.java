@@ -100,6 +100,44 @@ class WarmPoolTest {
         }
     }
 
+    /**
+     * Shell, bash and a compiled language have no warm interpreter: their pooled sandboxes wait at their init for
+     * the run's whole command (init --await-exec), and a run there gives what a cold run gives, its limits included.
+     */
+    @Test
+    void languagesWithoutAWarmInterpreterGetSandboxesThatWaitForTheirCommand() throws Exception {
+        LocalExecutor hot = executor("WARM_POOL", "shell=1,bash=1,c=1", "CPU_LIMIT_SECONDS", "2", "MAX_PROCESSES", "32");
+        LocalExecutor cold = executor("WARM_POOL", "off", "CPU_LIMIT_SECONDS", "2", "MAX_PROCESSES", "32");
+        List<ExecutionRequest> cases = List.of(
+                request(hot.config, "shell", "echo \"$0\" \"$#\" \"$1\"; pwd; ls /proc/self/fd; id -u; ulimit -t; "
+                        + "tr a-z A-Z; ls -l \"$0\" | cut -c1-10; exit 3", "some input\n", List.of("a b", "c"), Map.of(), null),
+                request(hot.config, "bash", "echo \"${BASH_VERSINFO[0]}\" \"$@\"; ls /proc/self/fd; echo oops >&2; false",
+                        "", List.of("x"), Map.of(), null),
+                request(hot.config, "c", "#include <stdio.h>\nint main(int c, char **v) { printf(\"%d %s\\n\", c, v[1]); "
+                        + "return 4; }\n", "", List.of("arg"), Map.of(), null),
+                request(hot.config, "c", "int main(void) { return undefined_name; }\n"));
+        for (ExecutionRequest c : cases) {
+            ExecutionResult w = warm(hot, c);
+            ExecutionResult k = run(cold, c);
+            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
+            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
+        }
+        assertThat(warm(hot, request(hot.config, "shell", "ls /proc/self/fd")).stdout())
+                .as("the control channel is closed before the command starts").isEqualTo("0\n1\n2\n3\n");
+        ExecutionResult cpu = warm(hot, request(hot.config, "shell", "while :; do :; done", "", List.of(), Map.of(), 20_000L));
+        assertThat(cpu.outcome()).as("the run's CPU limit, not the start-up allowance").isEqualTo(Outcome.CPU_LIMIT);
+        ExecutionResult timeout = warm(hot, request(hot.config, "bash", "sleep 30", "", List.of(), Map.of(), 1500L));
+        assertThat(timeout.outcome()).isEqualTo(Outcome.TIMEOUT);
+        ExecutionResult fork = warm(hot, request(hot.config, "shell",
+                "i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done; echo all started"));
+        assertThat(fork.stdout()).as("the process limit holds").isEmpty();
+        assertThat(fork.stderr()).contains("fork");
+    }
+
     @Test
     void nothingPassesFromOneWarmRunToTheNext() throws Exception {
         LocalExecutor e = executor("WARM_POOL", "python=2");
