@@ -1,6 +1,6 @@
 // Issue #4, warm pool, end to end: the real jar, real HTTP, the official TypeScript MCP SDK client. Three servers,
 // one after the other (2 cores): WARM_POOL=off for the cold reference results; the default pool
-// (python=2,nodejs=1,shell=1,bash=1) with MEMORY_LIMIT_MB=128 and a WORKSPACE_ROOT; WARM_POOL=python=1 with
+// (python=2,nodejs=1,typescript=1,shell=1,bash=1) with MEMORY_LIMIT_MB=128 and a WORKSPACE_ROOT; WARM_POOL=python=1 with
 // WARM_PRELOAD_PYTHON=numpy. A call counts as warm only when the pool's `served` counter (runtime_info) went up
 // by one for it, and the suite waits for a ready sandbox (/healthz) before each such call.
 import { describe, test, before, after } from 'node:test';
@@ -70,6 +70,9 @@ const CORPUS = [
     // shell and bash: pooled as sandboxes whose init waits for the run's command (no warm interpreter)
     { name: 'shell args, stdin, file, fds, uid, exit code', language: 'shell', args: ['a b', 'c'], stdin: 'in 1\nin 2\n',
         code: 'echo "$0" "$#" "$1"; pwd; cat; ls /proc/self/fd; id -u; ls -l "$0" | cut -c1-10; env | sort; exit 3' },
+    { name: 'typescript types, args, stdin, import, exit code', language: 'typescript', args: ['x y'], stdin: 'ts in',
+        code: 'import { readFileSync } from "fs";\nconst n: number = 6 * 7;\nconsole.log(n, process.argv.slice(2), readFileSync(0, "utf8"), __filename);\nprocess.exitCode = 2;\n' },
+    { name: 'typescript syntax error', language: 'typescript', code: 'const x: number = ;\n' },
     { name: 'bash stderr and a failing command', language: 'bash', code: 'echo "${BASH_VERSINFO[0]}" "$@"; echo err >&2; false' },
     { name: 'node environment', language: 'nodejs', code: 'console.log(Object.entries(process.env).sort());\nconsole.log(typeof require, typeof module, typeof exports, this === module.exports);\n' },
 ];
@@ -124,7 +127,7 @@ describe('reference: WARM_POOL=off', () => {
     });
 });
 
-describe('default pool (python=2,nodejs=1,shell=1,bash=1), MEMORY_LIMIT_MB=128, workspaces', () => {
+describe('default pool (python=2,nodejs=1,typescript=1,shell=1,bash=1), MEMORY_LIMIT_MB=128, workspaces', () => {
     let server; let client;
     before(async () => {
         server = await startServer({ MEMORY_LIMIT_MB: String(MEMORY_LIMIT_MB), DATA_DIR: base.dataDir,
@@ -139,11 +142,12 @@ describe('default pool (python=2,nodejs=1,shell=1,bash=1), MEMORY_LIMIT_MB=128, 
     test('runtime_info and /healthz show the pool levels; they reach their targets', async () => {
         assert.ok(await server.waitWarm('python', 2, 60_000), 'python pool full');
         assert.ok(await server.waitWarm('nodejs', 1, 60_000), 'nodejs pool full');
+        assert.ok(await server.waitWarm('typescript', 1, 60_000), 'typescript pool full');
         assert.ok(await server.waitWarm('shell', 1, 60_000), 'shell pool full');
         assert.ok(await server.waitWarm('bash', 1, 60_000), 'bash pool full');
         const h = (await server.healthz()).body.warmPool;
         assert.deepEqual(h, { python: { ready: 2, target: 2 }, nodejs: { ready: 1, target: 1 },
-            shell: { ready: 1, target: 1 }, bash: { ready: 1, target: 1 } });
+            typescript: { ready: 1, target: 1 }, shell: { ready: 1, target: 1 }, bash: { ready: 1, target: 1 } });
         const info = await poolInfo(client);
         assert.equal(info.enabled, true);
         assert.equal(info.workspaces, true);
@@ -159,7 +163,9 @@ describe('default pool (python=2,nodejs=1,shell=1,bash=1), MEMORY_LIMIT_MB=128, 
         }
         // The sandboxes are there as processes of sandbox uids, one interpreter per ready entry.
         assert.equal(server.sandboxProcesses('warm_python.py').filter((l) => /^\s*\d+ \/usr\/bin\/python3 /.test(l)).length, 2);
-        assert.equal(server.sandboxProcesses('warm_node.js').filter((l) => /^\s*\d+ \/usr\/bin\/node /.test(l)).length, 1);
+        const nodes = server.sandboxProcesses('warm_node.js').filter((l) => /^\s*\d+ \/usr\/bin\/node /.test(l));
+        assert.equal(nodes.filter((l) => !l.includes('--typescript')).length, 1, nodes.join('\n'));
+        assert.equal(nodes.filter((l) => l.includes('--typescript')).length, 1, nodes.join('\n'));
     });
 
     for (const c of CORPUS) {

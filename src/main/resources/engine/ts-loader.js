@@ -2,18 +2,21 @@
 // Runs a TypeScript file: transpile with the installed `typescript` package (type-erasure only, no type
 // check: about ten times faster than tsc) and run the result as the main CommonJS module, so that
 // require() resolves relative to the code file and process.argv looks like `node file args...`.
-// Wrapped in a function so the loader's own names never clash with the user's.
-(function main() {
-  const fs = require('fs');
-  const path = require('path');
-  const Module = require('module');
-  const vm = require('vm');
-  // typescript.js is 9 MB of JavaScript: compiling it is most of a run's time. A V8 code cache next to this file,
-  // made by the language's warm-up at server start (outside the sandbox, CODE_EXEC_WRITE_TS_CACHE=<output file>),
-  // halves that. V8 checks the cache against the source and its own version and rejects a stale one: then a run
-  // is merely slower.
+// Also a module: the warm TypeScript runner (warm_node.js --typescript) loads the transpiler with it ahead of the
+// code. The loader's names live in this module's scope and never clash with the user's.
+const fs = require('fs');
+const path = require('path');
+const Module = require('module');
+const vm = require('vm');
+
+/**
+ * The `typescript` package, compiled with the V8 code cache beside this file. typescript.js is 9 MB of
+ * JavaScript: compiling it is most of a cold run's time. The cache is made by the language's warm-up at server
+ * start (outside the sandbox, CODE_EXEC_WRITE_TS_CACHE=<output file>) and halves that. V8 checks the cache against
+ * the source and its own version and rejects a stale one: then a run is merely slower.
+ */
+function loadTypescript(writeCache) {
   const cacheFile = path.join(__dirname, 'typescript.v8cache');
-  const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE || '';
   let tsPath;
   try {
     tsPath = require.resolve('typescript');
@@ -21,27 +24,25 @@
     process.stderr.write('typescript is not installed (npm install -g typescript)\n');
     process.exit(127);
   }
-  let ts;
-  let script;
-  {
-    let cachedData;
-    if (!writeCache) {
-      try {
-        cachedData = fs.readFileSync(cacheFile);
-      } catch (e) {
-        cachedData = undefined;
-      }
+  let cachedData;
+  if (!writeCache) {
+    try {
+      cachedData = fs.readFileSync(cacheFile);
+    } catch (e) {
+      cachedData = undefined;
     }
-    script = new vm.Script(Module.wrap(fs.readFileSync(tsPath, 'utf8')), { filename: tsPath, cachedData });
-    const tsModule = new Module(tsPath, null);
-    tsModule.filename = tsPath;
-    tsModule.paths = Module._nodeModulePaths(path.dirname(tsPath));
-    script.runInThisContext().call(tsModule.exports, tsModule.exports, Module.createRequire(tsPath), tsModule,
-      tsPath, path.dirname(tsPath));
-    ts = tsModule.exports;
   }
-  const file = path.resolve(process.argv[2]);
-  const source = fs.readFileSync(file, 'utf8');
+  const script = new vm.Script(Module.wrap(fs.readFileSync(tsPath, 'utf8')), { filename: tsPath, cachedData });
+  const tsModule = new Module(tsPath, null);
+  tsModule.filename = tsPath;
+  tsModule.paths = Module._nodeModulePaths(path.dirname(tsPath));
+  script.runInThisContext().call(tsModule.exports, tsModule.exports, Module.createRequire(tsPath), tsModule,
+    tsPath, path.dirname(tsPath));
+  return { ts: tsModule.exports, script };
+}
+
+/** The JavaScript of one file; on a syntax error, the diagnostics on stderr and exit 1 (no user code ran). */
+function transpile(ts, file, source) {
   const out = ts.transpileModule(source, {
     fileName: file,
     reportDiagnostics: true,
@@ -52,6 +53,21 @@
       inlineSourceMap: true,
     },
   });
+  const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
+  if (errors.length > 0) {
+    const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => '\n' };
+    process.stderr.write(ts.formatDiagnostics(errors, host));
+    process.exit(1);
+  }
+  return out.outputText;
+}
+
+function main() {
+  const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE || '';
+  const { ts, script } = loadTypescript(writeCache);
+  const file = path.resolve(process.argv[2]);
+  const source = fs.readFileSync(file, 'utf8');
+  const js = transpile(ts, file, source);
   if (writeCache) {
     // After one transpile the lazily compiled functions are in the cache too.
     try {
@@ -60,12 +76,6 @@
       process.stderr.write('cannot write the TypeScript code cache: ' + e.message + '\n');
     }
   }
-  const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
-  if (errors.length > 0) {
-    const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => '\n' };
-    process.stderr.write(ts.formatDiagnostics(errors, host));
-    process.exit(1);
-  }
   process.argv.splice(1, 2, file);
   const m = new Module(file, null);
   m.filename = file;
@@ -73,5 +83,8 @@
   process.mainModule = m;
   require.main = m;
   m.id = '.';
-  m._compile(out.outputText, file);
-})();
+  m._compile(js, file);
+}
+
+if (require.main === module) main();
+else module.exports = { loadTypescript, transpile };

@@ -103,10 +103,12 @@ class WarmPoolTest {
     /**
      * Shell, bash and a compiled language have no warm interpreter: their pooled sandboxes wait at their init for
      * the run's whole command (init --await-exec), and a run there gives what a cold run gives, its limits included.
+     * TypeScript has one (Node holding the transpiler): the same holds for it.
      */
     @Test
     void languagesWithoutAWarmInterpreterGetSandboxesThatWaitForTheirCommand() throws Exception {
-        LocalExecutor hot = executor("WARM_POOL", "shell=1,bash=1,c=1", "CPU_LIMIT_SECONDS", "2", "MAX_PROCESSES", "32");
+        LocalExecutor hot = executor("WARM_POOL", "shell=1,bash=1,c=1,typescript=1", "CPU_LIMIT_SECONDS", "2",
+                "MAX_PROCESSES", "32");
         LocalExecutor cold = executor("WARM_POOL", "off", "CPU_LIMIT_SECONDS", "2", "MAX_PROCESSES", "32");
         List<ExecutionRequest> cases = List.of(
                 request(hot.config, "shell", "echo \"$0\" \"$#\" \"$1\"; pwd; ls /proc/self/fd; id -u; ulimit -t; "
@@ -115,7 +117,12 @@ class WarmPoolTest {
                         "", List.of("x"), Map.of(), null),
                 request(hot.config, "c", "#include <stdio.h>\nint main(int c, char **v) { printf(\"%d %s\\n\", c, v[1]); "
                         + "return 4; }\n", "", List.of("arg"), Map.of(), null),
-                request(hot.config, "c", "int main(void) { return undefined_name; }\n"));
+                request(hot.config, "c", "int main(void) { return undefined_name; }\n"),
+                // typescript's warm runner holds the transpiler already (warm_node.js --typescript)
+                request(hot.config, "typescript", "import * as fs from 'fs';\nconst n: number = 6 * 7;\n"
+                        + "console.log(n, process.argv.slice(2), require.main === module, fs.readFileSync(0, 'utf8'));\n"
+                        + "process.exitCode = 5;\n", "typed input", List.of("t"), Map.of(), null),
+                request(hot.config, "typescript", "const x: number = ;\n"));
         for (ExecutionRequest c : cases) {
             ExecutionResult w = warm(hot, c);
             ExecutionResult k = run(cold, c);
