@@ -12,7 +12,8 @@
 #    (preload) vs cold, a python session call, idle pool/session PSS, a "bars (issue #4)" line.
 # Tunables (env, defaults shown): BENCH_FRESH=1 (0 skips section 1) BENCH_FRESH_ONLY=0 (1 runs only section 1)
 #                 BENCH_FRESH_STARTS=3 BENCH_FRESH_CALLS=100 BENCH_FRESH_COMPILED_CALLS=20 (typescript, go, java, c)
-#                 BENCH_FRESH_SESSION_CALLS=50 BENCH_FRESH_THROUGHPUT_RUNS=2000 BENCH_FRESH_THROUGHPUT_SECONDS=120 (per side)
+#                 BENCH_FRESH_SESSION_CALLS=50 BENCH_FRESH_THROUGHPUT_RUNS=2000 (per side)
+#                 BENCH_FRESH_THROUGHPUT_SECONDS=60 (a cap per side, for a slow or busy machine)
 #                 BENCH_ITERATIONS=30 BENCH_WARMUP=3
 #                 BENCH_THROUGHPUT_WARMUP=12000 (untimed runs first) BENCH_THROUGHPUT_ROUNDS=4 (alternating MCP/bare)
 #                 BENCH_THROUGHPUT_SECONDS=20 BENCH_THROUGHPUT_MAX=1600 (per side, over all rounds)

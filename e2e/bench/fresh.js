@@ -16,7 +16,7 @@
 //
 // Environment: BENCH_FRESH_STARTS (3 starts per start figure), BENCH_FRESH_CALLS (100 python/node/shell/bash calls),
 // BENCH_FRESH_COMPILED_CALLS (20 typescript/go/java/c calls), BENCH_FRESH_SESSION_CALLS (50),
-// BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_FRESH_THROUGHPUT_SECONDS (120, a cap per side), BENCH_JSON
+// BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_FRESH_THROUGHPUT_SECONDS (60, a cap per side), BENCH_JSON
 // (adds a `fresh` object to that file), CODE_EXEC_JAR, JAVA_HOME (the server's JDK).
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
@@ -32,7 +32,7 @@ const COMPILED_CALLS = Number(process.env.BENCH_FRESH_COMPILED_CALLS || 20);
 const SESSION_CALLS = Number(process.env.BENCH_FRESH_SESSION_CALLS || 50);
 const TP_RUNS = Number(process.env.BENCH_FRESH_THROUGHPUT_RUNS || 2000);
 // A cap for a slow or busy machine (2,000 runs take ~35 s on a quiet one); the bare side then does as many runs.
-const TP_SECONDS = Number(process.env.BENCH_FRESH_THROUGHPUT_SECONDS || 120);
+const TP_SECONDS = Number(process.env.BENCH_FRESH_THROUGHPUT_SECONDS || 60);
 const CONCURRENCY = 4;
 const RSS_AFTER_MS = 5000;
 const POLL_MS = 20;
@@ -483,7 +483,7 @@ function report(out) {
     lines.push(`python session, calls 1-${ss.n} of a new server: p50 ${ss.p50.toFixed(2)} ms, p95 ${ss.p95.toFixed(2)} ms, 1st call (x = 1, starts it) ${ss.firstCall.toFixed(1)} ms, calls 2-${ss.n} p50 ${ss.p50Calls2On.toFixed(2)} ms, run p50 ${ss.serverDurationP50.toFixed(1)} ms`);
     const t = out.throughput;
     lines.push(`throughput python hello, concurrency ${t.concurrency}, a new server's first ${t.runs} runs${t.runs < TP_RUNS ? ` (of ${TP_RUNS}: capped at ${TP_SECONDS} s)` : ''}: MCP ${t.mcpRunsPerSecond.toFixed(1)} runs/s (${t.mcpSeconds.toFixed(1)} s), `
-        + `bare ${t.bareRunsPerSecond.toFixed(1)} runs/s (${t.bareSeconds.toFixed(1)} s), ratio ${ratio(t.ratio)}${t.startupProcessesAtEnd ? ` (start-up work still running at the end: ${t.startupProcessesAtEnd} processes)` : ''}`);
+        + `bare ${t.bareRunsPerSecond.toFixed(1)} runs/s (${t.bareSeconds.toFixed(1)} s), ratio ${ratio(t.ratio)}${t.startupProcessesAtEnd ? ` (${t.startupProcessesAtEnd} start-up process${t.startupProcessesAtEnd === 1 ? '' : 'es'} of the server still running at the end)` : ''}`);
     // the goals of issue 20
     const goals = [];
     const yes = (ok) => (ok ? 'yes' : 'NO');

@@ -421,6 +421,18 @@ final class WarmPool implements AutoCloseable {
             l.put("started", s.started.get());
             l.put("failed", s.failed.get());
             l.put("servesPackages", packageMounts.containsKey(t.getKey()));
+            l.put("kind", recipes.get(t.getKey()).message().equals(EXEC) ? "waiting sandbox" : "interpreter");
+            // what the idle sandboxes hold now (their cgroups' memory.current), where it can be measured
+            long memory = 0;
+            boolean measured = false;
+            for (SandboxProcess p : ready.get(t.getKey())) {
+                java.util.OptionalLong used = p.memoryBytes();
+                if (used.isPresent()) {
+                    memory += used.getAsLong();
+                    measured = true;
+                }
+            }
+            if (measured) l.put("idleMemoryBytes", memory);
             if (s.lastStartMs > 0) l.put("lastStartMs", Math.round(s.lastStartMs * 10) / 10.0);
             if (s.lastError != null) l.put("lastError", s.lastError);
             m.put(t.getKey(), l);

@@ -110,6 +110,13 @@ class WarmPoolTest {
         LocalExecutor hot = executor("WARM_POOL", "shell=1,bash=1,c=1,typescript=1", "CPU_LIMIT_SECONDS", "2",
                 "MAX_PROCESSES", "32");
         LocalExecutor cold = executor("WARM_POOL", "off", "CPU_LIMIT_SECONDS", "2", "MAX_PROCESSES", "32");
+        @SuppressWarnings("unchecked")
+        Map<String, Map<String, Object>> langs = (Map<String, Map<String, Object>>) hot.warmPoolInfo().get("languages");
+        assertThat(langs.get("shell")).containsEntry("kind", "waiting sandbox");
+        assertThat(langs.get("typescript")).containsEntry("kind", "interpreter");
+        assertThat(((Number) langs.get("shell").get("idleMemoryBytes")).longValue()).as("an idle waiting sandbox")
+                .isPositive().isLessThan(langs.get("typescript").get("idleMemoryBytes") instanceof Number n
+                        ? n.longValue() : Long.MAX_VALUE);
         List<ExecutionRequest> cases = List.of(
                 request(hot.config, "shell", "echo \"$0\" \"$#\" \"$1\"; pwd; ls /proc/self/fd; id -u; ulimit -t; "
                         + "tr a-z A-Z; ls -l \"$0\" | cut -c1-10; exit 3", "some input\n", List.of("a b", "c"), Map.of(), null),
