@@ -14,6 +14,7 @@
 #                 BENCH_FRESH_STARTS=3 BENCH_FRESH_CALLS=100 BENCH_FRESH_COMPILED_CALLS=20 (typescript, go, java, c)
 #                 BENCH_FRESH_SESSION_CALLS=50 BENCH_FRESH_THROUGHPUT_RUNS=2000 (per side)
 #                 BENCH_FRESH_THROUGHPUT_SECONDS=60 (a cap per side, for a slow or busy machine)
+#                 BENCH_AOT=on (off: the fresh servers start without the JVM's AOT cache, scripts/aot-cache.sh)
 #                 BENCH_ITERATIONS=30 BENCH_WARMUP=3
 #                 BENCH_THROUGHPUT_WARMUP=12000 (untimed runs first) BENCH_THROUGHPUT_ROUNDS=4 (alternating MCP/bare)
 #                 BENCH_THROUGHPUT_SECONDS=20 BENCH_THROUGHPUT_MAX=1600 (per side, over all rounds)
@@ -30,6 +31,8 @@ JAR=${CODE_EXEC_JAR:-target/code-exec-mcp.jar}
 # both sections add their figures to one file
 [ -z "${BENCH_JSON:-}" ] || rm -f "$BENCH_JSON"
 if [ "${BENCH_FRESH:-1}" != 0 ]; then
+    # the server as the README's command starts it: with the AOT cache of this jar (BENCH_AOT=off: without)
+    [ "${BENCH_AOT:-on}" = off ] || ./scripts/aot-cache.sh "${CODE_EXEC_JAR:-target/code-exec-mcp.jar}" >/dev/null
     "$NODE" e2e/bench/fresh.js
 elif [ "${BENCH_FRESH_ONLY:-0}" = 1 ]; then
     echo "bench.sh: BENCH_FRESH=0 and BENCH_FRESH_ONLY=1 leave nothing to run" >&2; exit 1

@@ -12,18 +12,12 @@ if [ ! -f "$jar" ] || [ -n "$(find src pom.xml console -name node_modules -prune
   ./mvnw -B -q package -DskipTests >&2
 fi
 # The JDK's ahead-of-time cache (classes loaded and linked, method profiles), trained on this jar by a run of the
-# real server on a temporary DATA_DIR (`train-aot`, see src/main/java/dev/codeexec/AotTraining.java): once per
-# build, about a minute. A fresh server then starts and answers its first calls far sooner (docs/benchmarks.md).
-# AOT_CACHE=off skips it. JVM log lines go to stderr: in stdio mode stdout is the protocol's.
-aot=target/code-exec-mcp.aot
+# real server (scripts/aot-cache.sh: once per build, about a minute): a fresh server then starts and answers its
+# first calls far sooner (docs/benchmarks.md). AOT_CACHE=off skips it. JVM log lines go to stderr: in stdio mode
+# stdout is the protocol's.
 jvm=(-Xlog:disable -Xlog:all=warning:stderr)
 if [ "${AOT_CACHE:-on}" != off ]; then
-  if [ ! -f "$aot" ] || [ "$jar" -nt "$aot" ]; then
-    echo "run.sh: training the JVM's AOT cache $aot (once per build)" >&2
-    rm -f "$aot"
-    "$JAVA_HOME/bin/java" "${jvm[@]}" -XX:AOTCacheOutput="$aot" -jar "$jar" train-aot >&2 \
-      || { echo "run.sh: AOT training failed; the server starts without the cache" >&2; rm -f "$aot"; }
-  fi
-  [ -f "$aot" ] && jvm+=(-XX:AOTCache="$aot")
+  aot=$(./scripts/aot-cache.sh "$jar")
+  [ -n "$aot" ] && jvm+=(-XX:AOTCache="$aot")
 fi
 exec "$JAVA_HOME/bin/java" "${jvm[@]}" -jar "$jar" "$@"

@@ -19,7 +19,7 @@
 // BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_FRESH_THROUGHPUT_SECONDS (60, a cap per side), BENCH_JSON
 // (adds a `fresh` object to that file), CODE_EXEC_JAR, JAVA_HOME (the server's JDK).
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir, loadavg, cpus } from 'node:os';
 import { join, dirname } from 'node:path';
 import { JAR, JAVA, REPO, INTERPRETER_RUNNER, freePort, randomSecret, sleep } from '../lib/server.js';
@@ -98,9 +98,17 @@ function dropDataDir(d) {
     dataDirs.delete(d);
 }
 
-/** `java -jar JAR` with the environment a user's server gets (server.js does the same), its output kept. */
+/**
+ * The JVM options scripts/run.sh gives (the README's command): its AOT cache when scripts/aot-cache.sh made one for
+ * this jar (bench.sh runs it first; BENCH_AOT=off measures without), JVM log lines on stderr.
+ */
+const AOT_CACHE = process.env.BENCH_AOT === 'off' ? null : JAR.replace(/\.jar$/, '.aot');
+const JVM_OPTIONS = ['-Xlog:disable', '-Xlog:all=warning:stderr',
+    ...(AOT_CACHE && existsSync(AOT_CACHE) ? [`-XX:AOTCache=${AOT_CACHE}`] : [])];
+
+/** `java -jar JAR` as scripts/run.sh starts it, the environment a user's server gets, its output kept. */
 function spawnServer(env, stdin = 'ignore') {
-    const child = spawn(JAVA, ['-jar', JAR], {
+    const child = spawn(JAVA, [...JVM_OPTIONS, '-jar', JAR], {
         env: { PATH: process.env.PATH, HOME: process.env.HOME, LANG: 'C.UTF-8', JAVA_HOME, ...env },
         stdio: [stdin, 'pipe', 'pipe'],
     });
@@ -459,7 +467,8 @@ function report(out) {
     const ms = (x) => `${Math.round(x)} ms`;
     const ratio = (x) => `${x.toFixed(2)}x`;
     lines.push(`code-exec-mcp fresh server: new processes on new DATA_DIRs vs bare spawn, same run (${new Date().toISOString()}; `
-        + `${cpus().length} cpus, load avg ${out.loadBefore.toFixed(1)} before, ${out.loadAfter.toFixed(1)} after; ${out.seconds.toFixed(0)} s)`);
+        + `${cpus().length} cpus, load avg ${out.loadBefore.toFixed(1)} before, ${out.loadAfter.toFixed(1)} after; ${out.seconds.toFixed(0)} s; `
+        + `JVM ${JVM_OPTIONS.some((o) => o.startsWith('-XX:AOTCache')) ? 'with its AOT cache' : 'without an AOT cache'})`);
     const st = (label, r, rss) => lines.push(`${label.padEnd(44)}p50 ${ms(r.p50).padStart(8)}  p95 ${ms(r.p95).padStart(8)}  (${r.samples.map(ms).join(', ')})`
         + (rss ? `  idle RSS p50 ${rss.p50.toFixed(0)} MiB` : ''));
     st(`HTTP start→healthy, new DATA_DIR (n=${out.httpStartNew.n})`, out.httpStartNew, out.httpStartNew.rssMiB);
