@@ -73,6 +73,22 @@ class WarmPoolTest {
         return res;
     }
 
+    /** Each case warm on {@code hot} and cold on {@code cold}: the same output, exit code and outcome. */
+    private static void assertWarmGivesWhatColdGives(LocalExecutor hot, LocalExecutor cold, List<ExecutionRequest> cases)
+            throws Exception {
+        for (ExecutionRequest c : cases) {
+            ExecutionResult w = warm(hot, c);
+            ExecutionResult k = run(cold, c);
+            // the code file's random name differs per run
+            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
+            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
+        }
+    }
+
     @Test
     void warmAndColdRunsGiveTheSameResults() throws Exception {
         LocalExecutor hot = executor("WARM_POOL", "python=1,nodejs=1");
@@ -87,17 +103,7 @@ class WarmPoolTest {
                         + "process.stdin.on('data', d => console.log(String(d).toUpperCase()));", "input", List.of("x"),
                         Map.of(), null),
                 request(hot.config, "nodejs", "setTimeout(() => { console.error('late'); process.exit(4); }, 10);"));
-        for (ExecutionRequest c : cases) {
-            ExecutionResult w = warm(hot, c);
-            ExecutionResult k = run(cold, c);
-            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
-            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
-            // the code file's random name differs per run
-            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
-        }
+        assertWarmGivesWhatColdGives(hot, cold, cases);
     }
 
     /**
@@ -130,16 +136,7 @@ class WarmPoolTest {
                         + "console.log(n, process.argv.slice(2), require.main === module, fs.readFileSync(0, 'utf8'));\n"
                         + "process.exitCode = 5;\n", "typed input", List.of("t"), Map.of(), null),
                 request(hot.config, "typescript", "const x: number = ;\n"));
-        for (ExecutionRequest c : cases) {
-            ExecutionResult w = warm(hot, c);
-            ExecutionResult k = run(cold, c);
-            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
-            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
-        }
+        assertWarmGivesWhatColdGives(hot, cold, cases);
         assertThat(warm(hot, request(hot.config, "shell", "ls /proc/self/fd")).stdout())
                 .as("the control channel is closed before the command starts").isEqualTo("0\n1\n2\n3\n");
         ExecutionResult cpu = warm(hot, request(hot.config, "shell", "while :; do :; done", "", List.of(), Map.of(), 20_000L));
