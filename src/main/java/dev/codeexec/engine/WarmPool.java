@@ -173,6 +173,10 @@ final class WarmPool implements AutoCloseable {
         Deque<SandboxProcess> q = ready.get(language);
         if (q == null || closed || (network && egress.isEmpty())) return Optional.empty();
         if (packages && !packageMounts.containsKey(language)) return Optional.empty();
+        // A waiting sandbox has the egress channel's proxy variables from its start; a run without network gets
+        // none cold, and a shell's tools tell "no network" (curl: connection refused, exit 7) from a proxy that
+        // refuses (HTTP 403, exit 0): such runs of those languages go cold. The interpreters' runs keep the pool.
+        if (!network && egress.isPresent() && recipes.get(language).message().equals(EXEC)) return Optional.empty();
         if (!env.isEmpty() || (inWorkspace && !lateWorkDir) || !sameSandboxLimits(runLimits, inWorkspace))
             return Optional.empty();
         while (true) {
