@@ -75,6 +75,10 @@ final class WarmPool implements AutoCloseable {
      */
     record Recipe(String language, List<String> command, Map<String, String> env, List<Path> readOnlyDirs,
             String message) {
+        /** A sandbox whose init waits for the run's whole command: no interpreter of its own. */
+        boolean waits() {
+            return message.equals(EXEC);
+        }
     }
 
     private final Sandbox sandbox;
@@ -176,7 +180,7 @@ final class WarmPool implements AutoCloseable {
         // A waiting sandbox has the egress channel's proxy variables from its start; a run without network gets
         // none cold, and a shell's tools tell "no network" (curl: connection refused, exit 7) from a proxy that
         // refuses (HTTP 403, exit 0): such runs of those languages go cold. The interpreters' runs keep the pool.
-        if (!network && egress.isPresent() && recipes.get(language).message().equals(EXEC)) return Optional.empty();
+        if (!network && egress.isPresent() && recipes.get(language).waits()) return Optional.empty();
         if (!env.isEmpty() || (inWorkspace && !lateWorkDir) || !sameSandboxLimits(runLimits, inWorkspace))
             return Optional.empty();
         while (true) {
@@ -394,7 +398,8 @@ final class WarmPool implements AutoCloseable {
                 throw new SandboxException("the interpreter ended before it was ready" + exitNote(p));
             // Off the request path: from here on the interpreter has the CPU budget of a cold run (it spends
             // none while it waits), the start-up and preload allowance is gone.
-            p.limitProgramCpu(limits.cpuSeconds());
+            if (r.waits()) p.limitCommandCpu(limits.cpuSeconds());
+            else p.limitProgramCpu(limits.cpuSeconds());
             return p;
         } catch (SandboxException | RuntimeException e) {
             discard(p);
@@ -425,7 +430,7 @@ final class WarmPool implements AutoCloseable {
             l.put("started", s.started.get());
             l.put("failed", s.failed.get());
             l.put("servesPackages", packageMounts.containsKey(t.getKey()));
-            l.put("kind", recipes.get(t.getKey()).message().equals(EXEC) ? "waiting sandbox" : "interpreter");
+            l.put("kind", recipes.get(t.getKey()).waits() ? "waiting sandbox" : "interpreter");
             // what the idle sandboxes hold now (their cgroups' memory.current), where it can be measured
             long memory = 0;
             boolean measured = false;

@@ -147,6 +147,11 @@ final class LaunchedProcess implements SandboxProcess {
     }
 
     @Override
+    public synchronized void limitCommandCpu(int cpuSeconds) throws SandboxException {
+        setLimit(programPid(), Posix.RLIMIT_CPU, cpuSeconds, cpuSeconds + 1);
+    }
+
+    @Override
     public synchronized void limitProgramFileSize(long fileSizeBytes) throws SandboxException {
         setLimit(programPid(), Posix.RLIMIT_FSIZE, fileSizeBytes, fileSizeBytes);
     }

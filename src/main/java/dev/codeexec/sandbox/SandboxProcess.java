@@ -101,6 +101,16 @@ public interface SandboxProcess extends AutoCloseable {
     }
 
     /**
+     * For a sandbox whose init waits for its command ({@link Sandbox#awaitsCommands()}): the command starts later as
+     * a new child, whose CPU time counts from zero, so it gets exactly {@code cpuSeconds}, as a cold run's program
+     * does; what the init itself spent while it waited is not added (it would give the command a second more
+     * whenever the init had used a clock tick).
+     */
+    default void limitCommandCpu(int cpuSeconds) throws SandboxException {
+        throw new SandboxException("this sandbox cannot change the limits of a running program");
+    }
+
+    /**
      * Per-call limits of an interpreter that serves many calls (a session), whose limits must rise again after a
      * call lowered them. CPU: only the soft limit moves ({@code cpuSeconds} from now), under the hard limit set at
      * start, which bounds the interpreter's whole life. File size: soft and hard both at {@code fileSizeBytes} (at
