@@ -9,7 +9,9 @@
  *       cgroup.procs file), sets each rlimit, opens each PATH read-only (--fd) or write-only (--wfd, in order,
  *       after all --fd: a FIFO's open blocks until the server opens the other end) on fd N, then drops to the
  *       unprivileged uid/gid for good (no supplementary groups; real, effective and saved ids; no_new_privs),
- *       checks that root cannot be regained, and execs PROGRAM (bwrap) by its absolute path. Any failure before
+ *       checks that root cannot be regained, and execs PROGRAM (bwrap) by its absolute path. Run by a normal user
+ *       (not root): --uid/--gid must be its own ids; nothing is dropped (bwrap makes the user namespace), only
+ *       no_new_privs is set. Any failure before
  *       the exec: a message on stderr and exit 125, with nothing run.
  *       RES is one of cpu, core, fsize, nofile, as, nproc; SOFT and HARD are numbers or "unlimited".
  *
@@ -23,7 +25,7 @@
  *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
  *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
- *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] (PROGRAM [ARG...] | --await-exec)
+ *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] [--nproc N] (PROGRAM [ARG...] | --await-exec)
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
  *       binary (--fd N=...), so that nothing of the host's file system is bound into the sandbox for it. It closes
  *       that descriptor and makes itself non-dumpable (the sandboxed program cannot read /proc/1/exe, environ or
@@ -42,6 +44,9 @@
  *       process per connection, nothing the program can signal. At most MAX_RELAYS connections at once; beyond
  *       that, new connections wait in the listen queue. If SOCKET cannot be reached, the accepted connection is
  *       closed: fail closed.
+ *       --nproc N: RLIMIT_NPROC of init (and so of everything it starts) at N, set inside the sandbox's user
+ *       namespace, where the kernel counts the processes of that namespace's uid only. A server run by a normal user
+ *       sets the process limit this way: the launcher's rlimit would count all of that user's own processes too.
  *       --await-exec: a warm sandbox for any language (WARM_POOL): instead of PROGRAM from its arguments, init
  *       writes {"ready":true} on the control-out fd 9, waits for the run message on the control-in fd 8 —
  *       "exec FILELEN CODELEN ARGLEN...\n" then that many bytes of the code file's path, the code, and each
@@ -177,6 +182,20 @@ static int launch(int argc, char **argv) {
         close(ns);
     }
 
+    if (geteuid() != 0) {
+        // a server run by a normal user: nothing to drop (bwrap makes its own user namespace); the ids given
+        // must be the ones this process has, so a caller's mistake is never silently a different uid
+        uid_t r0, e0, s0;
+        gid_t gr0, ge0, gs0;
+        if (getresuid(&r0, &e0, &s0) != 0 || r0 != uid || e0 != uid || s0 != uid
+                || getresgid(&gr0, &ge0, &gs0) != 0 || gr0 != gid || ge0 != gid || gs0 != gid) {
+            errno = 0;
+            fail("not root: --uid and --gid must be this process's own ids", NULL);
+        }
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("no_new_privs", NULL);
+        execv(argv[i], &argv[i]);
+        fail("cannot run", argv[i]);
+    }
     if (setgroups(0, NULL) != 0) fail("setgroups", NULL);
     if (setresgid((gid_t) gid, (gid_t) gid, (gid_t) gid) != 0) fail("setresgid", NULL);
     if (setresuid((uid_t) uid, (uid_t) uid, (uid_t) uid) != 0) fail("setresuid", NULL);
@@ -451,6 +470,14 @@ static int init(int argc, char **argv) {
             if (fd < 3 || fd > 64 || fcntl((int) fd, F_SETFD, FD_CLOEXEC) != 0) fail("bad --status-fd", argv[program + 1]);
             status_fd = (int) fd;
             program += 2;
+        } else if (argc >= program + 2 && strcmp(argv[program], "--nproc") == 0) {
+            // set here, inside the sandbox's user namespace, where the kernel counts only the processes of this
+            // namespace's uid; set by the launcher (outside), it would count every process of the host uid
+            errno = 0;
+            long long n = number(argv[program + 1], "--nproc");
+            struct rlimit rl = { (rlim_t) n, (rlim_t) n };
+            if (n < 1 || setrlimit(RLIMIT_NPROC, &rl) != 0) fail("cannot set the process limit", argv[program + 1]);
+            program += 2;
         } else if (argc >= program + 1 && strcmp(argv[program], "--await-exec") == 0) {
             await_exec = 1;
             program += 1;
@@ -541,9 +568,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "init") == 0) return init(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "mntns") == 0) return mntns(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-        puts("codeexec-helper 3");
+        puts("codeexec-helper 4");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] [--nproc N] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
     return 2;
 }

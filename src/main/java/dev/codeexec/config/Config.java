@@ -223,6 +223,12 @@ public final class Config {
 
     /** Reads every key from the given environment; the first bad value stops with a message naming the key. */
     public static Config load(Map<String, String> env) {
+        return load(env, UserDefaults.runningAsRoot());
+    }
+
+    /** @param root whether the server runs as root: a normal user's defaults put state under its own data directory */
+    static Config load(Map<String, String> given, boolean root) {
+        Map<String, String> env = root ? given : UserDefaults.apply(given);
         Map<ConfigKey<?>, Object> values = new HashMap<>();
         for (ConfigKey<?> key : KEYS) {
             String raw = env.getOrDefault(key.name(), key.defaultValue());

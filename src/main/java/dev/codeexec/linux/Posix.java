@@ -113,6 +113,8 @@ public final class Posix {
             Linker.Option.captureCallState("errno"));
     private static final long SYS_SETRESUID = 117;
     private static final long SYS_SETRESGID = 119;
+    private static final OwnIds SELF = OwnIds.read();
+
     /** The one thread that ever changes its own credentials (see {@link #prlimitAs}). */
     private static final java.util.concurrent.ExecutorService CREDENTIAL_THREAD =
             java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
@@ -470,6 +472,11 @@ public final class Posix {
      * could signal. Only lowering a hard limit works this way (raising one needs the capability).
      */
     public static void prlimitAs(int uid, int gid, long pid, int resource, long soft, long hard) throws Errno {
+        if (uid == SELF.uid() && gid == SELF.gid()) {
+            // a server run by a normal user: its sandboxes run as its own ids, nothing to switch (and no way to)
+            prlimit(pid, resource, soft, hard);
+            return;
+        }
         try {
             CREDENTIAL_THREAD.submit(() -> {
                 setRealIds(uid, gid);

@@ -52,8 +52,17 @@ final class BwrapSandbox implements Sandbox {
     /** The uid and gid sandboxed code sees itself as (SANDBOX_UID, SANDBOX_GID); the gid is also its host gid. */
     private final int uid;
     private final int gid;
-    /** Host uids, one per sandbox; null when every sandbox runs as {@link #uid} on the host too. */
+    /** Host uids, one per sandbox; null when every sandbox runs as {@link #uid} on the host too (or as the user). */
     private final UidPool uids;
+    /**
+     * Normal-user mode: the server is not root, so there is no uid to drop to. Every sandbox runs as the server's
+     * own host uid and gid ({@link #hostIds}), which bwrap maps to {@link #uid}/{@link #gid} inside its unprivileged
+     * user namespace; the process limit is set inside that namespace (init --nproc), where the kernel counts only
+     * the sandbox's own processes, never the user's.
+     */
+    private final boolean userMode;
+    /** The server's own uid and gid (what sandboxes run as on the host in {@link #userMode}). */
+    private final int[] hostIds;
     private final Path seccomp;
     private final Cgroups cgroups;
     private final List<String> systemBinds;
@@ -98,7 +107,10 @@ final class BwrapSandbox implements Sandbox {
     BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups, boolean useHelper, UidPool uids) {
         this.uid = uid;
         this.gid = gid;
-        this.uids = uids;
+        dev.codeexec.linux.OwnIds own = dev.codeexec.linux.OwnIds.read();
+        this.userMode = !own.root();
+        this.hostIds = new int[] {own.uid(), own.gid()};
+        this.uids = userMode ? null : uids;
         this.cgroups = cgroups;
         this.spawnDirect = useHelper && dev.codeexec.linux.Spawn.available();
         this.version = bwrapVersion();
@@ -246,9 +258,13 @@ final class BwrapSandbox implements Sandbox {
         m.put("kind", "bwrap");
         m.put("uid", uid);
         m.put("gid", gid);
-        m.put("hostUids", uids == null ? "every sandbox runs as uid " + uid : uids.info());
+        m.put("mode", userMode ? "normal user" : "root");
+        m.put("hostUids", userMode ? "every sandbox runs as the server's own uid " + hostIds[0]
+                + " (normal-user mode), mapped to " + uid + " inside"
+                : uids == null ? "every sandbox runs as uid " + uid : uids.info());
         m.put("cgroup", cgroups.label());
         if (!cgroups.note().isEmpty()) m.put("cgroupNote", cgroups.note());
+        m.put("limits", limitGuarantees());
         m.put("seccomp", seccomp != null);
         m.put("network", "none");
         m.put("namespaces", List.of("user", "pid", "net", "ipc", "uts", "mount", "cgroup"));
@@ -259,6 +275,33 @@ final class BwrapSandbox implements Sandbox {
         m.put("mountNamespace", mountNamespace != null ? mountNamespace.describe() : "the server's (" + mountNamespaceNote + ")");
         unavailable.ifPresent(r -> m.put("unavailable", r));
         return m;
+    }
+
+    /**
+     * How each limit is held in this mode, in words for runtime_info and the operator: what a cgroup holds, what an
+     * rlimit or the watchdog holds instead, and what a normal user's sandboxes share with that user.
+     */
+    Map<String, String> limitGuarantees() {
+        Map<String, String> g = new LinkedHashMap<>();
+        g.put("memory", cgroups.limitsMemory()
+                ? "cgroup " + cgroups.label() + ": all of the run's memory (its tmpfs files included), enforced by the kernel"
+                : cgroups.watchesMemory()
+                        ? "no cgroup: RLIMIT_AS caps each process at once; a watchdog adds up the anonymous memory of "
+                                + "the run's processes every " + MemoryWatchdog.TICK_MS + " ms and kills the run over "
+                                + "its limit (it can overshoot for that long; /tmp and the work area count against "
+                                + "MAX_DISK_MB instead)"
+                        : "no cgroup: RLIMIT_AS per process only");
+        g.put("processes", cgroups.limitsPids() ? "cgroup " + cgroups.label() + " pids.max: the run's processes and threads"
+                : userMode ? "RLIMIT_NPROC set inside the sandbox's user namespace: counts the run's own processes "
+                        + "and threads only, never the user's"
+                : uids != null ? "RLIMIT_NPROC: counts the processes of the run's own host uid"
+                : "RLIMIT_NPROC: counts every process of uid " + uid + " on the host (all sandboxes together)");
+        g.put("cpu", "RLIMIT_CPU per process (SIGXCPU, then SIGKILL a second later) and the run's wall-clock timeout");
+        g.put("disk", "size-capped tmpfs for the work area, /tmp and /dev/shm; RLIMIT_FSIZE per file");
+        if (userMode)
+            g.put("perUserKernelLimits", "shared with the user's own processes: sandboxes run as the user's host uid "
+                    + hostIds[0] + ", so inotify instances, epoll watches and pipe buffers count against that user's limits");
+        return g;
     }
 
     @Override
@@ -289,12 +332,13 @@ final class BwrapSandbox implements Sandbox {
 
     private SandboxProcess launch(SandboxSpec spec, Path helper, TrimmedMounts ns, Path workDir, Limits limits,
             UidPool.Lease lease) throws SandboxException {
-        int hostUid = lease == null ? uid : lease.uid();
+        int hostUid = userMode ? hostIds[0] : lease == null ? uid : lease.uid();
+        int hostGid = userMode ? hostIds[1] : gid;
         List<String> argv = new ArrayList<>(List.of(BWRAP,
                 "--unshare-all", "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
         // bwrap runs as the host uid (never root) and maps it to the ids every sandbox sees inside
-        if (hostUid != uid) argv.addAll(List.of("--uid", Integer.toString(uid), "--gid", Integer.toString(gid)));
+        if (userMode || hostUid != uid) argv.addAll(List.of("--uid", Integer.toString(uid), "--gid", Integer.toString(gid)));
         for (Map.Entry<String, String> e : new TreeMap<>(spec.env()).entrySet()) {
             checkEnv(e.getKey(), e.getValue());
             argv.addAll(List.of("--setenv", e.getKey(), e.getValue()));
@@ -352,12 +396,16 @@ final class BwrapSandbox implements Sandbox {
         // With posix_spawn the init gets the status pipe (the program's real wait status); the JDK's ProcessBuilder
         // cannot pass an extra descriptor, and the dash init cannot tell an exit from a signal anyway.
         boolean statusPipe = helper != null && spawnDirect;
+        // In normal-user mode without a pids cgroup the process limit is set by init, inside the user namespace
+        boolean nprocInside = userMode && !cgroups.limitsPids();
         if (helper == null) {
-            argv.addAll(List.of("/bin/sh", "-c", INIT, "sh"));
+            argv.addAll(List.of("/bin/sh", "-c", nprocInside ? "ulimit -u " + limits.maxProcesses() + " || exit "
+                    + Launcher.SETUP_FAILED + "; " + INIT : INIT, "sh"));
         } else {
             argv.addAll(List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
             if (statusPipe) argv.addAll(List.of("--status-fd", Integer.toString(Launcher.STATUS_FD)));
             if (spec.egressSocket().isPresent()) argv.addAll(List.of("--relay", EGRESS_SOCKET));
+            if (nprocInside) argv.addAll(List.of("--nproc", Integer.toString(limits.maxProcesses())));
         }
         if (spec.awaitsCommand()) {
             if (helper == null) throw new SandboxException("a sandbox that waits for its command needs codeexec-helper");
@@ -377,10 +425,14 @@ final class BwrapSandbox implements Sandbox {
                 writeFds = Map.of(SandboxSpec.CONTROL_OUT_FD, fifos.out());
             }
             Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).standingInFor(cgroups);
+            if (nprocInside) rlimits = rlimits.withoutNproc();
             List<String> cmd;
             if (helper != null) {
                 String mntns = ns != null && ns.covers(bindSources(argv)) ? ns.path() : null;
-                cmd = Launcher.helperCommand(helper, cg.procsFiles(), rlimits, fds, writeFds, mntns, hostUid, gid, argv);
+                cmd = Launcher.helperCommand(helper, cg.procsFiles(), rlimits, fds, writeFds, mntns, hostUid, hostGid, argv);
+            } else if (userMode) {
+                // nothing to drop: bwrap makes the user namespace itself
+                cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, argv);
             } else {
                 List<String> dropped = new ArrayList<>(List.of(SETPRIV, "--reuid=" + hostUid, "--regid=" + gid,
                         "--clear-groups", "--no-new-privs", "--"));
@@ -390,6 +442,7 @@ final class BwrapSandbox implements Sandbox {
             if (spec.workDirSource().isPresent()) spec.workDirOwner().handTo(hostUid);
             p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect,
                     statusPipe ? Launcher.STATUS_FD : 0);
+            cg.attach(p.pid());
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
             return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
@@ -507,8 +560,12 @@ final class BwrapSandbox implements Sandbox {
     private String selfTest(Path helper, TrimmedMounts ns) {
         if (uid == 0 || gid == 0) return "SANDBOX_UID/SANDBOX_GID must not be 0";
         if (!Files.isExecutable(Path.of(BWRAP))) return "bubblewrap is not installed (" + BWRAP + " missing)";
-        if (!Files.isExecutable(Path.of(SETPRIV))) return "setpriv is not installed (" + SETPRIV + " missing; package util-linux)";
-        if (!isRoot()) return "the server must run as root to drop sandboxed code to uid " + uid;
+        if (!userMode && helper == null && !Files.isExecutable(Path.of(SETPRIV)))
+            return "setpriv is not installed (" + SETPRIV + " missing; package util-linux)";
+        if (userMode) {
+            String userns = UserNamespaces.unavailableReason();
+            if (userns != null) return userns;
+        }
         // Without a pids cgroup the process limit is RLIMIT_NPROC, which counts every process of the sandbox uid on
         // the host (other runs, warm sandboxes, sessions): generous, so the self-test does not fail for them.
         Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 1024, 1 << 16, 1 << 20);
@@ -533,13 +590,6 @@ final class BwrapSandbox implements Sandbox {
     }
 
     static boolean isRoot() {
-        try {
-            String status = Files.readString(Path.of("/proc/self/status"));
-            for (String line : status.split("\n"))
-                if (line.startsWith("Uid:")) return line.split("\\s+")[2].equals("0");
-        } catch (IOException e) {
-            return false;
-        }
-        return false;
+        return dev.codeexec.linux.OwnIds.read().root();
     }
 }

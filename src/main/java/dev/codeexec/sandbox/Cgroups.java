@@ -71,6 +71,22 @@ final class Cgroups {
         return new Cgroups(Mode.NONE, Map.of(), why);
     }
 
+    /**
+     * Whether runs without a cgroup get the {@link MemoryWatchdog} (the sum of their processes' memory, killed
+     * over the limit) besides RLIMIT_AS per process. On by default; tests of the bare rlimit fallback turn it off.
+     */
+    private boolean watchdog = true;
+
+    Cgroups withoutWatchdog() {
+        Cgroups c = new Cgroups(mode, parents, note);
+        c.watchdog = false;
+        return c;
+    }
+
+    boolean watchesMemory() {
+        return mode == Mode.NONE && watchdog;
+    }
+
     static Cgroups detect() {
         return detect(Path.of("/proc/self/cgroup"), Path.of("/proc/self/mountinfo"),
                 INSTANCE_PREFIX + ProcessHandle.current().pid()).registerCleanup();
@@ -242,7 +258,7 @@ final class Cgroups {
 
     /** Creates the run's cgroup(s) with the limits set; nothing is created in mode NONE. */
     RunCgroup create(String runId, Limits limits) throws SandboxException {
-        if (mode == Mode.NONE) return RunCgroup.NONE;
+        if (mode == Mode.NONE) return watchdog ? new MemoryWatchdog.Watched(limits.memoryBytes()) : RunCgroup.NONE;
         List<Path> dirs = new ArrayList<>();
         try {
             for (Map.Entry<String, Path> e : parents.entrySet()) {
@@ -286,8 +302,12 @@ final class Cgroups {
     }
 
     /** The cgroup(s) of one run. */
-    sealed interface RunCgroup permits None, V1, V2 {
+    sealed interface RunCgroup permits None, V1, V2, MemoryWatchdog.Watched {
         RunCgroup NONE = new None();
+
+        /** The launcher's pid, once started (a cgroup needs none: the launcher joined it itself). */
+        default void attach(long pid) {
+        }
 
         /** Files the launcher writes its pid into before exec. */
         List<Path> procsFiles();

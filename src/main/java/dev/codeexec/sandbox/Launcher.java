@@ -128,31 +128,48 @@ final class Launcher {
      * unless left out; address space and processes only where asked, as stand-ins for a cgroup that is missing:
      * RLIMIT_AS counts mappings, not memory, and RLIMIT_NPROC counts every process of the sandbox uid on the host.
      */
-    record Rlimits(Limits limits, boolean memory, boolean nproc, boolean fsize) {
+    record Rlimits(Limits limits, boolean memory, boolean nproc, boolean fsize, long addressSpaceSlack) {
+
+        /**
+         * What RLIMIT_AS allows above the memory limit where the {@link MemoryWatchdog} holds the run's real memory:
+         * runtimes reserve address space they never use (node about 730 MB before its first line, the JVM its class
+         * space), so an address-space limit at the memory limit would stop them at small limits; the slack keeps one
+         * process from running far past the limit between two of the watchdog's looks.
+         */
+        static final long WATCHED_SLACK = 1L << 30;
 
         /** CPU time, core size, open files and file size (the disk limit). */
         static Rlimits of(Limits limits) {
-            return new Rlimits(limits, false, false, true);
+            return new Rlimits(limits, false, false, true, 0);
         }
 
         /** Also RLIMIT_AS at the memory limit. */
         Rlimits withMemory() {
-            return new Rlimits(limits, true, nproc, fsize);
+            return new Rlimits(limits, true, nproc, fsize, addressSpaceSlack);
         }
 
         /** Also RLIMIT_NPROC at the process limit. */
         Rlimits withNproc() {
-            return new Rlimits(limits, memory, true, fsize);
+            return new Rlimits(limits, memory, true, fsize, addressSpaceSlack);
+        }
+
+        /** Without RLIMIT_NPROC (set inside the sandbox's user namespace instead: init --nproc). */
+        Rlimits withoutNproc() {
+            return new Rlimits(limits, memory, false, fsize, addressSpaceSlack);
         }
 
         /** Without RLIMIT_FSIZE (gVisor: its sentry's memory file is larger than a run's disk limit). */
         Rlimits withoutFsize() {
-            return new Rlimits(limits, memory, nproc, false);
+            return new Rlimits(limits, memory, nproc, false, addressSpaceSlack);
         }
 
-        /** RLIMIT_AS where {@code cgroups} cannot limit memory, RLIMIT_NPROC where they cannot limit processes. */
+        /**
+         * RLIMIT_AS where {@code cgroups} cannot limit memory (with {@link #WATCHED_SLACK} above the limit where the
+         * watchdog holds the sum), RLIMIT_NPROC where they cannot limit processes.
+         */
         Rlimits standingInFor(Cgroups cgroups) {
-            return new Rlimits(limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), fsize);
+            return new Rlimits(limits, !cgroups.limitsMemory(), !cgroups.limitsPids(), fsize,
+                    cgroups.watchesMemory() ? WATCHED_SLACK : 0);
         }
 
         List<Rlimit> list() {
@@ -163,7 +180,7 @@ final class Launcher {
             r.add(new Rlimit("core", "c", 1, 0, 0));
             if (fsize) r.add(same("fsize", "f", 512, limits.diskBytes())); // dash counts 512-byte blocks
             r.add(same("nofile", "n", 1, NOFILE));
-            if (memory) r.add(same("as", "v", 1024, limits.memoryBytes()));
+            if (memory) r.add(same("as", "v", 1024, limits.memoryBytes() + addressSpaceSlack));
             if (nproc) r.add(same("nproc", "p", 1, limits.maxProcesses()));
             return r;
         }

@@ -95,6 +95,7 @@ final class NoSandbox implements Sandbox {
             List<String> cmd = Launcher.command(cg.procsFiles(), Launcher.Rlimits.of(spec.limits()).standingInFor(cgroups),
                     Map.of(), argv);
             Process p = Launcher.start(cmd, env, dir.toFile());
+            cg.attach(p.pid());
             return new LaunchedProcess(p, cg, spec.limits().cpuSeconds(), false, () -> {
                 if (ownDir) DataDir.deleteTree(dir);
             });

@@ -502,7 +502,7 @@ class BwrapSandboxTest {
 
     @Test
     void withoutCgroupsMemoryFallsBackToRlimitAs() throws Exception {
-        BwrapSandbox rlimits = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        BwrapSandbox rlimits = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test").withoutWatchdog());
         assertThat(rlimits.unavailableReason()).isEmpty();
         assertThat(rlimits.info()).containsEntry("cgroup", "none(rlimits)").containsEntry("cgroupNote", "test");
         Limits l = new Limits(Duration.ofSeconds(20), 10, 128L << 20, 32, 1 << 20, 16L << 20);
@@ -510,6 +510,32 @@ class BwrapSandboxTest {
         assertThat(r.out()).isEqualTo((128 << 10) + "\n");
         assertThat(r.err()).contains("MemoryError");
         assertThat(r.process().memoryLimitHit()).isFalse();
+    }
+
+    /**
+     * Without cgroups the watchdog holds the run's memory as a whole: eight processes of 48 MiB each stay under
+     * RLIMIT_AS one by one, but not under the run's 128 MiB together; the run is killed and says memory_limit.
+     */
+    @Test
+    void withoutCgroupsTheWatchdogKillsARunWhoseProcessesTogetherPassTheLimit() throws Exception {
+        BwrapSandbox watched = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        assertThat(watched.limitGuarantees().get("memory")).contains("watchdog");
+        Limits l = new Limits(Duration.ofSeconds(30), 20, 128L << 20, 32, 1 << 20, 16L << 20);
+        String hog = "import os, time\nfor i in range(8):\n    if os.fork() == 0:\n        b = bytearray(48 << 20)\n"
+                + "        for j in range(0, len(b), 4096): b[j] = 1\n        time.sleep(30); os._exit(0)\n"
+                + "for i in range(8): os.wait()\nprint('all eight lived')\n";
+        long t0 = System.nanoTime();
+        Result r = run(watched, spec(l, PY, "-c", hog));
+        assertThat(r.out()).doesNotContain("all eight lived");
+        assertThat(r.process().memoryLimitHit()).as("reported as the memory limit").isTrue();
+        assertThat(r.process().peakMemoryBytes().orElse(0)).isGreaterThan(128L << 20);
+        assertThat(System.nanoTime() - t0).as("killed, not timed out").isLessThan(Duration.ofSeconds(25).toNanos());
+        // a run under its limit is left alone, and what it used is reported
+        Result small = run(watched, spec(l, PY, "-c", "b = bytearray(32 << 20)\nfor j in range(0, len(b), 4096): b[j] = 1\n"
+                + "import time; time.sleep(0.3); print('ok')"));
+        assertThat(small.out()).isEqualTo("ok\n");
+        assertThat(small.process().memoryLimitHit()).isFalse();
+        assertThat(small.process().peakMemoryBytes().orElse(0)).isGreaterThan(30L << 20);
     }
 
     @Test

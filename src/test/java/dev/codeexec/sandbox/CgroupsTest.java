@@ -104,7 +104,10 @@ class CgroupsTest {
         assertThat(cg.label()).isEqualTo("none(rlimits)");
         assertThat(cg.limitsMemory()).isFalse();
         assertThat(cg.limitsPids()).isFalse();
-        assertThat(cg.create("x", limits)).isSameAs(Cgroups.RunCgroup.NONE);
+        // the sum of the run's memory is then the watchdog's (MemoryWatchdogTest); without it, nothing at all
+        assertThat(cg.watchesMemory()).isTrue();
+        assertThat(cg.create("x", limits)).isInstanceOf(MemoryWatchdog.Watched.class);
+        assertThat(cg.withoutWatchdog().create("x", limits)).isSameAs(Cgroups.RunCgroup.NONE);
     }
 
     @Test

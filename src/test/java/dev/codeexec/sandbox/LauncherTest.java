@@ -38,10 +38,17 @@ class LauncherTest {
 
     @Test
     void withoutCgroupsTheRlimitsStandInForMemoryAndProcesses() throws Exception {
-        Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).standingInFor(Cgroups.none("test"));
+        Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).standingInFor(Cgroups.none("test").withoutWatchdog());
         assertThat(rlimits).isEqualTo(Launcher.Rlimits.of(limits).withMemory().withNproc());
         String out = run(Launcher.command(List.of(), rlimits, Map.of(), List.of("/bin/sh", "-c", "ulimit -v; ulimit -p")));
         assertThat(out).isEqualTo("0:65536\n32\n");
+    }
+
+    @Test
+    void withTheMemoryWatchdogTheAddressSpaceLimitLeavesRoomForReservations() throws Exception {
+        Launcher.Rlimits rlimits = Launcher.Rlimits.of(limits).standingInFor(Cgroups.none("test"));
+        String out = run(Launcher.command(List.of(), rlimits, Map.of(), List.of("/bin/sh", "-c", "ulimit -v; ulimit -p")));
+        assertThat(out).isEqualTo("0:" + (65536 + (Launcher.Rlimits.WATCHED_SLACK >> 10)) + "\n32\n");
     }
 
     @Test

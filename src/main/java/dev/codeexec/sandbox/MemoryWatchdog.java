@@ -1,0 +1,190 @@
+package dev.codeexec.sandbox;
+
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The memory limit of whole runs where no cgroup can hold it (a server run by a normal user without a delegated
+ * cgroup v2 subtree, or a host without usable cgroups): every {@link #TICK_MS} one thread walks /proc once, finds
+ * each watched run's processes (the descendants of its launcher: a sandbox's orphans are reparented to its init,
+ * which is one of them), adds up their anonymous resident memory (statm: resident minus shared pages, so the
+ * interpreter's mapped libraries are not counted once per process) and kills the run's whole tree when the sum is
+ * over the run's limit. Then the run reports {@code memory_limit}, as a cgroup OOM kill would.
+ *
+ * <p>Weaker than a cgroup, and said so in {@code runtime_info}: a run can overshoot for up to one tick before it is
+ * stopped (RLIMIT_AS still caps each process at once), memory of files in the run's tmpfs is not counted (the tmpfs
+ * has its own size cap, MAX_DISK_MB), and copy-on-write pages shared after fork count once per process.
+ */
+final class MemoryWatchdog {
+
+    static final long TICK_MS = 50;
+    private static final long PAGE = 4096;
+    private static final Set<Watched> RUNS = ConcurrentHashMap.newKeySet();
+    private static Thread thread;
+
+    private MemoryWatchdog() {
+    }
+
+    private static synchronized void register(Watched w) {
+        RUNS.add(w);
+        if (thread == null) {
+            thread = Thread.ofPlatform().daemon().name("memory-watchdog").start(MemoryWatchdog::loop);
+        }
+        MemoryWatchdog.class.notifyAll();
+    }
+
+    private static void loop() {
+        while (true) {
+            try {
+                synchronized (MemoryWatchdog.class) {
+                    while (RUNS.isEmpty()) MemoryWatchdog.class.wait();
+                }
+                tick(Path.of("/proc"));
+                Thread.sleep(TICK_MS);
+            } catch (InterruptedException e) {
+                return;
+            } catch (RuntimeException e) {
+                LoggerFactory.getLogger(MemoryWatchdog.class).warn("memory watchdog: {}", e.toString());
+            }
+        }
+    }
+
+    /** One pass: measure every watched run, kill those over their limit. */
+    static void tick(Path proc) {
+        Map<Long, List<Long>> children = childrenOf(proc);
+        for (Watched w : RUNS) {
+            if (w.root <= 0) continue;
+            long bytes = 0;
+            int processes = 0;
+            List<Long> todo = new ArrayList<>(List.of(w.root));
+            while (!todo.isEmpty()) {
+                long pid = todo.removeLast();
+                bytes += anonymousBytes(proc, pid);
+                processes++;
+                todo.addAll(children.getOrDefault(pid, List.of()));
+            }
+            w.measured(bytes, processes);
+        }
+    }
+
+    /** ppid → pids, from /proc/PID/stat of every process. */
+    static Map<Long, List<Long>> childrenOf(Path proc) {
+        Map<Long, List<Long>> out = new HashMap<>();
+        try (DirectoryStream<Path> ds = Files.newDirectoryStream(proc, p -> isNumber(p.getFileName().toString()))) {
+            for (Path d : ds) {
+                try {
+                    String stat = Files.readString(d.resolve("stat"));
+                    String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ", 3);
+                    out.computeIfAbsent(Long.parseLong(f[1]), k -> new ArrayList<>()).add(Long.parseLong(d.getFileName().toString()));
+                } catch (IOException | RuntimeException gone) {
+                    // ended meanwhile
+                }
+            }
+        } catch (IOException e) {
+            LoggerFactory.getLogger(MemoryWatchdog.class).warn("memory watchdog cannot list {}: {}", proc, e.toString());
+        }
+        return out;
+    }
+
+    /** Resident minus shared pages of one process (its anonymous memory), 0 when it is gone. */
+    static long anonymousBytes(Path proc, long pid) {
+        try {
+            String[] f = Files.readString(proc.resolve(Long.toString(pid)).resolve("statm")).trim().split(" ");
+            return Math.max(0, Long.parseLong(f[1]) - Long.parseLong(f[2])) * PAGE;
+        } catch (IOException | RuntimeException gone) {
+            return 0;
+        }
+    }
+
+    private static boolean isNumber(String s) {
+        if (s.isEmpty()) return false;
+        for (int i = 0; i < s.length(); i++) if (s.charAt(i) < '0' || s.charAt(i) > '9') return false;
+        return true;
+    }
+
+    /** One run watched: what a cgroup would report, measured by the watchdog. */
+    static final class Watched implements Cgroups.RunCgroup {
+        private final long limitBytes;
+        private volatile long root = -1;
+        private volatile long current;
+        private volatile long peak;
+        private volatile boolean exceeded;
+
+        Watched(long limitBytes) {
+            this.limitBytes = limitBytes;
+        }
+
+        @Override
+        public void attach(long pid) {
+            root = pid;
+            register(this);
+        }
+
+        void measured(long bytes, int processes) {
+            current = bytes;
+            if (bytes > peak) peak = bytes;
+            if (bytes > limitBytes && !exceeded) {
+                exceeded = true;
+                LoggerFactory.getLogger(MemoryWatchdog.class).info(
+                        "memory watchdog: a run used {} MiB in {} processes, over its {} MiB: killing it",
+                        bytes >> 20, processes, limitBytes >> 20);
+                killAll();
+            }
+        }
+
+        @Override
+        public List<Path> procsFiles() {
+            return List.of();
+        }
+
+        /** Every descendant of the launcher (the sandbox's init first among them); the launcher reaps and exits. */
+        @Override
+        public void killAll() {
+            long r = root;
+            if (r > 0) ProcessHandle.of(r).ifPresent(h -> h.descendants().forEach(ProcessHandle::destroyForcibly));
+        }
+
+        @Override
+        public boolean isEmpty() {
+            long r = root;
+            return r <= 0 || ProcessHandle.of(r).map(h -> !h.isAlive() && h.descendants().findAny().isEmpty()).orElse(true);
+        }
+
+        @Override
+        public boolean oomKilled() {
+            return exceeded;
+        }
+
+        @Override
+        public OptionalLong peakMemoryBytes() {
+            return peak > 0 ? OptionalLong.of(peak) : OptionalLong.empty();
+        }
+
+        @Override
+        public OptionalLong memoryBytes() {
+            return root > 0 ? OptionalLong.of(current) : OptionalLong.empty();
+        }
+
+        @Override
+        public OptionalDouble cpuTimeMs() {
+            return OptionalDouble.empty();
+        }
+
+        @Override
+        public void remove() {
+            RUNS.remove(this);
+        }
+    }
+}
