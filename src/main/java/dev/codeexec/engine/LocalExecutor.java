@@ -131,6 +131,7 @@ public final class LocalExecutor implements Executor {
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
                 warmPool, pool.whyNone());
+        info.warnAboutMissing(log);
 
         sandbox.unavailableReason().ifPresentOrElse(
                 r -> log.error("sandbox '{}' cannot run code: {}; every run will be refused", sandbox.name(), r),
@@ -215,6 +216,8 @@ public final class LocalExecutor implements Executor {
                     + unavailable.get());
         Language lang = languages.find(request.language()).orElseThrow(() -> new ExecutionException.InvalidRequest(
                 "unknown language '" + request.language() + "'; supported: " + String.join(", ", languages.ids())));
+        Optional<String> missing = info.notInstalled(lang.id());
+        if (missing.isPresent()) throw new ExecutionException.InvalidRequest(missing.get());
         if (!request.egress().isOff() && (egress.isEmpty() || !egress.get().settings().enabled()))
             throw new ExecutionException.InvalidRequest("network access is off on this server (EGRESS=off); run without 'network'");
         if (request.packages().isPresent() && packages.isEmpty())

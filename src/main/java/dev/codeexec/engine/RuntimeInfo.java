@@ -122,6 +122,28 @@ final class RuntimeInfo {
         return m;
     }
 
+    /**
+     * Why {@code languageId} cannot run here, once the start-time probe has found its program missing (empty while
+     * the probe runs, or when it is installed): a run of it would only fail at its first exec.
+     */
+    Optional<String> notInstalled(String languageId) {
+        Map<String, RuntimeProbe.Found> found = probe.languagesFuture().getNow(Map.of());
+        RuntimeProbe.Found f = found.get(languageId);
+        if (f == null || f.available()) return Optional.empty();
+        return Optional.of(languageId + " is not installed on this machine (runtime_info lists the languages "
+                + "that are; an operator installs it with scripts/install-deps.sh)");
+    }
+
+    /** Logs, once the probe is done, which languages are missing: an operator reads it at start (stderr in stdio mode). */
+    void warnAboutMissing(org.slf4j.Logger log) {
+        probe.languagesFuture().thenAccept(found -> {
+            List<String> missing = found.entrySet().stream().filter(e -> !e.getValue().available()).map(Map.Entry::getKey).toList();
+            if (!missing.isEmpty())
+                log.warn("not installed on this machine, calls for them get an error: {} (scripts/install-deps.sh installs them)",
+                        String.join(", ", missing));
+        });
+    }
+
     /** A probe still running after 10 s shows as "unknown": runtime_info answers anyway. */
     private static Map<String, RuntimeProbe.Found> probed(CompletableFuture<Map<String, RuntimeProbe.Found>> f) {
         try {

@@ -62,6 +62,23 @@ class LocalExecutorTest {
         return request(e.config, "shell", code, "", List.of(), Map.of(), timeoutMs);
     }
 
+    /** A language whose program is missing on this machine: said at start and in runtime_info, refused with why. */
+    @Test
+    void aLanguageThatIsNotInstalledIsAClearErrorNotAFailedRun() throws Exception {
+        String table = "{\"languages\": [{\"id\": \"python\", \"aliases\": [], \"extension\": \"py\", "
+                + "\"run\": [\"/nonexistent/python3\", \"{file}\"], \"version\": [\"/nonexistent/python3\", \"--version\"]}], \"tools\": {}}";
+        Config config = config("WARM_POOL", "off");
+        try (LocalExecutor e = new LocalExecutor(config, new FakeSandbox(),
+                Languages.parse(new java.io.ByteArrayInputStream(table.getBytes(java.nio.charset.StandardCharsets.UTF_8))))) {
+            @SuppressWarnings("unchecked")
+            Map<String, Map<String, Object>> langs = (Map<String, Map<String, Object>>) e.runtimeInfo().get("languages");
+            assertThat(langs.get("python")).containsEntry("available", false);
+            assertThatThrownBy(() -> e.submit(request(config, "python", "print(1)"), OutputListener.NONE))
+                    .isInstanceOf(dev.codeexec.engine.ExecutionException.InvalidRequest.class)
+                    .hasMessageContaining("python is not installed on this machine");
+        }
+    }
+
     @Test
     void pythonHelloWorld() throws Exception {
         LocalExecutor e = executor();
