@@ -259,6 +259,34 @@ describe('a server started by a normal user, over stdio', { skip: !isRoot && 'ne
     });
 });
 
+describe('egress through the checking proxy, as a normal user', { skip: !isRoot && 'needs root to create the test user' }, () => {
+    test('an allowed name reaches a loopback fixture through the proxy; a direct connection does not', { timeout: 120_000 }, async () => {
+        const { createServer: createHttpServer } = await import('node:http');
+        const hits = [];
+        const fixture = createHttpServer((req, res) => { hits.push(req.url); res.end('fixture-body\n'); });
+        await new Promise((res) => fixture.listen(0, '127.0.0.1', res));
+        const port = fixture.address().port;
+        let s;
+        try {
+            s = await stdioClient({ EGRESS: 'on', EGRESS_ALLOW: `fixture.test:${port}`, EGRESS_ALLOW_CIDRS: '127.0.0.1/32',
+                EGRESS_RESOLVE: 'fixture.test=127.0.0.1' });
+            const ok = await sh(s.client, `curl -s --max-time 10 http://fixture.test:${port}/via-proxy`, { network: [`fixture.test:${port}`] });
+            assert.equal(ok.sc.stdout, 'fixture-body\n', ok.text);
+            assert.equal(ok.sc.network.connections[0].decision, 'allowed', JSON.stringify(ok.sc.network));
+            const direct = await sh(s.client, `curl -s --max-time 5 --noproxy '*' http://127.0.0.1:${port}/direct; echo "rc=$?"`,
+                { network: [`fixture.test:${port}`] });
+            assert.match(direct.sc.stdout, /rc=(7|28)/, direct.text);
+            const other = await sh(s.client, `curl -s --max-time 5 http://localhost:${port}/not-listed; echo "rc=$?"`,
+                { network: [`fixture.test:${port}`] });
+            assert.doesNotMatch(other.sc.stdout, /fixture-body/, other.text);
+            assert.deepEqual(hits, ['/via-proxy']);
+        } finally {
+            await s?.client.close();
+            fixture.close();
+        }
+    });
+});
+
 describe('a server started by a normal user, over HTTP', { skip: !isRoot && 'needs root to create the test user' }, () => {
     let child;
     let log = '';
