@@ -128,8 +128,10 @@ final class BwrapSandbox implements Sandbox {
         this.seccomp = filter;
         this.systemBinds = binds;
         this.controlDir = data.control();
-        WorkDirMounts.Result late = why == null ? WorkDirMounts.prepare(data, uid, gid)
-                : new WorkDirMounts.Result(Optional.empty(), Optional.of(why));
+        WorkDirMounts.Result late = why != null ? new WorkDirMounts.Result(Optional.empty(), Optional.of(why))
+                : userMode ? new WorkDirMounts.Result(Optional.empty(),
+                        Optional.of("mounting a working directory into a started sandbox needs root (normal-user mode)"))
+                : WorkDirMounts.prepare(data, uid, gid);
         this.lateWorkDirs = late.mounts();
         this.lateWorkDirsUnavailable = late.unavailable();
         try {
@@ -146,9 +148,13 @@ final class BwrapSandbox implements Sandbox {
             if (useHelper) {
                 try {
                     h = installHelper(data);
-                    TrimmedMounts.Result trimmed = TrimmedMounts.create(h, List.of(data.root()));
-                    ns = trimmed.mounts().orElse(null);
-                    nsNote = trimmed.note();
+                    if (userMode) {
+                        nsNote = "a trimmed mount namespace needs root (normal-user mode)";
+                    } else {
+                        TrimmedMounts.Result trimmed = TrimmedMounts.create(h, List.of(data.root()));
+                        ns = trimmed.mounts().orElse(null);
+                        nsNote = trimmed.note();
+                    }
                     if (ns != null) {
                         String nsBroken = selfTest(h, ns);
                         if (nsBroken != null) {
