@@ -158,6 +158,26 @@ describe('a server started by a normal user, over stdio', { skip: !isRoot && 'ne
         assert.deepEqual(s.errors, []);
     });
 
+    test('a user with more processes of their own than MAX_PROCESSES still runs code: only the run\'s count', { timeout: 60_000 }, async () => {
+        const marker = `crowd-${randomSecret('')}`;
+        const crowd = spawn('/usr/sbin/runuser', ['-u', USER, '--', '/bin/bash', '-c',
+            `for i in $(seq 80); do (exec -a ${marker} sleep 120) & done; wait`], { stdio: 'ignore' });
+        try {
+            const end = Date.now() + 10_000;
+            while (userProcessesWith(marker).length < 80 && Date.now() < end) await sleep(100);
+            assert.ok(userProcessesWith(marker).length >= 80, 'the user runs 80 processes (MAX_PROCESSES is 64)');
+            const r = await exec(s.client, { language: 'python', code: 'import subprocess; print(subprocess.run(["echo", "child"], capture_output=True, text=True).stdout.strip())' });
+            assert.equal(r.sc.stdout, 'child\n', r.text);
+        } finally {
+            crowd.kill('SIGKILL');
+            try {
+                execFileSync('pkill', ['-KILL', '-f', marker], { stdio: 'ignore' });
+            } catch {
+                // gone
+            }
+        }
+    });
+
     test('the user\'s home, files and other processes are out of reach', { timeout: 60_000 }, async () => {
         const victimPid = victim.pid; // runuser's pid; its child is the sleep
         const sleeper = Number(userProcessesWith(victimMarker)[0]?.split(' ')[0]);
