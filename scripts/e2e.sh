@@ -12,10 +12,18 @@ if [ ! -x e2e/node_modules/node/bin/node ] || [ ! -d e2e/node_modules/@modelcont
   # npm ci, never npm install: install may resolve anew and rewrite the lock, which would leave the checkout changed.
   (cd e2e && npm ci --no-fund --no-audit --loglevel=error)
 fi
-if [ $# -eq 0 ]; then set -- e2e/test/*.test.js; fi
+FULL_RUN=0
+if [ $# -eq 0 ]; then set -- e2e/test/*.test.js; FULL_RUN=1; fi
 # One fresh DATA_DIR for the whole run: the servers of the files (one after the other) share the warmed Go cache.
 E2E_DATA_DIR=$(mktemp -d /tmp/code-exec-e2e-data.XXXXXX)
 export E2E_DATA_DIR
 trap 'rm -rf "$E2E_DATA_DIR"' EXIT
 # One file at a time: each file starts its own server and the machine has 2 cores.
 "$NODE" --test --test-concurrency=1 --test-reporter=spec "$@"
+# The whole run (no files named), as root: the stdio and adversarial suites once more with the server started by a
+# normal user (the desktop-client case, e2e/lib/user.js), each server in a DATA_DIR that user owns, seeded with the
+# Go build cache the first pass warmed.
+if [ "$FULL_RUN" = 1 ] && [ "$(id -u)" = 0 ]; then
+  echo "e2e.sh: the stdio and adversarial suites again, with the server run by the normal user codeexec-e2e"
+  E2E_AS_USER=codeexec-e2e "$NODE" --test --test-concurrency=1 --test-reporter=spec e2e/test/stdio.test.js e2e/test/adversarial.test.js
+fi

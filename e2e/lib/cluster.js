@@ -13,24 +13,11 @@ import { existsSync, mkdirSync, chmodSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
-import { JAR, JAVA, freePort, sleep, startServer, hostProcessesWith, INTERPRETER_RUNNER } from './server.js';
+import { JAR, JAVA, freePort, sleep, startServer, hostProcessesWith, INTERPRETER_RUNNER, seedGoCache, GO_CACHE_MARKER } from './server.js';
+
+export { GO_CACHE_MARKER };
 import { makeBase, keysAppend } from './server3.js';
 import { health, workerStatus } from './grpc.js';
-
-export const GO_CACHE_MARKER = join('go-cache', '.code-exec-warm');
-
-/**
- * Copies a warm Go build cache into a DATA_DIR that has none (cp -a keeps the modes the sandbox relies on). The
- * server's marker of a warm cache names the cache's own path (its Go environment), so the copy's marker is
- * rewritten to the new DATA_DIR; Go itself keys the standard library's entries by GOROOT, not by GOCACHE.
- */
-function seedGoCache(fromDataDir, toDataDir) {
-    if (!fromDataDir || !existsSync(join(fromDataDir, GO_CACHE_MARKER)) || existsSync(join(toDataDir, GO_CACHE_MARKER))) return;
-    mkdirSync(toDataDir, { recursive: true, mode: 0o711 });
-    execFileSync('cp', ['-a', join(fromDataDir, 'go-cache'), toDataDir]);
-    const marker = join(toDataDir, GO_CACHE_MARKER);
-    writeFileSync(marker, readFileSync(marker, 'utf8').replaceAll(fromDataDir, toDataDir));
-}
 
 /**
  * Unmounts what is still mounted below `dir`: a worker killed with -9 cannot take down the mount of its

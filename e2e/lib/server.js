@@ -8,6 +8,9 @@ import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { AS_USER, ensureUser, userDir, asUserArgv, seedGoCache, GO_CACHE_MARKER } from './user.js';
+
+export { seedGoCache, GO_CACHE_MARKER };
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const JAR = process.env.CODE_EXEC_JAR || join(REPO, 'target', 'code-exec-mcp.jar');
@@ -51,7 +54,9 @@ export async function startServer(env = {}, opts = {}) {
     // scripts/e2e.sh gives all files of one run the same fresh DATA_DIR, so that only the first server warms the
     // shared Go build cache; alone, a file gets its own.
     const sharedDataDir = process.env.E2E_DATA_DIR;
-    const dataDir = sharedDataDir || mkdtempSync(join(tmpdir(), 'code-exec-e2e-'));
+    // normal-user mode (E2E_AS_USER): the same server, started as that user with a DATA_DIR it owns
+    const user = AS_USER ? ensureUser(AS_USER) : null;
+    const dataDir = user ? userDir(user) : sharedDataDir || mkdtempSync(join(tmpdir(), 'code-exec-e2e-'));
     const apiKey = env.API_KEY ?? randomSecret('key-');
     const childEnv = {
         PATH: process.env.PATH,
@@ -65,7 +70,15 @@ export async function startServer(env = {}, opts = {}) {
         ...env,
     };
     if (childEnv.API_KEY === '') delete childEnv.API_KEY;
-    const child = spawn(JAVA, ['-jar', JAR], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let child;
+    if (user) {
+        childEnv.HOME = user.home;
+        delete childEnv.JAVA_HOME;
+        const [command, ...args] = asUserArgv(user, JAVA, JAR, childEnv);
+        child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    } else {
+        child = spawn(JAVA, ['-jar', JAR], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    }
     let log = '';
     const keep = (b) => {
         log += b.toString();
@@ -173,7 +186,7 @@ export async function startServer(env = {}, opts = {}) {
                 if (exited === null) child.kill('SIGKILL');
                 while (exited === null) await sleep(50);
             }
-            if (!sharedDataDir) rmSync(dataDir, { recursive: true, force: true, maxRetries: 3 });
+            if (!sharedDataDir || user) rmSync(dataDir, { recursive: true, force: true, maxRetries: 3 });
         },
     };
     // Start-up work in the background (the Go cache warm-up) would compete for the 2 cores with the tests.
@@ -197,6 +210,8 @@ export async function exec(client, args, options = {}) {
  * ranges (2000000000-2000065535, or the 4096 uids below 65534 where the server does not see every uid).
  */
 export function isSandboxUid(uid) {
+    // as a normal user, every sandbox runs as that user's own uid
+    if (AS_USER) return uid === ensureUser(AS_USER).uid;
     return uid === 65534 || (uid >= 2000000000 && uid <= 2000065535) || (uid >= 65534 - 4096 && uid < 65534);
 }
 

@@ -1,10 +1,12 @@
 // Adversarial suite over MCP: hostile programs against the real jar. Every case asserts that the attack was
-// contained AND that the server is still healthy and still runs a normal program afterwards.
+// contained AND that the server is still healthy and still runs a normal program afterwards. scripts/e2e.sh runs it
+// twice: with the server as root, and with E2E_AS_USER=codeexec-e2e as a normal user (lib/user.js).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { startServer, exec, hostProcessesWith, looksLikeStackTrace, randomSecret, sleep } from '../lib/server.js';
+import { AS_USER, ensureUser } from '../lib/user.js';
 
 const SECRET = randomSecret('secret-token-');
 const LIMITS = { MEMORY_LIMIT_MB: 256, MAX_OUTPUT_KB: 64, MAX_OUTPUT_DRAIN_MB: 16, MAX_PROCESSES: 64, MAX_DISK_MB: 64, MAX_BODY_MB: 1 };
@@ -126,15 +128,17 @@ attack('writing outside the run directory fails and leaves the host untouched', 
 attack('kill -9 -1 only kills the sandbox, not a host process of the same uid', async () => {
     // A host process running as the sandbox uid is the one kill(-1) could reach if the pid namespace leaked.
     const marker = randomSecret('host-victim-');
-    const victim = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'bash', '-c', `exec -a ${marker} sleep 60`],
+    // As a normal user (E2E_AS_USER) that is the user's own process: sandboxes run as that user's uid.
+    const who = AS_USER ? ensureUser(AS_USER) : { uid: 65534, gid: 65534 };
+    const victim = spawn('setpriv', [`--reuid=${who.uid}`, `--regid=${who.gid}`, '--clear-groups', 'bash', '-c', `exec -a ${marker} sleep 60`],
         { stdio: 'ignore' });
     try {
         for (let i = 0; i < 50 && hostProcessesWith(marker).length === 0; i++) await sleep(50);
-        assert.equal(hostProcessesWith(marker).length, 1, 'host victim is running as uid 65534');
+        assert.equal(hostProcessesWith(marker).length, 1, `host victim is running as uid ${who.uid}`);
         const r = await bash('sleep 30 & kill -9 -1; echo "after kill"', { timeout_ms: 10_000 });
         assert.equal(r.isError, false, r.text);
         assert.notEqual(r.sc.outcome, 'timeout', 'the run ended on its own');
-        assert.equal(hostProcessesWith(marker).length, 1, 'the host process of uid 65534 survived');
+        assert.equal(hostProcessesWith(marker).length, 1, `the host process of uid ${who.uid} survived`);
     } finally {
         victim.kill('SIGKILL');
     }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { JAR, JAVA, exec } from '../lib/server.js';
+import { AS_USER, ensureUser, userDir, asUserArgv } from '../lib/user.js';
 
 let client;
 let transport;
@@ -16,13 +17,12 @@ let stderr = '';
 const transportErrors = [];
 
 before(async () => {
-    dataDir = process.env.E2E_DATA_DIR || mkdtempSync(join(tmpdir(), 'code-exec-e2e-stdio-'));
-    transport = new StdioClientTransport({
-        command: JAVA,
-        args: ['-jar', JAR],
-        env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', LANG: 'C.UTF-8', TRANSPORT: 'stdio', DATA_DIR: dataDir },
-        stderr: 'pipe',
-    });
+    const user = AS_USER ? ensureUser(AS_USER) : null;
+    dataDir = user ? userDir(user) : process.env.E2E_DATA_DIR || mkdtempSync(join(tmpdir(), 'code-exec-e2e-stdio-'));
+    const env = { PATH: process.env.PATH, HOME: user?.home ?? process.env.HOME ?? '/root', LANG: 'C.UTF-8', TRANSPORT: 'stdio', DATA_DIR: dataDir };
+    // as a desktop client starts it; with E2E_AS_USER, as that normal user
+    const [command, ...args] = user ? asUserArgv(user, JAVA, JAR, env) : [JAVA, '-jar', JAR];
+    transport = new StdioClientTransport({ command, args, env: user ? { PATH: process.env.PATH } : env, stderr: 'pipe' });
     transport.stderr?.on('data', (b) => { stderr += b.toString(); });
     client = new Client({ name: 'code-exec-e2e-stdio', version: '0.1.0' }, { capabilities: {} });
     client.onerror = (e) => transportErrors.push(String(e?.message ?? e));
@@ -31,7 +31,7 @@ before(async () => {
 
 after(async () => {
     await client?.close().catch(() => {});
-    if (!process.env.E2E_DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
+    if (!process.env.E2E_DATA_DIR || AS_USER) rmSync(dataDir, { recursive: true, force: true });
 });
 
 test('initialize over stdio', () => {

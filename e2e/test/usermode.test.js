@@ -10,7 +10,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, copyFileSync, chmodSync, rmSync, existsSync, statSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, chmodSync, rmSync, existsSync, statSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,38 +18,28 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { JAR, JAVA, exec, freePort, randomSecret, sleep } from '../lib/server.js';
+import { TEST_USER, ensureUser, asUserArgv, seedGoCache } from '../lib/user.js';
 
-const USER = 'codeexec-e2e';
 const E2E = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const NODE22 = join(E2E, 'node_modules', 'node', 'bin', 'node');
 const INSPECTOR = join(E2E, 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
 const SECRET = randomSecret('server-secret-');
 const isRoot = process.getuid?.() === 0;
 
-let dir; // readable by the test user: the jar and the start script
-let jar;
+let dir; // readable by the test user: the Inspector's start script
+let user;
 let uid;
 let home;
-
-function ensureUser() {
-    try {
-        execFileSync('id', ['-u', USER], { stdio: 'ignore' });
-    } catch {
-        execFileSync('useradd', ['--create-home', '--shell', '/bin/sh', USER]);
-    }
-    uid = Number(execFileSync('id', ['-u', USER], { encoding: 'utf8' }).trim());
-    home = execFileSync('getent', ['passwd', USER], { encoding: 'utf8' }).split(':')[5];
-}
+let USER;
 
 /** The user's environment as a desktop client would give it: HOME, PATH, LANG, and what the test adds. */
 function userEnv(extra = {}) {
     return { HOME: home, PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8', SERVER_SECRET: SECRET, ...extra };
 }
 
-/** argv that starts `java -jar` as the test user with exactly `env` (runuser as root; env -i clears the rest). */
-function asUser(env, args = []) {
-    return ['/usr/sbin/runuser', '-u', USER, '--', '/usr/bin/env', '-i',
-        ...Object.entries(env).map(([k, v]) => `${k}=${v}`), JAVA, '-jar', jar, ...args];
+/** argv that starts `java -jar` as the test user with exactly `env`. */
+function asUser(env) {
+    return asUserArgv(user, JAVA, JAR, env);
 }
 
 async function stdioClient(extraEnv = {}) {
@@ -90,14 +80,16 @@ const sh = (client, code, extra = {}) => exec(client, { language: 'bash', code, 
 
 before(() => {
     if (!isRoot) return;
-    ensureUser();
+    user = ensureUser(TEST_USER);
+    ({ uid, home, name: USER } = user);
     dir = mkdtempSync('/tmp/code-exec-e2e-user-');
     chmodSync(dir, 0o755);
-    jar = join(dir, 'code-exec-mcp.jar');
-    copyFileSync(JAR, jar);
-    chmodSync(jar, 0o644);
-    // a fresh data directory each run: what the defaults make is checked below
-    rmSync(join(home, '.local', 'share', 'code-exec-mcp'), { recursive: true, force: true });
+    // a fresh data directory each run, with only the Go build cache of this run's other servers in it (building it
+    // again would take minutes of CPU): the rest is what the server's defaults make, checked below
+    const data = join(home, '.local', 'share', 'code-exec-mcp');
+    rmSync(data, { recursive: true, force: true });
+    seedGoCache(process.env.E2E_DATA_DIR, data);
+    execFileSync('chown', ['-R', `${USER}:${USER}`, join(home, '.local')], { stdio: 'ignore' });
     writeFileSync(join(home, 'private.txt'), 'the user\'s own file\n', { mode: 0o600 });
     execFileSync('chown', [`${USER}:${USER}`, join(home, 'private.txt')]);
 });
@@ -135,8 +127,8 @@ describe('a server started by a normal user, over stdio', { skip: !isRoot && 'ne
         assert.match(info.sandbox.limits.memory, /watchdog|cgroup/);
         assert.match(info.sandbox.limits.perUserKernelLimits, /shared with the user's own processes/);
         const data = join(home, '.local', 'share', 'code-exec-mcp');
-        assert.ok(existsSync(data), `${data} made`);
-        assert.equal(statSync(data).uid, uid, 'owned by the user');
+        assert.ok(existsSync(join(data, 'runtime')), `${data} filled by the server`);
+        assert.equal(statSync(join(data, 'runtime')).uid, uid, 'owned by the user');
 
         for (const [language, code] of [['python', 'import os; print(6*7, os.getuid())'], ['nodejs', 'console.log(6*7, process.getuid())'],
             ['typescript', 'const n: number = 6 * 7; console.log(n, process.getuid())'], ['shell', 'echo 42 $(id -u)']]) {

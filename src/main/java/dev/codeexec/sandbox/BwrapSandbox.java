@@ -583,7 +583,8 @@ final class BwrapSandbox implements Sandbox {
             String err = new String(p.stderr().readAllBytes(), StandardCharsets.UTF_8).trim();
             if (!p.waitFor(Duration.ofSeconds(10))) return "a trivial sandboxed program did not finish within 10 s";
             if (p.exitCode() != 0)
-                return "a trivial sandboxed program failed (exit " + p.exitCode() + "): " + err;
+                return "a trivial sandboxed program failed (exit " + p.exitCode() + "): " + err
+                        + (userMode ? UserNamespaces.hint() : "");
             if (!out.equals(Integer.toString(uid)))
                 return "sandboxed program runs as uid " + out + " instead of " + uid;
             return null;

@@ -29,6 +29,21 @@ final class UserNamespaces {
         return null;
     }
 
+    /**
+     * What to add to a failed self-test in normal-user mode: where AppArmor restricts unprivileged user namespaces
+     * (Ubuntu 23.10+), bwrap gets one only through an AppArmor profile that allows it.
+     */
+    static String hint() {
+        return hint(Path.of("/proc/sys"));
+    }
+
+    static String hint(Path sys) {
+        return read(sys.resolve("kernel/apparmor_restrict_unprivileged_userns")).equals("1")
+                ? " (kernel.apparmor_restrict_unprivileged_userns = 1: AppArmor must allow " + BwrapSandbox.BWRAP
+                        + " to make user namespaces, through a profile for it)"
+                : "";
+    }
+
     private static String read(Path p) {
         try {
             return Files.readString(p).trim();

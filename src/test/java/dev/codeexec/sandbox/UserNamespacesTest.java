@@ -31,4 +31,11 @@ class UserNamespacesTest {
         set("user/max_user_namespaces", "0");
         assertThat(UserNamespaces.unavailableReason(sys)).contains("user.max_user_namespaces = 0");
     }
+
+    @Test
+    void anAppArmorRestrictionIsNamedWhenTheSelfTestFails() throws Exception {
+        assertThat(UserNamespaces.hint(sys)).isEmpty();
+        set("kernel/apparmor_restrict_unprivileged_userns", "1");
+        assertThat(UserNamespaces.hint(sys)).contains("AppArmor must allow /usr/bin/bwrap");
+    }
 }
