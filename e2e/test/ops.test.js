@@ -2,7 +2,7 @@
 // SIGTERM (running executions may finish within the grace, the rest are killed, nothing is left behind).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, exec, hostProcessesWith, randomSecret, sleep } from '../lib/server.js';
+import { startServer, exec, hostProcessesWith, randomSecret, sleep, seedGoCache } from '../lib/server.js';
 
 const GRACE_SECONDS = 3;
 let server;
@@ -80,7 +80,10 @@ test('a POSIX locale (LANG=C) does not stop the server: /etc entries with non-AS
     const { join } = await import('node:path');
     // Debian's /etc/ssl/certs has names such as NetLock_..._Főtanúsítvány.pem; a fresh DATA_DIR makes the server copy them.
     const nonAscii = readdirSync('/etc/ssl/certs').filter((n) => /[^\x00-\x7f]/.test(n));
-    const posix = await startServer({ LANG: 'C', LC_ALL: 'C', WARM_POOL: 'off', DATA_DIR: mkdtempSync(join(tmpdir(), 'code-exec-posix-')) });
+    // with the Go build cache of this run's other servers: a fresh one would be built first (minutes on a busy machine)
+    const dataDir = mkdtempSync(join(tmpdir(), 'code-exec-posix-'));
+    seedGoCache(process.env.E2E_DATA_DIR, dataDir);
+    const posix = await startServer({ LANG: 'C', LC_ALL: 'C', WARM_POOL: 'off', DATA_DIR: dataDir });
     try {
         const { client: c } = await posix.connect();
         try {

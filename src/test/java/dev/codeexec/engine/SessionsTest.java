@@ -159,6 +159,45 @@ class SessionsTest {
         assertThat(executor.sessions().close(t, "main")).isTrue();
     }
 
+    /** What a model used to a notebook writes (issue: sessions that behave like the notebook a model expects). */
+    @Test
+    void notebookHabitsWorkAndPlainPythonKeepsItsMeaning() throws Exception {
+        String t = tenant();
+        // indented as a whole (models and SDKs send cells like this); line numbers stay right
+        ExecutionResult indented = py(t, "    a = 40\n    if a:\n        b = a + 2\n    b");
+        assertThat(indented.stderr()).isEmpty();
+        assertThat(result(indented)).contains("42");
+        ExecutionResult where = py(t, "    x = 1\n    1/0");
+        assertThat(where.stderr()).contains("line 2").contains("ZeroDivisionError");
+        // a trailing ; hides the value, as in a notebook
+        assertThat(result(py(t, "b;"))).isEmpty();
+        assertThat(result(py(t, "b  # no semicolon; in a comment"))).contains("42");
+        // ! runs in the shell, name = !cmd takes its lines, %cd and %pwd move and tell
+        ExecutionResult bang = py(t, "!echo from-the-shell\nlines = !printf 'a\\nb\\n'\nprint(lines)");
+        assertThat(bang.stdout()).isEqualTo("from-the-shell\n['a', 'b']\n");
+        ExecutionResult cd = py(t, "import os\nos.makedirs('sub', exist_ok=True)\n%cd sub\nos.getcwd()");
+        assertThat(cd.stdout()).endsWith("/sub\n");
+        assertThat(result(cd)).hasValueSatisfying(v -> assertThat(v).endsWith("/sub'"));
+        assertThat(result(py(t, "%pwd"))).hasValueSatisfying(v -> assertThat(v).endsWith("/sub'"));
+        ExecutionResult pip = py(t, "!pip install requests");
+        assertThat(pip.stderr()).contains("pip cannot install here").contains("packages");
+        assertThat(pip.exitCode()).isZero();
+        // valid Python is never rewritten: != and % stay operators, a string holding "!ls" stays a string
+        assertThat(result(py(t, "x = 5\nx != 4"))).contains("True");
+        assertThat(result(py(t, "s = '''\n!ls\n'''\ns.strip()"))).contains("'!ls'");
+        assertThat(result(py(t, "10 % 4"))).contains("2");
+        // a cell that awaits runs whole in the session's loop: tasks made before the await, the running loop
+        ExecutionResult tasks = py(t, "import asyncio\nt = asyncio.create_task(asyncio.sleep(0.01, result=42))\n"
+                + "loop = asyncio.get_running_loop()\nawait t");
+        assertThat(tasks.stderr()).isEmpty();
+        assertThat(result(tasks)).contains("42");
+        assertThat(result(py(t, "await asyncio.sleep(0, result='later');"))).isEmpty();
+        assertThat(result(py(t, "r = await asyncio.sleep(0, result=7)\nr * 6"))).contains("42");
+        ExecutionResult names = py(t, "sorted(n for n in globals() if n.startswith('__codeexec'))");
+        assertThat(result(names)).as("only the magics helper, made when a magic was used").contains("['__codeexec_magics__']");
+        executor.sessions().close(t, "main");
+    }
+
     @Test
     void anErrorKeepsTheStateAndGivesExitCodeOne() throws Exception {
         String t = tenant();
