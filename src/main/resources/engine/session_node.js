@@ -169,9 +169,19 @@
     return line.replace(/\s*\n\s*/g, ' ');
   }
 
+  /** {name, value, traceback} of a failed cell, as a notebook reports it (the stack after printError trimmed it). */
+  function errorInfo(error) {
+    if (error !== null && typeof error === 'object' && typeof error.stack === 'string') {
+      return { name: String(error.name), value: String(error.message ?? ''), traceback: error.stack };
+    }
+    const text = util.inspect(error);
+    return { name: 'Uncaught', value: text, traceback: 'Uncaught ' + text };
+  }
+
   async function call(message) {
     cells += 1;
-    const response = { id: message.id, result: null, error: null, interrupted: false, figures: [] };
+    const response = { id: message.id, result: null, error: null, errorInfo: null, interrupted: false, figures: [],
+      executionCount: cells };
     try {
       const script = compile(String(message.code || ''), '<cell ' + cells + '>');
       let value = script.runInContext(context, { breakOnSigint: true });
@@ -186,6 +196,7 @@
       } else {
         response.error = describe(error);
         printError(error);
+        response.errorInfo = errorInfo(error);
       }
     }
     return response;

@@ -116,6 +116,7 @@ class Session:
         sys.stdin = io.StringIO(stdin)
         result = None
         error = None
+        error_info = None
         interrupted = False
         try:
             body, last, hidden = self.compile_cell(source, filename)
@@ -137,6 +138,7 @@ class Session:
             # SystemExit included: sys.exit() in a cell ends the cell, not the session.
             error = codeexec_main.describe(e)
             codeexec_main.print_exception(e, _is_cell)
+            error_info = _error_info(e)
         figures = self.figures()
         if isinstance(figures, BaseException):
             error = error or codeexec_main.describe(figures)
@@ -146,6 +148,8 @@ class Session:
         return {
             "result": result,
             "error": error,
+            "errorInfo": error_info,
+            "executionCount": self.cells,
             "interrupted": interrupted,
             "figures": [{"mimeType": "image/png", "data": base64.b64encode(png).decode("ascii")} for png in figures],
         }
@@ -173,6 +177,22 @@ def _future_flags():
 _FUTURE_FLAGS = _future_flags()
 _HIDDEN_RESULT = "__codeexec_cell_result__"
 _MAGICS = "__codeexec_magics__"
+
+
+def _error_info(exc):
+    """{name, value, traceback} of a failed cell, as a notebook reports it: the exception's (qualified) class name, its
+    message and the traceback text the cell printed (the runner's frames already gone)."""
+    import traceback
+    name = codeexec_main.describe(exc).partition(":")[0]
+    try:
+        value = exc.msg if isinstance(exc, SyntaxError) and exc.msg is not None else str(exc)
+    except BaseException:
+        value = "<exception str() failed>"
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except BaseException:
+        text = codeexec_main.describe(exc)
+    return {"name": name, "value": value, "traceback": text}
 
 
 def _dedent(source):

@@ -146,12 +146,26 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
      * @param created true when this call started the session's interpreter (first call, or after it ended)
      * @param result  the text of the value of the call's final expression, when it had one
      * @param figures images the call produced (matplotlib figures shown or left open)
+     * @param executionCount the call's number in its session, as a notebook numbers its cells (Python and Node)
+     * @param error          a failed call's error: the exception's name, its message and its traceback
      */
-    public record SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures) {
+    public record SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures,
+            java.util.OptionalInt executionCount, Optional<CellError> error) {
         public SessionOutput {
             result = result == null ? Optional.empty() : result;
             figures = figures == null ? List.of() : List.copyOf(figures);
+            executionCount = executionCount == null ? java.util.OptionalInt.empty() : executionCount;
+            error = error == null ? Optional.empty() : error;
         }
+
+        /** Without a cell number or error (a call that never reached the interpreter). */
+        public SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures) {
+            this(name, created, result, figures, java.util.OptionalInt.empty(), Optional.empty());
+        }
+    }
+
+    /** A failed session call's error, as a notebook kernel reports it ({@code NameError}, its message, the traceback). */
+    public record CellError(String name, String value, String traceback) {
     }
 
     /** An image a session call produced; {@code data} is the encoded image (PNG). */

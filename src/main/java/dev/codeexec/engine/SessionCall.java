@@ -297,7 +297,14 @@ final class SessionCall {
                     // not base64: dropped
                 }
             }
-            return new SessionOutput(name, created, value, figures);
+            java.util.OptionalInt count = answer.path("executionCount").isInt()
+                    ? java.util.OptionalInt.of(answer.path("executionCount").asInt()) : java.util.OptionalInt.empty();
+            JsonNode e = answer.path("errorInfo");
+            Optional<ExecutionResult.CellError> error = e.isObject()
+                    ? Optional.of(new ExecutionResult.CellError(e.path("name").asString(""), e.path("value").asString(""),
+                            e.path("traceback").asString("")))
+                    : Optional.empty();
+            return new SessionOutput(name, created, value, figures, count, error);
         }
     }
 

@@ -165,6 +165,12 @@ final class ExecuteCodeTool {
                 "description", "True when this call started the session's interpreter (its state was empty)."));
         props.put("result", Map.of("type", "string",
                 "description", "In a session: the value of the code's final expression, as text (absent when none)."));
+        props.put("executionCount", Map.of("type", "integer",
+                "description", "In a python or nodejs session: the call's number in the session, as a notebook numbers its cells."));
+        props.put("error", Map.of("type", "object", "description", "In a python or nodejs session, when the call "
+                + "raised: the error's name (NameError, TypeError, ...), its message, and the traceback the call printed.",
+                "properties", Map.of("name", Map.of("type", "string"), "value", Map.of("type", "string"),
+                        "traceback", Map.of("type", "string"))));
         props.put("figures", Map.of("type", "array", "description", "In a session: the figures the call produced "
                 + "(shown as image content unless over the image size limit).", "items", Map.of("type", "object",
                 "properties", Map.of("mimeType", Map.of("type", "string"), "size", Map.of("type", "integer"),

@@ -118,6 +118,8 @@ public final class ResultMaps {
             s.put("session", so.name());
             s.put("sessionCreated", so.created());
             so.result().ifPresent(v -> s.put("result", v));
+            so.executionCount().ifPresent(n -> s.put("executionCount", n));
+            so.error().ifPresent(e -> s.put("error", Map.of("name", e.name(), "value", e.value(), "traceback", e.traceback())));
             List<Map<String, Object>> figures = new ArrayList<>();
             int shown = 0;
             for (ExecutionResult.Figure f : so.figures()) {

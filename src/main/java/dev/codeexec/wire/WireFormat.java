@@ -120,6 +120,9 @@ public final class WireFormat {
         r.session().ifPresent(so -> {
             SessionOutput.Builder sb = SessionOutput.newBuilder().setName(so.name()).setCreated(so.created());
             so.result().ifPresent(sb::setResult);
+            so.executionCount().ifPresent(sb::setExecutionCount);
+            so.error().ifPresent(e -> sb.setError(dev.codeexec.wire.v1.CellError.newBuilder().setName(e.name())
+                    .setValue(e.value()).setTraceback(e.traceback())));
             for (ExecutionResult.Figure f : so.figures()) {
                 sb.addFigures(Figure.newBuilder().setMimeType(f.mimeType()).setData(ByteString.copyFrom(f.data())));
             }
@@ -159,7 +162,10 @@ public final class WireFormat {
             r = r.withSession(new ExecutionResult.SessionOutput(s.getName(), s.getCreated(),
                     s.hasResult() ? Optional.of(s.getResult()) : Optional.empty(),
                     s.getFiguresList().stream().map(f -> new ExecutionResult.Figure(f.getMimeType(),
-                            f.getData().toByteArray())).toList()));
+                            f.getData().toByteArray())).toList(),
+                    s.hasExecutionCount() ? java.util.OptionalInt.of(s.getExecutionCount()) : java.util.OptionalInt.empty(),
+                    s.hasError() ? Optional.of(new ExecutionResult.CellError(s.getError().getName(), s.getError().getValue(),
+                            s.getError().getTraceback())) : Optional.empty()));
         }
         if (p.hasNetwork()) {
             NetworkReport n = p.getNetwork();

@@ -198,6 +198,42 @@ class SessionsTest {
         executor.sessions().close(t, "main");
     }
 
+    /** Each call's number in its session, and a failed call's error as a notebook reports it, in Python and Node. */
+    @Test
+    void callsAreNumberedAndErrorsComeBackStructured() throws Exception {
+        String t = tenant();
+        ExecutionResult first = py(t, "a = 1");
+        assertThat(first.session().orElseThrow().executionCount()).hasValue(1);
+        assertThat(first.session().orElseThrow().error()).isEmpty();
+        ExecutionResult failed = py(t, "xyz");
+        ExecutionResult.SessionOutput so = failed.session().orElseThrow();
+        assertThat(so.executionCount()).hasValue(2);
+        assertThat(so.error()).hasValueSatisfying(e -> {
+            assertThat(e.name()).isEqualTo("NameError");
+            assertThat(e.value()).isEqualTo("name 'xyz' is not defined");
+            assertThat(e.traceback()).contains("<cell 2>").contains("NameError: name 'xyz' is not defined")
+                    .doesNotContain("session_python");
+        });
+        ExecutionResult custom = py(t, "class Oops(Exception): pass\nraise Oops('bad thing')");
+        assertThat(custom.session().orElseThrow().error()).hasValueSatisfying(e -> {
+            assertThat(e.name()).isEqualTo("Oops");
+            assertThat(e.value()).isEqualTo("bad thing");
+        });
+        assertThat(py(t, "a").session().orElseThrow().executionCount()).hasValue(4);
+        executor.sessions().close(t, "main");
+
+        ExecutionResult n1 = call(executor, "nodejs", "let k = 1", t, "js");
+        assertThat(n1.session().orElseThrow().executionCount()).hasValue(1);
+        ExecutionResult n2 = call(executor, "nodejs", "null.x", t, "js");
+        assertThat(n2.session().orElseThrow().executionCount()).hasValue(2);
+        assertThat(n2.session().orElseThrow().error()).hasValueSatisfying(e -> {
+            assertThat(e.name()).isEqualTo("TypeError");
+            assertThat(e.value()).contains("Cannot read properties of null");
+            assertThat(e.traceback()).contains("TypeError").doesNotContain("session_node");
+        });
+        executor.sessions().close(t, "js");
+    }
+
     @Test
     void anErrorKeepsTheStateAndGivesExitCodeOne() throws Exception {
         String t = tenant();
