@@ -102,6 +102,26 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         assert.equal(r.sc.sessionCreated, false);
     });
 
+    test('notebook habits through the SDK: indented cells, executionCount, a structured error, !cmd, %cd, ;, tasks before an await', async () => {
+        let r = await cell(alice, 'habits', '    a = 40\n    if a:\n        b = a + 2\n    b');
+        assert.equal(r.sc.result, '42', r.sc.stderr);
+        assert.equal(r.sc.executionCount, 1);
+        r = await cell(alice, 'habits', 'xyz');
+        assert.equal(r.sc.executionCount, 2);
+        assert.deepEqual({ name: r.sc.error?.name, value: r.sc.error?.value }, { name: 'NameError', value: "name 'xyz' is not defined" });
+        assert.match(r.sc.error.traceback, /<cell 2>/);
+        assert.doesNotMatch(r.sc.error.traceback, /session_python|codeexec/);
+        r = await cell(alice, 'habits', '!echo from-the-shell\n%cd /tmp\nb;');
+        assert.equal(r.sc.stdout, 'from-the-shell\n/tmp\n', r.sc.stderr);
+        assert.equal(r.sc.result ?? null, null, 'a trailing ; hides the value');
+        r = await cell(alice, 'habits', 'import asyncio\nt = asyncio.create_task(asyncio.sleep(0.01, result=42))\nawait t');
+        assert.equal(r.sc.result, '42', r.sc.stderr);
+        assert.equal(r.sc.stderr, '');
+        r = await cell(alice, 'habits-js', 'null.x', { language: 'nodejs' });
+        assert.equal(r.sc.executionCount, 1);
+        assert.equal(r.sc.error?.name, 'TypeError', JSON.stringify(r.sc));
+    });
+
     test('two sessions of one tenant are isolated; the same name of two tenants reaches two sessions', async () => {
         await cell(alice, 'iso-a', 'secret = "alice-a"');
         let r = await cell(alice, 'iso-b', '"secret" in globals()');
