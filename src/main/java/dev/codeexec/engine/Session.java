@@ -51,8 +51,12 @@ final class Session {
     /** The packages its interpreter gets: fixed when the session was created, changed only by a reset. */
     private volatile Optional<PackageSet> packages;
 
+    /** The creating call's 'env': the interpreter's environment (on top of the language's), for the session's life. */
+    final java.util.Map<String, String> env;
+
     Session(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace, Limits launchLimits,
-            EgressPolicy egress, Optional<PackageSet> packages) {
+            EgressPolicy egress, Optional<PackageSet> packages, java.util.Map<String, String> env) {
+        this.env = java.util.Map.copyOf(env);
         this.packages = packages;
         this.egress = egress;
         this.owner = owner;
@@ -161,7 +165,7 @@ final class Session {
             }
         }
         try {
-            return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, egress, lease,
+            return SessionInterpreter.start(owner, ref, language, workspace, launchLimits, egress, env, lease,
                     set.map(PackageSet::ecosystem).orElse(null), this::endedByItself);
         } catch (SandboxException | RuntimeException e) {
             if (lease != null) lease.close();

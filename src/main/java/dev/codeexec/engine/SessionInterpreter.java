@@ -106,7 +106,7 @@ final class SessionInterpreter {
      *              or killed
      */
     static SessionInterpreter start(Sessions owner, SessionRef ref, Language language, Optional<Workspace> workspace,
-            Limits callLimits, EgressPolicy egress, PackageStore.Lease packages, String ecosystem,
+            Limits callLimits, EgressPolicy egress, Map<String, String> sessionEnv, PackageStore.Lease packages, String ecosystem,
             Consumer<SessionInterpreter> onEnd) throws SandboxException {
         Language.Interpreter recipe = language.session()
                 .orElseThrow(() -> new SandboxException(language.id() + " has no session interpreter"));
@@ -116,7 +116,7 @@ final class SessionInterpreter {
         CodeTools codeTools = owner.codeTools().orElse(null);
         EgressChannels channels = egress.isOff() && codeTools == null ? null : owner.egress().orElseThrow(() -> new SandboxException(
                 "network access is off on this server (EGRESS=off)"));
-        env.putAll(language.environment(Map.of(), ph));
+        env.putAll(language.environment(sessionEnv, ph));
         recipe.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, ph)));
         Limits limits = new Limits(callLimits.timeout(),
                 callLimits.cpuSeconds() * LIFETIME_CPU_CALLS + START_CPU_SECONDS, callLimits.memoryBytes(),

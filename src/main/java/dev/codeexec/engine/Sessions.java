@@ -182,9 +182,6 @@ final class Sessions implements SessionControl {
         if (!request.args().isEmpty())
             throw new ExecutionException.InvalidRequest("'args' cannot be used with 'session': a session's interpreter "
                     + "is already running; pass values in the code instead");
-        if (!request.env().isEmpty())
-            throw new ExecutionException.InvalidRequest("'env' cannot be used with 'session': a session's interpreter "
-                    + "is already running; set os.environ / process.env in the code instead");
         if (!lang.session().get().stdin() && !request.stdin().isEmpty())
             throw new ExecutionException.InvalidRequest("'stdin' is not supported in " + lang.id() + " sessions");
         Session s = sessions.get(ref);
@@ -212,6 +209,12 @@ final class Sessions implements SessionControl {
             return s.describe() + "; this call declares packages " + request.packages().get().specs()
                     + ". A session keeps the packages it was created with: call without 'packages' to use them, or "
                     + "call session_reset with the new 'packages' (its state is lost), or use another session name.";
+        if (!request.env().isEmpty() && !request.env().equals(s.env))
+            return s.describe() + "; this call sets 'env' " + new java.util.TreeMap<>(request.env()).keySet()
+                    + ". A session's environment is set when it is created (the first call's 'env'), for its "
+                    + "interpreter and everything that starts: call without 'env' (or with the same), set os.environ / "
+                    + "process.env in the code for what the code starts from now on, or session_close it and create it "
+                    + "again with the new 'env'.";
         if (s.matches(lang, ws)) return null;
         return s.describe() + "; this call asks for " + lang.id() + " in "
                 + ws.map(w -> "workspace '" + w.name() + "'").orElse("no workspace")
@@ -240,7 +243,7 @@ final class Sessions implements SessionControl {
                 if (s == null) {
                     if (countOf(ref.tenant()) >= maxPerTenant) return call.failedToStart(limitMessage());
                     s = new Session(this, ref, call.language(), call.request().workspace(), call.request().limits(),
-                            call.request().egress(), call.request().packages());
+                            call.request().egress(), call.request().packages(), call.request().env());
                     sessions.put(ref, s);
                 } else {
                     String mismatch = mismatch(s, call.language(), call.request());

@@ -122,7 +122,7 @@ final class ExecuteCodeTool {
                         + "created if it does not exist. Without it the run gets a fresh empty directory."));
         props.put("session", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
                 "description", "Stateful session to run in (python, nodejs only); created by the first call with "
-                        + "a new name. State persists between calls; 'args' and 'env' cannot be used with it."));
+                        + "a new name. State persists between calls; 'args' cannot be used with it, and 'env' only on the call that creates the session (it is the interpreter's environment)."));
         props.put("network", Map.of("type", List.of("boolean", "array"), "items", Map.of("type", "string"),
                 "description", "Network access of this run: false for none, or a list of host patterns (`host`, "
                         + "`*.suffix`, optionally `:port`) that must each lie inside your allow-list. Omitted: your "

@@ -551,10 +551,21 @@ class SessionsTest {
                 base.audit(), Optional.empty(), base.session());
         assertThatThrownBy(() -> executor.submit(withArgs, OutputListener.NONE))
                 .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'args'");
-        ExecutionRequest withEnv = new ExecutionRequest("python", "1", "", List.of(), Map.of("A", "b"), base.limits(),
+        // env: the creating call's is the interpreter's, for the session's life; a later, different one is refused
+        ExecutionRequest withEnv = new ExecutionRequest("python", "import os, subprocess\nprint(os.environ['A'], "
+                + "subprocess.run(['sh', '-c', 'echo $A'], capture_output=True, text=True).stdout.strip())", "", List.of(),
+                Map.of("A", "b"), base.limits(), base.audit(), Optional.empty(), base.session());
+        assertThat(await(executor.submit(withEnv, OutputListener.NONE)).stdout()).isEqualTo("b b\n");
+        ExecutionRequest noEnv = new ExecutionRequest("python", "import os; print(os.environ['A'])", "", List.of(),
+                Map.of(), base.limits(), base.audit(), Optional.empty(), base.session());
+        assertThat(await(executor.submit(noEnv, OutputListener.NONE)).stdout())
+                .as("a call without env keeps the session's").isEqualTo("b\n");
+        ExecutionRequest otherEnv = new ExecutionRequest("python", "1", "", List.of(), Map.of("A", "c"), base.limits(),
                 base.audit(), Optional.empty(), base.session());
-        assertThatThrownBy(() -> executor.submit(withEnv, OutputListener.NONE))
-                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'env'");
+        assertThatThrownBy(() -> executor.submit(otherEnv, OutputListener.NONE))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'env'")
+                .hasMessageContaining("session_close");
+        executor.sessions().close(t, "s");
         ExecutionRequest nodeStdin = new ExecutionRequest("nodejs", "1", "x", List.of(), Map.of(), base.limits(),
                 base.audit(), Optional.empty(), base.session());
         assertThatThrownBy(() -> executor.submit(nodeStdin, OutputListener.NONE))
