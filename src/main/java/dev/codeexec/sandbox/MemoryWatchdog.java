@@ -17,9 +17,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The memory limit of whole runs where no cgroup can hold it (a server run by a normal user without a delegated
- * cgroup v2 subtree, or a host without usable cgroups): every {@link #TICK_MS} one thread walks /proc once, finds
- * each watched run's processes (the descendants of its launcher: a sandbox's orphans are reparented to its init,
- * which is one of them), adds up their anonymous resident memory (statm: resident minus shared pages, so the
+ * cgroup v2 subtree, or a host without usable cgroups): every {@link #TICK_MS} one thread finds each watched run's
+ * processes (the descendants of its launcher: a sandbox's orphans are reparented to its init, which is one of them), adds up their anonymous resident memory (statm: resident minus shared pages, so the
  * interpreter's mapped libraries are not counted once per process) and kills the run's whole tree when the sum is
  * over the run's limit. Then the run reports {@code memory_limit}, as a cgroup OOM kill would.
  *
@@ -61,22 +60,52 @@ final class MemoryWatchdog {
         }
     }
 
-    /** One pass: measure every watched run, kill those over their limit. */
+    /**
+     * One pass: measure every watched run, kill those over their limit. A run's processes are found through
+     * /proc/PID/task/TID/children (a few reads per process of the run, whatever else the machine runs: idle warm
+     * sandboxes and sessions cost next to nothing); where the kernel lacks those files, from one walk of all of /proc.
+     */
     static void tick(Path proc) {
-        Map<Long, List<Long>> children = childrenOf(proc);
+        Map<Long, List<Long>> all = CHILDREN_FILES ? null : childrenOf(proc);
         for (Watched w : RUNS) {
             if (w.root <= 0) continue;
             long bytes = 0;
             int processes = 0;
             List<Long> todo = new ArrayList<>(List.of(w.root));
-            while (!todo.isEmpty()) {
+            while (!todo.isEmpty() && processes < 100_000) {
                 long pid = todo.removeLast();
                 bytes += anonymousBytes(proc, pid);
                 processes++;
-                todo.addAll(children.getOrDefault(pid, List.of()));
+                todo.addAll(all != null ? all.getOrDefault(pid, List.of()) : childrenFromTasks(proc, pid));
             }
             w.measured(bytes, processes);
         }
+    }
+
+    /** Whether this kernel has /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN). */
+    private static final boolean CHILDREN_FILES;
+
+    static {
+        long self = ProcessHandle.current().pid();
+        CHILDREN_FILES = Files.exists(Path.of("/proc", Long.toString(self), "task", Long.toString(self), "children"));
+    }
+
+    /** The children of one process: those each of its threads forked. */
+    static List<Long> childrenFromTasks(Path proc, long pid) {
+        List<Long> out = new ArrayList<>();
+        try (DirectoryStream<Path> tasks = Files.newDirectoryStream(proc.resolve(Long.toString(pid)).resolve("task"))) {
+            for (Path t : tasks) {
+                try {
+                    for (String c : Files.readString(t.resolve("children")).trim().split(" "))
+                        if (!c.isEmpty()) out.add(Long.parseLong(c));
+                } catch (IOException | RuntimeException gone) {
+                    // the thread ended meanwhile
+                }
+            }
+        } catch (IOException | RuntimeException gone) {
+            // the process ended meanwhile
+        }
+        return out;
     }
 
     /** ppid → pids, from /proc/PID/stat of every process. */
