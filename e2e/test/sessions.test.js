@@ -336,7 +336,7 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
 
     test('refused clearly: a session in another language, with args, or with env', async () => {
         for (const args of [
-            { language: 'bash', session: 'sh1', code: 'echo hi' },
+            { language: 'shell', session: 'sh1', code: 'echo hi' },
             { language: 'go', session: 'go1', code: 'package main\nfunc main() {}\n' },
             { language: 'python', session: 'nb', code: 'print(1)', args: ['a'] },
             { language: 'python', session: 'nb', code: 'print(1)', env: { A: '1' } },

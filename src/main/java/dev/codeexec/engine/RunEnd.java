@@ -52,7 +52,8 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
      *               the call ran to its end
      * @param raised the code raised an exception (its traceback is on stderr)
      */
-    public record SessionAnswered(Stop stop, boolean raised) implements Facts {
+    /** @param exitCode the call's exit code: 1 when it raised (Python, Node), the cell's status in bash */
+    public record SessionAnswered(Stop stop, int exitCode) implements Facts {
     }
 
     /** Why a session's interpreter is gone during a call. */
@@ -101,8 +102,8 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
     public static RunEnd of(Facts facts, Limits l) {
         return switch (facts) {
             case ProgramEnded p -> program(p, l);
-            case SessionAnswered a -> a.stop() == null ? new RunEnd(Outcome.EXITED, a.raised() ? 1 : 0, "")
-                    : new RunEnd(outcome(a.stop()), a.raised() ? 1 : 0, "[interrupted] " + reason(a.stop(), l)
+            case SessionAnswered a -> a.stop() == null ? new RunEnd(Outcome.EXITED, a.exitCode(), "")
+                    : new RunEnd(outcome(a.stop()), a.exitCode(), "[interrupted] " + reason(a.stop(), l)
                     + "; the call was interrupted and the session kept its state\n");
             case InterpreterLost lost -> interpreterLost(lost, l);
             case CancelledBeforeStart c -> new RunEnd(Outcome.CANCELLED, -1, "[terminated] cancelled\n");

@@ -270,7 +270,8 @@ final class SessionCall {
 
         RunEnd.Facts facts() {
             return switch (state) {
-                case ANSWERED -> new RunEnd.SessionAnswered(stop, answer.path("error").isString());
+                case ANSWERED -> new RunEnd.SessionAnswered(stop, answer.path("exitCode").isInt()
+                        ? answer.path("exitCode").asInt() : answer.path("error").isString() ? 1 : 0);
                 case NOT_HANDED_OVER -> lost(RunEnd.Loss.NOT_HANDED_OVER);
                 case KILLED -> lost(RunEnd.Loss.IGNORED_INTERRUPT);
                 case LOST -> lost(endedByServer() ? RunEnd.Loss.ENDED_BY_SERVER : RunEnd.Loss.DIED);

@@ -177,7 +177,7 @@ final class Sessions implements SessionControl {
             throw new ExecutionException.InvalidRequest(e.getMessage());
         }
         if (lang.session().isEmpty())
-            throw new ExecutionException.InvalidRequest("sessions support " + String.join(" and ", languages) + ", not '"
+            throw new ExecutionException.InvalidRequest("sessions support " + naturalList(languages) + ", not '"
                     + lang.id() + "'; run " + lang.id() + " code without 'session'");
         if (!request.args().isEmpty())
             throw new ExecutionException.InvalidRequest("'args' cannot be used with 'session': a session's interpreter "
@@ -192,6 +192,12 @@ final class Sessions implements SessionControl {
             throw new ExecutionException.InvalidRequest(limitMessage());
         }
         return new SessionCall(this, request, lang, listener);
+    }
+
+    /** "a", "a and b", "a, b and c". */
+    static String naturalList(List<String> items) {
+        if (items.size() <= 1) return String.join("", items);
+        return String.join(", ", items.subList(0, items.size() - 1)) + " and " + items.getLast();
     }
 
     private String limitMessage() {

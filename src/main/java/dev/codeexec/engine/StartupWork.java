@@ -27,7 +27,7 @@ final class StartupWork {
      * the interpreters of warm sandboxes and sessions (docs/interpreter-protocol.md).
      */
     static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "run_python.py", "warm_python.py",
-            "warm_node.js", "session_python.py", "session_node.js", "codeexec_site.py", "codeexec_run.py",
+            "warm_node.js", "session_python.py", "session_node.js", "session_bash.py", "codeexec_site.py", "codeexec_run.py",
             "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js", "codeexec_egress_node.js");
 
     private final DataDir data;

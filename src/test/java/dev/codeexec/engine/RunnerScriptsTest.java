@@ -791,6 +791,8 @@ class RunnerScriptsTest {
         final BufferedReader replies;
         final Collector out;
         final Collector err;
+        /** Calls finished so far: the next reply's executionCount is one more. */
+        private int calls;
 
         private Runner(Process process, OutputStream control, BufferedReader replies) {
             this.process = process;
@@ -845,7 +847,18 @@ class RunnerScriptsTest {
             String stderr = err.next(id);
             JsonNode reply = reply();
             assertThat(reply.get("id").asString()).isEqualTo(id);
-            ((tools.jackson.databind.node.ObjectNode) reply).remove("id");
+            tools.jackson.databind.node.ObjectNode o = (tools.jackson.databind.node.ObjectNode) reply;
+            o.remove("id");
+            // checked here for every call, so the tests' whole-reply comparisons stay about the rest:
+            // the cell's number counts the calls, and a structured error comes exactly with an error
+            JsonNode count = o.remove("executionCount");
+            if (count != null) assertThat(count.asInt()).isEqualTo(++calls);
+            JsonNode info = o.remove("errorInfo");
+            if (info != null) {
+                assertThat(info.isNull()).as("errorInfo with error " + o.get("error")).isEqualTo(o.get("error").isNull()
+                        || o.get("interrupted").asBoolean());
+                if (!info.isNull()) assertThat(info.get("traceback").asString()).contains(info.get("name").asString());
+            }
             return new Call(stdout, stderr, reply);
         }
 

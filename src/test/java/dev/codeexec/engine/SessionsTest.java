@@ -234,6 +234,42 @@ class SessionsTest {
         executor.sessions().close(t, "js");
     }
 
+    /** A bash session is one shell: variables, functions and the working directory stay; status, interrupt, exit. */
+    @Test
+    void bashSessionsKeepTheShell() throws Exception {
+        String t = tenant();
+        ExecutionResult first = call(executor, "bash", "x=41\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub", t, "sh");
+        assertThat(first.exitCode()).as(first.stderr()).isZero();
+        assertThat(first.session().orElseThrow().created()).isTrue();
+        ExecutionResult second = call(executor, "bash", "echo $((x + 1)) $(basename \"$PWD\"); greet you", t, "sh");
+        assertThat(second.stdout()).isEqualTo("42 sub\nhi you\n");
+        assertThat(second.session().orElseThrow().created()).isFalse();
+        assertThat(second.session().orElseThrow().executionCount()).hasValue(2);
+        ExecutionResult failed = call(executor, "bash", "echo before; false", t, "sh");
+        assertThat(failed.exitCode()).isEqualTo(1);
+        assertThat(failed.stdout()).isEqualTo("before\n");
+        ExecutionResult status = call(executor, "bash", "(exit 7)", t, "sh");
+        assertThat(status.exitCode()).isEqualTo(7);
+        // a timeout interrupts the call (a child, then a loop in the shell itself) and the shell stays
+        ExecutionRequest slow = TestSupport.request(executor.config, "bash", "sleep 30", "", List.of(), Map.of(), 1000L)
+                .inSession(new SessionRef(t, "sh"));
+        ExecutionResult timedOut = await(executor.submit(slow, OutputListener.NONE));
+        assertThat(timedOut.outcome()).isEqualTo(Outcome.TIMEOUT);
+        ExecutionRequest loop = TestSupport.request(executor.config, "bash", "while :; do :; done", "", List.of(), Map.of(), 1000L)
+                .inSession(new SessionRef(t, "sh"));
+        assertThat(await(executor.submit(loop, OutputListener.NONE)).outcome()).isEqualTo(Outcome.TIMEOUT);
+        ExecutionResult after = call(executor, "bash", "echo $x", t, "sh");
+        assertThat(after.stdout()).isEqualTo("41\n");
+        assertThat(after.session().orElseThrow().created()).as("the same shell").isFalse();
+        // exit ends the shell: its status is the call's, and the next call runs in a new shell
+        ExecutionResult exit = call(executor, "bash", "exit 3", t, "sh");
+        assertThat(exit.exitCode()).isEqualTo(3);
+        assertThat(exit.stderr()).contains("the shell exited with status 3");
+        ExecutionResult fresh = call(executor, "bash", "echo \"[$x]\"", t, "sh");
+        assertThat(fresh.stdout()).isEqualTo("[]\n");
+        executor.sessions().close(t, "sh");
+    }
+
     @Test
     void anErrorKeepsTheStateAndGivesExitCodeOne() throws Exception {
         String t = tenant();
@@ -545,7 +581,7 @@ class SessionsTest {
     void requestsASessionCannotServeAreRefusedClearly() throws Exception {
         String t = tenant();
         assertThatThrownBy(() -> executor.submit(req(executor, "go", "package main", t, "s"), OutputListener.NONE))
-                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("python and nodejs");
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("python, nodejs and bash");
         ExecutionRequest base = req(executor, "python", "1", t, "s");
         ExecutionRequest withArgs = new ExecutionRequest("python", "1", "", List.of("a"), Map.of(), base.limits(),
                 base.audit(), Optional.empty(), base.session());

@@ -127,7 +127,7 @@ class SessionToolsTest {
     void requestsASessionCannotServeAreToolErrors() {
         CallToolResult go = call(alice, "execute_code", "language", "go", "session", "g", "code", "package main");
         assertThat(go.isError()).isTrue();
-        assertThat(text(go)).startsWith("Invalid request: ").contains("python and nodejs");
+        assertThat(text(go)).startsWith("Invalid request: ").contains("python, nodejs and bash");
         CallToolResult args = call(alice, "execute_code", "language", "python", "session", "g", "code", "1",
                 "args", List.of("x"));
         assertThat(args.isError()).isTrue();
