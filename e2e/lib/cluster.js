@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, chmodSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
-import { JAR, JAVA, freePort, sleep, startServer, hostProcessesWith, INTERPRETER_RUNNER, seedGoCache, GO_CACHE_MARKER } from './server.js';
+import { JAR, JAVA, freePort, sleep, startServer, hostProcessesWith, INTERPRETER_RUNNER, WAITING_SANDBOX, seedGoCache, GO_CACHE_MARKER } from './server.js';
 
 export { GO_CACHE_MARKER };
 import { makeBase, keysAppend } from './server3.js';
@@ -142,7 +142,7 @@ export async function startWorker({ name, dataDir, port, token, env = {}, startT
         /** Child processes of the worker JVM right now. */
         children: () => childProcesses(child.pid),
         /** Child processes that are start-up work (not the warm pool's or sessions' waiting interpreters). */
-        startupChildren: () => childProcesses(child.pid).filter((l) => !INTERPRETER_RUNNER.test(l)),
+        startupChildren: () => childProcesses(child.pid).filter((l) => !INTERPRETER_RUNNER.test(l) && !WAITING_SANDBOX.test(l)),
         async waitQuiet(timeoutMs = 180_000) {
             const end = Date.now() + timeoutMs;
             while (worker.startupChildren().length && Date.now() < end) await sleep(250);

@@ -38,6 +38,12 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** The command line of a sandbox kept waiting for code: a warm pool entry or a session's interpreter. */
 export const INTERPRETER_RUNNER = /\/runtime\/(warm|session)_(python\.py|node\.js)\b/;
+/**
+ * The command line of a warm pool's waiting sandbox (shell, bash, compiled languages: its init waits for the run's
+ * command): idle for as long as the server runs, never start-up work (counting it made every server's start wait
+ * the whole 180 s of waitQuiet).
+ */
+export const WAITING_SANDBOX = / init (--\S+ \S+ )*--await-exec\b/;
 /** The command line of code mode's stdio upstream fixture, started by a server for as long as it runs. */
 const STDIO_UPSTREAM = /\/fixtures\/upstream-mcp\.mjs --stdio\b/;
 
@@ -154,12 +160,14 @@ export async function startServer(env = {}, opts = {}) {
             }
         },
         /**
-         * Child processes that are start-up work: everything but the sandboxes of the warm pool and of sessions,
+         * Child processes that are start-up work: everything but the sandboxes of the warm pool (interpreters and
+         * sandboxes waiting for their command) and of sessions,
          * and code mode's stdio upstreams (e2e/fixtures/upstream-mcp.mjs), which live as long as the server (or the
          * session) and are not work that competes with a test.
          */
         startupChildren() {
-            return server.children().filter((l) => !INTERPRETER_RUNNER.test(l) && !STDIO_UPSTREAM.test(l));
+            return server.children().filter((l) => !INTERPRETER_RUNNER.test(l) && !STDIO_UPSTREAM.test(l)
+                && !WAITING_SANDBOX.test(l));
         },
         /** Waits until the server has no start-up child process (e.g. warming the Go cache is done). */
         async waitQuiet(timeoutMs = 180_000) {
