@@ -120,6 +120,8 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         r = await cell(alice, 'habits-js', 'null.x', { language: 'nodejs' });
         assert.equal(r.sc.executionCount, 1);
         assert.equal(r.sc.error?.name, 'TypeError', JSON.stringify(r.sc));
+        // the later tests count this tenant's sessions
+        for (const session of ['habits', 'habits-js']) assert.notEqual((await tool(alice, 'session_close', { session })).isError, true);
     });
 
     test('two sessions of one tenant are isolated; the same name of two tenants reaches two sessions', async () => {
