@@ -116,7 +116,8 @@ export async function startServer(env = {}, opts = {}) {
     }
 
     const server = {
-        port, base, url: `${base}/mcp`, apiKey, dataDir, pid: child.pid, env: childEnv,
+        // the DATA_DIR the server really has (a test may give its own in `env`)
+        port, base, url: `${base}/mcp`, apiKey, dataDir: childEnv.DATA_DIR, pid: child.pid, env: childEnv,
         log: () => log,
         alive: () => exited === null,
         async healthz() {
@@ -148,7 +149,7 @@ export async function startServer(env = {}, opts = {}) {
         },
         /** Processes of the sandbox uid started by this server (their command lines name its DATA_DIR). */
         sandboxProcesses(marker = '') {
-            return hostProcessesWith(`${dataDir}/runtime/${marker}`);
+            return hostProcessesWith(`${childEnv.DATA_DIR}/runtime/${marker}`);
         },
         /** Child processes of the server JVM right now (e.g. the background Go cache warm-up, or sandboxes). */
         children() {
