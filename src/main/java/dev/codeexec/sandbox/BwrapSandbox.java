@@ -56,13 +56,13 @@ final class BwrapSandbox implements Sandbox {
     private final UidPool uids;
     /**
      * Normal-user mode: the server is not root, so there is no uid to drop to. Every sandbox runs as the server's
-     * own host uid and gid ({@link #hostIds}), which bwrap maps to {@link #uid}/{@link #gid} inside its unprivileged
+     * own host uid and gid ({@link #own}), which bwrap maps to {@link #uid}/{@link #gid} inside its unprivileged
      * user namespace; the process limit is set inside that namespace (init --nproc), where the kernel counts only
      * the sandbox's own processes, never the user's.
      */
     private final boolean userMode;
-    /** The server's own uid and gid (what sandboxes run as on the host in {@link #userMode}). */
-    private final int[] hostIds;
+    /** The server's own ids (what sandboxes run as on the host in {@link #userMode}). */
+    private final dev.codeexec.linux.OwnIds own;
     private final Path seccomp;
     private final Cgroups cgroups;
     private final List<String> systemBinds;
@@ -107,9 +107,8 @@ final class BwrapSandbox implements Sandbox {
     BwrapSandbox(int uid, int gid, Path dataDir, Cgroups cgroups, boolean useHelper, UidPool uids) {
         this.uid = uid;
         this.gid = gid;
-        dev.codeexec.linux.OwnIds own = dev.codeexec.linux.OwnIds.read();
+        this.own = dev.codeexec.linux.OwnIds.read();
         this.userMode = !own.root();
-        this.hostIds = new int[] {own.uid(), own.gid()};
         this.uids = userMode ? null : uids;
         this.cgroups = cgroups;
         this.spawnDirect = useHelper && dev.codeexec.linux.Spawn.available();
@@ -265,7 +264,7 @@ final class BwrapSandbox implements Sandbox {
         m.put("uid", uid);
         m.put("gid", gid);
         m.put("mode", userMode ? "normal user" : "root");
-        m.put("hostUids", userMode ? "every sandbox runs as the server's own uid " + hostIds[0]
+        m.put("hostUids", userMode ? "every sandbox runs as the server's own uid " + own.uid()
                 + " (normal-user mode), mapped to " + uid + " inside"
                 : uids == null ? "every sandbox runs as uid " + uid : uids.info());
         m.put("cgroup", cgroups.label());
@@ -306,7 +305,7 @@ final class BwrapSandbox implements Sandbox {
         g.put("disk", "size-capped tmpfs for the work area, /tmp and /dev/shm; RLIMIT_FSIZE per file");
         if (userMode)
             g.put("perUserKernelLimits", "shared with the user's own processes: sandboxes run as the user's host uid "
-                    + hostIds[0] + ", so inotify instances, epoll watches and pipe buffers count against that user's limits");
+                    + own.uid() + ", so inotify instances, epoll watches and pipe buffers count against that user's limits");
         return g;
     }
 
@@ -338,8 +337,8 @@ final class BwrapSandbox implements Sandbox {
 
     private SandboxProcess launch(SandboxSpec spec, Path helper, TrimmedMounts ns, Path workDir, Limits limits,
             UidPool.Lease lease) throws SandboxException {
-        int hostUid = userMode ? hostIds[0] : lease == null ? uid : lease.uid();
-        int hostGid = userMode ? hostIds[1] : gid;
+        int hostUid = userMode ? own.uid() : lease == null ? uid : lease.uid();
+        int hostGid = userMode ? own.gid() : gid;
         List<String> argv = new ArrayList<>(List.of(BWRAP,
                 "--unshare-all", "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"));
