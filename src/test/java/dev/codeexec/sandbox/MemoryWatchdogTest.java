@@ -32,4 +32,41 @@ class MemoryWatchdogTest {
             p.destroyForcibly();
         }
     }
+
+    @Test
+    void copyOnWritePagesSharedAfterAForkCountOnce() throws Exception {
+        // 64 MiB written by the parent, then 12 children that only sleep: one copy in memory, as a cgroup charges it
+        Process p = new ProcessBuilder("python3", "-c", String.join("\n",
+                "import os, sys, time",
+                "buf = bytearray(b'\\x01' * (64 << 20))",
+                "for i in range(12):",
+                "    if os.fork() == 0:",
+                "        time.sleep(30); os._exit(0)",
+                "print('forked', flush=True)",
+                "time.sleep(30)")).start();
+        MemoryWatchdog.Watched run = new MemoryWatchdog.Watched(256L << 20);
+        try {
+            assertThat(new String(p.getInputStream().readNBytes(7))).isEqualTo("forked\n");
+            run.attach(p.pid());
+            long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+            while (run.memoryBytes().orElse(0) == 0 && System.nanoTime() < deadline) Thread.sleep(MemoryWatchdog.TICK_MS);
+            Thread.sleep(3 * MemoryWatchdog.TICK_MS);
+            assertThat(run.memoryBytes().orElseThrow()).as("one copy of the 64 MiB").isBetween(60L << 20, 120L << 20);
+            assertThat(run.oomKilled()).isFalse();
+            assertThat(p.isAlive()).isTrue();
+        } finally {
+            run.remove();
+            p.descendants().forEach(ProcessHandle::destroyForcibly);
+            p.destroyForcibly();
+        }
+    }
+
+    @Test
+    void theProportionalShareIsReadFromSmapsRollup() {
+        String rollup = "5620eb3e6000-7ffd77174000 ---p 00000000 00:00 0  [rollup]\nRss:  1724 kB\nPss:  785 kB\n"
+                + "Pss_Dirty:  116 kB\nPss_Anon:  116 kB\nPss_File:  669 kB\n";
+        assertThat(MemoryWatchdog.proportionalAnonymousKb(rollup)).isEqualTo(116);
+        assertThat(MemoryWatchdog.proportionalAnonymousKb("x [rollup]\nRss:  1724 kB\nPss:  785 kB\n"))
+                .as("a kernel before 5.8: no Pss_Anon, statm is used").isEqualTo(-1);
+    }
 }
