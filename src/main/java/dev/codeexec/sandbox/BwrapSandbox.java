@@ -292,8 +292,9 @@ final class BwrapSandbox implements Sandbox {
                 ? "cgroup " + cgroups.label() + ": all of the run's memory (its tmpfs files included), enforced by the kernel"
                 : cgroups.watchesMemory()
                         ? "no cgroup: RLIMIT_AS caps each process at once; a watchdog adds up the anonymous memory of "
-                                + "the run's processes every " + MemoryWatchdog.TICK_MS + " ms and kills the run over "
-                                + "its limit (it can overshoot for that long; /tmp and the work area count against "
+                                + "the run's processes every " + MemoryWatchdog.TICK_MS + " ms (" + MemoryWatchdog.NEAR_TICK_MS
+                                + " ms once it is over half its limit; copy-on-write pages shared after a fork count once) "
+                                + "and kills the run over its limit (it can overshoot by what it allocates in one tick; /tmp and the work area count against "
                                 + "MAX_DISK_MB instead)"
                         : "no cgroup: RLIMIT_AS per process only");
         g.put("processes", cgroups.limitsPids() ? "cgroup " + cgroups.label() + " pids.max: the run's processes and threads"

@@ -28,13 +28,16 @@ import java.util.concurrent.ConcurrentHashMap;
  * smaps_rollup is missing or unreadable, statm (resident minus shared pages) is the fallback, with that
  * over-count.
  *
- * <p>Weaker than a cgroup, and said so in {@code runtime_info}: a run can overshoot for up to one tick before it is
- * stopped (RLIMIT_AS still caps each process at once), memory of files in the run's tmpfs is not counted (the tmpfs
+ * <p>Weaker than a cgroup, and said so in {@code runtime_info}: a run can overshoot by what it allocates in one tick
+ * ({@value #NEAR_TICK_MS} ms once it is over half its limit, {@value #TICK_MS} ms before) before it is stopped (RLIMIT_AS still caps each process at once), memory of files in the run's tmpfs is not counted (the tmpfs
  * has its own size cap, MAX_DISK_MB).
  */
 final class MemoryWatchdog {
 
     static final long TICK_MS = 50;
+    /** The tick while some run is over {@link #NEAR} of its limit: its overshoot is what it allocates in 10 ms. */
+    static final long NEAR_TICK_MS = 10;
+    private static final double NEAR = 0.5;
     private static final long PAGE = 4096;
     private static final Set<Watched> RUNS = ConcurrentHashMap.newKeySet();
     private static Thread thread;
@@ -56,8 +59,7 @@ final class MemoryWatchdog {
                 synchronized (MemoryWatchdog.class) {
                     while (RUNS.isEmpty()) MemoryWatchdog.class.wait();
                 }
-                tick(Path.of("/proc"));
-                Thread.sleep(TICK_MS);
+                Thread.sleep(tick(Path.of("/proc")) ? NEAR_TICK_MS : TICK_MS);
             } catch (InterruptedException e) {
                 return;
             } catch (RuntimeException e) {
@@ -70,9 +72,11 @@ final class MemoryWatchdog {
      * One pass: measure every watched run, kill those over their limit. A run's processes are found through
      * /proc/PID/task/TID/children (a few reads per process of the run, whatever else the machine runs: idle warm
      * sandboxes and sessions cost next to nothing); where the kernel lacks those files, from one walk of all of /proc.
+     * Returns whether some run is near its limit (then the next pass comes sooner).
      */
-    static void tick(Path proc) {
+    static boolean tick(Path proc) {
         Map<Long, List<Long>> all = CHILDREN_FILES ? null : childrenOf(proc);
+        boolean near = false;
         for (Watched w : RUNS) {
             if (w.root <= 0) continue;
             long bytes = 0;
@@ -85,7 +89,9 @@ final class MemoryWatchdog {
                 todo.addAll(all != null ? all.getOrDefault(pid, List.of()) : childrenFromTasks(proc, pid));
             }
             w.measured(bytes, processes);
+            near |= bytes > w.limitBytes * NEAR;
         }
+        return near;
     }
 
     /** Whether this kernel has /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN). */
