@@ -315,6 +315,38 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         assert.equal(r.sc.sessionCreated, false);
     });
 
+    test('node and typescript sessions are a REPL; a bash session keeps its shell (issue 22)', async () => {
+        const run = async (language, session, code) => {
+            const r = await exec(alice, { language, session, code });
+            assert.equal(r.isError, false, r.text);
+            return r;
+        };
+        let r = await run('nodejs', 'repl', 'import { readFileSync } from "fs";\nimport * as paths from "node:path";\nlet k = 1;\nconst d = await Promise.resolve(40);');
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        r = await run('nodejs', 'repl', 'let k = 2;\n[typeof readFileSync, paths.basename("/a/b.txt"), d + k]');
+        assert.equal(r.sc.result, "[ 'function', 'b.txt', 42 ]", r.sc.stderr);
+        r = await run('nodejs', 'repl', '"Hello World!"');
+        assert.equal(r.sc.result, 'Hello World!', 'a string reads as text');
+        r = await run('nodejs', 'repl', 'function f() { return missing; }\nf()');
+        assert.equal(r.sc.executionCount, 4);
+        assert.deepEqual({ name: r.sc.error?.name, value: r.sc.error?.value }, { name: 'ReferenceError', value: 'missing is not defined' });
+        assert.match(r.sc.error.traceback, /at f \(<cell-4>:1:/);
+        assert.doesNotMatch(r.sc.error.traceback, /session_node|node:inspector|node:vm/);
+
+        r = await run('typescript', 'ts-repl', 'interface P { name: string }\nconst p: P = { name: "typed" };\np.name.length');
+        assert.equal(r.sc.result, '5', r.sc.stderr);
+        assert.equal(r.sc.sessionCreated, true);
+        r = await run('typescript', 'ts-repl', 'const p: P = { name: "again" };\np.name');
+        assert.equal(r.sc.result, 'again', 'declared again, the interface still known to the next cell is erased');
+
+        r = await run('bash', 'sh', 'cd /tmp && mkdir -p here && cd here\nGREETING=hi\nsay() { echo "$GREETING from $(pwd)"; }');
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        r = await run('bash', 'sh', 'say; false');
+        assert.equal(r.sc.stdout, 'hi from /tmp/here\n');
+        assert.equal(r.sc.exitCode, 1, 'the status of the call');
+        for (const session of ['repl', 'ts-repl', 'sh']) assert.notEqual((await tool(alice, 'session_close', { session })).isError, true);
+    });
+
     test('cancel through the SDK AbortSignal interrupts the call; the session survives', async () => {
         await cell(alice, 'cancel', 'x = 3');
         const ac = new AbortController();

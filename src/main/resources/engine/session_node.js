@@ -1,26 +1,42 @@
 'use strict';
-// Node session runner: one interpreter whose global scope persists across calls, like a notebook kernel. Each
-// call's code runs as a script in one vm context; its completion value (awaited when it is a promise), its error
-// and whether it was interrupted come back on the control channel. Protocol: docs/interpreter-protocol.md.
-// Wrapped in a function so the runner's names never reach the user's code.
+// Node session runner: one interpreter whose global scope persists across calls, like a notebook kernel, with the
+// semantics of a REPL: each call's code is evaluated by V8's own REPL mode (the one a browser's console uses,
+// reached through the in-process inspector: no port is opened), so top-level declarations persist, `let`,
+// `const` and `class` may be declared again by a later call, and top-level `await` keeps its declarations. Static
+// `import` declarations become awaited dynamic imports resolved from the working directory. With --typescript
+// each cell is first transpiled (types erased) by the installed `typescript` package. The call's completion value
+// (awaited when it is a promise), its error and whether it was interrupted come back on the control channel.
+// Protocol: docs/interpreter-protocol.md. Wrapped in a function so the runner's names never reach the user's code.
 (function main() {
-  const net = require('net');
+  const inspector = require('inspector');
   const path = require('path');
+  const net = require('net');
   const util = require('util');
   const vm = require('vm');
   const Module = require('module');
+  const { SourceMap } = Module;
   const { openChannel, send, parse, writeAllSync } = require('./codeexec_node.js');
 
+  const typescript = process.argv[2] === '--typescript';
   const channel = openChannel();
   delete process.env.CODE_EXEC_PRELOAD;
   process.argv.splice(1);
 
-  const context = createContext();
+  // The import loader below is marked experimental by Node: that is the runner's business, not the user's output.
+  const emitWarning = process.emitWarning;
+  process.emitWarning = function (warning, ...rest) {
+    if (String(warning && warning.message !== undefined ? warning.message : warning).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER')) return;
+    return emitWarning.call(this, warning, ...rest);
+  };
+
+  const ts = typescript ? require('./ts-loader.js').loadTypescript(false).ts : null;
+  const session = new inspector.Session();
+  session.connect();
   let cells = 0;
   // Set while a call awaits a promise: a SIGINT then ends the wait.
   let interruptWait = null;
 
-  // Between calls a SIGINT must not end the runner; during a script, breakOnSigint takes it instead of this.
+  // Between calls a SIGINT must not end the runner; during a cell, breakOnSigint takes it instead of this.
   const onSigint = () => {
     if (interruptWait !== null) interruptWait();
   };
@@ -30,78 +46,181 @@
   process.on('uncaughtException', (error) => printError(error));
   process.on('unhandledRejection', (reason) => printError(reason));
 
-  /** A fresh global scope with Node's globals, require/module/exports resolving from the working directory. */
-  function createContext() {
-    const ctx = vm.createContext({}, { name: 'session' });
-    const own = new Set(vm.runInContext('Object.getOwnPropertyNames(globalThis)', ctx));
-    for (const name of Object.getOwnPropertyNames(globalThis)) {
-      if (!own.has(name)) Object.defineProperty(ctx, name, Object.getOwnPropertyDescriptor(globalThis, name));
-    }
+  /**
+   * require/module/exports resolving from the working directory, as in a script there, and the import function
+   * cells call (the rewritten `import` declarations and `import(...)` expressions): a function compiled with the
+   * main context's loader under a file name in the working directory, so specifiers resolve from there, for ES
+   * modules and CommonJS alike.
+   */
+  function defineGlobals() {
     const filename = path.join(process.cwd(), '[session]');
     const sessionModule = new Module(filename, null);
     sessionModule.filename = filename;
     sessionModule.paths = Module._nodeModulePaths(process.cwd());
     sessionModule.loaded = true;
     const define = (name, value) =>
-      Object.defineProperty(ctx, name, { value, writable: true, configurable: true, enumerable: false });
-    define('global', vm.runInContext('globalThis', ctx));
-    // The context's own console is V8's, which prints nowhere.
-    define('console', console);
+      Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
     define('require', Module.createRequire(filename));
     define('module', sessionModule);
     define('exports', sessionModule.exports);
-    return ctx;
+    const loader = vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
+    define(IMPORT, loader
+      ? new vm.Script('(specifier, options) => import(specifier, options)', { filename, importModuleDynamically: loader })
+        .runInThisContext()
+      : (specifier) => Promise.resolve().then(() => {
+        const m = globalThis.require(specifier);
+        return m && m.__esModule ? m : Object.assign(Object.create(null), m, { default: m });
+      }));
+    // The cell's evaluation, called by a script run with breakOnSigint so that a SIGINT can stop a busy cell.
+    Object.defineProperty(globalThis, EVALUATE, { value: () => evaluating(), enumerable: false });
   }
 
-  // import() in a cell needs a loader for the vm context: Node 21.7+ offers its main one; on older Node import()
-  // in a cell fails (require works).
-  const importOption = vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER
-    ? { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER }
-    : {};
+  /** How cells reach the import function; a name no program uses by chance. */
+  const IMPORT = '__codeexec_import__';
+  const EVALUATE = Symbol.for('codeexec.evaluate');
+  let evaluating = null;
+  const evaluateScript = new vm.Script('globalThis[Symbol.for("codeexec.evaluate")]()', { filename: 'codeexec-evaluate' });
+
+  /** Sends one inspector command; its answer as a promise. */
+  function post(method, params) {
+    return new Promise((resolve, reject) => session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))));
+  }
+
+  let handed;
+  Object.defineProperty(globalThis, Symbol.for('codeexec.hand'), { value: (value) => { handed = value; }, enumerable: false });
+  defineGlobals();
 
   /**
-   * The cell as a script. Code that does not compile as one because it uses top-level await runs as the body of
-   * an async function instead (its declarations then stay local to the cell). Its value: the whole code when it
-   * is one expression, else the last line when that is an expression statement on its own.
+   * The value an inspector RemoteObject stands for, boxed ({value}): an async function returning a promise would
+   * wait for it.
    */
-  function compile(code, filename) {
-    const options = { filename, ...importOption };
+  async function valueOf(remote) {
+    if (remote.objectId) {
+      handed = undefined;
+      await post('Runtime.callFunctionOn', { objectId: remote.objectId,
+        functionDeclaration: 'function () { globalThis[Symbol.for("codeexec.hand")](this); }' });
+      return { value: handed };
+    }
+    if ('unserializableValue' in remote) {
+      const u = remote.unserializableValue;
+      return { value: u.endsWith('n') ? BigInt(u.slice(0, -1)) : Number(u) };
+    }
+    return { value: remote.type === 'undefined' ? undefined : remote.value };
+  }
+
+  /**
+   * Evaluates one cell in REPL mode: its synchronous part runs inside the inspector call, within a script run with
+   * breakOnSigint (so an interrupt stops a busy loop there); the answer, which waits for a top-level await, is
+   * awaited interruptibly. Returns {value}: the completion value, boxed so that a promise is not awaited here (the
+   * caller awaits it interruptibly); throws what the cell threw.
+   */
+  async function evaluate(code, name) {
+    let answer;
+    evaluating = () => {
+      answer = post('Runtime.evaluate', { expression: code + '\n//# sourceURL=' + name, replMode: true, objectGroup: 'cell' });
+    };
     try {
-      return new vm.Script(code, options);
-    } catch (error) {
-      if (!(error instanceof SyntaxError) || !/\bawait\b/.test(code)) throw error;
-      for (const wrapped of asyncForms(code)) {
-        try {
-          return new vm.Script(wrapped, options);
-        } catch (e) {
-          // Try the next form; if none compiles, the original error is the one to report.
-        }
+      evaluateScript.runInThisContext({ breakOnSigint: true });
+    } finally {
+      evaluating = null;
+    }
+    try {
+      const r = await awaitInterruptibly(answer);
+      if (r.exceptionDetails) {
+        const thrown = r.exceptionDetails.exception ? (await valueOf(r.exceptionDetails.exception)).value : new Error(r.exceptionDetails.text);
+        throw thrown instanceof SyntaxError ? located(thrown, r.exceptionDetails, code, name) : thrown;
       }
-      throw error;
+      return await valueOf(r.result);
+    } finally {
+      post('Runtime.releaseObjectGroup', { objectGroup: 'cell' }).catch(() => {});
     }
   }
 
-  /** The async-function forms of a cell, most informative first. Line numbers stay those of the cell. */
-  function asyncForms(code) {
-    const trimmed = code.replace(/[\s;]+$/, '');
-    const forms = ['(async () => (' + trimmed + '\n))()'];
-    // The last statement: after the last line break, or after the last `;` of the last line (unless a comment
-    // could hold that `;`).
-    let split = trimmed.lastIndexOf('\n');
-    const lastLine = trimmed.slice(split + 1);
-    if (lastLine.includes(';') && !/\/\/|\/\*/.test(lastLine)) split += 1 + lastLine.lastIndexOf(';');
-    const head = trimmed.slice(0, split + 1);
-    const last = trimmed.slice(split + 1).trim();
-    const headEnd = head.trimEnd().split('\n').pop();
-    // It is returned only where it surely is a statement of its own: it starts like an expression that cannot
-    // continue what comes before (not with an operator, bracket or template), and what comes before is not a loop
-    // or if header whose body it would be.
-    if (/^[A-Za-z0-9_$'"]/.test(last) &&
-        !/\b(if|for|while|with)\s*\(.*\)\s*$|\b(else|do)\s*$|=>\s*$/.test(headEnd)) {
-      forms.push('(async () => {' + head + 'return (' + last + '\n)})()');
+  /** A syntax error as Node prints one for a file: where, the line, a caret, then the message. */
+  function located(error, details, code, name) {
+    if (typeof error.stack === 'string' && error.stack.includes('\n    at ') && !error.stack.includes('node:inspector')) return error;
+    // An error at the end of the input is reported on the sourceURL line the runner appended: the cell's last line.
+    const lines = code.split('\n');
+    const at = Math.min(details.lineNumber, lines.length - 1);
+    const column = at < details.lineNumber ? lines[at].length : details.columnNumber;
+    const where = name + ':' + (at + 1) + '\n' + lines[at] + '\n' + ' '.repeat(column) + '^\n\n';
+    try {
+      error.stack = where + error.name + ': ' + error.message;
+    } catch (e) {
+      // A frozen error keeps its stack.
     }
-    forms.push('(async () => {' + code + '\n})()');
-    return forms;
+    return error;
+  }
+
+  /**
+   * The module syntax a REPL cannot evaluate, as code it can: `import x, { a, b as c } from "m"` becomes
+   * `const { default: x, a, b: c } = await __codeexec_import__("m")` (`* as ns` the whole namespace, a bare
+   * `import "m"` only the import), `import(` calls the same function, and `export` in front of a declaration is
+   * dropped. Each rewritten declaration keeps its line count, so line numbers in errors stay the cell's.
+   */
+  function rewriteModuleSyntax(code) {
+    if (!/\b(import|export)\b/.test(code)) return code;
+    const declaration = /^([ \t]*)import(?=[\s{*'"])([^;'"`]*?)(['"])([^'"\n]+)\3([ \t]*(?:with|assert)[ \t]*(\{[^}]*\}))?[ \t]*;?/gm;
+    let out = code.replace(declaration, (all, indent, clause, quote, specifier, attributesPart, attributes) => {
+      const lines = '\n'.repeat((all.match(/\n/g) || []).length);
+      const call = IMPORT + '(' + JSON.stringify(specifier) + (attributes ? ', { with: ' + attributes + ' }' : '') + ')';
+      const bindings = importBindings(clause.replace(/\bfrom\s*$/, '').trim());
+      if (bindings === null) return all;
+      return indent + (bindings === '' ? 'void await ' + call + ';' : 'const ' + bindings(call) + ';') + lines;
+    });
+    out = out.replace(/(^|[^\w$.])import(\s*\()/gm, '$1' + IMPORT + '$2');
+    return out.replace(/^([ \t]*)export[ \t]+(?=(?:default[ \t]+)?(?:const|let|var|function|async|class)\b)(?:default[ \t]+)?/gm, '$1');
+  }
+
+  /** The bindings of an import clause as a declaration taking the import call; '' for none, null if not a clause. */
+  function importBindings(clause) {
+    if (clause === '') return '';
+    const m = /^(?:([\w$]+)\s*(?:,\s*|$))?(?:\*\s*as\s+([\w$]+)|\{([^}]*)\})?$/.exec(clause);
+    if (m === null || (!m[1] && !m[2] && m[3] === undefined)) return null;
+    const [, defaultName, namespace, named] = m;
+    if (namespace) return (call) => namespace + ' = await ' + call + (defaultName ? ', ' + defaultName + ' = ' + namespace + '.default' : '');
+    const parts = defaultName ? ['default: ' + defaultName] : [];
+    for (const spec of (named || '').split(',').map((p) => p.trim()).filter(Boolean)) {
+      const as = /^(\S+)\s+as\s+([\w$]+)$/.exec(spec);
+      parts.push(as ? as[1] + ': ' + as[2] : spec);
+    }
+    return (call) => '{ ' + parts.join(', ') + ' } = await ' + call;
+  }
+
+  /** The source maps of the latest TypeScript cells, by cell name: errors show the lines of the TypeScript. */
+  const sourceMaps = new Map();
+
+  /** A stack's `<cell-N>:line:column` places, in the TypeScript a cell was written in. */
+  function mapToTypescript(stack) {
+    if (sourceMaps.size === 0) return stack;
+    return stack.replace(/(<cell-\d+>):(\d+):(\d+)/g, (all, name, line, column) => {
+      const map = sourceMaps.get(name);
+      const entry = map ? map.findEntry(Number(line) - 1, Number(column) - 1) : null;
+      return entry && entry.originalLine !== undefined ? name + ':' + (entry.originalLine + 1) + ':' + (entry.originalColumn + 1) : all;
+    });
+  }
+
+  /** A TypeScript cell as JavaScript (types erased; imports kept as written), or throws its syntax errors. */
+  function transpile(code, name) {
+    const out = ts.transpileModule(code, {
+      fileName: name + '.ts',
+      reportDiagnostics: true,
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: true,
+        sourceMap: true },
+    });
+    const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
+    if (errors.length > 0) {
+      const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => '\n' };
+      const error = new SyntaxError(ts.flattenDiagnosticMessageText(errors[0].messageText, '\n'));
+      error.stack = ts.formatDiagnostics(errors, host).trimEnd() + '\n\nSyntaxError: ' + error.message;
+      throw error;
+    }
+    if (out.sourceMapText) {
+      sourceMaps.set(name, new SourceMap(JSON.parse(out.sourceMapText)));
+      if (sourceMaps.size > 1000) sourceMaps.delete(sourceMaps.keys().next().value);
+    }
+    // A cell with imports is an ES module to TypeScript, which then ends it with `export {};`.
+    return out.outputText.replace(/\nexport \{\};\s*$/, '\n').replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n');
   }
 
   function isThenable(value) {
@@ -128,13 +247,15 @@
   function trimStack(error) {
     if (error === null || typeof error !== 'object' || typeof error.stack !== 'string') return;
     let lines = error.stack.split('\n');
-    const cut = lines.findIndex((line) => /^\s+at /.test(line) && (line.includes(__filename) || line.includes('(node:vm:')));
+    const cut = lines.findIndex((line) => /^\s+at /.test(line) &&
+      (line.includes(__filename) || line.includes('(node:vm:') || line.includes('(node:inspector') || line.includes('codeexec-evaluate')));
     if (cut >= 0) lines = lines.slice(0, cut);
     // An awaited cell's frames end in the tick queue that resumed it: Node's plumbing, not the user's.
     while (lines.length > 1 && /^\s+at .*\(node:internal\/process\/task_queues/.test(lines[lines.length - 1])) lines.pop();
-    if (lines.join('\n') !== error.stack) {
+    const trimmed = mapToTypescript(lines.join('\n'));
+    if (trimmed !== error.stack) {
       try {
-        error.stack = lines.join('\n');
+        error.stack = trimmed;
       } catch (e) {
         // A frozen error keeps its stack.
       }
@@ -182,11 +303,15 @@
     cells += 1;
     const response = { id: message.id, result: null, error: null, errorInfo: null, interrupted: false, figures: [],
       executionCount: cells };
+    // V8 ends a sourceURL at a space, so a Node cell is <cell-N> where a Python cell is <cell N>.
+    const name = '<cell-' + cells + '>';
     try {
-      const script = compile(String(message.code || ''), '<cell ' + cells + '>');
-      let value = script.runInContext(context, { breakOnSigint: true });
+      let code = String(message.code || '');
+      if (ts !== null) code = transpile(code, name);
+      let { value } = await evaluate(rewriteModuleSyntax(code), name);
       if (isThenable(value)) value = await awaitInterruptibly(value);
-      if (value !== undefined) response.result = util.inspect(value);
+      // As a REPL shows a value; a string as its text, which is what a model reading the result wants.
+      if (value !== undefined) response.result = typeof value === 'string' ? value : util.inspect(value);
     } catch (error) {
       if (isInterruption(error)) {
         response.interrupted = true;

@@ -88,7 +88,7 @@ final class ExecuteCodeTool {
                         + "progress notifications when the call carries a progressToken. With `workspace`, the "
                         + "program runs in that persistent workspace (created if new): files it writes are kept "
                         + "between calls, the files it created or changed are listed, and images it saved "
-                        + "(png, jpeg, gif, svg) come back as image content. With `session` (python, nodejs, bash), the "
+                        + "(png, jpeg, gif, svg) come back as image content. With `session` (python, nodejs, typescript, bash), the "
                         + "code runs in a persistent interpreter of that name (created by its first call): "
                         + "variables, imports and functions stay for the next call; the value of a final expression "
                         + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images. "
@@ -121,7 +121,7 @@ final class ExecuteCodeTool {
                 "description", "Persistent workspace to run in (its files are the working directory); "
                         + "created if it does not exist. Without it the run gets a fresh empty directory."));
         props.put("session", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
-                "description", "Stateful session to run in (python, nodejs, bash: a persistent shell whose variables and working directory stay); created by the first call with "
+                "description", "Stateful session to run in (python; nodejs and typescript: a REPL, declarations persist and static imports work; bash: a persistent shell whose variables and working directory stay); created by the first call with "
                         + "a new name. State persists between calls; 'args' cannot be used with it, and 'env' only on the call that creates the session (it is the interpreter's environment)."));
         props.put("network", Map.of("type", List.of("boolean", "array"), "items", Map.of("type", "string"),
                 "description", "Network access of this run: false for none, or a list of host patterns (`host`, "

@@ -42,7 +42,7 @@ public final class McpServers {
                 .instructions("Run code with execute_code (python, nodejs, typescript, go, java, shell/bash); "
                         + "see runtime_info for versions, tools and limits. Keep files between calls in named "
                         + "workspaces: write_file, read_file, list_files, delete_file, workspace_info; files are "
-                        + "also resources ws://{workspace}/{+path}. Keep variables between calls (python, nodejs) "
+                        + "also resources ws://{workspace}/{+path}. Keep variables between calls (python, nodejs, typescript, bash) "
                         + "with execute_code's 'session' argument; session_list, session_reset, session_close.")
                 .capabilities(ServerCapabilities.builder()
                         .tools(false)

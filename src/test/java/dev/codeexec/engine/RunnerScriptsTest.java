@@ -624,8 +624,8 @@ class RunnerScriptsTest {
             s.call("var kept = [1];");
             Call failed = s.call("kept.push(2);\nmissing.call();");
             assertThat(failed.reply()).isEqualTo(reply(null, "ReferenceError: missing is not defined", false));
-            assertThat(failed.stderr()).contains("ReferenceError: missing is not defined\n    at <cell 2>:2:1")
-                    .doesNotContainPattern(RUNNER_NAMES).doesNotContain("node:vm");
+            assertThat(failed.stderr()).contains("ReferenceError: missing is not defined\n    at <cell-2>:2:1")
+                    .doesNotContainPattern(RUNNER_NAMES).doesNotContain("node:vm").doesNotContain("node:inspector");
             assertThat(s.call("x = (").reply().get("error").asString()).startsWith("SyntaxError: ");
             assertThat(s.call("throw 'plain'").reply().get("error").asString()).isEqualTo("Uncaught 'plain'");
             assertThat(s.call("kept").result()).isEqualTo("[ 1, 2 ]");
@@ -672,11 +672,60 @@ class RunnerScriptsTest {
     }
 
     @Test
+    void nodeSessionIsAReplDeclarationsPersistAndMayBeDeclaredAgain(@TempDir Path dir) throws Exception {
+        Path pkg = Files.createDirectories(dir.resolve("work/node_modules/esm-only"));
+        Files.writeString(pkg.resolve("package.json"), "{\"name\":\"esm-only\",\"type\":\"module\",\"exports\":{\"import\":\"./i.js\"}}");
+        Files.writeString(pkg.resolve("i.js"), "export const answer = 42;\nexport default 'the default';\n");
+        try (Runner s = nodeSession(dir)) {
+            assertThat(s.call("let k = 1; const c = 'one'; class K { v() { return 1; } }").reply()).isEqualTo(reply(null, null, false));
+            assertThat(s.call("let k = 2; const c = 'two'; class K { v() { return 2; } }\n[k, c, new K().v()]").result())
+                    .as("let, const and class declared again by a later cell").isEqualTo("[ 2, 'two', 2 ]");
+            assertThat(s.call("const got = await new Promise((r) => setTimeout(() => r(40), 5));").reply())
+                    .isEqualTo(reply(null, null, false));
+            assertThat(s.call("got + 2").result()).as("a declaration with top-level await persists").isEqualTo("42");
+            assertThat(s.call("import { readFileSync as read } from 'fs';\nimport * as paths from \"node:path\"\n"
+                    + "import def, { answer } from 'esm-only'\nimport 'node:os';").reply()).isEqualTo(reply(null, null, false));
+            assertThat(s.call("[typeof read, paths.basename('/a/b.txt'), def, answer]").result())
+                    .as("static imports, resolved from the working directory").isEqualTo("[ 'function', 'b.txt', 'the default', 42 ]");
+            assertThat(s.call("(await import('esm-only')).answer").result()).isEqualTo("42");
+            assertThat(s.call("export const exported = 7\nexported").result()).isEqualTo("7");
+            assertThat(s.call("'Hello World!'").result()).as("a string reads as text, as a notebook shows it").isEqualTo("Hello World!");
+            assertThat(s.call("[typeof __filename, typeof main, typeof session, typeof inspector]").result())
+                    .as("the runner's names stay its own").isEqualTo("[ 'undefined', 'undefined', 'undefined', 'undefined' ]");
+            Call syntax = s.call("x = (");
+            assertThat(syntax.stderr()).startsWith("<cell-11>:1\nx = (\n     ^\n\nSyntaxError: Unexpected end of input");
+            assertThat(syntax.stderr()).doesNotContain("sourceURL");
+        }
+    }
+
+    @Test
+    void typescriptSessionErasesTypesAndReportsTheTypescriptLines(@TempDir Path dir) throws Exception {
+        Map<String, String> env = baseEnv();
+        env.put("NODE_PATH", "/usr/local/lib/node_modules:/usr/lib/node_modules");
+        Runner r = Runner.start(dir, env, NODE, script("session_node.js"), "--typescript");
+        r.process.getOutputStream().close();
+        try (Runner s = r) {
+            assertThat(s.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
+            assertThat(s.call("interface P { name: string }\nconst p: P = { name: 'ts' };\nimport { basename } from 'path';\n"
+                    + "basename('/x/' + p.name)").result()).isEqualTo("ts");
+            assertThat(s.call("const n: number = await Promise.resolve<number>(41);\nn + 1").result()).isEqualTo("42");
+            Call failed = s.call("type T = number;\ninterface Q { a: T }\nfunction g(x: T): T {\n  throw new RangeError('r' + x);\n}\ng(p.name.length)");
+            assertThat(failed.reply().get("error").asString()).isEqualTo("RangeError: r2");
+            assertThat(failed.stderr()).as("the lines of the TypeScript, not of its JavaScript")
+                    .contains("at g (<cell-3>:4:9)").contains("at <cell-3>:6:1");
+            Call bad = s.call("const bad: = 1");
+            assertThat(bad.reply().get("error").asString()).startsWith("SyntaxError: Type expected");
+            assertThat(bad.stderr()).contains("error TS1110");
+            assertThat(s.call("p.name").result()).isEqualTo("ts");
+        }
+    }
+
+    @Test
     void nodeSessionControlChannelIsNotInheritedByChildren(@TempDir Path dir) throws Exception {
         try (Runner s = nodeSession(dir)) {
             Call c = s.call("require('child_process').execSync('ls /proc/self/fd', { stdio: ['ignore', 'pipe', 'inherit'] })"
                     + ".toString().split('\\n').filter(Boolean).join(' ')");
-            assertThat(c.result()).isEqualTo("'0 1 2 3'");
+            assertThat(c.result()).as("a string result is its text").isEqualTo("0 1 2 3");
         }
     }
 

@@ -581,7 +581,7 @@ class SessionsTest {
     void requestsASessionCannotServeAreRefusedClearly() throws Exception {
         String t = tenant();
         assertThatThrownBy(() -> executor.submit(req(executor, "go", "package main", t, "s"), OutputListener.NONE))
-                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("python, nodejs and bash");
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("python, nodejs, typescript and bash");
         ExecutionRequest base = req(executor, "python", "1", t, "s");
         ExecutionRequest withArgs = new ExecutionRequest("python", "1", "", List.of("a"), Map.of(), base.limits(),
                 base.audit(), Optional.empty(), base.session());
