@@ -34,6 +34,7 @@ class Session:
         self.future_flags = 0
         # For cells with top-level await, made at the first one: asyncio costs ~15 ms to import.
         self.loop = None
+        self.display = Display()
 
     def parse_cell(self, source, filename):
         """The cell's syntax tree. Python first; only where that fails, notebook habits are read as IPython reads
@@ -129,7 +130,10 @@ class Session:
             if last is not None:
                 value = self.run(last)
             if value is not None:
-                result = codeexec_main.call_user(repr, value)
+                bundle = codeexec_main.call_user(mime_bundle, value)
+                result = bundle["text/plain"]
+                if len(bundle) > 1:
+                    self.display.add("result", bundle)
         except KeyboardInterrupt as e:
             interrupted = True
             error = "KeyboardInterrupt"
@@ -145,7 +149,9 @@ class Session:
             interrupted = interrupted or isinstance(figures, KeyboardInterrupt)
             figures = []
         sys.stdin = io.StringIO("")
+        outputs = self.display.take()
         return {
+            "outputs": outputs,
             "result": result,
             "error": error,
             "errorInfo": error_info,
@@ -165,6 +171,240 @@ class Session:
             codeexec_mpl.take_captured()
             return e
         return codeexec_mpl.take_captured()
+
+
+# ---------------------------------------------------------------------------------------------------- rich outputs
+
+_MIME_METHODS = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_"),
+                 ("image/svg+xml", "_repr_svg_"), ("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
+                 ("application/json", "_repr_json_"))
+_BINARY = ("image/png", "image/jpeg", "image/gif")
+MAX_OUTPUTS = 64
+MAX_TEXT_CHARS = 512 * 1024
+MAX_IMAGE_BYTES = 8 << 20
+
+
+def mime_bundle(obj):
+    """The MIME bundle of a value, as a notebook shows it: what its _repr_mimebundle_ and _repr_*_ methods give (a
+    method that is missing, fails or returns None gives nothing), and always text/plain (its repr). Images are
+    base64 text, JSON its text."""
+    data = {}
+    method = _repr_method(obj, "_repr_mimebundle_")
+    if method is not None:
+        got = _quietly(method, include=None, exclude=None)
+        if isinstance(got, tuple) and got:
+            got = got[0]
+        if isinstance(got, dict):
+            data.update(got)
+    for mime, name in _MIME_METHODS:
+        if mime not in data:
+            method = _repr_method(obj, name)
+            if method is not None:
+                got = _quietly(method)
+                if isinstance(got, tuple) and got:
+                    got = got[0]
+                if got is not None:
+                    data[mime] = got
+    if "text/plain" not in data:
+        data["text/plain"] = repr(obj)
+    return _normalised(data)
+
+
+def _repr_method(obj, name):
+    """obj's bound method `name`, looked up on its type (an object answering every attribute, like a mock, or a class
+    whose methods need an instance, offers none)."""
+    if isinstance(obj, type):
+        return None
+    try:
+        if getattr(type(obj), name, None) is None:
+            return None
+        method = getattr(obj, name)
+    except Exception:
+        return None
+    return method if callable(method) else None
+
+
+def _quietly(method, *args, **kwargs):
+    try:
+        return method(*args, **kwargs)
+    except Exception:
+        return None
+
+
+def _normalised(data):
+    """Every entry as text: bytes of a binary image as base64, JSON as its text, text forms within MAX_TEXT_CHARS;
+    entries that are none of these are dropped."""
+    import json
+    out = {}
+    for mime, value in data.items():
+        if not isinstance(mime, str) or "/" not in mime:
+            continue
+        if mime in _BINARY:
+            if isinstance(value, str):
+                value = value.encode("ascii", "replace")
+                try:
+                    value = base64.b64decode(value, validate=True)
+                except Exception:
+                    continue
+            if not isinstance(value, (bytes, bytearray)) or len(value) > MAX_IMAGE_BYTES:
+                continue
+            out[mime] = base64.b64encode(bytes(value)).decode("ascii")
+            continue
+        if mime == "application/json" or mime.endswith("+json"):
+            if not isinstance(value, str):
+                try:
+                    value = json.dumps(value, default=repr)
+                except Exception:
+                    continue
+        elif isinstance(value, (bytes, bytearray)):
+            value = bytes(value).decode("utf-8", "replace")
+        if not isinstance(value, str):
+            continue
+        if len(value) > MAX_TEXT_CHARS:
+            value = value[:MAX_TEXT_CHARS] + "\n[cut at %d characters]" % MAX_TEXT_CHARS
+        out[mime] = value
+    return out
+
+
+class Display:
+    """The session's built-in `display(*objs, raw=False)`: each object's MIME bundle becomes one of the call's
+    outputs, in order (raw=True: each object is already a bundle, {mime: data}). Also what IPython.display's and
+    PIL's Image.show() reach here. At most MAX_OUTPUTS per call; later ones are counted and dropped."""
+
+    def __init__(self):
+        self.outputs = []
+        self.dropped = 0
+
+    def __call__(self, *objs, raw=False, include=None, exclude=None, metadata=None, transient=None, display_id=None,
+                 clear=False, **kwargs):
+        flush_user_streams()
+        for obj in objs:
+            if raw and isinstance(obj, dict):
+                bundle = _normalised(obj)
+                bundle.setdefault("text/plain", "<%s>" % ", ".join(sorted(bundle)) if bundle else "<empty>")
+            else:
+                bundle = mime_bundle(obj)
+            self.add("display", bundle)
+
+    def add(self, kind, bundle):
+        if len(self.outputs) >= MAX_OUTPUTS:
+            self.dropped += 1
+            return
+        self.outputs.append({"kind": kind, "data": bundle})
+
+    def take(self):
+        outputs, dropped = self.outputs, self.dropped
+        self.outputs, self.dropped = [], 0
+        if dropped:
+            print("[%d more outputs dropped: at most %d per call]" % (dropped, MAX_OUTPUTS), file=sys.stderr)
+        return outputs
+
+
+class _ImageViewer:
+    """A PIL ImageShow viewer that shows an image as the call's output instead of starting a desktop program."""
+
+    format = "PNG"
+
+    def show(self, image, **options):
+        display(image)
+        return 1
+
+
+class _Hooks:
+    """A finder first in sys.meta_path: when PIL.ImageShow is imported, registers _ImageViewer first among its
+    viewers (Image.show() then becomes an output); when `IPython` cannot be found anywhere else, serves the small
+    stand-in below (IPython.display's display, HTML, Markdown, Latex, SVG, JSON, Image). Every other import passes
+    through untouched."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "PIL.ImageShow":
+            import importlib.machinery
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                loader = spec.loader
+                run = loader.exec_module
+
+                def exec_module(module):
+                    run(module)
+                    try:
+                        module.register(_ImageViewer(), -1)
+                    except Exception:
+                        pass
+                loader.exec_module = exec_module
+            return spec
+        if name in ("IPython", "IPython.display", "IPython.core", "IPython.core.display"):
+            import importlib.machinery
+            import importlib.util
+            if name == "IPython":
+                if importlib.machinery.PathFinder.find_spec(name, path) is not None:
+                    return None  # the real one is installed
+            elif not getattr(sys.modules.get("IPython"), "__codeexec__", False):
+                return None
+            return importlib.util.spec_from_loader(name, _IPythonStandIn(), is_package=name in ("IPython", "IPython.core"))
+        return None
+
+
+class _IPythonStandIn:
+    """Loads the stand-in IPython modules: `display` (the session's) and IPython.display's everyday objects."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__codeexec__ = True
+        if module.__name__ in ("IPython.display", "IPython.core.display"):
+            module.__dict__.update(_ipython_display_names())
+        elif module.__name__ == "IPython":
+            module.display = display
+            module.get_ipython = lambda: None
+
+
+def _ipython_display_names():
+    """IPython.display's everyday objects: each has the _repr_*_ method display() looks for."""
+
+    class _Data:
+        mime = "text/plain"
+
+        def __init__(self, data=None, url=None, filename=None, metadata=None, **kwargs):
+            if data is None and filename is not None:
+                with open(filename, "rb" if self.mime in _BINARY else "r") as f:
+                    data = f.read()
+            self.data = data
+
+        def __repr__(self):
+            return "<IPython.core.display.%s object>" % type(self).__name__
+
+    def _method(name):
+        return lambda self: self.data
+
+    names = {"display": display}
+    for cls_name, mime, method in (("HTML", "text/html", "_repr_html_"), ("Markdown", "text/markdown", "_repr_markdown_"),
+                                   ("Latex", "text/latex", "_repr_latex_"), ("SVG", "image/svg+xml", "_repr_svg_"),
+                                   ("JSON", "application/json", "_repr_json_"), ("Math", "text/latex", "_repr_latex_")):
+        names[cls_name] = type(cls_name, (_Data,), {"mime": mime, method: _method(method)})
+    names["Math"]._repr_latex_ = lambda self: "$$%s$$" % self.data
+
+    class Image(_Data):
+        mime = "image/png"
+
+        def __init__(self, data=None, url=None, filename=None, format=None, **kwargs):
+            if isinstance(data, str) and filename is None and not data.startswith(("iVBOR", "/9j/")):
+                filename, data = data, None
+            fmt = (format or (filename or "").rsplit(".", 1)[-1] or "png").lower()
+            self.mime = "image/jpeg" if fmt in ("jpg", "jpeg") else "image/gif" if fmt == "gif" else "image/png"
+            super().__init__(data, url, filename)
+
+        def _repr_mimebundle_(self, include=None, exclude=None):
+            return {self.mime: self.data}
+
+    names["Image"] = Image
+    names["display_html"] = lambda *objs, raw=False, **kw: display(*[{"text/html": o} if raw else o for o in objs], raw=raw)
+    names["display_markdown"] = lambda *objs, raw=False, **kw: display(*[{"text/markdown": o} if raw else o for o in objs], raw=raw)
+    names["clear_output"] = lambda wait=False: None
+    return names
+
+
+display = None  # the session's Display, set by main()
 
 
 def _future_flags():
@@ -303,6 +543,11 @@ def main():
     codeexec_main.forget_shadowed_modules(sys.path[0], STARTUP_MODULES | {"codeexec_mpl"})
     sys.argv = [""]
     session = Session()
+    global display
+    display = session.display
+    import builtins
+    builtins.display = display
+    sys.meta_path.insert(0, _Hooks())
     signal.signal(signal.SIGINT, codeexec_main.on_sigint)
     channel.send({"ready": True})
     while True:

@@ -148,19 +148,74 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
      * @param figures images the call produced (matplotlib figures shown or left open)
      * @param executionCount the call's number in its session, as a notebook numbers its cells (Python and Node)
      * @param error          a failed call's error: the exception's name, its message and its traceback
+     * @param outputs        rich outputs in the order the call made them: each display() and a final value that offers
+     *                       more than text (Python sessions)
      */
     public record SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures,
-            java.util.OptionalInt executionCount, Optional<CellError> error) {
+            java.util.OptionalInt executionCount, Optional<CellError> error, List<RichOutput> outputs) {
         public SessionOutput {
             result = result == null ? Optional.empty() : result;
             figures = figures == null ? List.of() : List.copyOf(figures);
             executionCount = executionCount == null ? java.util.OptionalInt.empty() : executionCount;
             error = error == null ? Optional.empty() : error;
+            outputs = outputs == null ? List.of() : List.copyOf(outputs);
+        }
+
+        public SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures,
+                java.util.OptionalInt executionCount, Optional<CellError> error) {
+            this(name, created, result, figures, executionCount, error, List.of());
+        }
+
+        /**
+         * Every image of the call in the order surfaces show them: the images of the rich outputs (one per output at
+         * most: its first image type), then the figures. Data that is not base64 is left out.
+         */
+        public List<Figure> images() {
+            List<Figure> all = new java.util.ArrayList<>();
+            for (RichOutput o : outputs) o.image().ifPresent(all::add);
+            all.addAll(figures);
+            return all;
         }
 
         /** Without a cell number or error (a call that never reached the interpreter). */
         public SessionOutput(String name, boolean created, Optional<String> result, List<Figure> figures) {
             this(name, created, result, figures, java.util.OptionalInt.empty(), Optional.empty());
+        }
+    }
+
+    /**
+     * One rich output of a session call, as a notebook keeps it: {@code kind} is {@code display} (a display() call)
+     * or {@code result} (the final value); {@code data} maps MIME types to their data: text forms as text,
+     * {@code application/json} as its JSON text, images ({@code image/png}, {@code image/jpeg}, {@code image/gif})
+     * as base64. {@code text/plain} is always there.
+     */
+    public record RichOutput(String kind, java.util.Map<String, String> data) {
+        public RichOutput {
+            data = java.util.Collections.unmodifiableMap(new java.util.LinkedHashMap<>(data));
+        }
+
+        /** The MIME types whose data is base64 of an image, in the order one is chosen to show. */
+        public static final List<String> IMAGES = List.of("image/png", "image/jpeg", "image/gif");
+
+        /** The output's image (its first of {@link #IMAGES}), decoded. */
+        public Optional<Figure> image() {
+            for (String mime : IMAGES) {
+                String b64 = data.get(mime);
+                if (b64 == null) continue;
+                try {
+                    return Optional.of(new Figure(mime, java.util.Base64.getDecoder().decode(b64)));
+                } catch (IllegalArgumentException e) {
+                    return Optional.empty();
+                }
+            }
+            return Optional.empty();
+        }
+
+        /** The text forms (everything but the images). */
+        public java.util.Map<String, String> texts() {
+            java.util.Map<String, String> t = new java.util.LinkedHashMap<>(data);
+            t.keySet().removeAll(IMAGES);
+            return t;
         }
     }
 

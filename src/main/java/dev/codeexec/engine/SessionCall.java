@@ -305,7 +305,15 @@ final class SessionCall {
                     ? Optional.of(new ExecutionResult.CellError(e.path("name").asString(""), e.path("value").asString(""),
                             e.path("traceback").asString("")))
                     : Optional.empty();
-            return new SessionOutput(name, created, value, figures, count, error);
+            List<ExecutionResult.RichOutput> outputs = new ArrayList<>();
+            for (JsonNode o : answer.path("outputs").values()) {
+                java.util.Map<String, String> data = new java.util.LinkedHashMap<>();
+                o.path("data").properties().forEach(en -> {
+                    if (en.getValue().isString()) data.put(en.getKey(), en.getValue().asString());
+                });
+                if (data.containsKey("text/plain")) outputs.add(new ExecutionResult.RichOutput(o.path("kind").asString("display"), data));
+            }
+            return new SessionOutput(name, created, value, figures, count, error, outputs);
         }
     }
 

@@ -132,16 +132,22 @@ final class ExecuteStream implements OutputListener {
             ExecutionResult r = handle.result().join();
             Map<String, Object> structured = ResultMaps.structured(r, workspace, maxImageBytes);
             List<Map<String, Object>> lines = new ArrayList<>();
-            if (structured.get("figures") instanceof List<?> described && r.session().isPresent()) {
+            if (r.session().isPresent()) {
+                // the images the result marks shown: the outputs' (with the output's index), then the figures'
+                List<ExecutionResult.RichOutput> outputs = r.session().get().outputs();
                 List<ExecutionResult.Figure> figures = r.session().get().figures();
-                for (int i = 0; i < figures.size() && i < described.size(); i++) {
-                    if (described.get(i) instanceof Map<?, ?> d && Boolean.TRUE.equals(d.get("shown"))) {
-                        Map<String, Object> f = new LinkedHashMap<>();
-                        f.put("type", "figure");
-                        f.put("mimeType", figures.get(i).mimeType());
-                        f.put("data", Base64.getEncoder().encodeToString(figures.get(i).data()));
-                        lines.add(f);
+                List<?> described = structured.get("figures") instanceof List<?> l ? l : List.of();
+                List<?> outs = structured.get("outputs") instanceof List<?> l ? l : List.of();
+                for (int i = 0; i < outputs.size() && i < outs.size(); i++) {
+                    if (outs.get(i) instanceof Map<?, ?> o && o.get("image") instanceof Map<?, ?> d
+                            && Boolean.TRUE.equals(d.get("shown"))) {
+                        int index = i;
+                        outputs.get(i).image().ifPresent(f -> lines.add(figureLine(f, index)));
                     }
+                }
+                for (int i = 0; i < figures.size() && i < described.size(); i++) {
+                    if (described.get(i) instanceof Map<?, ?> d && Boolean.TRUE.equals(d.get("shown")))
+                        lines.add(figureLine(figures.get(i), -1));
                 }
             }
             Map<String, Object> m = new LinkedHashMap<>();
@@ -155,6 +161,16 @@ final class ExecuteStream implements OutputListener {
             LOG.warn("playground run {} failed: {}", handle.id(), cause.toString());
             return List.of(error("unavailable", "the run failed inside the server"));
         }
+    }
+
+    /** One image line; {@code output} is the index of the rich output it belongs to, or -1 for a figure. */
+    private static Map<String, Object> figureLine(ExecutionResult.Figure figure, int output) {
+        Map<String, Object> f = new LinkedHashMap<>();
+        f.put("type", "figure");
+        f.put("mimeType", figure.mimeType());
+        f.put("data", Base64.getEncoder().encodeToString(figure.data()));
+        if (output >= 0) f.put("output", output);
+        return f;
     }
 
     static Map<String, Object> error(ExecutionException e) {

@@ -91,7 +91,9 @@ final class ExecuteCodeTool {
                         + "(png, jpeg, gif, svg) come back as image content. With `session` (python, nodejs, typescript, bash), the "
                         + "code runs in a persistent interpreter of that name (created by its first call): "
                         + "variables, imports and functions stay for the next call; the value of a final expression "
-                        + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images. "
+                        + "is returned as `result`, and matplotlib figures (plt.show() or left open) as images; in "
+                        + "python, display(obj) (built in, IPython.display works too) and a final rich value "
+                        + "(a DataFrame, a PIL image, an object with _repr_html_) also come back as `outputs`. "
                         + "A timeout interrupts the call and keeps the session. See session_list, session_reset, "
                         + "session_close. A library that is not preinstalled (runtime_info lists what is): name it "
                         + "in `packages` (pip requirements for python, npm packages for nodejs/typescript) instead of "
@@ -171,6 +173,16 @@ final class ExecuteCodeTool {
                 + "raised: the error's name (NameError, TypeError, ...), its message, and the traceback the call printed.",
                 "properties", Map.of("name", Map.of("type", "string"), "value", Map.of("type", "string"),
                         "traceback", Map.of("type", "string"))));
+        props.put("outputs", Map.of("type", "array", "description", "In a python session: the rich outputs of the call in "
+                + "the order it made them: each display(...) ('display') and a final value that offers more than text, "
+                + "e.g. a DataFrame's HTML or a PIL image ('result'). data maps MIME types (text/plain always; "
+                + "text/html, text/markdown, text/latex, image/svg+xml, application/json when offered) to their text; "
+                + "an image (png, jpeg, gif) is described in image and sent as image content when shown.",
+                "items", Map.of("type", "object", "properties", Map.of(
+                        "kind", Map.of("type", "string", "enum", List.of("display", "result")),
+                        "data", Map.of("type", "object", "additionalProperties", Map.of("type", "string")),
+                        "image", Map.of("type", "object", "properties", Map.of("mimeType", Map.of("type", "string"),
+                                "size", Map.of("type", "integer"), "shown", Map.of("type", "boolean")))))));
         props.put("figures", Map.of("type", "array", "description", "In a session: the figures the call produced "
                 + "(shown as image content unless over the image size limit).", "items", Map.of("type", "object",
                 "properties", Map.of("mimeType", Map.of("type", "string"), "size", Map.of("type", "integer"),
@@ -284,13 +296,15 @@ final class ExecuteCodeTool {
         List<Content> images = List.of();
         if (r.session().isPresent()) {
             ExecutionResult.SessionOutput so = r.session().get();
-            images = artifacts.figures(so.figures());
+            images = artifacts.figures(so.images());
             text.append("\nsession ").append(so.name()).append(so.created() ? " (new: its state was empty)" : "");
+            outputs(text, so.outputs());
             so.result().ifPresent(v -> text.append("\n--- result ---\n").append(v));
-            int omitted = so.figures().size() - images.size();
+            int omitted = so.images().size() - images.size();
             if (!so.figures().isEmpty())
-                text.append("\n").append(so.figures().size()).append(so.figures().size() == 1 ? " figure" : " figures")
-                        .append(omitted > 0 ? " (" + omitted + " not shown: over " + artifacts.maxImageKb()
+                text.append("\n").append(so.figures().size()).append(so.figures().size() == 1 ? " figure" : " figures");
+            if (omitted > 0 || !so.figures().isEmpty())
+                text.append(omitted > 0 ? " (" + omitted + " not shown: over " + artifacts.maxImageKb()
                                 + " KB or more than " + Artifacts.MAX_INLINE_IMAGES + ")" : "");
         }
         List<Content> content = new ArrayList<>();
@@ -304,6 +318,44 @@ final class ExecuteCodeTool {
         // A lost worker is the service's failure, not the program's: the call is an error (with what was streamed).
         boolean failed = r.outcome() == dev.codeexec.engine.Outcome.WORKER_LOST;
         return CallToolResult.builder().structuredContent(s).content(content).isError(failed).build();
+    }
+
+    /** Longest HTML of one output put into the readable summary. */
+    static final int SUMMARY_HTML_CHARS = 4000;
+
+    /**
+     * The displayed outputs in the readable summary, so that a model reading text sees what a person would: each
+     * one's markdown, else its plain text (a DataFrame's is a table), and its HTML too when the plain text says
+     * little (a default repr such as {@code <R object at 0x...>}) and the HTML is short. The final value's text is
+     * the result section after this; images follow as image content.
+     */
+    static void outputs(StringBuilder text, List<ExecutionResult.RichOutput> outputs) {
+        int n = 0;
+        for (ExecutionResult.RichOutput o : outputs) {
+            n++;
+            if (o.kind().equals("result")) continue;
+            Map<String, String> d = o.data();
+            String plain = d.getOrDefault("text/plain", "");
+            text.append("\n--- display ").append(n).append(" ---\n").append(d.getOrDefault("text/markdown", plain));
+            String html = d.get("text/html");
+            if (html != null && !d.containsKey("text/markdown") && saysLittle(plain) && html.length() <= SUMMARY_HTML_CHARS)
+                text.append("\n(text/html) ").append(html);
+            o.image().ifPresent(f -> text.append("\n(").append(f.mimeType()).append(", ").append(f.data().length).append(" bytes)"));
+        }
+        for (ExecutionResult.RichOutput o : outputs) {
+            if (!o.kind().equals("result")) continue;
+            String html = o.data().get("text/html");
+            String plain = o.data().getOrDefault("text/plain", "");
+            if (o.data().containsKey("text/markdown")) text.append("\n--- result (text/markdown) ---\n").append(o.data().get("text/markdown"));
+            else if (html != null && saysLittle(plain) && html.length() <= SUMMARY_HTML_CHARS)
+                text.append("\n--- result (text/html) ---\n").append(html);
+        }
+    }
+
+    /** A plain text that tells a reader nothing of the object: a default repr, or empty. */
+    private static boolean saysLittle(String plain) {
+        String p = plain.strip();
+        return p.isEmpty() || (p.startsWith("<") && p.endsWith(">") && !p.contains("\n"));
     }
 
     /** What a person (or a model reading plain text) needs: how it ended, then the output. */

@@ -120,14 +120,27 @@ public final class ResultMaps {
             so.result().ifPresent(v -> s.put("result", v));
             so.executionCount().ifPresent(n -> s.put("executionCount", n));
             so.error().ifPresent(e -> s.put("error", Map.of("name", e.name(), "value", e.value(), "traceback", e.traceback())));
-            List<Map<String, Object>> figures = new ArrayList<>();
-            int shown = 0;
-            for (ExecutionResult.Figure f : so.figures()) {
-                // the rule of the MCP surface's figures: in order, up to the count, none over the size limit
-                boolean inline = shown < MAX_INLINE_IMAGES && f.data().length <= maxImageBytes;
-                if (inline) shown++;
-                figures.add(Map.of("mimeType", f.mimeType(), "size", f.data().length, "shown", inline));
+            // the rule of the MCP surface's images: the outputs' images then the figures, in order, up to the count,
+            // none over the size limit
+            int[] shown = {0};
+            java.util.function.Function<ExecutionResult.Figure, Map<String, Object>> describe = f -> {
+                boolean inline = shown[0] < MAX_INLINE_IMAGES && f.data().length <= maxImageBytes;
+                if (inline) shown[0]++;
+                return Map.of("mimeType", f.mimeType(), "size", f.data().length, "shown", inline);
+            };
+            if (!so.outputs().isEmpty()) {
+                List<Map<String, Object>> outputs = new ArrayList<>();
+                for (ExecutionResult.RichOutput o : so.outputs()) {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("kind", o.kind());
+                    m.put("data", o.texts());
+                    o.image().ifPresent(f -> m.put("image", describe.apply(f)));
+                    outputs.add(m);
+                }
+                s.put("outputs", outputs);
             }
+            List<Map<String, Object>> figures = new ArrayList<>();
+            for (ExecutionResult.Figure f : so.figures()) figures.add(describe.apply(f));
             s.put("figures", figures);
         });
         s.put("network", network(r));

@@ -126,6 +126,9 @@ public final class WireFormat {
             for (ExecutionResult.Figure f : so.figures()) {
                 sb.addFigures(Figure.newBuilder().setMimeType(f.mimeType()).setData(ByteString.copyFrom(f.data())));
             }
+            for (ExecutionResult.RichOutput o : so.outputs()) {
+                sb.addOutputs(dev.codeexec.wire.v1.RichOutput.newBuilder().setKind(o.kind()).putAllData(o.data()));
+            }
             b.setSession(sb);
         });
         r.network().ifPresent(n -> {
@@ -165,7 +168,8 @@ public final class WireFormat {
                             f.getData().toByteArray())).toList(),
                     s.hasExecutionCount() ? java.util.OptionalInt.of(s.getExecutionCount()) : java.util.OptionalInt.empty(),
                     s.hasError() ? Optional.of(new ExecutionResult.CellError(s.getError().getName(), s.getError().getValue(),
-                            s.getError().getTraceback())) : Optional.empty()));
+                            s.getError().getTraceback())) : Optional.empty(),
+                    s.getOutputsList().stream().map(o -> new ExecutionResult.RichOutput(o.getKind(), o.getDataMap())).toList()));
         }
         if (p.hasNetwork()) {
             NetworkReport n = p.getNetwork();

@@ -555,6 +555,69 @@ class RunnerScriptsTest {
     }
 
     @Test
+    void pythonSessionRichOutputsComeInTheOrderMadeWithTheirMimeTypes(@TempDir Path dir) throws Exception {
+        try (Runner s = pythonSession(dir)) {
+            assertThat(s.call("builtins = __import__('builtins')\ncallable(builtins.display)").result()).isEqualTo("True");
+            assertThat(s.call("1 + 1").reply().has("outputs")).as("a plain value is only the result").isFalse();
+
+            Call frame = s.call("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})\ndf");
+            assertThat(frame.result()).isEqualTo("   a  b\n0  1  x\n1  2  y");
+            JsonNode out = frame.reply().get("outputs");
+            assertThat(out).hasSize(1);
+            assertThat(out.get(0).get("kind").asString()).isEqualTo("result");
+            assertThat(out.get(0).get("data").get("text/html").asString()).contains("<table").contains("<td>x</td>");
+            assertThat(out.get(0).get("data").get("text/plain").asString()).isEqualTo(frame.result());
+
+            Call shown = s.call(String.join("\n",
+                    "class R:",
+                    "    def _repr_html_(self): return '<b>R!</b>'",
+                    "    def _repr_markdown_(self): return None",
+                    "class Broken:",
+                    "    def _repr_html_(self): raise ValueError('no')",
+                    "display(1, R(), Broken())",
+                    "print('between')",
+                    "display({'text/markdown': '# raw', 'application/json': {'k': [1]}}, raw=True)",
+                    "R()"));
+            assertThat(shown.stdout()).isEqualTo("between\n");
+            JsonNode o = shown.reply().get("outputs");
+            assertThat(o).hasSize(5);
+            assertThat(o.get(0).get("data").properties()).hasSize(1);
+            assertThat(o.get(0).get("data").get("text/plain").asString()).isEqualTo("1");
+            assertThat(o.get(1).get("data").get("text/html").asString()).isEqualTo("<b>R!</b>");
+            assertThat(o.get(1).get("data").has("text/markdown")).as("a method returning None offers nothing").isFalse();
+            assertThat(o.get(2).get("data").has("text/html")).as("a failing method offers nothing").isFalse();
+            assertThat(o.get(3).get("data").get("text/markdown").asString()).isEqualTo("# raw");
+            assertThat(o.get(3).get("data").get("application/json").asString()).isEqualTo("{\"k\": [1]}");
+            assertThat(o.get(3).get("data").has("text/plain")).isTrue();
+            assertThat(o.get(4).get("kind").asString()).isEqualTo("result");
+            assertThat(o.get(4).get("data").get("text/html").asString()).isEqualTo("<b>R!</b>");
+            assertThat(shown.result()).startsWith("<__main__.R object at 0x");
+
+            Call image = s.call("from PIL import Image\nim = Image.new('RGB', (8, 4), 'red')\nim.show()\nim");
+            JsonNode io = image.reply().get("outputs");
+            assertThat(io).hasSize(2);
+            for (JsonNode each : io) {
+                byte[] png = Base64.getDecoder().decode(each.get("data").get("image/png").asString());
+                assertThat(Arrays.copyOf(png, 8)).as("a PNG").isEqualTo(new byte[] {(byte) 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'});
+            }
+            assertThat(io.get(0).get("kind").asString()).as("Image.show() displays").isEqualTo("display");
+            assertThat(io.get(1).get("kind").asString()).isEqualTo("result");
+
+            Call ipython = s.call("from IPython.display import display as d, HTML, Markdown, Image as I\n"
+                    + "d(HTML('<i>h</i>'), Markdown('**m**'))\nimport base64, io\nb = io.BytesIO(); im.save(b, 'PNG')\nI(data=b.getvalue())");
+            JsonNode ip = ipython.reply().get("outputs");
+            assertThat(ip).as(ipython.stderr()).hasSize(3);
+            assertThat(ip.get(0).get("data").get("text/html").asString()).isEqualTo("<i>h</i>");
+            assertThat(ip.get(1).get("data").get("text/markdown").asString()).isEqualTo("**m**");
+            assertThat(ip.get(2).get("data").has("image/png")).isTrue();
+
+            Call many = s.call("for i in range(70): display(i)");
+            assertThat(many.reply().get("outputs")).hasSize(64);
+            assertThat(many.stderr()).contains("[6 more outputs dropped: at most 64 per call]");
+        }
+    }
+
+    @Test
     void pythonSessionMarkersSplitEachCallsOutput(@TempDir Path dir) throws Exception {
         try (Runner s = pythonSession(dir)) {
             Call first = s.call("import sys\nprint('out 1')\nsys.stderr.write('err 1')\nsys.stdout.write('no newline')");
@@ -902,6 +965,8 @@ class RunnerScriptsTest {
             // the cell's number counts the calls, and a structured error comes exactly with an error
             JsonNode count = o.remove("executionCount");
             if (count != null) assertThat(count.asInt()).isEqualTo(++calls);
+            // rich outputs (Python) are compared where a test makes them; an empty list is no news
+            if (o.get("outputs") != null && o.get("outputs").isEmpty()) o.remove("outputs");
             JsonNode info = o.remove("errorInfo");
             if (info != null) {
                 assertThat(info.isNull()).as("errorInfo with error " + o.get("error")).isEqualTo(o.get("error").isNull()

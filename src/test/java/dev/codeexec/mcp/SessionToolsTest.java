@@ -124,10 +124,39 @@ class SessionToolsTest {
     }
 
     @Test
+    void richOutputsComeBackStructuredAsImagesAndAsReadableText() {
+        CallToolResult r = call(alice, "execute_code", "language", "python", "session", "rich", "code", String.join("\n",
+                "import pandas as pd",
+                "from PIL import Image",
+                "class R:",
+                "    def _repr_html_(self): return '<b>bold</b>'",
+                "display(pd.DataFrame({'city': ['Oslo', 'Lima'], 'n': [1, 2]}), R())",
+                "display({'text/markdown': '**md**'}, raw=True)",
+                "Image.new('RGB', (6, 3), 'blue')"));
+        Map<String, Object> s = data(r);
+        List<Map<String, Object>> outputs = ((List<?>) s.get("outputs")).stream().map(SessionToolsTest::cast).toList();
+        assertThat(outputs).extracting(o -> o.get("kind")).containsExactly("display", "display", "display", "result");
+        assertThat(cast(outputs.get(0).get("data"))).containsKeys("text/plain", "text/html");
+        assertThat(cast(outputs.get(1).get("data"))).containsEntry("text/html", "<b>bold</b>");
+        assertThat(cast(outputs.get(3).get("data"))).containsOnlyKeys("text/plain");
+        assertThat(cast(outputs.get(3).get("image"))).containsEntry("mimeType", "image/png").containsEntry("shown", true);
+        List<ImageContent> images = r.content().stream().filter(ImageContent.class::isInstance)
+                .map(ImageContent.class::cast).toList();
+        assertThat(images).singleElement().satisfies(i -> assertThat(Base64.getDecoder().decode(i.data())).startsWith(0x89, 'P', 'N', 'G'));
+        assertThat(text(r)).as("a model reading text sees the table, the HTML of a bare repr and the markdown")
+                .contains("--- display 1 ---\n   city  n\n0  Oslo  1\n1  Lima  2")
+                .contains("--- display 2 ---\n<__main__.R object at 0x").contains("(text/html) <b>bold</b>")
+                .contains("--- display 3 ---\n**md**")
+                .contains("--- result ---\n<PIL.Image.Image image mode=RGB size=6x3");
+        assertThat(text(r)).doesNotContain("<table").doesNotContain("iVBOR");
+        data(call(alice, "session_close", "session", "rich"));
+    }
+
+    @Test
     void requestsASessionCannotServeAreToolErrors() {
         CallToolResult go = call(alice, "execute_code", "language", "go", "session", "g", "code", "package main");
         assertThat(go.isError()).isTrue();
-        assertThat(text(go)).startsWith("Invalid request: ").contains("python, nodejs and bash");
+        assertThat(text(go)).startsWith("Invalid request: ").contains("python, nodejs, typescript and bash");
         CallToolResult args = call(alice, "execute_code", "language", "python", "session", "g", "code", "1",
                 "args", List.of("x"));
         assertThat(args.isError()).isTrue();

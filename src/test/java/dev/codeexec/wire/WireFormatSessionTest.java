@@ -25,6 +25,13 @@ class WireFormatSessionTest {
         ExecutionResult.SessionOutput back = WireFormat.fromProto(WireFormat.toProto(r, "w1")).session().orElseThrow();
         assertThat(back.executionCount()).hasValue(3);
         assertThat(back.error()).contains(err);
+        ExecutionResult.RichOutput html = new ExecutionResult.RichOutput("result",
+                java.util.Map.of("text/plain", "R()", "text/html", "<b>R</b>", "image/png", "iVBORw0KGgo="));
+        ExecutionResult rich = r.withSession(new ExecutionResult.SessionOutput("s", false, Optional.empty(), List.of(),
+                OptionalInt.of(4), Optional.empty(), List.of(new ExecutionResult.RichOutput("display", java.util.Map.of("text/plain", "1")), html)));
+        assertThat(WireFormat.fromProto(WireFormat.toProto(rich, "w1")).session().orElseThrow().outputs())
+                .as("rich outputs travel in order with every MIME type").containsExactly(
+                        new ExecutionResult.RichOutput("display", java.util.Map.of("text/plain", "1")), html);
         ExecutionResult ok = r.withSession(new ExecutionResult.SessionOutput("s", true, Optional.of("42"), List.of()));
         ExecutionResult.SessionOutput plain = WireFormat.fromProto(WireFormat.toProto(ok, "w1")).session().orElseThrow();
         assertThat(plain.executionCount()).isEmpty();
