@@ -276,6 +276,33 @@ describe('admin console', () => {
         await s.close();
     });
 
+    test('playground: rich outputs of a session call render (HTML in a sandboxed frame, a PIL image) in order', async () => {
+        const s = await loggedIn(aliceKey);
+        await s.page.getByTestId('nav-playground').click();
+        await s.page.getByTestId('play-language').selectOption('python');
+        await s.page.getByTestId('play-session').fill('rich');
+        await s.page.getByTestId('play-code').fill([
+            'import pandas as pd',
+            'from PIL import Image',
+            'class R:',
+            '    def _repr_html_(self): return "<b id=\'marker\'>bold</b><script>parent.document.title = \'pwned\'</script>"',
+            'display(pd.DataFrame({"city": ["Oslo"], "n": [1]}), R())',
+            'Image.new("RGB", (40, 20), "red")',
+        ].join('\n'));
+        await s.page.getByTestId('play-run').click();
+        await s.page.getByTestId('play-rich').waitFor({ timeout: 60_000 });
+        const frames = s.page.getByTestId('play-rich-html');
+        assert.equal(await frames.count(), 2, 'the DataFrame and R as HTML');
+        for (let i = 0; i < 2; i++) assert.equal(await frames.nth(i).getAttribute('sandbox'), '', 'no scripts, no same origin');
+        await s.page.frameLocator('[data-testid=play-rich-html] >> nth=0').locator('td', { hasText: 'Oslo' }).waitFor();
+        await s.page.frameLocator('[data-testid=play-rich-html] >> nth=1').locator('#marker').waitFor();
+        const width = await s.page.getByTestId('play-rich').locator('img').first().evaluate((img) => img.complete ? img.naturalWidth : 0);
+        assert.equal(width, 40, 'the PIL image decoded');
+        assert.notEqual(await s.page.title(), 'pwned', 'the output\'s script did not run');
+        await shot(s.page, 'playground-rich-outputs');
+        await s.close();
+    });
+
     test('executions: filter by code, open a run, see its code and output', async () => {
         await runViaApi(aliceKey, 'print("needle-" + "in-haystack")');
         const s = await loggedIn(adminKey);

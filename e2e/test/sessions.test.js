@@ -315,6 +315,36 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         assert.equal(r.sc.sessionCreated, false);
     });
 
+    test('rich outputs through the SDK: a DataFrame, display() of several objects in order, _repr_html_, a PIL image, a figure; the readable summary', async () => {
+        const r = await cell(alice, 'rich', [
+            'import pandas as pd, matplotlib.pyplot as plt',
+            'from PIL import Image',
+            'class Card:',
+            '    def _repr_html_(self): return "<div class=card>hello</div>"',
+            'df = pd.DataFrame({"city": ["Oslo", "Lima"], "n": [3, 4]})',
+            'display(df, Card(), {"text/markdown": "**done**"}, raw=False)',
+            'display({"text/markdown": "**done**"}, raw=True)',
+            'plt.plot([1, 2]); plt.show()',
+            'Image.new("RGB", (5, 5), "green")',
+        ].join('\n'));
+        assert.equal(r.sc.exitCode, 0, r.sc.stderr);
+        assert.deepEqual(r.sc.outputs.map((o) => o.kind), ['display', 'display', 'display', 'display', 'result']);
+        assert.match(r.sc.outputs[0].data['text/html'], /<table[\s\S]*Oslo/);
+        assert.equal(r.sc.outputs[1].data['text/html'], '<div class=card>hello</div>');
+        assert.equal(r.sc.outputs[2].data['text/html'], undefined, 'a plain dict is shown as a dict');
+        assert.equal(r.sc.outputs[3].data['text/markdown'], '**done**');
+        assert.deepEqual({ mime: r.sc.outputs[4].image?.mimeType, shown: r.sc.outputs[4].image?.shown }, { mime: 'image/png', shown: true });
+        assert.equal(r.sc.figures.length, 1, 'the matplotlib figure stays a figure');
+        const images = r.raw.content.filter((c) => c.type === 'image');
+        assert.equal(images.length, 2, 'the PIL image, then the figure');
+        for (const i of images) assert.ok(Buffer.from(i.data, 'base64').subarray(0, 8).equals(PNG));
+        assert.match(r.text, /--- display 1 ---\n   city  n\n0  Oslo  3\n1  Lima  4/, 'a model sees the DataFrame as a table');
+        assert.match(r.text, /--- display 2 ---\n<__main__\.Card object at 0x[0-9a-f]+>\n\(text\/html\) <div class=card>hello<\/div>/);
+        assert.match(r.text, /--- display 4 ---\n\*\*done\*\*/);
+        assert.doesNotMatch(r.text, /iVBOR/, 'no base64 in the text');
+        assert.notEqual((await tool(alice, 'session_close', { session: 'rich' })).isError, true);
+    });
+
     test('node and typescript sessions are a REPL; a bash session keeps its shell (issue 22)', async () => {
         const run = async (language, session, code) => {
             const r = await exec(alice, { language, session, code });
