@@ -144,6 +144,22 @@ test('progress notifications carry output before the result arrives', { timeout:
     assert.ok(progress.some((x) => JSON.stringify(x.p).includes('first')), 'a progress message carries the printed text');
 });
 
+test('progress: one notification per line, in the order written across stdout and stderr, each with its stream and time (issue 22)', { timeout: 60_000 }, async () => {
+    // print(1) is two writes ("1", then "\n"): one line, one notification. The pauses are far longer than the
+    // server's readers take to wake, so the order written is the order read.
+    const code = 'import sys, time\nprint(1)\ntime.sleep(0.2)\nprint("to stderr", file=sys.stderr)\ntime.sleep(0.2)\nprint("two")\n';
+    for (const session of [undefined, 'stream-nb']) {
+        const progress = [];
+        const r = await exec(client, { language: 'python', code, ...(session ? { session } : {}) }, { onprogress: (p) => progress.push(p) });
+        assert.equal(r.sc.stdout, '1\ntwo\n', r.sc.stderr);
+        assert.deepEqual(progress.map((p) => p.message), ['1\n', '[stderr] to stderr\n', 'two\n'], session ?? 'a run');
+        assert.deepEqual(progress.map((p) => p._meta?.['dev.codeexec/stream']), ['stdout', 'stderr', 'stdout']);
+        const times = progress.map((p) => Date.parse(p._meta?.['dev.codeexec/at']));
+        assert.ok(times.every((t, i) => Number.isFinite(t) && (i === 0 || t >= times[i - 1] + 150)), `read ~200 ms apart: ${times}`);
+    }
+    assert.notEqual((await client.callTool({ name: 'session_close', arguments: { session: 'stream-nb' } })).isError, true);
+});
+
 const TICKER = 'import sys, time\ni = 0\nwhile True:\n    print("tick", i, flush=True)\n    i += 1\n    time.sleep(0.1)\n';
 
 test('cancelling through the SDK (notifications/cancelled) kills the run', { timeout: 30_000 }, async (t) => {

@@ -72,8 +72,8 @@ public final class Config {
             "Output of a run (stdout and stderr together) after which a program that floods without end is stopped "
                     + "(outcome output_limit); at least MAX_OUTPUT_KB.");
     public static final ConfigKey<Integer> PROGRESS_INTERVAL_MS = ConfigKey.integer("PROGRESS_INTERVAL_MS", 100, 0, 10000,
-            "Output streamed as progress notifications is gathered for this long: at most one notification per "
-                    + "interval and run (0: one per chunk read). A stream streams at most MAX_OUTPUT_KB.");
+            "After a progress notification, streamed output is gathered for this long, then sent one notification "
+                    + "per line (more than 64 lines: merged per stream switch; 0: as read). A stream streams at most MAX_OUTPUT_KB.");
     public static final ConfigKey<Integer> MAX_DISK_MB = ConfigKey.integer("MAX_DISK_MB", 512, 1, 1048576,
             "Size of a run's writable working directory and of its /tmp (each a size-capped tmpfs).");
     public static final ConfigKey<String> DATA_DIR = ConfigKey.string("DATA_DIR", "/var/lib/code-exec-mcp",

@@ -14,6 +14,14 @@ public interface OutputListener {
     void onOutput(Stream stream, String text);
 
     /**
+     * The same with the time the server read the text from the program (epoch milliseconds). The engine delivers
+     * output this way, one line per call (see ListenerDispatcher); a listener that reports times overrides it.
+     */
+    default void onOutput(Stream stream, String text, long atMillis) {
+        onOutput(stream, text);
+    }
+
+    /**
      * Called once when the run has taken its execution slot, right before its sandbox starts (or its session is
      * handed the code): nothing of the program has run yet. Not called for a run refused or cancelled while
      * queued. A worker uses it to acknowledge the job to its gateway and to wait for the gateway's go-ahead, so a

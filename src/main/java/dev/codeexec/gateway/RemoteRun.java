@@ -151,7 +151,8 @@ final class RemoteRun implements RunHandle, ClientResponseObserver<ExecuteInput,
                 : OutputListener.Stream.STDOUT;
         (stream == OutputListener.Stream.STDERR ? stderr : stdout).append(o.getText());
         try {
-            listener.onOutput(stream, o.getText());
+            if (o.getAtMillis() > 0) listener.onOutput(stream, o.getText(), o.getAtMillis());
+            else listener.onOutput(stream, o.getText());
         } catch (RuntimeException e) {
             LOG.warn("run {}: output listener failed: {}", id, e.toString());
         }

@@ -7,23 +7,29 @@ import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Consumer;
 
 /**
  * Turns a run's output chunks into MCP progress notifications for one call.
  *
- * <p>The engine calls {@link #onOutput} from its pipe readers, which must never wait on a slow client, so chunks
- * go into a buffer and one virtual thread sends them. The first chunk leaves at once; after each send the sender
- * pauses {@link #COALESCE_MILLIS} so that a program printing many tiny lines produces a few notifications, not
- * thousands. Consecutive chunks of the same stream are merged; stderr text is prefixed with {@code [stderr] }.
+ * <p>The engine delivers output one line at a time (ListenerDispatcher: lines in the order the server read them,
+ * merged per stream only in a flood) without waiting on a slow client, so pieces go into a buffer and one virtual
+ * thread sends them: one notification per piece, its {@code message} the text (stderr's prefixed with
+ * {@code [stderr] }), its {@code _meta} the stream ({@value #STREAM}: stdout or stderr) and the time the server read
+ * it ({@value #AT}: ISO-8601 UTC). After each send the sender pauses {@link #COALESCE_MILLIS}; a client too slow to
+ * keep up (more than {@link #MAX_PENDING} pieces waiting) gets consecutive pieces of one stream merged.
  * {@link #close()} sends what is left before the call's result goes out, so progress never trails the result.
  */
 final class ProgressForwarder implements OutputListener, AutoCloseable {
 
     static final long COALESCE_MILLIS = 50;
+    static final int MAX_PENDING = 256;
+    static final String STREAM = "dev.codeexec/stream";
+    static final String AT = "dev.codeexec/at";
     private static final Logger LOG = LoggerFactory.getLogger(ProgressForwarder.class);
 
-    private record Chunk(Stream stream, StringBuilder text) { }
+    private record Chunk(Stream stream, StringBuilder text, long at) { }
 
     private final Object progressToken;
     private final Consumer<ProgressNotification> sink;
@@ -43,12 +49,17 @@ final class ProgressForwarder implements OutputListener, AutoCloseable {
 
     @Override
     public void onOutput(Stream stream, String text) {
+        onOutput(stream, text, System.currentTimeMillis());
+    }
+
+    @Override
+    public void onOutput(Stream stream, String text, long atMillis) {
         if (text.isEmpty()) return;
         synchronized (lock) {
             if (closed) return;
             Chunk last = pending.isEmpty() ? null : pending.getLast();
-            if (last != null && last.stream() == stream) last.text().append(text);
-            else pending.add(new Chunk(stream, new StringBuilder(text)));
+            if (last != null && last.stream() == stream && pending.size() >= MAX_PENDING) last.text().append(text);
+            else pending.add(new Chunk(stream, new StringBuilder(text), atMillis));
             lock.notifyAll();
         }
     }
@@ -86,7 +97,9 @@ final class ProgressForwarder implements OutputListener, AutoCloseable {
             if (sinkFailed) return;
             String message = c.stream() == Stream.STDERR ? "[stderr] " + c.text() : c.text().toString();
             try {
-                sink.accept(new ProgressNotification(progressToken, (double) ++progress, null, message));
+                Map<String, Object> meta = Map.of(STREAM, c.stream() == Stream.STDERR ? "stderr" : "stdout",
+                        AT, java.time.Instant.ofEpochMilli(c.at()).toString());
+                sink.accept(new ProgressNotification(progressToken, (double) ++progress, null, message, meta));
             } catch (RuntimeException e) {
                 sinkFailed = true;
                 LOG.debug("progress notification not delivered: {}", e.toString());

@@ -91,9 +91,15 @@ final class ExecuteCall implements OutputListener {
     }
 
     @Override
-    public synchronized void onOutput(Stream s, String text) {
+    public void onOutput(Stream s, String text) {
+        onOutput(s, text, System.currentTimeMillis());
+    }
+
+    @Override
+    public synchronized void onOutput(Stream s, String text, long atMillis) {
         ExecuteEvent e = ExecuteEvent.newBuilder().setOutput(Output.newBuilder()
-                .setStream(s == Stream.STDERR ? Output.Stream.STDERR : Output.Stream.STDOUT).setText(text)).build();
+                .setStream(s == Stream.STDERR ? Output.Stream.STDERR : Output.Stream.STDOUT).setText(text)
+                .setAtMillis(atMillis)).build();
         if (ended) return;
         if (!acceptedSent) {
             early.add(e);

@@ -125,7 +125,7 @@ class UnitsTest {
     }
 
     @Test
-    void progressMergesChunksPrefixesStderrAndFlushesOnClose() {
+    void progressPrefixesStderrStampsEachPieceAndFlushesOnClose() {
         List<ProgressNotification> sent = new CopyOnWriteArrayList<>();
         ProgressForwarder f = new ProgressForwarder("t", sent::add);
         f.onOutput(Stream.STDOUT, "a");
@@ -138,6 +138,19 @@ class UnitsTest {
         assertThat(all.replace("|", "")).isEqualTo("ab[stderr] oopsc");
         assertThat(sent).extracting(ProgressNotification::progress).isSorted().doesNotHaveDuplicates();
         assertThat(sent).allSatisfy(n -> assertThat(n.progressToken()).isEqualTo("t"));
+        assertThat(sent).allSatisfy(n -> assertThat(java.time.Instant.parse((String) n.meta().get("dev.codeexec/at")))
+                .isCloseTo(java.time.Instant.now(), org.assertj.core.api.Assertions.within(60, java.time.temporal.ChronoUnit.SECONDS)));
+        assertThat(sent.stream().filter(n -> n.message().startsWith("[stderr] ")).toList())
+                .singleElement().satisfies(n -> assertThat(n.meta()).containsEntry("dev.codeexec/stream", "stderr"));
+        ProgressForwarder timed = new ProgressForwarder("u", sent::add);
+        sent.clear();
+        timed.onOutput(Stream.STDOUT, "line one\n", 1_700_000_000_000L);
+        timed.onOutput(Stream.STDOUT, "line two\n", 1_700_000_000_005L);
+        timed.close();
+        assertThat(sent).as("one notification per line the engine delivers").extracting(ProgressNotification::message)
+                .containsExactly("line one\n", "line two\n");
+        assertThat(sent.getFirst().meta()).containsEntry("dev.codeexec/stream", "stdout")
+                .containsEntry("dev.codeexec/at", "2023-11-14T22:13:20Z");
     }
 
     @Test
