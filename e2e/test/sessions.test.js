@@ -398,6 +398,19 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         assert.equal(r.sc.sessionCreated, false);
     });
 
+    test('env on the creating call is the interpreter environment (python and node); a different env later is refused', async () => {
+        let r = await cell(alice, 'env-py', 'import os\nos.environ["GREETING"]', { env: { GREETING: 'hello' } });
+        assert.equal(r.sc.result, "'hello'", r.sc.stderr);
+        r = await cell(alice, 'env-py', 'import subprocess\nsubprocess.run(["sh", "-c", "echo $GREETING"], capture_output=True, text=True).stdout');
+        assert.equal(r.sc.result, "'hello\\n'", 'what the interpreter starts sees it too');
+        const other = await exec(alice, { language: 'python', session: 'env-py', code: '1', env: { GREETING: 'other' } });
+        assert.equal(other.isError, true);
+        assert.match(other.text, /env/);
+        r = await exec(alice, { language: 'nodejs', session: 'env-js', code: 'process.env.GREETING', env: { GREETING: 'from node' } });
+        assert.equal(r.sc.result, 'from node', r.sc.stderr);
+        for (const session of ['env-py', 'env-js']) assert.notEqual((await tool(alice, 'session_close', { session })).isError, true);
+    });
+
     test('refused clearly: a session in another language, with args, or with env', async () => {
         for (const args of [
             { language: 'shell', session: 'sh1', code: 'echo hi' },

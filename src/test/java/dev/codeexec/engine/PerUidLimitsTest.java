@@ -114,7 +114,12 @@ class PerUidLimitsTest {
     @Test
     void withOneHostUidForEverySandboxTheFillerBreaksTheOthers() throws Exception {
         Map<String, String> failed = whileFilled(executors.start("MAX_CONCURRENT", "2", "SANDBOX_UID_RANGE", "off"));
-        assertThat(failed).containsOnlyKeys(VICTIMS.keySet());
+        // inotify instances and pipe pages break every victim every time. The epoll victims usually break too, but
+        // not always on this kernel: in some runs all three registered their watches while the filler, holding on,
+        // had just been refused with ENOSPC (seen 2026-12-02; not understood). The guarantee is the test above,
+        // which stays strict; this one shows the attack with what it does every time.
+        assertThat(failed).containsKeys("node fs.watch (inotify)", "a 1 MB pipe");
+        assertThat(VICTIMS.keySet()).containsAll(failed.keySet());
     }
 
     /** Runs every victim while the filler holds what it took; returns the victims that failed, with their output. */
