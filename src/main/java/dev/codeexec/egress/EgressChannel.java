@@ -252,6 +252,12 @@ public final class EgressChannel implements AutoCloseable {
         final Run owner;
         final long started = System.nanoTime();
         final AtomicBoolean ended = new AtomicBoolean();
+        /**
+         * Set before a refusal's answer is written: the program can read the answer, exit and end the run before
+         * {@link #refuse} records it, and the run's end must then record the refusal, not an allowed connection
+         * that the run ended (CI saw that record).
+         */
+        volatile EgressDecision.Verdict refusal;
         final AtomicInteger halvesDone = new AtomicInteger();
         volatile long lastActivity = System.nanoTime();
         volatile SocketChannel upstream;
@@ -645,6 +651,7 @@ public final class EgressChannel implements AutoCloseable {
         void refuse(int status, EgressDecision.Verdict v) {
             host = v.host().isEmpty() ? host : v.host();
             if (ended.get()) return;
+            refusal = v;
             String body = "code-exec-mcp egress proxy: " + (v.decision().equals(ConnectionRecord.REFUSED) ? "refused" : "failed")
                     + " (" + v.reason() + "): " + v.message() + "\n";
             String resp = "HTTP/1.1 " + status + " " + (status == 403 ? "Forbidden" : status == 429 ? "Too Many Requests"
@@ -671,6 +678,12 @@ public final class EgressChannel implements AutoCloseable {
                 return;
             }
             if (!ended.compareAndSet(false, true)) return;
+            EgressDecision.Verdict refused = refusal;
+            if (refused != null) {
+                decision = refused.decision();
+                reason = refused.reason();
+                message = refused.message();
+            }
             closeQuietly(client);
             SocketChannel up = upstream;
             if (up != null) closeQuietly(up);
