@@ -187,8 +187,11 @@ describe('a gateway in front of three workers', () => {
         assert.deepEqual(warm.filter((x) => !ok(x)).map(describeFailure), []);
         // weighted_round_robin weighs by capacity (qps / utilization), so w3 should get about a quarter of a fast
         // worker's share; least_request evens out calls in flight, and w3's queue counts as in flight, so it keeps
-        // more (measured ~0.55× with 0.6 s runs; 0.5-0.8× with 0.3 s runs, where the shared cores weigh more).
-        for (const [label, client, bound] of [['A (weighted_round_robin)', clientA, 0.5], ['B (least_request)', clientB, 0.8]]) {
+        // more (measured ~0.55× with 0.6 s runs; 0.5-0.8× with 0.3 s runs, where the shared cores weigh more). In
+        // the whole suite on a loaded CI machine it has also kept an even share (11/12/12 and 10/14/11 of 35 runs,
+        // 2026-12-02, twice; 0.6-0.7× when this file runs alone), so for it the check is only that w3 gets no more
+        // than a fast worker: capacity is what weighted_round_robin is for.
+        for (const [label, client, bound] of [['A (weighted_round_robin)', clientA, 0.5], ['B (least_request)', clientB, 1.0]]) {
             const results = await load(client, args, { seconds: 12 });
             const c = countBy(results);
             t.diagnostic(`${label}: ${results.length} runs at concurrency 8: ${JSON.stringify(c)}`);
@@ -198,7 +201,7 @@ describe('a gateway in front of three workers', () => {
             // Against the fast workers' mean: ~60 runs over two equal workers split unevenly by chance (24/30 seen),
             // and the smaller of two noisy counts is no measure of a fast worker's share.
             const fast = ((c.w1 ?? 0) + (c.w2 ?? 0)) / 2;
-            assert.ok((c.w3 ?? 0) < bound * fast, `${label}: w3 (1 slot) got clearly fewer runs (< ${bound}×) than a fast worker on average: ${JSON.stringify(c)}`);
+            assert.ok((c.w3 ?? 0) <= bound * fast, `${label}: w3 (1 slot) got at most ${bound}× a fast worker's average: ${JSON.stringify(c)}`);
         }
     });
 
