@@ -296,16 +296,18 @@ final class ExecuteCodeTool {
         List<Content> images = List.of();
         if (r.session().isPresent()) {
             ExecutionResult.SessionOutput so = r.session().get();
-            images = artifacts.figures(so.images());
+            // decoded once: the outputs' images are base64 in the session's answer
+            List<ExecutionResult.Figure> all = so.images();
+            images = artifacts.figures(all);
             text.append("\nsession ").append(so.name()).append(so.created() ? " (new: its state was empty)" : "");
             outputs(text, so.outputs());
             so.result().ifPresent(v -> text.append("\n--- result ---\n").append(v));
-            int omitted = so.images().size() - images.size();
+            int omitted = all.size() - images.size();
             if (!so.figures().isEmpty())
                 text.append("\n").append(so.figures().size()).append(so.figures().size() == 1 ? " figure" : " figures");
-            if (omitted > 0 || !so.figures().isEmpty())
-                text.append(omitted > 0 ? " (" + omitted + " not shown: over " + artifacts.maxImageKb()
-                                + " KB or more than " + Artifacts.MAX_INLINE_IMAGES + ")" : "");
+            if (omitted > 0)
+                text.append(" (" + omitted + " not shown: over " + artifacts.maxImageKb()
+                        + " KB or more than " + Artifacts.MAX_INLINE_IMAGES + ")");
         }
         List<Content> content = new ArrayList<>();
         content.add(new TextContent(text.toString()));
