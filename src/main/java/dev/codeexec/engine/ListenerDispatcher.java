@@ -35,12 +35,19 @@ final class ListenerDispatcher implements OutputListener {
 
     private final OutputListener delegate;
     private final long intervalNanos;
+    private final long graceNanos;
     private final LinkedBlockingQueue<Chunk> queue = new LinkedBlockingQueue<>();
     private final Thread thread;
 
     ListenerDispatcher(OutputListener delegate, ThreadFactory threads, Duration interval) {
+        this(delegate, threads, interval, Duration.ofMillis(PARTIAL_GRACE_MILLIS));
+    }
+
+    /** With another grace for a line's end: tests use a long one, so a loaded machine cannot split their lines. */
+    ListenerDispatcher(OutputListener delegate, ThreadFactory threads, Duration interval, Duration partialGrace) {
         this.delegate = delegate;
         this.intervalNanos = interval.toNanos();
+        this.graceNanos = partialGrace.toNanos();
         this.thread = threads.newThread(this::deliver);
         thread.start();
     }
@@ -62,20 +69,23 @@ final class ListenerDispatcher implements OutputListener {
             while (true) {
                 Chunk c = queue.take();
                 boolean end = c == END;
-                if (!end) batch.add(c);
+                // per stream: whether its last text in the batch left a line without its end
+                boolean[] open = new boolean[Stream.values().length];
+                if (!end) add(batch, open, c);
                 // gather until the interval since the last delivery is over, then a little longer for a line's end
+                // (of either stream: a stderr line between the pieces of a stdout line does not end it)
                 long graceUntil = 0;
                 while (!end) {
                     long now = System.nanoTime();
                     long left = nextAt - now;
-                    if (left <= 0 && !batch.getLast().text().endsWith("\n")) {
-                        if (graceUntil == 0) graceUntil = now + PARTIAL_GRACE_MILLIS * 1_000_000;
+                    if (left <= 0 && (open[0] || open[1])) {
+                        if (graceUntil == 0) graceUntil = now + graceNanos;
                         left = graceUntil - now;
                     }
                     Chunk more = left > 0 ? queue.poll(left, TimeUnit.NANOSECONDS) : queue.poll();
                     if (more == null) break;
                     if (more == END) end = true;
-                    else batch.add(more);
+                    else add(batch, open, more);
                 }
                 send(batch);
                 batch.clear();
@@ -85,6 +95,11 @@ final class ListenerDispatcher implements OutputListener {
         } catch (InterruptedException e) {
             // Abandoned: the listener was too slow, or the run ended abnormally.
         }
+    }
+
+    private static void add(List<Chunk> batch, boolean[] open, Chunk c) {
+        batch.add(c);
+        open[c.stream().ordinal()] = !c.text().endsWith("\n");
     }
 
     /** One piece of text to deliver: a line (or the rest of one), or a merged run of one stream's text. */

@@ -28,8 +28,13 @@ class ListenerDispatcherTest {
         }
     }
 
+    /**
+     * A dispatcher whose line ends may come up to 5 s late (production waits 10 ms): the cases below write a line in
+     * pieces a moment apart, and a loaded machine can make that moment longer than 10 ms. What the 10 ms do is
+     * checked where a line never ends.
+     */
     private static ListenerDispatcher dispatcher(Recorder r, long intervalMs) {
-        return new ListenerDispatcher(r, Thread.ofVirtual().factory(), Duration.ofMillis(intervalMs));
+        return new ListenerDispatcher(r, Thread.ofVirtual().factory(), Duration.ofMillis(intervalMs), Duration.ofSeconds(5));
     }
 
     @Test
@@ -59,12 +64,15 @@ class ListenerDispatcherTest {
         while (r.got.isEmpty() && System.nanoTime() < until) Thread.sleep(5);
         Thread.sleep(50);
         assertThat(r.got).extracting(Got::text).containsExactly("1\n");
-        // a progress bar's redraw never ends its line: it still goes out
-        d.onOutput(OutputListener.Stream.STDOUT, "50%\r");
-        until = System.nanoTime() + 5_000_000_000L;
-        while (r.got.size() < 2 && System.nanoTime() < until) Thread.sleep(5);
-        assertThat(r.got).extracting(Got::text).containsExactly("1\n", "50%\r");
         d.finish(Duration.ofSeconds(5));
+        // a progress bar's redraw never ends its line: it still goes out, after production's grace, with no end
+        Recorder bar = new Recorder();
+        ListenerDispatcher p = new ListenerDispatcher(bar, Thread.ofVirtual().factory(), Duration.ZERO);
+        p.onOutput(OutputListener.Stream.STDOUT, "50%\r");
+        until = System.nanoTime() + 5_000_000_000L;
+        while (bar.got.isEmpty() && System.nanoTime() < until) Thread.sleep(5);
+        assertThat(bar.got).extracting(Got::text).containsExactly("50%\r");
+        p.finish(Duration.ofSeconds(5));
     }
 
     @Test
@@ -81,7 +89,8 @@ class ListenerDispatcherTest {
         }
         d.onOutput(OutputListener.Stream.STDERR, "err\n");
         d.finish(Duration.ofSeconds(5));
-        assertThat(r.got.size()).as("a few deliveries, not 502").isLessThanOrEqualTo(8);
+        // the first gathering may catch up to MAX_LINES lines one by one on a loaded machine; the rest merge
+        assertThat(r.got.size()).as("a few deliveries, not 502").isLessThanOrEqualTo(ListenerDispatcher.MAX_LINES + 8);
         assertThat(String.join("", r.got.stream().filter(g -> g.stream() == OutputListener.Stream.STDOUT).map(Got::text).toList()))
                 .isEqualTo("first\n" + all);
         assertThat(r.got.getLast()).isEqualTo(new Got(OutputListener.Stream.STDERR, "err\n", r.got.getLast().at()));
