@@ -39,6 +39,25 @@ let FXP; // its port
 let STDIO_EVENTS; // the stdio fixture's event file (one JSON line per event)
 const INNER_KEY = randomSecret('innerkey-'); // the inner server's API key: only the caps server's environment has it
 let innerP; // the inner server (a promise: it starts alongside the main server)
+const METRICS_TOKEN = randomSecret('metrics-'); // the main server's /metrics token
+
+/** The main server's /metrics as text. */
+async function metricsText(server) {
+    const res = await fetch(`${server.base}/metrics`, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+    assert.equal(res.status, 200, 'GET /metrics');
+    return res.text();
+}
+
+/** codeexec_tool_calls_total as {"server/tool/outcome": count}. */
+function toolCallCounts(text) {
+    const counts = {};
+    for (const line of text.split('\n')) {
+        if (!line.startsWith('codeexec_tool_calls_total{')) continue;
+        const label = (k) => new RegExp(`${k}="([^"]*)"`).exec(line)?.[1];
+        counts[`${label('server')}/${label('tool')}/${label('outcome')}`] = Number(line.split(/\s+/).pop());
+    }
+    return counts;
+}
 
 before(async () => {
     base = makeBase();
@@ -182,7 +201,7 @@ describe('code mode: main server (HTTP and stdio upstreams, two tenants, default
         });
         server = await startServer({
             API_KEY: '', API_KEYS_FILE: keys, DATA_DIR: base.dataDir, WORKSPACE_ROOT: base.workspaceRoot('ws-code-mode'),
-            UPSTREAM_MCP_FILE: file, FIXTURE_TOKEN: HTTP_TOKEN, STDIO_TOKEN,
+            UPSTREAM_MCP_FILE: file, FIXTURE_TOKEN: HTTP_TOKEN, STDIO_TOKEN, METRICS_TOKEN,
         });
         alice = (await server.connect({ apiKey: aliceKey })).client;
         bob = (await server.connect({ apiKey: bobKey })).client;
@@ -322,6 +341,31 @@ const { fx_stdio, McpToolError } = require("mcp-tools");
         assert.equal(n.tool, 'fail');
         assert.equal(n.reason, 'tool_error');
         assert.ok(n.msg.includes('stdio upstream refuses'), JSON.stringify(n));
+    }));
+
+    test('on the record: /metrics counts calls by server, tool and outcome; the audit log has a tool_call line per call', withFixtureLog(S, async () => {
+        const before = toolCallCounts(await metricsText(server));
+        const logFrom = server.log().length;
+        const { r, out } = await pyJson(alice, `
+import json, mcp_tools
+a = [mcp_tools.fx.add(a=1, b=i)["sum"] for i in range(3)]
+try:
+    mcp_tools.fx.fail(message="for the record")
+except mcp_tools.McpToolError as e:
+    a.append(e.reason)
+print(json.dumps(a))
+`);
+        assert.deepEqual(out, [1, 2, 3, 'tool_error']);
+        const after = toolCallCounts(await metricsText(server));
+        const delta = (k) => (after[k] ?? 0) - (before[k] ?? 0);
+        assert.equal(delta('fx/add/ok'), 3, `add counted ok 3 times: ${JSON.stringify(after)}`);
+        assert.equal(delta('fx/fail/tool_error'), 1, `fail counted as tool_error once: ${JSON.stringify(after)}`);
+        assert.equal(calls(r).length, 4, show(r));
+        const lines = server.log().slice(logFrom).split('\n').filter((l) => l.includes('tool_call') && l.includes('server=fx '));
+        const adds = lines.filter((l) => l.includes('tool=add ok=true'));
+        const fails = lines.filter((l) => l.includes('tool=fail ok=false reason=tool_error'));
+        assert.ok(adds.length >= 3 && fails.length >= 1, `tool_call audit lines for 3 adds and 1 fail:\n${lines.join('\n')}`);
+        assert.ok(lines.every((l) => l.includes('tenant=alice')), lines.join('\n'));
     }));
 
     test('the documented endpoint: GET /servers and POST /call, results and every error reason', withFixtureLog(S, async () => {
