@@ -141,6 +141,31 @@ const pidOf = (line) => Number(line.trim().split(/\s+/)[0]);
 /** Python that waits until the file "release" appears in its workspace, then prints done. */
 const HOLD_CODE = 'import os, time\nwhile not os.path.exists("release"):\n    time.sleep(0.05)\nprint("done")\n';
 
+describe('a fresh gateway', () => {
+    test('spreads its first burst: 30 concurrent calls right after /healthz shows three healthy workers, at most half on one', { timeout: 120_000 }, async (t) => {
+        // a gateway started now: its balanced channel has served nothing yet (before the fix it connected on the
+        // first call and gave the burst to whichever worker was READY first: 29 / 1 / 0)
+        const g = await cluster.startGateway({ name: 'fresh' });
+        try {
+            await cluster.waitWorkers(['w1', 'w2', 'w3'], true, 30_000, [g]); // throws when they are not
+            const c = (await g.connect({ apiKey: key })).client;
+            try {
+                const results = await Promise.all(Array.from({ length: 30 },
+                    () => run(c, { language: 'shell', code: 'echo done' }, { timeout: 90_000 })));
+                const counts = countBy(results);
+                t.diagnostic(`first burst: ${JSON.stringify(counts)}`);
+                assert.deepEqual(results.filter((x) => !ok(x)).map(describeFailure), []);
+                assert.ok(Math.max(...Object.values(counts)) <= 15, `no worker got more than half: ${JSON.stringify(counts)}`);
+            } finally {
+                await c.close().catch(() => {});
+            }
+        } finally {
+            await g.stop();
+            delete cluster.gateways.fresh;
+        }
+    });
+});
+
 describe('a gateway in front of three workers', () => {
     test('runtime_info and /healthz list the workers: address, name, healthy, slots', async () => {
         for (const g of [A, B]) {

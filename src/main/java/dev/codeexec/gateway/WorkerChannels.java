@@ -197,7 +197,10 @@ final class WorkerChannels {
                 .maxRetryAttempts(5)
                 // Retried calls are buffered until committed: room for large code and stdin.
                 .perRpcBufferLimit(16L * 1024 * 1024)
-                .retryBufferSize(64L * 1024 * 1024);
+                .retryBufferSize(64L * 1024 * 1024)
+                // never IDLE between bursts: leaving IDLE connects the workers one after another, and the calls
+                // that arrive meanwhile all go to the first (keepalive pings keep the connections alive anyway)
+                .idleTimeout(30, TimeUnit.DAYS);
         return common(b).build();
     }
 
