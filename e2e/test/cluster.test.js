@@ -143,8 +143,9 @@ const HOLD_CODE = 'import os, time\nwhile not os.path.exists("release"):\n    ti
 
 describe('a fresh gateway', () => {
     test('spreads its first burst: 30 concurrent calls right after /healthz shows three healthy workers, at most half on one', { timeout: 120_000 }, async (t) => {
-        // a gateway started now: its balanced channel has served nothing yet (before the fix it connected on the
-        // first call and gave the burst to whichever worker was READY first: 29 / 1 / 0)
+        // a gateway started now: its balanced channel has served nothing yet. It connects to the workers when its
+        // polls see them healthy; when it connected on the first call instead, it gave the burst to whichever
+        // worker was READY first (29 / 1 / 0)
         const g = await cluster.startGateway({ name: 'fresh' });
         try {
             await cluster.waitWorkers(['w1', 'w2', 'w3'], true, 30_000, [g]); // throws when they are not
@@ -205,8 +206,8 @@ describe('a gateway in front of three workers', () => {
         // less: on a loaded machine a fast worker's four concurrent starts cost it several tenths of a second per run
         // that w3, starting one at a time, does not pay (CI saw 0.88× with 0.6 s runs under least_request).
         const args = { language: 'python', code: SLEEP_CODE(1.5), timeout_ms: 30_000 };
-        // weighted_round_robin weighs workers only after its blackout period (10 s by default) of load reports:
-        // a warm-up phase is run, checked, and not counted.
+        // weighted_round_robin weighs workers by their load reports, which need a few seconds of load to mean
+        // something (the worker smooths them over ~2 s): a warm-up phase is run, checked, and not counted.
         const warm = await load(clientA, args, { seconds: 12 });
         t.diagnostic(`A (weighted_round_robin) warm-up: ${JSON.stringify(countBy(warm))}`);
         assert.deepEqual(warm.filter((x) => !ok(x)).map(describeFailure), []);

@@ -26,6 +26,7 @@ import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientInterceptors;
 import io.grpc.ClientCall;
+import io.grpc.ConnectivityState;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.StatusRuntimeException;
@@ -72,9 +73,14 @@ public final class RemoteExecutor implements Executor {
      * hung: calls on it, or pinned to it, end instead of waiting out their deadline. Five missed polls.
      */
     static final Duration UNRESPONSIVE = Duration.ofSeconds(10);
+    /** How long {@link #connectOnceHealthy} waits for every worker to be healthy before it connects to those that are. */
+    static final Duration CONNECT_ANYWAY = Duration.ofSeconds(30);
 
     private final WorkerChannels channels;
     private final ManagedChannel stateless;
+    /** Whether {@link #connectOnceHealthy} has connected the stateless channel; when this executor was made. */
+    private final java.util.concurrent.atomic.AtomicBoolean connected = new java.util.concurrent.atomic.AtomicBoolean();
+    private final Instant created = Instant.now();
     private final ManagedChannel sessionChannel;
     private final WorkerDirectory directory;
     private final Languages languages;
@@ -112,9 +118,6 @@ public final class RemoteExecutor implements Executor {
         this.slack = slack;
         this.installTimeout = Duration.ofMillis(config.get(Config.INSTALL_TIMEOUT_MS));
         this.stateless = channels.stateless();
-        // Connected now, not on the first call: a channel that leaves IDLE with a burst of calls gives them all to
-        // the first worker whose connection is READY (a fresh gateway sent 29 of 30 calls to one of three workers)
-        this.stateless.getState(true);
         this.sessionChannel = channels.sessions();
         // A worker back at its address (restarted, or a network partition healed) takes runs at once, rather
         // than when the balanced channels' connect backoff next lets them try.
@@ -122,6 +125,34 @@ public final class RemoteExecutor implements Executor {
             stateless.resetConnectBackoff();
             sessionChannel.resetConnectBackoff();
         }, this::afterPoll);
+    }
+
+    /**
+     * Connects the stateless channel to every worker as soon as the directory sees all of them healthy (or any
+     * of them, {@link #CONNECT_ANYWAY} after the start), and again whenever it goes IDLE (grpc's idle timeout, 30
+     * minutes without calls): a channel that leaves IDLE with a burst of calls gives them all to the first worker
+     * whose connection is READY (a fresh gateway sent 29 of 30 calls to one of three workers; connected first,
+     * 10/10/10). After the workers are healthy rather than at construction, so that the connections do not start
+     * in connect backoff against workers still starting (WorkerChannels#stateless says why weighted_round_robin
+     * then needs no blackout period).
+     */
+    private void connectOnceHealthy() {
+        if (connected.get()) return;
+        List<WorkerStatus> ws = directory.workers();
+        boolean all = !ws.isEmpty() && ws.stream().allMatch(WorkerStatus::healthy);
+        boolean late = ws.stream().anyMatch(WorkerStatus::healthy) && Duration.between(created, Instant.now()).compareTo(CONNECT_ANYWAY) >= 0;
+        if ((all || late) && connected.compareAndSet(false, true)) keepConnected(stateless);
+    }
+
+    /** The stateless channel's state, without asking it to connect (tests). */
+    ConnectivityState statelessState() {
+        return stateless.getState(false);
+    }
+
+    private static void keepConnected(ManagedChannel channel) {
+        ConnectivityState now = channel.getState(true);
+        if (now == ConnectivityState.SHUTDOWN) return;
+        channel.notifyWhenStateChanged(now, () -> keepConnected(channel));
     }
 
     /**
@@ -192,6 +223,7 @@ public final class RemoteExecutor implements Executor {
     /** After each status poll: drop pins past the session idle time (bounded map), then end calls on hung workers. */
     private void afterPoll() {
         Instant now = Instant.now();
+        connectOnceHealthy();
         pins.values().removeIf(p -> p.expired(sessionIdle, now));
         abandonUnresponsive(now);
     }

@@ -150,7 +150,12 @@ final class WorkerChannels {
         Map<String, Object> child = "least_request".equals(balancing)
                 ? Map.of("least_request_experimental", Map.of("choiceCount", 2.0))
                 // The worker reports load in each call's trailers (ORCA); out-of-band reports would come every 30 s.
-                : Map.of("weighted_round_robin", Map.of("enableOobLoadReport", false));
+                // No blackout: grpc's default (10 s) ignores a worker's weight for 10 s of reports after each new
+                // connection, and workers recycle connections every WORKER_MAX_CONNECTION_AGE_SECONDS (30 s): each
+                // worker's weight was off a third of the time or more, and a gateway connected a minute before its
+                // load came spread it as plain round robin (13/13/13 where the 1-slot worker gets ~8 of 50). The
+                // reports are smoothed on the worker, and a new connection does not make them less true.
+                : Map.of("weighted_round_robin", Map.of("enableOobLoadReport", false, "blackoutPeriod", "0s"));
         String childName = child.keySet().iterator().next();
         String wrapped = HealthCheckedPolicyProvider.register(childName);
         Map<String, Object> serviceConfig = Map.of(
@@ -197,10 +202,7 @@ final class WorkerChannels {
                 .maxRetryAttempts(5)
                 // Retried calls are buffered until committed: room for large code and stdin.
                 .perRpcBufferLimit(16L * 1024 * 1024)
-                .retryBufferSize(64L * 1024 * 1024)
-                // never IDLE between bursts: leaving IDLE connects the workers one after another, and the calls
-                // that arrive meanwhile all go to the first (keepalive pings keep the connections alive anyway)
-                .idleTimeout(30, TimeUnit.DAYS);
+                .retryBufferSize(64L * 1024 * 1024);
         return common(b).build();
     }
 

@@ -107,6 +107,23 @@ class RemoteExecutorTest {
     }
 
     @Test
+    void aFreshGatewayIsConnectedBeforeItsFirstCallAndSpreadsItsFirstBurst() throws Exception {
+        List<FakeWorker> ws = List.of(worker("w1"), worker("w2"), worker("w3"));
+        RemoteExecutor gw = gateway(ws);
+        // connected once the workers are healthy, not on the first call (which gave a burst to the first READY one)
+        Poll.until("the stateless channel connected without a call",
+                () -> gw.statelessState() == io.grpc.ConnectivityState.READY);
+        assertThat(ws.stream().mapToInt(w -> w.calls.get()).sum()).as("no Execute call yet").isZero();
+        Thread.sleep(300); // every worker's connection, not only the first
+        List<RunHandle> burst = new ArrayList<>();
+        for (int i = 0; i < 30; i++) burst.add(gw.submit(request(Duration.ofSeconds(5)), OutputListener.NONE));
+        Map<String, Integer> counts = new HashMap<>();
+        for (RunHandle h : burst) counts.merge(h.result().get(20, TimeUnit.SECONDS).worker().orElseThrow(), 1, Integer::sum);
+        assertThat(counts).as("no worker got more than half of the first burst: %s", counts)
+                .containsOnlyKeys("w1", "w2", "w3").allSatisfy((w, n) -> assertThat(n).isLessThanOrEqualTo(15));
+    }
+
+    @Test
     void aNotServingWorkerGetsNoRuns() throws Exception {
         FakeWorker w1 = worker("w1"), w2 = worker("w2"), w3 = worker("w3");
         w2.serving(false);
