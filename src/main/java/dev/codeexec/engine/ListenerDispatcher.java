@@ -78,7 +78,7 @@ final class ListenerDispatcher implements OutputListener {
                 while (!end) {
                     long now = System.nanoTime();
                     long left = nextAt - now;
-                    if (left <= 0 && (open[0] || open[1])) {
+                    if (left <= 0 && anyOpen(open)) {
                         if (graceUntil == 0) graceUntil = now + graceNanos;
                         left = graceUntil - now;
                     }
@@ -95,6 +95,11 @@ final class ListenerDispatcher implements OutputListener {
         } catch (InterruptedException e) {
             // Abandoned: the listener was too slow, or the run ended abnormally.
         }
+    }
+
+    private static boolean anyOpen(boolean[] open) {
+        for (boolean o : open) if (o) return true;
+        return false;
     }
 
     private static void add(List<Chunk> batch, boolean[] open, Chunk c) {

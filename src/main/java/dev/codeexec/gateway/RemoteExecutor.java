@@ -53,6 +53,7 @@ import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The gateway's executor: every run goes to a gRPC worker (WORKERS), which runs it on its own local engine.
@@ -79,7 +80,7 @@ public final class RemoteExecutor implements Executor {
     private final WorkerChannels channels;
     private final ManagedChannel stateless;
     /** Whether {@link #connectOnceHealthy} has connected the stateless channel; when this executor was made. */
-    private final java.util.concurrent.atomic.AtomicBoolean connected = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean connected = new AtomicBoolean();
     private final Instant created = Instant.now();
     private final ManagedChannel sessionChannel;
     private final WorkerDirectory directory;
@@ -136,11 +137,11 @@ public final class RemoteExecutor implements Executor {
      * in connect backoff against workers still starting (WorkerChannels#stateless says why weighted_round_robin
      * then needs no blackout period).
      */
-    private void connectOnceHealthy() {
+    private void connectOnceHealthy(Instant now) {
         if (connected.get()) return;
         List<WorkerStatus> ws = directory.workers();
         boolean all = !ws.isEmpty() && ws.stream().allMatch(WorkerStatus::healthy);
-        boolean late = ws.stream().anyMatch(WorkerStatus::healthy) && Duration.between(created, Instant.now()).compareTo(CONNECT_ANYWAY) >= 0;
+        boolean late = ws.stream().anyMatch(WorkerStatus::healthy) && Duration.between(created, now).compareTo(CONNECT_ANYWAY) >= 0;
         if ((all || late) && connected.compareAndSet(false, true)) keepConnected(stateless);
     }
 
@@ -223,7 +224,7 @@ public final class RemoteExecutor implements Executor {
     /** After each status poll: drop pins past the session idle time (bounded map), then end calls on hung workers. */
     private void afterPoll() {
         Instant now = Instant.now();
-        connectOnceHealthy();
+        connectOnceHealthy(now);
         pins.values().removeIf(p -> p.expired(sessionIdle, now));
         abandonUnresponsive(now);
     }
