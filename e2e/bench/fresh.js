@@ -7,7 +7,10 @@
 //   2. on one new server, from the moment it is healthy: python and node hello over its first BENCH_FRESH_CALLS calls,
 //      shell and bash echo, typescript hello (against node hello), java, c and go hello; each MCP call alternates with
 //      the bare spawn (for the compiled languages the same compile and run commands as the server's languages table,
-//      with warm caches), so that drift hits both sides.
+//      with warm caches), so that drift hits both sides. Each compiled-language call is a program of its own (the hello
+//      with a `// call N` line), the same text on both sides: a user's code is new at each call, and with one fixed
+//      program Go's build cache would hand the bare side the compiled main package, which the server's read-only
+//      shared cache never keeps (a run cannot write to it, see GoCacheWarmer).
 //   3. a new python session on a new server: its calls 1-50.
 //   4. python hello at concurrency 4 over a new server's first BENCH_FRESH_THROUGHPUT_RUNS runs (or as many as
 //      BENCH_FRESH_THROUGHPUT_SECONDS allow), then the bare spawn's rate at concurrency 4 over as many runs right after.
@@ -22,7 +25,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir, loadavg, cpus } from 'node:os';
 import { join, dirname } from 'node:path';
-import { JAR, JAVA, REPO, INTERPRETER_RUNNER, freePort, randomSecret, sleep } from '../lib/server.js';
+import { JAR, JAVA, REPO, INTERPRETER_RUNNER, WAITING_SANDBOX, freePort, randomSecret, sleep } from '../lib/server.js';
 import { RawSession } from '../lib/rawmcp.js';
 import { pct, summary, timeIt, bareRun, sideBySide, throughput, fmt, writeJson } from './measure.js';
 
@@ -171,11 +174,11 @@ async function startHttp(dataDir) {
         async healthz() {
             return (await fetch(`${base}/healthz`)).json();
         },
-        /** Child processes of the JVM that are start-up work (Go cache, language warm-ups), not sandboxes. */
+        /** Child processes of the JVM that are start-up work (Go cache, language warm-ups), not pooled sandboxes. */
         startupChildren() {
             try {
                 return execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(proc.pid)], { encoding: 'utf8' })
-                    .split('\n').filter((l) => l.trim() && !INTERPRETER_RUNNER.test(l));
+                    .split('\n').filter((l) => l.trim() && !INTERPRETER_RUNNER.test(l) && !WAITING_SANDBOX.test(l));
             } catch (e) {
                 return []; // ps exits 1 when there is none
             }
@@ -294,7 +297,13 @@ function bareProgram(table, id, code) {
         const argv = l.warmup.argv.map(wfill);
         warmup = { spec: [argv[0], argv.slice(1), envOf(wfill, l.env, l.warmup.env)], cwd: wdir };
     }
-    const once = async () => {
+    // `text`: this call's program (see `unique` in helloCases); the file is rewritten only when it changes
+    let written = code;
+    const once = async (text = code) => {
+        if (text !== written) {
+            writeFileSync(file, text);
+            written = text;
+        }
         if (compile) await bareRun([compile[0], compile[1], env], { cwd: work, expect: null });
         await bareRun([run[0], run[1], env], { cwd: work });
     };
@@ -308,7 +317,10 @@ function bareProgram(table, id, code) {
     };
 }
 
-/** The case table of part 2: what the server runs, its bare counterpart, how many calls, the goal. */
+/**
+ * The case table of part 2: what the server runs, its bare counterpart, how many calls, the goal; `unique`: each call
+ * runs the code with a `// call N` line added, on both sides (see the top of this file).
+ */
 function helloCases(table) {
     const compiled = (id, code) => bareProgram(table, id, code);
     const spawnOf = (spec) => ({ once: () => bare(spec), prepare: async () => { await bare(spec); }, command: [spec[0], ...spec[1]].join(' ') });
@@ -319,10 +331,10 @@ function helloCases(table) {
         { name: 'bash echo', language: 'bash', code: 'echo hello', n: CALLS, bare: spawnOf(['/bin/bash', ['-c', 'echo hello'], bareEnv]), goal: { ms: 8, label: 'bash p50' } },
         // its goal is against the server's node hello (the bare column is `node -e`, for the drift)
         { name: 'typescript hello', language: 'typescript', code: 'console.log("hello")', n: COMPILED_CALLS, bare: spawnOf(NODE_BARE), goal: { vsNode: 1.2, label: 'typescript/node p50' } },
-        { name: 'java hello', language: 'java', code: JAVA_HELLO, n: COMPILED_CALLS, bare: compiled('java', JAVA_HELLO), goal: { ratio: 1.3, label: 'java' } },
-        { name: 'c hello', language: 'c', code: C_HELLO, n: COMPILED_CALLS, bare: compiled('c', C_HELLO), goal: { ratio: 1.3, label: 'c' } },
+        { name: 'java hello', language: 'java', code: JAVA_HELLO, unique: true, n: COMPILED_CALLS, bare: compiled('java', JAVA_HELLO), goal: { ratio: 1.3, label: 'java' } },
+        { name: 'c hello', language: 'c', code: C_HELLO, unique: true, n: COMPILED_CALLS, bare: compiled('c', C_HELLO), goal: { ratio: 1.3, label: 'c' } },
         // last: its first call waits for the rest of the server's Go cache warm-up, which the others run beside
-        { name: 'go hello', language: 'go', code: GO_HELLO, n: COMPILED_CALLS, bare: compiled('go', GO_HELLO), goal: { ratio: 1.3, label: 'go' } },
+        { name: 'go hello', language: 'go', code: GO_HELLO, unique: true, n: COMPILED_CALLS, bare: compiled('go', GO_HELLO), goal: { ratio: 1.3, label: 'go' } },
     ];
 }
 
@@ -387,7 +399,12 @@ async function helloOnFreshServer(out, cases) {
             if (c.language === 'go') note = `Go cache ${(await s.call('runtime_info')).structuredContent?.goCache} at the first call`;
             log(`${c.name}: ${c.n} calls, each followed by the bare spawn (${c.bare.command}) ...`);
             const atS = (performance.now() - t0) / 1000;
-            const r = await sideBySide(c.n, () => s.execute(c.language, c.code), c.bare.once);
+            let call = 0;
+            let text = c.code;
+            const r = await sideBySide(c.n, () => {
+                if (c.unique) text = `${c.code}// call ${++call}\n`;
+                return s.execute(c.language, text);
+            }, () => c.bare.once(text));
             out.cases[c.name] = { goal: c.goal, n: c.n, startedAtSeconds: atS, firstCall: r.mcp[0], mcp: summary(r.mcp), bare: summary(r.bare),
                 serverDurationP50: pct(r.results.map((sc) => sc.durationMs), 50), bareCommand: c.bare.command, ...(note ? { note } : {}) };
         }
