@@ -1,6 +1,6 @@
 // Issue #4, warm pool, end to end: the real jar, real HTTP, the official TypeScript MCP SDK client. Three servers,
 // one after the other (2 cores): WARM_POOL=off for the cold reference results; the default pool
-// (python=2,nodejs=1,typescript=1,shell=1,bash=1) with MEMORY_LIMIT_MB=128 and a WORKSPACE_ROOT; WARM_POOL=python=1 with
+// (python=2,nodejs=1,typescript=1,shell=2,bash=2,c=1,go=1,java=1) with MEMORY_LIMIT_MB=128 and a WORKSPACE_ROOT; WARM_POOL=python=1 with
 // WARM_PRELOAD_PYTHON=numpy. A call counts as warm only when the pool's `served` counter (runtime_info) went up
 // by one for it, and the suite waits for a ready sandbox (/healthz) before each such call.
 import { describe, test, before, after } from 'node:test';
@@ -127,7 +127,7 @@ describe('reference: WARM_POOL=off', () => {
     });
 });
 
-describe('default pool (python=2,nodejs=1,typescript=1,shell=1,bash=1), MEMORY_LIMIT_MB=128, workspaces', () => {
+describe('default pool (python=2,nodejs=1,typescript=1,shell=2,bash=2,c=1,go=1,java=1), MEMORY_LIMIT_MB=128, workspaces', () => {
     let server; let client;
     before(async () => {
         server = await startServer({ MEMORY_LIMIT_MB: String(MEMORY_LIMIT_MB), DATA_DIR: base.dataDir,
@@ -143,11 +143,13 @@ describe('default pool (python=2,nodejs=1,typescript=1,shell=1,bash=1), MEMORY_L
         assert.ok(await server.waitWarm('python', 2, 60_000), 'python pool full');
         assert.ok(await server.waitWarm('nodejs', 1, 60_000), 'nodejs pool full');
         assert.ok(await server.waitWarm('typescript', 1, 60_000), 'typescript pool full');
-        assert.ok(await server.waitWarm('shell', 1, 60_000), 'shell pool full');
-        assert.ok(await server.waitWarm('bash', 1, 60_000), 'bash pool full');
+        assert.ok(await server.waitWarm('shell', 2, 60_000), 'shell pool full');
+        assert.ok(await server.waitWarm('bash', 2, 60_000), 'bash pool full');
+        for (const lang of ['c', 'go', 'java']) assert.ok(await server.waitWarm(lang, 1, 60_000), `${lang} pool full`);
         const h = (await server.healthz()).body.warmPool;
         assert.deepEqual(h, { python: { ready: 2, target: 2 }, nodejs: { ready: 1, target: 1 },
-            typescript: { ready: 1, target: 1 }, shell: { ready: 1, target: 1 }, bash: { ready: 1, target: 1 } });
+            typescript: { ready: 1, target: 1 }, shell: { ready: 2, target: 2 }, bash: { ready: 2, target: 2 },
+            c: { ready: 1, target: 1 }, go: { ready: 1, target: 1 }, java: { ready: 1, target: 1 } });
         const info = await poolInfo(client);
         assert.equal(info.enabled, true);
         assert.equal(info.workspaces, true);

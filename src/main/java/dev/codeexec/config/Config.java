@@ -95,7 +95,7 @@ public final class Config {
     public static final ConfigKey<Integer> MAX_IMAGE_KB = ConfigKey.integer("MAX_IMAGE_KB", 1024, 0, 1048576,
             "Images a run creates up to this size come back inline as MCP image content; larger ones as resource links.");
     // The names are the languages table's (languages with a warm interpreter); the engine checks them at start.
-    public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1,typescript=1,shell=1,bash=1",
+    public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1,typescript=1,shell=2,bash=2,c=1,go=1,java=1",
             null, 64,
             "Pre-started single-use sandboxes per language (any language of the table), e.g. `python=2,nodejs=1,go=1`; `off` turns the pool off.");
     public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
