@@ -70,6 +70,10 @@ final class GoCacheWarmer {
     private final Map<String, String> goEnv;
     private volatile State state;
     private final StartupProcesses processes;
+    /** Set once a run waits for the warm-up ({@link #hurry}). */
+    private volatile boolean awaited;
+    /** The process of the step running now, if any. */
+    private volatile Process current;
 
     GoCacheWarmer(DataDir data, String goBinary, Map<String, String> goEnv, StartupProcesses processes) {
         this(data, goBinary, goEnv, PACKAGES, processes);
@@ -216,12 +220,14 @@ final class GoCacheWarmer {
 
     /** Runs one warm-up step; returns null on success, else what went wrong. */
     private String run(List<String> argv, Path dir, Map<String, String> env) throws IOException, InterruptedException {
-        ProcessBuilder pb = new ProcessBuilder(StartupProcesses.background(argv)).directory(dir.toFile())
+        ProcessBuilder pb = new ProcessBuilder(StartupProcesses.background(argv, !awaited)).directory(dir.toFile())
                 .redirectErrorStream(true);
         pb.environment().clear();
         pb.environment().putAll(env);
         Process p = pb.start();
         if (!processes.add(p)) return "stopped: the executor is closing";
+        current = p;
+        if (awaited) StartupProcesses.raise(p); // hurry() came between the choice above and now
         try {
             byte[] out = p.getInputStream().readAllBytes();
             if (!p.waitFor(10, TimeUnit.MINUTES)) {
@@ -231,8 +237,19 @@ final class GoCacheWarmer {
             if (processes.stopped()) return "stopped: the executor is closing";
             return p.exitValue() == 0 ? null : "exit " + p.exitValue() + ": " + new String(out).strip();
         } finally {
+            current = null;
             processes.remove(p);
         }
+    }
+
+    /**
+     * A run waits for the warm-up: its current step and the ones after it run at the default priority of a
+     * scheduler group instead of the lowest (see {@link StartupProcesses#raise}).
+     */
+    void hurry() {
+        awaited = true;
+        Process p = current;
+        if (p != null) StartupProcesses.raise(p);
     }
 
     /** What the cache was warmed for: when any of it changes, the cache is warmed again. */

@@ -240,7 +240,10 @@ public final class LocalExecutor implements Executor {
     private void waitForGoCache(LocalRun run) {
         run.waiter = Thread.currentThread();
         try {
-            if (!run.cancelled) startup.goWarmed().get();
+            if (!run.cancelled) {
+                startup.hurryGo();
+                startup.goWarmed().get();
+            }
         } catch (InterruptedException | java.util.concurrent.ExecutionException e) {
             // cancel() interrupts the wait; a warm-up that failed leaves the cache cold and the run goes on cold
         } finally {

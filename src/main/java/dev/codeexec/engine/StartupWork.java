@@ -93,6 +93,11 @@ final class StartupWork {
         return goWarmed;
     }
 
+    /** A run waits for the Go cache warm-up: it goes on at the default priority (see {@link GoCacheWarmer#hurry}). */
+    void hurryGo() {
+        goWarmer.ifPresent(GoCacheWarmer::hurry);
+    }
+
     String goCacheState() {
         return goWarmer.map(w -> w.state().name().toLowerCase()).orElse("cold");
     }
