@@ -49,7 +49,29 @@ public final class Main {
         if (args.length > 0 && args[0].equals("worker")) System.exit(WorkerMain.run(System.getenv()));
         if (args.length > 0 && args[0].equals("train-aot")) System.exit(AotTraining.run(System.getenv()));
         if (args.length > 0) System.exit(KeysCommand.run(List.of(args), System.getenv(), System.out, System.err));
+        preinitialize();
         System.exit(run(System.getenv(), Main::wire));
+    }
+
+    /**
+     * Classes whose static set-up is slow and needed later in the start, initialized on a second thread while the
+     * main one reads the configuration and languages: the foreign-function handles of posix_spawn and the other
+     * glibc calls (their method handles are generated at run time, the JVM's AOT cache cannot hold them; ~0.2 s
+     * of a fresh start's CPU), the JSON-schema library the MCP SDK checks tool schemas with, Jetty's server.
+     * Only static initializers run here, which catch their own failures; the main thread waits for one still
+     * running when it gets there (the JVM's class initialization lock), so the order of the start is unchanged.
+     */
+    private static void preinitialize() {
+        Thread.ofPlatform().daemon().name("preinit").start(() -> {
+            for (String c : List.of("dev.codeexec.linux.Posix", "dev.codeexec.linux.Spawn",
+                    "com.networknt.schema.SchemaRegistry", "org.eclipse.jetty.server.Server")) {
+                try {
+                    Class.forName(c, true, Main.class.getClassLoader());
+                } catch (ClassNotFoundException | LinkageError e) {
+                    // the main thread meets the same class itself and reports what matters
+                }
+            }
+        });
     }
 
     /**
