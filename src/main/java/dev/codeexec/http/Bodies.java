@@ -175,7 +175,7 @@ final class Bodies {
 
     /** Whether {@code e} comes from a timeout (Jetty's idle timeout: a {@link java.util.concurrent.TimeoutException} cause). */
     static boolean timedOut(Throwable e) {
-        for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof java.util.concurrent.TimeoutException || t instanceof java.net.SocketTimeoutException) return true;
         }
         return false;
