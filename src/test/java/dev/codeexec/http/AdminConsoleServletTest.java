@@ -149,12 +149,12 @@ class AdminConsoleServletTest {
         // Plain dots are resolved before routing: the request is then for /api or /, and needs the key there.
         assertThat(raw("GET", "/admin/../api/auth/verify")).startsWith("HTTP/1.1 401");
         assertThat(raw("GET", "/admin/assets/../../api/workspaces")).startsWith("HTTP/1.1 401");
-        assertThat(raw("GET", "/admin/../logback.xml")).startsWith("HTTP/1.1 401").doesNotContain("<configuration");
+        assertThat(raw("GET", "/admin/../languages.json")).startsWith("HTTP/1.1 401").doesNotContain("\"aliases\"");
         // Encoded dots, slashes and backslashes are refused outright.
-        for (String t : new String[] {"/admin/%2e%2e/logback.xml", "/admin/%2E%2E/api/auth/verify",
-                "/admin/assets/..%2f..%2flogback.xml", "/admin/..%5clogback.xml", "/admin/%2e%2e%2f%2e%2e%2fetc/passwd"}) {
+        for (String t : new String[] {"/admin/%2e%2e/languages.json", "/admin/%2E%2E/api/auth/verify",
+                "/admin/assets/..%2f..%2flanguages.json", "/admin/..%5clanguages.json", "/admin/%2e%2e%2f%2e%2e%2fetc/passwd"}) {
             String r = raw("GET", t);
-            assertThat(r).as(t).startsWith("HTTP/1.1 400").doesNotContain("<configuration").doesNotContain("root:");
+            assertThat(r).as(t).startsWith("HTTP/1.1 400").doesNotContain("\"aliases\"").doesNotContain("root:");
         }
     }
 
@@ -177,8 +177,8 @@ class AdminConsoleServletTest {
     void onlyPlainSegmentsWithAKnownExtensionAreLookedUp() {
         assertThat(AdminConsoleServlet.safe("assets/app-AbCd12_-.js")).isTrue();
         assertThat(AdminConsoleServlet.safe("index.html")).isTrue();
-        assertThat(AdminConsoleServlet.safe("../logback.xml")).isFalse();
-        assertThat(AdminConsoleServlet.safe("assets/../../logback.xml")).isFalse();
+        assertThat(AdminConsoleServlet.safe("../languages.json")).isFalse();
+        assertThat(AdminConsoleServlet.safe("assets/../../languages.json")).isFalse();
         assertThat(AdminConsoleServlet.safe("./index.html")).isFalse();
         assertThat(AdminConsoleServlet.safe("assets//x.js")).isFalse();
         assertThat(AdminConsoleServlet.safe("assets\\x.js")).isFalse();
