@@ -46,6 +46,7 @@ public final class Main {
     }
 
     public static void main(String[] args) {
+        jettyCacheLineHint();
         if (args.length > 0 && args[0].equals("worker")) System.exit(WorkerMain.run(System.getenv()));
         if (args.length > 0 && args[0].equals("train-aot")) System.exit(AotTraining.run(System.getenv()));
         if (args.length > 0) System.exit(KeysCommand.run(List.of(args), System.getenv(), System.out, System.err));
@@ -54,24 +55,55 @@ public final class Main {
     }
 
     /**
-     * Classes whose static set-up is slow and needed later in the start, initialized on a second thread while the
-     * main one reads the configuration and languages: the foreign-function handles of posix_spawn and the other
-     * glibc calls (their method handles are generated at run time, the JVM's AOT cache cannot hold them; ~0.2 s
-     * of a fresh start's CPU), the JSON-schema library the MCP SDK checks tool schemas with, Jetty's server.
-     * Only static initializers run here, which catch their own failures; the main thread waits for one still
-     * running when it gets there (the JVM's class initialization lock), so the order of the start is unchanged.
+     * Work of the start that is slow, needed later in it, and independent of the configuration, done on a second
+     * thread while the main one reads the configuration and languages: the foreign-function handles of posix_spawn
+     * and the other glibc calls (their method handles are generated at run time, the JVM's AOT cache cannot hold
+     * them; 0.4-0.6 s of this thread on a fresh start here); the JSON mapper the languages table is read with; the
+     * MCP SDK's default JSON-schema validator (built once and kept by the SDK; the tool schemas are checked with
+     * it); Jetty's server and its MIME table (which lists the JDK's locales); the IDN tables host names are
+     * normalized with. Only static set-up and cached defaults: each catches its own failure, and the main thread
+     * waits for one still running when it gets there (the JVM's class initialization lock, the SDK's synchronized
+     * getter), so the order and outcome of the start are unchanged.
      */
     private static void preinitialize() {
+        List<Runnable> steps = List.of(() -> initialize("dev.codeexec.linux.Posix"),
+                () -> initialize("dev.codeexec.linux.Spawn"), tools.jackson.databind.json.JsonMapper::shared,
+                () -> initialize("com.networknt.schema.SchemaRegistry"),
+                io.modelcontextprotocol.json.McpJsonDefaults::getSchemaValidator,
+                () -> initialize("org.eclipse.jetty.server.Server"), () -> initialize("org.eclipse.jetty.http.MimeTypes"),
+                () -> initialize("java.net.IDN"));
         Thread.ofPlatform().daemon().name("preinit").start(() -> {
-            for (String c : List.of("dev.codeexec.linux.Posix", "dev.codeexec.linux.Spawn",
-                    "com.networknt.schema.SchemaRegistry", "org.eclipse.jetty.server.Server")) {
+            for (Runnable step : steps) {
                 try {
-                    Class.forName(c, true, Main.class.getClassLoader());
-                } catch (ClassNotFoundException | LinkageError e) {
-                    // the main thread meets the same class itself and reports what matters
+                    step.run();
+                } catch (RuntimeException | LinkageError e) {
+                    // the main thread meets the same step itself and reports what matters
                 }
             }
         });
+    }
+
+    private static void initialize(String className) {
+        try {
+            Class.forName(className, true, Main.class.getClassLoader());
+        } catch (ClassNotFoundException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /**
+     * Jetty's thread pool queue pads its fields by the references per cache line, and without this property
+     * Jetty learns whether oops are compressed from the platform MBean server, which it creates for that alone
+     * (about a tenth of a fresh start's main-thread CPU). The same answer from the heap size: the JVM compresses
+     * oops below a 32 GiB heap unless told otherwise, and a wrong guess costs padding only. A value set with
+     * {@code -D} is kept.
+     */
+    private static void jettyCacheLineHint() {
+        String key = "org.eclipse.jetty.util.referencesPerCacheLine";
+        if (System.getProperty(key) != null) return;
+        int cacheLine = Integer.getInteger("org.eclipse.jetty.util.cacheLineBytes", 64);
+        boolean compressedOops = Runtime.getRuntime().maxMemory() < 32L * 1024 * 1024 * 1024;
+        System.setProperty(key, String.valueOf(cacheLine / (compressedOops ? 4 : 8)));
     }
 
     /**
