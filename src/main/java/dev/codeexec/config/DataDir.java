@@ -100,7 +100,7 @@ public final class DataDir {
     }
 
     /**
-     * codeexec-helper, installed from the jar at each start under a name made of its content's hash
+     * codeexec-helper, installed from the jar at each start under a name made of its content's checksum and length
      * ({@code contentHash}), so that servers of different versions sharing a DATA_DIR never run each other's helper
      * (a newer init takes options an older one does not know).
      */
