@@ -203,7 +203,7 @@ public final class Main {
         Workspaces workspaces;
         Optional<CodeTools> codeTools;
         if (config.get(Config.WORKERS).isBlank()) {
-            LocalEngine engine = LocalEngine.create(config);
+            LocalEngine engine = LocalEngine.create(config, languages);
             executor = engine.executor();
             sandboxStatus = engine.sandbox().status();
             workspaces = engine.workspaces();

@@ -17,9 +17,14 @@ public record LocalEngine(Sandbox sandbox, LocalExecutor executor, Workspaces wo
 
     /** A bad UPSTREAM_MCP_FILE stops the start (ConfigException), as any bad setting. */
     public static LocalEngine create(Config config) {
+        return create(config, Languages.load());
+    }
+
+    /** The same with the languages table the caller has already read. */
+    public static LocalEngine create(Config config, Languages languages) {
         Sandbox sandbox = Sandboxes.create(config);
         Optional<CodeTools> codeTools = CodeTools.of(config);
-        LocalExecutor executor = LocalExecutor.create(config, sandbox, codeTools);
+        LocalExecutor executor = LocalExecutor.create(config, sandbox, languages, codeTools);
         return new LocalEngine(sandbox, executor, Workspaces.configured(config), codeTools);
     }
 }

@@ -90,7 +90,12 @@ public final class LocalExecutor implements Executor {
 
     /** The same, with code mode's upstreams (CodeTools.of; the server shares them with list_code_tools). */
     public static LocalExecutor create(Config config, Sandbox sandbox, Optional<CodeTools> codeTools) {
-        return new LocalExecutor(config, sandbox, Languages.load(), codeTools);
+        return create(config, sandbox, Languages.load(), codeTools);
+    }
+
+    /** The same with the languages table the caller has already read. */
+    public static LocalExecutor create(Config config, Sandbox sandbox, Languages languages, Optional<CodeTools> codeTools) {
+        return new LocalExecutor(config, sandbox, languages, codeTools);
     }
 
     LocalExecutor(Config config, Sandbox sandbox, Languages languages) {
