@@ -2,6 +2,7 @@ package dev.codeexec.sandbox;
 
 import dev.codeexec.config.DataDir;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -106,44 +107,39 @@ class EtcSnapshotTest {
 
     /** A start on a used DATA_DIR keeps the snapshot without copying /etc; any difference from the host rebuilds it. */
     @Test
-    void theSnapshotInPlaceIsKeptOnlyWhenItMatchesTheHostExactly() throws Exception {
-        Path root = Files.createTempDirectory("etc-test-");
-        try {
-            Path etc = Files.createDirectories(root.resolve("hostetc"));
-            Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
-            Files.createDirectories(etc.resolve("ssl/certs"));
-            Files.writeString(etc.resolve("ssl/certs/a.pem"), "A");
-            Files.createSymbolicLink(etc.resolve("ssl/certs/abc.0"), Path.of("a.pem"));
-            Files.writeString(etc.resolve("gitconfig"), "[user]\n");
-            DataDir data = DataDir.at(Files.createDirectories(root.resolve("data")));
-            Path snap = EtcSnapshot.build(etc, data);
-            assertThat(EtcSnapshot.sameAsHost(etc, snap)).isTrue();
+    void theSnapshotInPlaceIsKeptOnlyWhenItMatchesTheHostExactly(@TempDir Path root) throws Exception {
+        Path etc = Files.createDirectories(root.resolve("hostetc"));
+        Files.writeString(etc.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
+        Files.createDirectories(etc.resolve("ssl/certs"));
+        Files.writeString(etc.resolve("ssl/certs/a.pem"), "A");
+        Files.createSymbolicLink(etc.resolve("ssl/certs/abc.0"), Path.of("a.pem"));
+        Files.writeString(etc.resolve("gitconfig"), "[user]\n");
+        DataDir data = DataDir.at(Files.createDirectories(root.resolve("data")));
+        Path snap = EtcSnapshot.build(etc, data);
+        assertThat(EtcSnapshot.sameAsHost(etc, snap)).isTrue();
 
-            Files.writeString(etc.resolve("gitconfig"), "[core]\n");
-            assertThat(EtcSnapshot.sameAsHost(etc, snap)).as("entries the snapshot leaves out do not count").isTrue();
+        Files.writeString(etc.resolve("gitconfig"), "[core]\n");
+        assertThat(EtcSnapshot.sameAsHost(etc, snap)).as("entries the snapshot leaves out do not count").isTrue();
 
-            java.util.Map<String, ThrowingStep> changes = new java.util.LinkedHashMap<>();
-            changes.put("same length, other bytes", () -> Files.writeString(etc.resolve("ssl/certs/a.pem"), "B"));
-            changes.put("a mode", () -> Files.setPosixFilePermissions(etc.resolve("passwd"), PosixFilePermissions.fromString("rw-r-----")));
-            changes.put("a new file", () -> Files.writeString(etc.resolve("ssl/certs/b.pem"), "B"));
-            changes.put("a removed file", () -> Files.delete(etc.resolve("ssl/certs/a.pem")));
-            changes.put("a link's target", () -> {
-                Files.delete(etc.resolve("ssl/certs/abc.0"));
-                Files.createSymbolicLink(etc.resolve("ssl/certs/abc.0"), Path.of("b.pem"));
-            });
-            changes.put("a new whitelisted entry", () -> Files.writeString(etc.resolve("hosts"), "127.0.0.1 localhost\n"));
-            changes.put("a directory's mode", () -> Files.setPosixFilePermissions(etc.resolve("ssl/certs"), PosixFilePermissions.fromString("rwxr-x--x")));
-            for (var change : changes.entrySet()) {
-                change.getValue().run();
-                assertThat(EtcSnapshot.sameAsHost(etc, snap)).as(change.getKey()).isFalse();
-                EtcSnapshot.build(etc, data);
-                assertThat(EtcSnapshot.sameAsHost(etc, snap)).as("rebuilt after " + change.getKey()).isTrue();
-            }
-            Files.writeString(snap.resolve("extra"), "x");
-            assertThat(EtcSnapshot.sameAsHost(etc, snap)).as("an entry only the snapshot has").isFalse();
-        } finally {
-            DataDir.deleteTree(root);
+        java.util.Map<String, ThrowingStep> changes = new java.util.LinkedHashMap<>();
+        changes.put("same length, other bytes", () -> Files.writeString(etc.resolve("ssl/certs/a.pem"), "B"));
+        changes.put("a mode", () -> Files.setPosixFilePermissions(etc.resolve("passwd"), PosixFilePermissions.fromString("rw-rw-r--")));
+        changes.put("a new file", () -> Files.writeString(etc.resolve("ssl/certs/b.pem"), "B"));
+        changes.put("a removed file", () -> Files.delete(etc.resolve("ssl/certs/a.pem")));
+        changes.put("a link's target", () -> {
+            Files.delete(etc.resolve("ssl/certs/abc.0"));
+            Files.createSymbolicLink(etc.resolve("ssl/certs/abc.0"), Path.of("b.pem"));
+        });
+        changes.put("a new whitelisted entry", () -> Files.writeString(etc.resolve("hosts"), "127.0.0.1 localhost\n"));
+        changes.put("a directory's mode", () -> Files.setPosixFilePermissions(etc.resolve("ssl/certs"), PosixFilePermissions.fromString("rwxr-x--x")));
+        for (var change : changes.entrySet()) {
+            change.getValue().run();
+            assertThat(EtcSnapshot.sameAsHost(etc, snap)).as(change.getKey()).isFalse();
+            EtcSnapshot.build(etc, data);
+            assertThat(EtcSnapshot.sameAsHost(etc, snap)).as("rebuilt after " + change.getKey()).isTrue();
         }
+        Files.writeString(snap.resolve("extra"), "x");
+        assertThat(EtcSnapshot.sameAsHost(etc, snap)).as("an entry only the snapshot has").isFalse();
     }
 
     private interface ThrowingStep {
