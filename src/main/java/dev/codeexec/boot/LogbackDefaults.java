@@ -3,8 +3,6 @@ package dev.codeexec.boot;
 import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.LoggerContext;
 import ch.qos.logback.classic.spi.Configurator;
-import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.ConsoleAppender;
 import ch.qos.logback.core.spi.ContextAwareBase;
 
 /**
@@ -19,16 +17,7 @@ public final class LogbackDefaults extends ContextAwareBase implements Configura
 
     @Override
     public ExecutionStatus configure(LoggerContext ctx) {
-        ConsoleAppender<ILoggingEvent> appender = new ConsoleAppender<>();
-        appender.setContext(ctx);
-        appender.setName("stderr");
-        appender.setTarget("System.err");
-        appender.setEncoder(Logging.encoder("text", ctx));
-        appender.start();
-        ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
-        root.setLevel(Level.INFO);
-        root.addAppender(appender);
-        ctx.getLogger("org.eclipse.jetty").setLevel(Level.WARN);
+        Logging.apply(ctx, "text", Level.INFO);
         return ExecutionStatus.DO_NOT_INVOKE_NEXT_IF_ANY;
     }
 }

@@ -20,15 +20,22 @@ public final class Logging {
     public static void configure(Config config) {
         if (!(LoggerFactory.getILoggerFactory() instanceof LoggerContext ctx)) return;
         ctx.reset();
-        Encoder<ILoggingEvent> encoder = encoder(config.get(Config.LOG_FORMAT), ctx);
+        apply(ctx, config.get(Config.LOG_FORMAT), Level.toLevel(config.get(Config.LOG_LEVEL), Level.INFO));
+    }
+
+    /**
+     * One appender on stderr with the format's encoder, the root at {@code level}, Jetty at WARN unless the level
+     * asks for debugging: the server's logging, and (text, INFO) its defaults until the configuration is read
+     * ({@link LogbackDefaults}).
+     */
+    static void apply(LoggerContext ctx, String format, Level level) {
         ConsoleAppender<ILoggingEvent> appender = new ConsoleAppender<>();
         appender.setContext(ctx);
         appender.setName("stderr");
         appender.setTarget("System.err");
-        appender.setEncoder(encoder);
+        appender.setEncoder(encoder(format, ctx));
         appender.start();
         ch.qos.logback.classic.Logger root = ctx.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
-        Level level = Level.toLevel(config.get(Config.LOG_LEVEL), Level.INFO);
         root.setLevel(level);
         root.addAppender(appender);
         if (level.isGreaterOrEqual(Level.INFO)) {
