@@ -56,9 +56,9 @@ public final class Main {
 
     /**
      * Work of the start that is slow, needed later in it, and independent of the configuration, done on a second
-     * thread while the main one reads the configuration and languages: the foreign-function handles of posix_spawn
-     * and the other glibc calls (their method handles are generated at run time, the JVM's AOT cache cannot hold
-     * them; 0.4-0.6 s of this thread on a fresh start here); the JSON mapper the languages table is read with; the
+     * thread while the main one reads the configuration and languages: the foreign-function handles of the system
+     * calls (one, see Sys) and of posix_spawn (their code is generated at run time, the JVM's AOT cache cannot hold
+     * it); the JSON mapper the languages table is read with; the
      * MCP SDK's default JSON-schema validator (built once and kept by the SDK; the tool schemas are checked with
      * it); Jetty's server and its MIME table (which lists the JDK's locales); the IDN tables host names are
      * normalized with. Only static set-up and cached defaults: each catches its own failure, and the main thread
@@ -66,7 +66,7 @@ public final class Main {
      * getter), so the order and outcome of the start are unchanged.
      */
     private static void preinitialize() {
-        List<Runnable> steps = List.of(() -> initialize("dev.codeexec.linux.Posix"),
+        List<Runnable> steps = List.of(() -> initialize("dev.codeexec.linux.Sys"), () -> initialize("dev.codeexec.linux.Posix"),
                 () -> initialize("dev.codeexec.linux.Spawn"), tools.jackson.databind.json.JsonMapper::shared,
                 () -> initialize("com.networknt.schema.SchemaRegistry"),
                 io.modelcontextprotocol.json.McpJsonDefaults::getSchemaValidator,

@@ -24,6 +24,8 @@ import java.lang.invoke.VarHandle;
  * when a run is handed to it, and mounting the run's working directory into it after it started;</li>
  * <li>what {@link Spawn} builds on: handles bound with and without errno capture, and {@link #call}.</li>
  * </ul>
+ * The system calls go through {@link Sys} (one foreign-function handle for all of them); glibc's own functions
+ * through handles of their own.
  */
 public final class Posix {
 
@@ -64,6 +66,7 @@ public final class Posix {
     public static final int S_IFDIR = 0040000;
     public static final int S_IFREG = 0100000;
     public static final int S_IFLNK = 0120000;
+    public static final int S_IFIFO = 0010000;
     public static final int S_ISGID = 02000;
     public static final int DT_UNKNOWN = 0;
     public static final int DT_DIR = 4;
@@ -87,32 +90,8 @@ public final class Posix {
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG;
     private static final ValueLayout PTR = ValueLayout.ADDRESS;
-    private static final MethodHandle OPENAT = LINKER.downcallHandle(LINKER.defaultLookup().find("openat").orElseThrow(),
-            FunctionDescriptor.of(INT, INT, PTR, INT, INT), Linker.Option.firstVariadicArg(3),
-            Linker.Option.captureCallState("errno"));
-    private static final MethodHandle MKDIRAT = bind("mkdirat", FunctionDescriptor.of(INT, INT, PTR, INT));
-    private static final MethodHandle UNLINKAT = bind("unlinkat", FunctionDescriptor.of(INT, INT, PTR, INT));
-    private static final MethodHandle RENAMEAT2 = bind("renameat2", FunctionDescriptor.of(INT, INT, PTR, INT, PTR, INT));
-    private static final MethodHandle FCHOWNAT = bind("fchownat", FunctionDescriptor.of(INT, INT, PTR, INT, INT, INT));
+    /** fchmodat with AT_SYMLINK_NOFOLLOW: glibc's own (the kernel's call has no flags; see {@link Sys}). */
     private static final MethodHandle FCHMODAT = bind("fchmodat", FunctionDescriptor.of(INT, INT, PTR, INT, INT));
-    private static final MethodHandle FCHMOD = bind("fchmod", FunctionDescriptor.of(INT, INT, INT));
-    private static final MethodHandle FCHOWN = bind("fchown", FunctionDescriptor.of(INT, INT, INT, INT));
-    private static final MethodHandle STATX = bind("statx", FunctionDescriptor.of(INT, INT, PTR, INT, INT, PTR));
-    private static final MethodHandle GETDENTS64 = bind("getdents64", FunctionDescriptor.of(LONG, INT, PTR, LONG));
-    private static final MethodHandle LSEEK = bind("lseek", FunctionDescriptor.of(LONG, INT, LONG, INT));
-    private static final MethodHandle FSETXATTR = bind("fsetxattr", FunctionDescriptor.of(INT, INT, PTR, PTR, LONG, INT));
-    private static final MethodHandle FGETXATTR = bind("fgetxattr", FunctionDescriptor.of(LONG, INT, PTR, PTR, LONG));
-    private static final MethodHandle FSTATFS = bind("fstatfs", FunctionDescriptor.of(INT, INT, PTR));
-    private static final MethodHandle MKFIFO = bind("mkfifo", FunctionDescriptor.of(INT, PTR, INT));
-    private static final MethodHandle KILL = bind("kill", FunctionDescriptor.of(INT, INT, INT));
-    private static final MethodHandle PRLIMIT = bind("prlimit", FunctionDescriptor.of(INT, INT, INT, PTR, PTR));
-    private static final MethodHandle MOUNT = bind("mount", FunctionDescriptor.of(INT, PTR, PTR, PTR, LONG, PTR));
-    private static final MethodHandle UMOUNT2 = bind("umount2", FunctionDescriptor.of(INT, PTR, INT));
-    static final MethodHandle SYSCALL3 = LINKER.downcallHandle(LINKER.defaultLookup().find("syscall").orElseThrow(),
-            FunctionDescriptor.of(LONG, LONG, INT, INT, INT), Linker.Option.firstVariadicArg(1),
-            Linker.Option.captureCallState("errno"));
-    private static final long SYS_SETRESUID = 117;
-    private static final long SYS_SETRESGID = 119;
     private static final OwnIds SELF = OwnIds.read();
 
     /** The one thread that ever changes its own credentials (see {@link #prlimitAs}). */
@@ -122,8 +101,6 @@ public final class Posix {
                 t.setDaemon(true);
                 return t;
             });
-    private static final MethodHandle CLOSE = LINKER.downcallHandle(LINKER.defaultLookup().find("close").orElseThrow(),
-            FunctionDescriptor.of(INT, INT));
 
     private Posix() {
     }
@@ -194,35 +171,37 @@ public final class Posix {
     }
 
     public static int openat(int dirFd, String name, int flags) throws Errno {
-        return call(name, (a, s) -> (int) OPENAT.invokeExact(s, dirFd, a.allocateFrom(name), flags | O_CLOEXEC, 0));
+        return call(name, (a, s) -> (int) Sys.OPENAT.call(s, dirFd, a.allocateFrom(name).address(), flags | O_CLOEXEC, 0));
     }
 
     /** {@code openat} of a raw name; {@code mode} matters with O_CREAT only. Always O_CLOEXEC. */
     public static int openat(int dirFd, byte[] name, int flags, int mode) throws Errno {
-        return call("openat", (a, s) -> (int) OPENAT.invokeExact(s, dirFd, cstr(a, name), flags | O_CLOEXEC, mode));
+        return call("openat", (a, s) -> (int) Sys.OPENAT.call(s, dirFd, cstr(a, name).address(), flags | O_CLOEXEC, mode));
     }
 
     public static void mkdirat(int dirFd, String name, int mode) throws Errno {
-        call(name, (a, s) -> (int) MKDIRAT.invokeExact(s, dirFd, a.allocateFrom(name), mode));
+        call(name, (a, s) -> (int) Sys.MKDIRAT.call(s, dirFd, a.allocateFrom(name).address(), mode));
     }
 
     public static void mkdirat(int dirFd, byte[] name, int mode) throws Errno {
-        call("mkdirat", (a, s) -> (int) MKDIRAT.invokeExact(s, dirFd, cstr(a, name), mode));
+        call("mkdirat", (a, s) -> (int) Sys.MKDIRAT.call(s, dirFd, cstr(a, name).address(), mode));
     }
 
     /** Removes a name: a directory (empty) with {@link #AT_REMOVEDIR}, anything else without; links are not followed. */
     public static void unlinkat(int dirFd, byte[] name, int flags) throws Errno {
-        call("unlinkat", (a, s) -> (int) UNLINKAT.invokeExact(s, dirFd, cstr(a, name), flags));
+        call("unlinkat", (a, s) -> (int) Sys.UNLINKAT.call(s, dirFd, cstr(a, name).address(), flags));
     }
 
     /** rename(2) between two directory descriptors; {@link #RENAME_NOREPLACE} fails with EEXIST instead of replacing. */
     public static void renameat2(int fromDir, byte[] from, int toDir, byte[] to, int flags) throws Errno {
-        call("renameat2", (a, s) -> (int) RENAMEAT2.invokeExact(s, fromDir, cstr(a, from), toDir, cstr(a, to), flags));
+        call("renameat2", (a, s) -> (int) Sys.RENAMEAT2.call(s, fromDir, cstr(a, from).address(), toDir,
+                cstr(a, to).address(), flags));
     }
 
     /** Owner and group of a name without following a link ({@code -1} leaves one as it is). */
     public static void fchownat(int dirFd, byte[] name, int uid, int gid) throws Errno {
-        call("fchownat", (a, s) -> (int) FCHOWNAT.invokeExact(s, dirFd, cstr(a, name), uid, gid, AT_SYMLINK_NOFOLLOW));
+        call("fchownat", (a, s) -> (int) Sys.FCHOWNAT.call(s, dirFd, cstr(a, name).address(), uid, gid,
+                AT_SYMLINK_NOFOLLOW));
     }
 
     /** Mode of a name; a link is refused (EOPNOTSUPP), never followed. */
@@ -232,12 +211,12 @@ public final class Posix {
 
     /** Owner and group of an open file (not an O_PATH descriptor). */
     public static void fchown(int fd, int uid, int gid) throws Errno {
-        call("fchown", (a, s) -> (int) FCHOWN.invokeExact(s, fd, uid, gid));
+        call("fchown", (a, s) -> (int) Sys.FCHOWN.call(s, fd, uid, gid));
     }
 
     /** Mode of an open file (not an O_PATH descriptor). */
     public static void fchmod(int fd, int mode) throws Errno {
-        call("fchmod", (a, s) -> (int) FCHMOD.invokeExact(s, fd, mode));
+        call("fchmod", (a, s) -> (int) Sys.FCHMOD.call(s, fd, mode));
     }
 
     /**
@@ -286,12 +265,8 @@ public final class Posix {
                 name.set(ValueLayout.JAVA_BYTE, i, raw[i]);
             }
             name.set(ValueLayout.JAVA_BYTE, raw.length, (byte) 0);
-            int rc;
-            try {
-                rc = (int) STATX.invokeExact(state, dirFd, name, AT_SYMLINK_NOFOLLOW | extraFlags, STATX_BASIC_STATS, buf);
-            } catch (Throwable t) {
-                throw new IllegalStateException("statx failed", t);
-            }
+            long rc = Sys.STATX.call(state, dirFd, name.address(), AT_SYMLINK_NOFOLLOW | extraFlags, STATX_BASIC_STATS,
+                    buf.address());
             if (rc < 0) throw new Errno(errno(state), "statx");
             long dev = ((long) buf.get(INT, 136) << 32) | (buf.get(INT, 140) & 0xffffffffL);
             return new Stat(Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, 28)), buf.get(LONG, 40),
@@ -328,36 +303,30 @@ public final class Posix {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(CAPTURE);
             MemorySegment buf = arena.allocate(32 * 1024, 8);
-            try {
-                if ((long) LSEEK.invokeExact(state, dirFd, from, 0) < 0) throw new Errno(errno(state), "lseek");
-                while (out.size() < max) {
-                    long n = (long) GETDENTS64.invokeExact(state, dirFd, buf, buf.byteSize());
-                    if (n < 0) throw new Errno(errno(state), "getdents64");
-                    if (n == 0) {
-                        end = true;
-                        break;
-                    }
-                    // one bulk copy, then plain array reads: quick even before the JIT compiled this loop
-                    java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(buf.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE))
-                            .order(java.nio.ByteOrder.nativeOrder());
-                    byte[] data = b.array();
-                    for (int off = 0; off < n; ) {
-                        // struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, char d_name[]
-                        next = b.getLong(off + 8);
-                        int reclen = Short.toUnsignedInt(b.getShort(off + 16));
-                        int type = Byte.toUnsignedInt(data[off + 18]);
-                        int start = off + 19;
-                        int stop = start;
-                        while (data[stop] != 0) stop++;
-                        if (!(stop - start == 1 && data[start] == '.') && !(stop - start == 2 && data[start] == '.' && data[start + 1] == '.'))
-                            out.add(new DirEntry(java.util.Arrays.copyOfRange(data, start, stop), type));
-                        off += reclen;
-                    }
+            if (Sys.LSEEK.call(state, dirFd, from, 0) < 0) throw new Errno(errno(state), "lseek");
+            while (out.size() < max) {
+                long n = Sys.GETDENTS64.call(state, dirFd, buf.address(), buf.byteSize());
+                if (n < 0) throw new Errno(errno(state), "getdents64");
+                if (n == 0) {
+                    end = true;
+                    break;
                 }
-            } catch (Errno e) {
-                throw e;
-            } catch (Throwable t) {
-                throw new IllegalStateException("getdents64 failed", t);
+                // one bulk copy, then plain array reads: quick even before the JIT compiled this loop
+                java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(buf.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE))
+                        .order(java.nio.ByteOrder.nativeOrder());
+                byte[] data = b.array();
+                for (int off = 0; off < n; ) {
+                    // struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, char d_name[]
+                    next = b.getLong(off + 8);
+                    int reclen = Short.toUnsignedInt(b.getShort(off + 16));
+                    int type = Byte.toUnsignedInt(data[off + 18]);
+                    int start = off + 19;
+                    int stop = start;
+                    while (data[stop] != 0) stop++;
+                    if (!(stop - start == 1 && data[start] == '.') && !(stop - start == 2 && data[start] == '.' && data[start + 1] == '.'))
+                        out.add(new DirEntry(java.util.Arrays.copyOfRange(data, start, stop), type));
+                    off += reclen;
+                }
             }
         }
         return new DirBatch(out, next, end);
@@ -368,15 +337,15 @@ public final class Posix {
         call("fsetxattr " + name, (a, s) -> {
             MemorySegment v = a.allocate(Math.max(1, value.length));
             v.copyFrom(MemorySegment.ofArray(value));
-            return (int) FSETXATTR.invokeExact(s, fd, a.allocateFrom(name), v, (long) value.length, 0);
+            return (int) Sys.FSETXATTR.call(s, fd, a.allocateFrom(name).address(), v.address(), value.length, 0);
         });
     }
 
     /** Whether an open file or directory has the extended attribute (ENODATA: no). */
     public static boolean hasXattr(int fd, String name) throws Errno {
         try {
-            call("fgetxattr " + name, (a, s) -> (int) (long) FGETXATTR.invokeExact(s, fd, a.allocateFrom(name),
-                    MemorySegment.NULL, 0L));
+            call("fgetxattr " + name, (a, s) -> (int) Sys.FGETXATTR.call(s, fd, a.allocateFrom(name).address(), 0,
+                    0));
             return true;
         } catch (Errno e) {
             if (e.errno == ENODATA) return false;
@@ -412,13 +381,7 @@ public final class Posix {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(CAPTURE);
             MemorySegment buf = arena.allocate(128, 8);
-            int rc;
-            try {
-                rc = (int) FSTATFS.invokeExact(state, fd, buf);
-            } catch (Throwable t) {
-                throw new IllegalStateException("fstatfs failed", t);
-            }
-            if (rc < 0) throw new Errno(errno(state), "fstatfs");
+            if (Sys.FSTATFS.call(state, fd, buf.address()) < 0) throw new Errno(errno(state), "fstatfs");
             // struct statfs on 64-bit Linux: f_type, f_bsize, f_blocks, f_bfree, f_bavail, f_files, f_ffree (8 bytes each)
             return new FsStat(buf.get(LONG, 0), buf.get(LONG, 8), buf.get(LONG, 16), buf.get(LONG, 24),
                     buf.get(LONG, 40), buf.get(LONG, 48));
@@ -436,20 +399,20 @@ public final class Posix {
         return m;
     }
 
+    /** Closes a descriptor; an error is ignored (the descriptor is released whatever close returns). */
     public static void close(int fd) {
-        try {
-            int ignored = (int) CLOSE.invokeExact(fd);
-        } catch (Throwable t) {
-            throw new IllegalStateException("close failed", t);
+        try (Arena arena = Arena.ofConfined()) {
+            long ignored = Sys.CLOSE.call(arena.allocate(CAPTURE), fd);
         }
     }
 
     public static void mkfifo(String path, int mode) throws Errno {
-        call("mkfifo " + path, (a, s) -> (int) MKFIFO.invokeExact(s, a.allocateFrom(path), mode));
+        call("mkfifo " + path, (a, s) -> (int) Sys.MKNODAT.call(s, AT_FDCWD, a.allocateFrom(path).address(),
+                S_IFIFO | mode, 0));
     }
 
     public static void kill(long pid, int signal) throws Errno {
-        call("kill " + pid, (a, s) -> (int) KILL.invokeExact(s, (int) pid, signal));
+        call("kill " + pid, (a, s) -> (int) Sys.KILL.call(s, pid, signal));
     }
 
     /** Sets soft and hard limit of {@code resource} for another process (root may raise as well as lower). */
@@ -458,7 +421,7 @@ public final class Posix {
             MemorySegment lim = a.allocate(LONG, 2);
             lim.setAtIndex(LONG, 0, soft);
             lim.setAtIndex(LONG, 1, hard);
-            return (int) PRLIMIT.invokeExact(s, (int) pid, resource, lim, MemorySegment.NULL);
+            return (int) Sys.PRLIMIT64.call(s, pid, resource, lim.address(), 0);
         });
     }
 
@@ -499,20 +462,20 @@ public final class Posix {
     /** setresgid(gid, -1, -1) then setresuid(uid, -1, -1) on this thread only; restoring 0 goes uid first. */
     private static void setRealIds(int uid, int gid) throws Errno {
         if (uid == 0) {
-            call("setresuid", (a, s) -> (int) (long) SYSCALL3.invokeExact(s, SYS_SETRESUID, 0, -1, -1));
-            call("setresgid", (a, s) -> (int) (long) SYSCALL3.invokeExact(s, SYS_SETRESGID, 0, -1, -1));
+            call("setresuid", (a, s) -> (int) Sys.SETRESUID.call(s, 0, -1, -1));
+            call("setresgid", (a, s) -> (int) Sys.SETRESGID.call(s, 0, -1, -1));
         } else {
-            call("setresgid", (a, s) -> (int) (long) SYSCALL3.invokeExact(s, SYS_SETRESGID, gid, -1, -1));
-            call("setresuid", (a, s) -> (int) (long) SYSCALL3.invokeExact(s, SYS_SETRESUID, uid, -1, -1));
+            call("setresgid", (a, s) -> (int) Sys.SETRESGID.call(s, gid, -1, -1));
+            call("setresuid", (a, s) -> (int) Sys.SETRESUID.call(s, uid, -1, -1));
         }
     }
 
     public static void mount(String source, String target, String type, long flags, String data) throws Errno {
-        call("mount " + target, (a, s) -> (int) MOUNT.invokeExact(s, str(a, source), a.allocateFrom(target),
-                str(a, type), flags, str(a, data)));
+        call("mount " + target, (a, s) -> (int) Sys.MOUNT.call(s, str(a, source).address(),
+                a.allocateFrom(target).address(), str(a, type).address(), flags, str(a, data).address()));
     }
 
     public static void umount2(String target, int flags) throws Errno {
-        call("umount " + target, (a, s) -> (int) UMOUNT2.invokeExact(s, a.allocateFrom(target), flags));
+        call("umount " + target, (a, s) -> (int) Sys.UMOUNT2.call(s, a.allocateFrom(target).address(), flags));
     }
 }

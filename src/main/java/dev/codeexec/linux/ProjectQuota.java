@@ -1,11 +1,8 @@
 package dev.codeexec.linux;
 
 import java.lang.foreign.Arena;
-import java.lang.foreign.FunctionDescriptor;
-import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.lang.invoke.MethodHandle;
 
 /**
  * XFS project quotas: a project id on a directory tree and the kernel's hard limits of bytes and inodes for it, so
@@ -23,7 +20,6 @@ public final class ProjectQuota {
 
     public static final long XFS_SUPER_MAGIC = 0x58465342L;
 
-    private static final long SYS_QUOTACTL_FD = 443; // the same number on every architecture (added after 5.1)
     private static final int PRJQUOTA = 2;
     private static final int Q_XGETQUOTA = 0x5803;
     private static final int Q_XSETQLIM = 0x5804;
@@ -41,14 +37,6 @@ public final class ProjectQuota {
     private static final long DISK_QUOTA_SIZE = 112;
     private static final long BASIC_BLOCK = 512;
 
-    private static final Linker LINKER = Linker.nativeLinker();
-    private static final MethodHandle SYSCALL = LINKER.downcallHandle(LINKER.defaultLookup().find("syscall").orElseThrow(),
-            FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT,
-                    ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.ADDRESS),
-            Linker.Option.firstVariadicArg(1), Linker.Option.captureCallState("errno"));
-    private static final MethodHandle IOCTL = LINKER.downcallHandle(LINKER.defaultLookup().find("ioctl").orElseThrow(),
-            FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS),
-            Linker.Option.firstVariadicArg(2), Linker.Option.captureCallState("errno"));
 
     private ProjectQuota() {
     }
@@ -144,23 +132,11 @@ public final class ProjectQuota {
 
     private static void quotactl(Arena a, int fd, int cmd, int id, MemorySegment addr) throws Posix.Errno {
         MemorySegment state = a.allocate(Posix.CAPTURE);
-        long rc;
-        try {
-            rc = (long) SYSCALL.invokeExact(state, SYS_QUOTACTL_FD, fd, (cmd << 8) | PRJQUOTA, id, addr);
-        } catch (Throwable t) {
-            throw new IllegalStateException("quotactl_fd failed", t);
-        }
-        if (rc < 0) throw new Posix.Errno(Posix.errno(state), "quotactl_fd");
+        if (Sys.QUOTACTL_FD.call(state, fd, (cmd << 8) | PRJQUOTA, id, addr.address()) < 0) throw new Posix.Errno(Posix.errno(state), "quotactl_fd");
     }
 
     private static void ioctl(Arena a, int fd, long request, MemorySegment arg) throws Posix.Errno {
         MemorySegment state = a.allocate(Posix.CAPTURE);
-        int rc;
-        try {
-            rc = (int) IOCTL.invokeExact(state, fd, request, arg);
-        } catch (Throwable t) {
-            throw new IllegalStateException("ioctl failed", t);
-        }
-        if (rc < 0) throw new Posix.Errno(Posix.errno(state), "ioctl");
+        if (Sys.IOCTL.call(state, fd, request, arg.address()) < 0) throw new Posix.Errno(Posix.errno(state), "ioctl");
     }
 }

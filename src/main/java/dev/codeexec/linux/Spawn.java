@@ -42,7 +42,6 @@ public final class Spawn {
     private static final int O_CLOEXEC = 0x80000;
     private static final short POSIX_SPAWN_SETSIGDEF = 0x04;
     private static final short POSIX_SPAWN_SETSIGMASK = 0x08;
-    private static final long SYS_PIDFD_OPEN = 434;
     private static final int P_PID = 1;
     private static final int P_PIDFD = 3;
     private static final int WEXITED = 4;
@@ -69,16 +68,14 @@ public final class Spawn {
     }
 
     /** The glibc functions, or null when one is missing. */
-    private record Handles(MethodHandle pipe2, MethodHandle faInit, MethodHandle faDup2, MethodHandle faClose, MethodHandle faClosefrom,
+    private record Handles(MethodHandle faInit, MethodHandle faDup2, MethodHandle faClose, MethodHandle faClosefrom,
             MethodHandle faChdir, MethodHandle faDestroy, MethodHandle attrInit, MethodHandle attrSetflags,
             MethodHandle attrSetsigmask, MethodHandle attrSetsigdefault, MethodHandle attrDestroy,
-            MethodHandle sigemptyset, MethodHandle sigfillset, MethodHandle posixSpawn, MethodHandle waitid,
-            MethodHandle epollCreate1, MethodHandle epollCtl, MethodHandle epollWait) {
+            MethodHandle sigemptyset, MethodHandle sigfillset, MethodHandle posixSpawn) {
 
         static Handles load() {
             try {
                 return new Handles(
-                        Posix.bind("pipe2", FunctionDescriptor.of(INT, PTR, INT)),
                         Posix.plain("posix_spawn_file_actions_init", FunctionDescriptor.of(INT, PTR)),
                         Posix.plain("posix_spawn_file_actions_adddup2", FunctionDescriptor.of(INT, PTR, INT, INT)),
                         Posix.plain("posix_spawn_file_actions_addclose", FunctionDescriptor.of(INT, PTR, INT)),
@@ -92,11 +89,7 @@ public final class Spawn {
                         Posix.plain("posix_spawnattr_destroy", FunctionDescriptor.of(INT, PTR)),
                         Posix.plain("sigemptyset", FunctionDescriptor.of(INT, PTR)),
                         Posix.plain("sigfillset", FunctionDescriptor.of(INT, PTR)),
-                        Posix.plain("posix_spawn", FunctionDescriptor.of(INT, PTR, PTR, PTR, PTR, PTR, PTR)),
-                        Posix.bind("waitid", FunctionDescriptor.of(INT, INT, INT, PTR, INT)),
-                        Posix.bind("epoll_create1", FunctionDescriptor.of(INT, INT)),
-                        Posix.bind("epoll_ctl", FunctionDescriptor.of(INT, INT, INT, INT, PTR)),
-                        Posix.bind("epoll_wait", FunctionDescriptor.of(INT, INT, PTR, INT, INT)));
+                        Posix.plain("posix_spawn", FunctionDescriptor.of(INT, PTR, PTR, PTR, PTR, PTR, PTR)));
             } catch (RuntimeException | LinkageError e) {
                 return null;
             }
@@ -196,7 +189,7 @@ public final class Spawn {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment fds = a.allocate(INT, 2);
             try {
-                Posix.call("pipe2", (arena, s) -> (int) H.pipe2.invokeExact(s, fds, O_CLOEXEC));
+                Posix.call("pipe2", (arena, s) -> (int) Sys.PIPE2.call(s, fds.address(), O_CLOEXEC));
             } catch (Posix.Errno e) {
                 throw new IOException("cannot create a pipe: " + e.getMessage(), e);
             }
@@ -374,7 +367,7 @@ public final class Spawn {
         private static Waiter create() {
             if (H == null) return null;
             try {
-                int epfd = Posix.call("epoll_create1", (a, s) -> (int) H.epollCreate1.invokeExact(s, O_CLOEXEC));
+                int epfd = Posix.call("epoll_create1", (a, s) -> (int) Sys.EPOLL_CREATE1.call(s, O_CLOEXEC));
                 // pidfd_open exists (Linux 5.3+): try it on ourselves
                 int self = pidfdOpen(ProcessHandle.current().pid());
                 Posix.close(self);
@@ -387,7 +380,7 @@ public final class Spawn {
         }
 
         private static int pidfdOpen(long pid) throws Posix.Errno {
-            return Posix.call("pidfd_open", (a, s) -> (int) (long) Posix.SYSCALL3.invokeExact(s, SYS_PIDFD_OPEN, (int) pid, 0, 0));
+            return Posix.call("pidfd_open", (a, s) -> (int) Sys.PIDFD_OPEN.call(s, pid, 0));
         }
 
         /** Adds the child to the epoll set; throws (the caller kills and reaps it) when that fails. */
@@ -404,7 +397,7 @@ public final class Spawn {
                     MemorySegment ev = a.allocate(EVENT_SIZE, 4);
                     ev.set(INT, 0, EPOLLIN);
                     ev.set(ValueLayout.JAVA_LONG_UNALIGNED, EVENT_DATA, pidfd);
-                    return (int) H.epollCtl.invokeExact(s, epfd, EPOLL_CTL_ADD, pidfd, ev);
+                    return (int) Sys.EPOLL_CTL.call(s, epfd, EPOLL_CTL_ADD, pidfd, ev.address());
                 });
             } catch (Posix.Errno e) {
                 byPidfd.remove(pidfd);
@@ -423,12 +416,10 @@ public final class Spawn {
             try (Arena a = Arena.ofConfined()) {
                 MemorySegment info = a.allocate(128, 8);
                 MemorySegment state = a.allocate(Posix.CAPTURE);
-                int rc;
+                long rc;
                 do {
-                    rc = (int) H.waitid.invokeExact(state, P_PID, pid, info, WEXITED);
+                    rc = Sys.WAITID.call(state, P_PID, pid, info.address(), WEXITED, 0);
                 } while (rc < 0 && Posix.errno(state) == EINTR);
-            } catch (Throwable t) {
-                // nothing more to do
             }
         }
 
@@ -438,12 +429,8 @@ public final class Spawn {
                 MemorySegment info = a.allocate(128, 8);
                 MemorySegment state = a.allocate(Posix.CAPTURE);
                 while (true) {
-                    int n;
-                    try {
-                        n = (int) H.epollWait.invokeExact(state, epfd, events, 16, -1);
-                    } catch (Throwable t) {
-                        throw new IllegalStateException(t);
-                    }
+                    // epoll_wait: epoll_pwait without a signal mask (see Sys)
+                    int n = (int) Sys.EPOLL_PWAIT.call(state, epfd, events.address(), 16, -1, 0, 8);
                     if (n < 0) continue; // EINTR
                     for (int i = 0; i < n; i++) {
                         int pidfd = (int) events.get(ValueLayout.JAVA_LONG_UNALIGNED, EVENT_SIZE * i + EVENT_DATA);
@@ -457,14 +444,10 @@ public final class Spawn {
         private void reap(SpawnedProcess p, int pidfd, MemorySegment info, MemorySegment state) {
             int code;
             synchronized (p) {
-                int rc;
+                long rc;
                 do {
                     info.fill((byte) 0);
-                    try {
-                        rc = (int) H.waitid.invokeExact(state, P_PIDFD, pidfd, info, WEXITED);
-                    } catch (Throwable t) {
-                        throw new IllegalStateException(t);
-                    }
+                    rc = Sys.WAITID.call(state, P_PIDFD, pidfd, info.address(), WEXITED, 0);
                 } while (rc < 0 && Posix.errno(state) == EINTR);
                 // siginfo_t: si_signo, si_errno, si_code, (pad), si_pid, si_uid, si_status. A failed waitid would
                 // mean someone else reaped our child (nothing in the server does): reported as SIGKILL.
@@ -475,11 +458,8 @@ public final class Spawn {
                 // now, while reaping: the pipe is closed with the process even when nobody asks for the report
                 p.readReport();
             }
-            try {
-                int ignored = (int) H.epollCtl.invokeExact(state, epfd, EPOLL_CTL_DEL, pidfd, MemorySegment.NULL);
-            } catch (Throwable t) {
-                // closing the pidfd below removes it from the set anyway
-            }
+            // an error is ignored: closing the pidfd below removes it from the set anyway
+            long ignored = Sys.EPOLL_CTL.call(state, epfd, EPOLL_CTL_DEL, pidfd, 0);
             Posix.close(pidfd);
             p.exit.complete(code);
         }
