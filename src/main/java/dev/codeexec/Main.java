@@ -29,6 +29,7 @@ import java.io.PrintStream;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Function;
 
@@ -196,14 +197,16 @@ public final class Main {
      * in test scope only).
      */
     public static ServerSetup wire(Config config, List<McpExtension> extensions) {
+        boolean local = config.get(Config.WORKERS).isBlank();
+        CompletableFuture<Sandbox> sandbox = local ? LocalEngine.startSandbox(config) : null;
         Languages languages = Languages.load();
         RequestValidator validator = new RequestValidator(config, languages);
         Executor executor;
         Sandbox.Status sandboxStatus;
         Workspaces workspaces;
         Optional<CodeTools> codeTools;
-        if (config.get(Config.WORKERS).isBlank()) {
-            LocalEngine engine = LocalEngine.create(config, languages);
+        if (local) {
+            LocalEngine engine = LocalEngine.create(config, sandbox, languages);
             executor = engine.executor();
             sandboxStatus = engine.sandbox().status();
             workspaces = engine.workspaces();

@@ -79,8 +79,17 @@ final class BwrapSandbox implements Sandbox {
     private final TrimmedMounts mountNamespace;
     /** Why there is no {@link #mountNamespace}, or empty. */
     private final String mountNamespaceNote;
-    /** Launchers start with {@link dev.codeexec.linux.Spawn}, not the JDK's ProcessBuilder. */
-    private final boolean spawnDirect;
+    /** Whether the native parts are used (see the constructor's {@code useHelper}). */
+    private final boolean useHelper;
+
+    /**
+     * Launchers start with {@link dev.codeexec.linux.Spawn}, not the JDK's ProcessBuilder. Asked when a launcher
+     * starts, not when the sandbox is built: Spawn's foreign-function handles are still being made on the start's
+     * second thread then, and the set-up before the first launch (seccomp filter, /etc snapshot) need not wait.
+     */
+    private boolean spawnDirect() {
+        return useHelper && dev.codeexec.linux.Spawn.available();
+    }
 
     BwrapSandbox(int uid, int gid, Path dataDir) {
         this(uid, gid, dataDir, Cgroups.detect());
@@ -111,7 +120,7 @@ final class BwrapSandbox implements Sandbox {
         this.userMode = !own.root();
         this.uids = userMode ? null : uids;
         this.cgroups = cgroups;
-        this.spawnDirect = useHelper && dev.codeexec.linux.Spawn.available();
+        this.useHelper = useHelper;
         this.version = bwrapVersion();
         DataDir data = DataDir.at(dataDir);
         Path filter = null;
@@ -278,7 +287,7 @@ final class BwrapSandbox implements Sandbox {
         m.put("bwrapVersion", version);
         m.put("launcher", helper != null ? "codeexec-helper" : "dash+setpriv");
         if (!helperNote.isEmpty()) m.put("launcherNote", helperNote);
-        m.put("spawn", spawnDirect ? "posix_spawn" : "ProcessBuilder");
+        m.put("spawn", spawnDirect() ? "posix_spawn" : "ProcessBuilder");
         m.put("mountNamespace", mountNamespace != null ? mountNamespace.describe() : "the server's (" + mountNamespaceNote + ")");
         unavailable.ifPresent(r -> m.put("unavailable", r));
         return m;
@@ -403,7 +412,7 @@ final class BwrapSandbox implements Sandbox {
         argv.addAll(List.of("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--"));
         // With posix_spawn the init gets the status pipe (the program's real wait status); the JDK's ProcessBuilder
         // cannot pass an extra descriptor, and the dash init cannot tell an exit from a signal anyway.
-        boolean statusPipe = helper != null && spawnDirect;
+        boolean statusPipe = helper != null && spawnDirect();
         // In normal-user mode without a pids cgroup the process limit is set by init, inside the user namespace
         boolean nprocInside = userMode && !cgroups.limitsPids();
         if (helper == null) {
@@ -448,7 +457,7 @@ final class BwrapSandbox implements Sandbox {
                 cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
             }
             if (spec.workDirSource().isPresent()) spec.workDirOwner().handTo(hostUid);
-            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect,
+            p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect(),
                     statusPipe ? Launcher.STATUS_FD : 0);
             cg.attach(p.pid());
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
