@@ -1,6 +1,7 @@
 package dev.codeexec.mcp;
 
 import dev.codeexec.surface.ServerSetup;
+import io.modelcontextprotocol.json.McpJsonDefaults;
 import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
@@ -38,6 +39,9 @@ public final class McpServers {
 
     private static McpSyncServer configure(McpServer.SyncSpecification<?> spec, ServerSetup setup,
             RunRegistry registry, boolean immediate) {
+        // Set before any tool is added: the SDK checks a tool's schemas as it is added.
+        OwnSchemas schemas = new OwnSchemas(McpJsonDefaults.getSchemaValidator());
+        spec.jsonSchemaValidator(schemas);
         spec.serverInfo(SERVER_NAME, setup.version())
                 .instructions("Run code with execute_code (python, nodejs, typescript, go, java, shell/bash); "
                         + "see runtime_info for versions, tools and limits. Keep files between calls in named "
@@ -56,10 +60,10 @@ public final class McpServers {
                 // Our tools validate through the engine's converter, whose messages are the contract; extensions
                 // validate their own arguments.
                 .validateToolInputs(false)
-                .tools(new ExecuteCodeTool(setup, registry).specification(),
-                        new RuntimeInfoTool(setup.executor(), setup.workspaces(), setup.egress()).specification())
-                .tools(new FileTools(setup).specifications())
-                .tools(new SessionTools(setup).specifications())
+                .tools(schemas.own(new ExecuteCodeTool(setup, registry).specification()),
+                        schemas.own(new RuntimeInfoTool(setup.executor(), setup.workspaces(), setup.egress()).specification()))
+                .tools(schemas.own(new FileTools(setup).specifications()))
+                .tools(schemas.own(new SessionTools(setup).specifications()))
                 // The SDK's default matcher cannot match {+path} (values spanning several segments).
                 .uriTemplateManagerFactory(new UriTemplates());
         WorkspaceResources resources = new WorkspaceResources(setup);
@@ -69,7 +73,7 @@ public final class McpServers {
                 .completions(new Completions(setup).specifications());
         setup.codeTools().ifPresent(t -> {
             CodeToolsTool c = new CodeToolsTool(t);
-            spec.tools(c.specification()).resources(c.serversResource()).resourceTemplates(c.templates());
+            spec.tools(schemas.own(c.specification())).resources(c.serversResource()).resourceTemplates(c.templates());
         });
         for (var e : setup.extensions()) if (e instanceof McpExtension m) m.apply(spec);
         return spec.build();

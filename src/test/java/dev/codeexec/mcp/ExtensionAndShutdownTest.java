@@ -40,6 +40,13 @@ class ExtensionAndShutdownTest {
                 .tools(new SyncToolSpecification(Tool.builder().name("echo").description("echo")
                         .inputSchema(Map.of("type", "object")).build(),
                         (ex, call) -> CallToolResult.builder().addTextContent("echo:" + call.arguments().get("m")).build()))
+                // an extension's structured result is still checked against its output schema (ours are not: OwnSchemas)
+                .tools(new SyncToolSpecification(Tool.builder().name("count").description("count")
+                        .inputSchema(Map.of("type", "object"))
+                        .outputSchema(Map.of("type", "object", "properties", Map.of("n", Map.of("type", "integer")),
+                                "required", List.of("n"))).build(),
+                        (ex, call) -> CallToolResult.builder().structuredContent(Map.of("n", call.arguments().get("n")))
+                                .addTextContent("counted").build()))
                 .resources(new SyncResourceSpecification(Resource.builder().uri("test://a").name("a").mimeType("text/plain").build(),
                         (ex, req) -> new ReadResourceResult(List.of(new TextResourceContents("test://a", "text/plain", "A")))))
                 .prompts(new SyncPromptSpecification(new Prompt("p", "a prompt", List.of()),
@@ -52,6 +59,12 @@ class ExtensionAndShutdownTest {
                 assertThat(client.listTools().tools()).extracting(Tool::name).contains("execute_code", "runtime_info", "echo");
                 CallToolResult echo = client.callTool(CallToolRequest.builder("echo").arguments(Map.of("m", "x")).build());
                 assertThat(((TextContent) echo.content().getFirst()).text()).isEqualTo("echo:x");
+                CallToolResult counted = client.callTool(CallToolRequest.builder("count").arguments(Map.of("n", 3)).build());
+                assertThat(counted.isError()).isNotEqualTo(Boolean.TRUE);
+                assertThat(counted.structuredContent()).isEqualTo(Map.of("n", 3));
+                CallToolResult wrong = client.callTool(CallToolRequest.builder("count").arguments(Map.of("n", "three")).build());
+                assertThat(wrong.isError()).isTrue();
+                assertThat(((TextContent) wrong.content().getFirst()).text()).contains("n");
                 assertThat(client.listResources().resources()).extracting(Resource::uri)
                         .containsExactlyInAnyOrder("test://a", "code-exec://info");
                 assertThat(client.listPrompts().prompts()).extracting(Prompt::name)

@@ -78,7 +78,8 @@ final class TenantServer implements AutoCloseable {
         McpSyncClient c = McpClient.sync(HttpClientStreamableHttpTransport.builder("http://127.0.0.1:" + connector.getLocalPort())
                         .httpRequestCustomizer((builder, method, uri, body, ctx) -> builder.header(TENANT_HEADER, tenant))
                         .build())
-                .requestTimeout(Duration.ofSeconds(30)).build();
+                // the client checks every structured result against its tool's output schema (the server does not)
+                .enableCallToolSchemaCaching(true).requestTimeout(Duration.ofSeconds(30)).build();
         c.initialize();
         return c;
     }
