@@ -85,15 +85,13 @@ public final class LocalExecutor implements Executor {
 
     /** The executor for a configuration and sandbox, with the languages table shipped in the jar. */
     public static LocalExecutor create(Config config, Sandbox sandbox) {
-        return create(config, sandbox, Optional.empty());
+        return create(config, sandbox, Languages.load(), Optional.empty());
     }
 
-    /** The same, with code mode's upstreams (CodeTools.of; the server shares them with list_code_tools). */
-    public static LocalExecutor create(Config config, Sandbox sandbox, Optional<CodeTools> codeTools) {
-        return create(config, sandbox, Languages.load(), codeTools);
-    }
-
-    /** The same with the languages table the caller has already read. */
+    /**
+     * The same with the languages table the caller has already read, and code mode's upstreams (CodeTools.of; the
+     * server shares them with list_code_tools).
+     */
     public static LocalExecutor create(Config config, Sandbox sandbox, Languages languages, Optional<CodeTools> codeTools) {
         return new LocalExecutor(config, sandbox, languages, codeTools);
     }
