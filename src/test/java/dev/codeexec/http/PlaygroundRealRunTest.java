@@ -54,7 +54,10 @@ class PlaygroundRealRunTest {
 
     @AfterEach
     void stop() {
+        // the server closes its executor; without a server (its start failed) the executor's start-up work
+        // (language warm-ups) would outlive the test
         if (server != null) server.close();
+        else if (executor != null) executor.close();
     }
 
     private String base() {
