@@ -36,7 +36,34 @@ final class JsonErrorHandler {
         h.setDefaultResponseMimeType("application/json");
     }
 
-    private static void json(Request request, PrintWriter writer, int code) {
+    /**
+     * The path Jetty puts in place of a request target it could not parse: a NUL ({@code %00}) in the path fails
+     * the request line itself, before any handler, and the real path is lost.
+     */
+    static final String UNPARSED_TARGET = "/badMessage";
+    /** Marks, through the error's message, an answer to an unparsable target. */
+    private static final String BAD_TARGET = "bad request target";
+
+    /**
+     * Whether this 400 is Jetty's refusal of a request target it could not parse. Decision: such a request gets the
+     * REST API's {@code bad_path} answer whatever its path was (it is lost): the REST API is the surface whose paths
+     * clients build from data (file names); the MCP endpoint is one fixed URL that no client sends a NUL in.
+     */
+    static boolean unparsedTarget(Request request, int code, Throwable cause) {
+        if (code != 400 || request.getHttpURI() == null || !UNPARSED_TARGET.equals(request.getHttpURI().getPath()))
+            return false;
+        for (Throwable t = cause; t != null; t = t.getCause()) {
+            if (t instanceof IllegalArgumentException) return true;
+        }
+        return false;
+    }
+
+    private static void json(Request request, PrintWriter writer, int code, String message) {
+        if (BAD_TARGET.equals(message)) {
+            writer.write(JsonErrors.apiBody("bad_path", "bad path: the request target cannot be parsed (a NUL, %00, "
+                    + "is not allowed in a path)"));
+            return;
+        }
         String path = request.getHttpURI() == null ? null : request.getHttpURI().getPath();
         writer.write(JsonErrors.isApi(path)
                 ? JsonErrors.apiBody(JsonErrors.apiCodeFor(code), JsonErrors.messageFor(code))
@@ -53,12 +80,12 @@ final class JsonErrorHandler {
                 String contentType, List<Charset> charsets, int code, String message, Throwable cause)
                 throws IOException {
             return super.generateAcceptableResponse(request, response, callback, "application/json",
-                    List.of(StandardCharsets.UTF_8), code, null, null);
+                    List.of(StandardCharsets.UTF_8), code, unparsedTarget(request, code, cause) ? BAD_TARGET : null, null);
         }
 
         @Override
         protected void writeErrorJson(Request request, PrintWriter writer, int code, String message, Throwable cause) {
-            json(request, writer, code);
+            json(request, writer, code, message);
         }
     }
 
@@ -77,7 +104,7 @@ final class JsonErrorHandler {
 
         @Override
         protected void writeErrorJson(Request request, PrintWriter writer, int code, String message, Throwable cause) {
-            json(request, writer, code);
+            json(request, writer, code, null);
         }
     }
 }
