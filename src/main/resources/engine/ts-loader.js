@@ -32,13 +32,23 @@ function loadTypescript(writeCache) {
       cachedData = undefined;
     }
   }
-  const script = new vm.Script(Module.wrap(fs.readFileSync(tsPath, 'utf8')), { filename: tsPath, cachedData });
+  const script = new vm.Script(Module.wrap(readSource(tsPath)), { filename: tsPath, cachedData });
   const tsModule = new Module(tsPath, null);
   tsModule.filename = tsPath;
   tsModule.paths = Module._nodeModulePaths(path.dirname(tsPath));
   script.runInThisContext().call(tsModule.exports, tsModule.exports, Module.createRequire(tsPath), tsModule,
     tsPath, path.dirname(tsPath));
   return { ts: tsModule.exports, script };
+}
+
+/**
+ * A source file's text. typescript.js is ASCII: its bytes are then taken as Latin-1, the same string without the
+ * UTF-8 decoder's pass over 9 MB (about 11 ms of each TypeScript start here); any other file is decoded as UTF-8.
+ */
+function readSource(file) {
+  const bytes = fs.readFileSync(file);
+  const { isAscii } = require('buffer');
+  return typeof isAscii === 'function' && isAscii(bytes) ? bytes.latin1Slice(0, bytes.length) : bytes.toString('utf8');
 }
 
 /** The JavaScript of one file; on a syntax error, the diagnostics on stderr and exit 1 (no user code ran). */
@@ -87,4 +97,4 @@ function main() {
 }
 
 if (require.main === module) main();
-else module.exports = { loadTypescript, transpile };
+else module.exports = { loadTypescript, transpile, readSource };

@@ -60,8 +60,23 @@ class LanguageWarmupTest {
         }
         String code = "const n: number = 6 * 7; console.log(n)";
         assertThat(run(ts, ph, work, code)).isEqualTo("0|42\n|");
+        assertThat(cacheRejected(ts, ph, work)).as("V8 takes the cache for the source the loader reads").isEqualTo("false");
         Files.write(cache, new byte[] {1, 2, 3, 4});
         assertThat(run(ts, ph, work, code)).isEqualTo("0|42\n|");
+        assertThat(cacheRejected(ts, ph, work)).isEqualTo("true");
+    }
+
+    /** Whether V8 rejected the code cache when ts-loader compiled the transpiler (its own check of source and version). */
+    private static String cacheRejected(Language ts, Map<String, String> ph, Path work) throws Exception {
+        String loader = Path.of(ph.get("runtimeDir"), "ts-loader.js").toString();
+        ProcessBuilder pb = new ProcessBuilder("/usr/bin/node", "-e", "process.stdout.write(String(require("
+                + "process.argv[1]).loadTypescript('').script.cachedDataRejected))", loader).directory(work.toFile());
+        pb.environment().putAll(ts.environment(Map.of(), ph));
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes());
+        p.getErrorStream().readAllBytes();
+        p.waitFor();
+        return out;
     }
 
     @Test
