@@ -132,11 +132,13 @@ public final class ProjectQuota {
 
     private static void quotactl(Arena a, int fd, int cmd, int id, MemorySegment addr) throws Posix.Errno {
         MemorySegment state = a.allocate(Posix.CAPTURE);
-        if (Sys.QUOTACTL_FD.call(state, fd, (cmd << 8) | PRJQUOTA, id, addr.address()) < 0) throw new Posix.Errno(Posix.errno(state), "quotactl_fd");
+        if (Sys.QUOTACTL_FD.call(state, fd, (cmd << 8) | PRJQUOTA, id, addr.address()) < 0)
+            throw new Posix.Errno(Posix.errno(state), "quotactl_fd");
     }
 
     private static void ioctl(Arena a, int fd, long request, MemorySegment arg) throws Posix.Errno {
         MemorySegment state = a.allocate(Posix.CAPTURE);
-        if (Sys.IOCTL.call(state, fd, request, arg.address()) < 0) throw new Posix.Errno(Posix.errno(state), "ioctl");
+        if (Sys.IOCTL.call(state, fd, request, arg.address()) < 0)
+            throw new Posix.Errno(Posix.errno(state), "ioctl");
     }
 }

@@ -44,7 +44,7 @@ final class OwnSchemas implements JsonSchemaValidator {
         return specs;
     }
 
-    boolean isOwn(Map<String, Object> schema) {
+    private boolean isOwn(Map<String, Object> schema) {
         return own.contains(schema);
     }
 
