@@ -24,7 +24,6 @@ import io.grpc.ServerInterceptor;
 import io.grpc.ServerInterceptors;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
-import io.grpc.netty.shaded.io.netty.channel.ChannelOption;
 import io.grpc.protobuf.services.HealthStatusManager;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.stub.ServerCallStreamObserver;
@@ -130,8 +129,6 @@ final class FakeWorker implements AutoCloseable {
         NettyServerBuilder b = credentials == null ? NettyServerBuilder.forAddress(at)
                 : NettyServerBuilder.forAddress(at, credentials);
         return b
-                // a restart binds the port again while the old server's closed connections may sit in TIME_WAIT
-                .withOption(ChannelOption.SO_REUSEADDR, true)
                 .permitKeepAliveTime(1, TimeUnit.SECONDS)
                 .permitKeepAliveWithoutCalls(true)
                 .addService(ServerInterceptors.intercept(new Service(), auth))
@@ -177,8 +174,10 @@ final class FakeWorker implements AutoCloseable {
         }
         instanceId = UUID.randomUUID().toString();
         sessions.clear();
-        // Another socket may hold the port for a moment (a connect whose ephemeral source port is this one, a
-        // test's refusing listener closing): try again for a few seconds before giving up.
+        // Another socket may hold the port for a moment: the gateway keeps connecting to this address while nothing
+        // listens, and a connect whose ephemeral source port happens to be this one connects to itself (TCP
+        // simultaneous open) until gRPC drops it. TIME_WAIT is not the cause: gRPC's Netty server sets SO_REUSEADDR
+        // (WorkerHealthTest). Try again for a few seconds before giving up.
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (true) {
             try {

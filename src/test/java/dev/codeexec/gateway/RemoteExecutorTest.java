@@ -461,8 +461,7 @@ class RemoteExecutorTest {
         Poll.until("w1 shown unhealthy",
                 () -> gw.workers().stream().anyMatch(s -> s.address().equals(w1.address()) && !s.healthy()));
         // Connects to w1's address fail several times, so grpc's reconnect backoff has grown: a listener on its
-        // port counts them, resetting each at once (SO_LINGER 0: a plain close would leave the port in TIME_WAIT,
-        // and the restarted worker could not bind it).
+        // port counts them, resetting each at once (SO_LINGER 0: nothing of them is left on the port).
         w1.close();
         try (ServerSocket refuser = new ServerSocket()) {
             refuser.setReuseAddress(true);
