@@ -94,7 +94,11 @@ final class EtcSnapshot {
             if (Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
                 // Set aside, not deleted: sandboxes that started before (warm ones wait for minutes; another
                 // server may share DATA_DIR) have the old directory bound as their /etc. Old ones go after a day.
-                Files.move(target, dataDir.resolve("etc.old-" + System.currentTimeMillis()), StandardCopyOption.ATOMIC_MOVE);
+                // named by the time (removeOldSnapshots reads it), made unique: two rebuilds can fall in one
+                // millisecond, and a rename onto a set-aside directory fails (ENOTEMPTY)
+                long stamp = System.currentTimeMillis();
+                while (Files.exists(dataDir.resolve("etc.old-" + stamp), LinkOption.NOFOLLOW_LINKS)) stamp++;
+                Files.move(target, dataDir.resolve("etc.old-" + stamp), StandardCopyOption.ATOMIC_MOVE);
             }
             removeOldSnapshots(dataDir, System.currentTimeMillis() - 24 * 3600_000L);
             Files.move(fresh, target, StandardCopyOption.ATOMIC_MOVE);

@@ -105,6 +105,27 @@ class EtcSnapshotTest {
         }
     }
 
+    /** Set-aside snapshots are named by the millisecond; a rebuild in a millisecond that already has one still succeeds. */
+    @Test
+    void aRebuildWhoseSetAsideNameIsTakenPicksTheNextOne(@TempDir Path root) throws Exception {
+        Path etc = Files.createDirectories(root.resolve("hostetc"));
+        DataDir data = DataDir.at(Files.createDirectories(root.resolve("data")));
+        Files.writeString(etc.resolve("passwd"), "before\n");
+        EtcSnapshot.build(etc, data);
+        Files.writeString(etc.resolve("passwd"), "after\n");
+        long now = System.currentTimeMillis();
+        for (long t = now; t < now + 2000; t++) {
+            Files.writeString(Files.createDirectory(data.root().resolve("etc.old-" + t)).resolve("x"), "taken");
+        }
+        assertThat(EtcSnapshot.build(etc, data)).isEqualTo(data.etc());
+        assertThat(data.etc().resolve("passwd")).hasContent("after");
+        try (var s = Files.list(data.root())) {
+            assertThat(s.filter(p -> p.getFileName().toString().startsWith("etc.old-"))
+                    .filter(p -> Files.exists(p.resolve("passwd")))).singleElement()
+                    .satisfies(p -> assertThat(p.resolve("passwd")).hasContent("before"));
+        }
+    }
+
     /** A start on a used DATA_DIR keeps the snapshot without copying /etc; any difference from the host rebuilds it. */
     @Test
     void theSnapshotInPlaceIsKeptOnlyWhenItMatchesTheHostExactly(@TempDir Path root) throws Exception {
