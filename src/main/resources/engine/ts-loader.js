@@ -8,6 +8,7 @@ const fs = require('fs');
 const path = require('path');
 const Module = require('module');
 const vm = require('vm');
+const { isAscii } = require('buffer');
 
 /**
  * The `typescript` package, compiled with the V8 code cache beside this file. typescript.js is 9 MB of
@@ -47,7 +48,6 @@ function loadTypescript(writeCache) {
  */
 function readSource(file) {
   const bytes = fs.readFileSync(file);
-  const { isAscii } = require('buffer');
   return typeof isAscii === 'function' && isAscii(bytes) ? bytes.latin1Slice(0, bytes.length) : bytes.toString('utf8');
 }
 
@@ -97,4 +97,4 @@ function main() {
 }
 
 if (require.main === module) main();
-else module.exports = { loadTypescript, transpile, readSource };
+else module.exports = { loadTypescript, transpile };

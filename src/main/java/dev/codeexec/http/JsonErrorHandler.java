@@ -40,7 +40,7 @@ final class JsonErrorHandler {
      * The path Jetty puts in place of a request target it could not parse: a NUL ({@code %00}) in the path fails
      * the request line itself, before any handler, and the real path is lost.
      */
-    static final String UNPARSED_TARGET = "/badMessage";
+    private static final String UNPARSED_TARGET = "/badMessage";
     /** Marks, through the error's message, an answer to an unparsable target. */
     private static final String BAD_TARGET = "bad request target";
 
@@ -49,7 +49,7 @@ final class JsonErrorHandler {
      * REST API's {@code bad_path} answer whatever its path was (it is lost): the REST API is the surface whose paths
      * clients build from data (file names); the MCP endpoint is one fixed URL that no client sends a NUL in.
      */
-    static boolean unparsedTarget(Request request, int code, Throwable cause) {
+    private static boolean unparsedTarget(Request request, int code, Throwable cause) {
         if (code != 400 || request.getHttpURI() == null || !UNPARSED_TARGET.equals(request.getHttpURI().getPath()))
             return false;
         for (Throwable t = cause; t != null; t = t.getCause()) {

@@ -165,7 +165,7 @@ final class FakeWorker implements AutoCloseable {
     }
 
     /** Starts again on the same port as a new process (new instance id, no sessions). */
-    void restart() throws IOException {
+    void restart() throws InterruptedException {
         kill();
         try {
             server.awaitTermination(5, TimeUnit.SECONDS);
@@ -178,21 +178,14 @@ final class FakeWorker implements AutoCloseable {
         // listens, and a connect whose ephemeral source port happens to be this one connects to itself (TCP
         // simultaneous open) until gRPC drops it. TIME_WAIT is not the cause: gRPC's Netty server sets SO_REUSEADDR
         // (WorkerHealthTest). Try again for a few seconds before giving up.
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (true) {
+        dev.codeexec.testing.Poll.until("port " + port + " bound again", java.time.Duration.ofSeconds(10), () -> {
             try {
                 server = start(port);
-                return;
+                return true;
             } catch (IOException busy) {
-                if (System.nanoTime() > deadline) throw busy;
-                try {
-                    Thread.sleep(100);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw busy;
-                }
+                return false;
             }
-        }
+        });
     }
 
     @Override
