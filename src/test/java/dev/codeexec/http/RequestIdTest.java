@@ -118,6 +118,9 @@ class RequestIdTest {
             var call = java.net.http.HttpClient.newHttpClient().sendAsync(raw.mcpPost(session,
                     RawClient.call(1, "block")).build(), HttpResponse.BodyHandlers.ofString());
             assertThat(executor.blockStarted.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+            // The tool registers the run under its session just after submitting it: a DELETE in between found
+            // nothing to cancel and logged nothing (CI, once).
+            dev.codeexec.testing.Poll.until("the run registered", () -> server.registry().size() == 1);
             // Ending the session cancels its run, which the /mcp filter logs on the DELETE's own thread.
             HttpResponse<String> delete = raw.send(raw.request("/mcp").header("Mcp-Session-Id", session)
                     .header("X-Request-Id", "delete-42").DELETE());
