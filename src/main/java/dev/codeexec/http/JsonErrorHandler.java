@@ -79,8 +79,12 @@ final class JsonErrorHandler {
         protected boolean generateAcceptableResponse(Request request, Response response, Callback callback,
                 String contentType, List<Charset> charsets, int code, String message, Throwable cause)
                 throws IOException {
+            boolean unparsed = unparsedTarget(request, code, cause);
+            // Jetty closes the connection after a request line it could not parse: say so, or a client that pools
+            // connections sends its next request on this one and reads nothing
+            if (unparsed) response.getHeaders().put(org.eclipse.jetty.http.HttpHeader.CONNECTION, "close");
             return super.generateAcceptableResponse(request, response, callback, "application/json",
-                    List.of(StandardCharsets.UTF_8), code, unparsedTarget(request, code, cause) ? BAD_TARGET : null, null);
+                    List.of(StandardCharsets.UTF_8), code, unparsed ? BAD_TARGET : null, null);
         }
 
         @Override

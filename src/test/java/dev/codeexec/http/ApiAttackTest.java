@@ -53,6 +53,7 @@ class ApiAttackTest {
             HttpResponse<String> r = api.get(route);
             assertBad(r, route);
             assertThat(json(r).path("error").asString()).isEqualTo("bad_path");
+            assertThat(r.headers().firstValue("Connection")).hasValue("close");
             assertBad(api.delete(route), route);
         }
         assertBad(api.get("/api/workspaces/w/tree?path=a%00b"), "NUL in query");
