@@ -50,21 +50,15 @@ function attack(name, body, timeout = 60_000) {
     });
 }
 
-attack('network: no route to the outside (socket to 1.1.1.1:53, curl), only lo exists', async () => {
+// Shown without aiming at any address off this machine: the sandbox has no interface but lo and no route.
+attack('network: no route to the outside, only lo exists', async () => {
     const r = await py([
-        'import socket',
-        's = socket.socket(); s.settimeout(3)',
-        'try:',
-        '    s.connect(("1.1.1.1", 53)); print("CONNECTED")',
-        'except OSError as e:',
-        '    print("BLOCKED", e.errno)',
+        'print("routes", open("/proc/net/route").read().splitlines()[1:])',
         'print(open("/proc/net/dev").read())',
     ].join('\n'));
-    assert.match(r.sc.stdout, /^BLOCKED/, r.sc.stdout);
+    assert.match(r.sc.stdout, /^routes \[\]\n/, r.sc.stdout);
     const ifaces = r.sc.stdout.split('\n').slice(3).map((l) => l.split(':')[0].trim()).filter(Boolean);
     assert.deepEqual(ifaces, ['lo'], 'only the loopback interface exists in the sandbox');
-    const c = await sh('curl -sS -m 3 http://1.1.1.1/ -o /dev/null; echo "rc=$?"');
-    assert.match(c.sc.stdout, /rc=[1-9]/, 'curl fails');
 });
 
 attack("network: the server's own port on 127.0.0.1 is unreachable", async () => {

@@ -146,17 +146,17 @@ class BwrapSandboxTest {
         try (ServerSocket server = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
             String py = """
                     import socket, os
-                    for host, port in [("1.1.1.1", 53), ("127.0.0.1", %d)]:
-                        s = socket.socket(); s.settimeout(2)
-                        try:
-                            s.connect((host, port)); print(host, "CONNECTED")
-                        except OSError as e:
-                            print(host, "refused", e.errno)
+                    s = socket.socket(); s.settimeout(2)
+                    try:
+                        s.connect(("127.0.0.1", %d)); print("CONNECTED")
+                    except OSError as e:
+                        print("refused", e.errno)
                     print(sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
+                    print("routes", open("/proc/net/route").read().splitlines()[1:])
                     """.formatted(server.getLocalPort());
             Result r = run(sandbox, spec(PY, "-c", py));
-            assertThat(r.out()).doesNotContain("CONNECTED").contains("1.1.1.1 refused").contains("127.0.0.1 refused")
-                    .contains("['lo']");
+            // no interface but lo and no route: nothing off this machine is reachable (shown without aiming at it)
+            assertThat(r.out()).doesNotContain("CONNECTED").contains("refused").contains("['lo']").contains("routes []");
         }
     }
 

@@ -52,12 +52,12 @@ class GvisorSandboxTest {
             Files.writeString(code, """
                     import socket, os, sys
                     print(sys.stdin.read().strip(), os.getcwd(), sorted(os.environ))
-                    for host, port in [("1.1.1.1", 53), ("127.0.0.1", %d)]:
-                        s = socket.socket(); s.settimeout(2)
-                        try:
-                            s.connect((host, port)); print("CONNECTED")
-                        except OSError as e:
-                            print("refused")
+                    s = socket.socket(); s.settimeout(2)
+                    try:
+                        s.connect(("127.0.0.1", %d)); print("CONNECTED")
+                    except OSError as e:
+                        print("refused")
+                    print("routes", open("/proc/net/route").read().splitlines()[1:])
                     try:
                         open("/etc/shadow").read(); print("SHADOW READ")
                     except OSError:
@@ -69,7 +69,7 @@ class GvisorSandboxTest {
                     Map.of("/work/main.py", code), List.of(), ENV, limits()), "hi", java.time.Duration.ofSeconds(30));
             assertThat(r.exit()).as("out=" + r.out() + " err=" + r.err()).isZero();
             assertThat(r.out()).startsWith("hi /work ['HOME', 'LANG', 'PATH']").doesNotContain("CONNECTED")
-                    .contains("refused\nrefused\nno shadow\n['main.py'] []\nwrote");
+                    .contains("refused\nroutes []\nno shadow\n['main.py'] []\nwrote");
         } finally {
             Files.delete(code);
         }
