@@ -17,18 +17,22 @@ import posix  # noqa: E402 (after the snapshot on purpose)
 
 import codeexec_run  # noqa: E402
 
-CONTROL_IN = 8
+# `--stdio`: the sandbox passes no descriptors beyond 0-2 (gVisor): the run message comes in on stdin ahead of the
+# user's input, and the ready line goes out on stdout ahead of the output; neither is closed.
+STDIO = sys.argv[1:] == ["--stdio"]
+CONTROL_IN = 0 if STDIO else 8
 PACKAGES_SITE = "/opt/codeexec-packages/site"
-CONTROL_OUT = 9
+CONTROL_OUT = 1 if STDIO else 9
 
 
 def read_message():
     """(file, code bytes, args) from `run FILELEN CODELEN ARGLEN...\\n` (`runp`: with declared packages) and then
     those many bytes of the file name, the code and each argument; None when input ends first (the server
-    discarded this sandbox)."""
+    discarded this sandbox). Over stdin the header is read a byte at a time and the rest to its exact length, so
+    that nothing of the user's input after the message is taken."""
     data = b""
     while b"\n" not in data:
-        chunk = posix.read(CONTROL_IN, 65536)
+        chunk = posix.read(CONTROL_IN, 1 if STDIO else 65536)
         if not chunk:
             return None
         data += chunk
@@ -62,6 +66,24 @@ def read_message():
     return text[0], parts[1], text[2:]
 
 
+def place_code_file(file, code):
+    """Over stdio nothing can be mounted into the sandbox after its start, so the server cannot place the code file:
+    the runner writes it where a cold run has it (programs read __file__), read-only as a cold run's; a failure
+    (a full disk) leaves the run to go on from the message, like a warm run without a late working directory."""
+    try:
+        fd = posix.open(file, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o444)
+    except OSError:
+        return
+    try:
+        view = memoryview(code)
+        while view:
+            view = view[posix.write(fd, view):]
+    except OSError:
+        pass
+    finally:
+        posix.close(fd)
+
+
 def main():
     codeexec_run.RUNNER_FILES.add(__file__)
     preloaded = codeexec_run.preload()
@@ -76,11 +98,14 @@ def main():
         posix._exit(2)
     if message is None:
         posix._exit(0)
-    posix.close(CONTROL_IN)
-    posix.close(CONTROL_OUT)
+    if not STDIO:
+        posix.close(CONTROL_IN)
+        posix.close(CONTROL_OUT)
     file, code, args = message
     if not file.startswith("/"):
         posix._exit(2)
+    if STDIO:
+        place_code_file(file, code)
     try:
         # Resolved again now: a workspace may have been mounted over the working directory after the start.
         posix.chdir(codeexec_run.dirname(file))

@@ -42,13 +42,21 @@ public record Language(String id, List<String> aliases, String fileExtension, Op
      * @param message warm sandboxes: the form of the run message, {@code lengths} or {@code json}
      * @param preload warm sandboxes: the variable that names the modules to import before the code arrives, or ""
      * @param stdin   sessions: whether a call may give its code a stdin
+     * @param stdio   warm sandboxes: the arguments that make it speak its protocol over stdin and stdout instead of
+     *                fds 8 and 9, for a sandbox that cannot pass them ({@code Sandbox#controlOverStdio}, gVisor); empty
+     *                when it cannot
      */
     public record Interpreter(List<String> argv, Map<String, String> env, String message, String preload,
-            boolean stdin) {
+            boolean stdin, List<String> stdio) {
         public Interpreter {
             if (argv.isEmpty()) throw new IllegalArgumentException("empty interpreter command");
             argv = List.copyOf(argv);
             env = Map.copyOf(env);
+            stdio = List.copyOf(stdio);
+        }
+
+        public Interpreter(List<String> argv, Map<String, String> env, String message, String preload, boolean stdin) {
+            this(argv, env, message, preload, stdin, List.of());
         }
     }
 

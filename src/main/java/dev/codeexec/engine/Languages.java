@@ -80,7 +80,8 @@ public final class Languages {
     private static Optional<Language.Interpreter> interpreter(JsonNode i) {
         if (i.isMissingNode() || i.isNull()) return Optional.empty();
         return Optional.of(new Language.Interpreter(strings(i.path("argv")), stringMap(i.path("env")),
-                i.path("message").asString("json"), i.path("preload").asString(""), i.path("stdin").asBoolean(false)));
+                i.path("message").asString("json"), i.path("preload").asString(""), i.path("stdin").asBoolean(false),
+                strings(i.path("stdio"))));
     }
 
     private static void checkPlaceholders(Language l) {

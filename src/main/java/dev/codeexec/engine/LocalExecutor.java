@@ -185,15 +185,25 @@ public final class LocalExecutor implements Executor {
         });
         String off = targets.isEmpty() ? "WARM_POOL is empty"
                 : sandbox.unavailableReason().isPresent() ? "the sandbox is unavailable"
-                : !sandbox.supportsControl() ? "the '" + sandbox.name() + "' sandbox cannot keep interpreters warm (bwrap can)"
+                : !sandbox.supportsControl() && !sandbox.controlOverStdio()
+                        ? "the '" + sandbox.name() + "' sandbox cannot keep interpreters warm (bwrap can)"
                 : null;
         if (off != null) return new PoolChoice(Optional.empty(), off);
+        boolean stdio = sandbox.controlOverStdio();
         Map<String, WarmPool.Recipe> recipes = WarmPool.recipes(targets, languages::find, placeholders,
-                config.get(Config.WARM_PRELOAD_PYTHON), sandbox.awaitsCommands());
+                config.get(Config.WARM_PRELOAD_PYTHON), sandbox.awaitsCommands(), stdio);
         if (!recipes.keySet().containsAll(targets.keySet()))
-            log.warn("warm pool: {} cannot be kept warm here (no warm interpreter, and the sandbox cannot wait for a "
-                    + "command without codeexec-helper)", String.join(", ", targets.keySet().stream()
-                    .filter(l -> !recipes.containsKey(l)).toList()));
+            log.warn("warm pool: {} cannot be kept warm here ({})", String.join(", ", targets.keySet().stream()
+                    .filter(l -> !recipes.containsKey(l)).toList()), stdio
+                    ? "the '" + sandbox.name() + "' sandbox keeps only interpreters that can take their run over stdin warm"
+                    : "no warm interpreter, and the sandbox cannot wait for a command without codeexec-helper");
+        // A sandbox over stdio (gVisor) takes no egress channel and mounts no declared packages: its pooled
+        // sandboxes get neither, and runs that need them start cold, where that sandbox refuses them as before.
+        if (stdio) {
+            egress = Optional.empty();
+            codeTools = Optional.empty();
+            packages = false;
+        }
         targets.keySet().retainAll(recipes.keySet());
         boolean late = sandbox.lateWorkDirUnavailable().isEmpty();
         sandbox.lateWorkDirUnavailable().ifPresent(r -> log.warn("warm pool serves stateless runs only: {}", r));

@@ -362,8 +362,11 @@ final class WarmPool implements AutoCloseable {
     private SandboxProcess start(Recipe r) throws SandboxException {
         byte[] b = new byte[6];
         RANDOM.nextBytes(b);
-        Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + PRELOAD_CPU_SECONDS, limits.memoryBytes(),
-                limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
+        // Over stdio (gVisor) the CPU limit holds the whole sandbox (gVisor's kernel included) from its start, as it
+        // does for a cold run there, and cannot be moved later: no start-up allowance.
+        boolean stdio = sandbox.controlOverStdio();
+        Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + (stdio ? 0 : PRELOAD_CPU_SECONDS),
+                limits.memoryBytes(), limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
         SandboxSpec spec = new SandboxSpec(runId, r.command(), LocalExecutor.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(),
                 launch, Optional.empty(), true, lateWorkDir, dev.codeexec.sandbox.WorkDirOwner.NONE, Optional.empty());
@@ -399,7 +402,7 @@ final class WarmPool implements AutoCloseable {
             // Off the request path: from here on the interpreter has the CPU budget of a cold run (it spends
             // none while it waits), the start-up and preload allowance is gone.
             if (r.waits()) p.limitCommandCpu(limits.cpuSeconds());
-            else p.limitProgramCpu(limits.cpuSeconds());
+            else if (!stdio) p.limitProgramCpu(limits.cpuSeconds());
             return p;
         } catch (SandboxException | RuntimeException e) {
             discard(p);
@@ -500,21 +503,33 @@ final class WarmPool implements AutoCloseable {
      */
     static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
             Map<String, String> placeholders, List<String> pythonPreload, boolean awaitCommands) {
+        return recipes(targets, languages, placeholders, pythonPreload, awaitCommands, false);
+    }
+
+    /**
+     * @param stdio the sandbox's control channel is the program's stdin and stdout ({@link Sandbox#controlOverStdio()}):
+     *              only warm interpreters that can speak over them (their row's {@code warm.stdio}) get a recipe,
+     *              started with those arguments added
+     */
+    static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
+            Map<String, String> placeholders, List<String> pythonPreload, boolean awaitCommands, boolean stdio) {
         String runtime = placeholders.get("runtimeDir");
         Map<String, Recipe> out = new LinkedHashMap<>();
         for (String id : targets.keySet()) {
             Optional<Language> lang = languages.apply(id);
             if (lang.isEmpty()) continue;
             if (lang.get().warm().isEmpty()) {
-                if (awaitCommands) out.put(id, execRecipe(lang.get(), placeholders));
+                if (awaitCommands && !stdio) out.put(id, execRecipe(lang.get(), placeholders));
                 continue;
             }
             Language.Interpreter warm = lang.get().warm().get();
+            if (stdio && warm.stdio().isEmpty()) continue;
             Map<String, String> env = new LinkedHashMap<>(lang.get().environment(Map.of(), placeholders));
             warm.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, placeholders)));
             if (!warm.preload().isEmpty() && !pythonPreload.isEmpty()) env.put(warm.preload(), String.join(",", pythonPreload));
-            out.put(id, new Recipe(id, Placeholders.fill(warm.argv(), placeholders), env, List.of(Path.of(runtime)),
-                    warm.message()));
+            List<String> argv = new java.util.ArrayList<>(Placeholders.fill(warm.argv(), placeholders));
+            if (stdio) argv.addAll(warm.stdio());
+            out.put(id, new Recipe(id, List.copyOf(argv), env, List.of(Path.of(runtime)), warm.message()));
         }
         return out;
     }

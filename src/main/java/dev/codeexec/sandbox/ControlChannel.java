@@ -33,10 +33,29 @@ public final class ControlChannel implements AutoCloseable {
 
     private final OutputStream toProgram;
     private final InputStream fromProgram;
+    /** Over the program's stdin and stdout: closing it is the program's owner's business (the user's input follows). */
+    private final boolean stdio;
 
     private ControlChannel(OutputStream toProgram, InputStream fromProgram) {
+        this(toProgram, fromProgram, false);
+    }
+
+    private ControlChannel(OutputStream toProgram, InputStream fromProgram, boolean stdio) {
         this.toProgram = toProgram;
         this.fromProgram = fromProgram;
+        this.stdio = stdio;
+    }
+
+    /**
+     * A channel over the program's own stdin and stdout, for a sandbox that cannot pass other descriptors
+     * ({@link Sandbox#controlOverStdio()}): what the server sends goes in ahead of the user's input on the same
+     * pipe, and the program's lines come out ahead of its output. {@link #receive()} reads the stream given here
+     * byte by byte through that same stream object, so whatever follows a line stays there for the reader of the
+     * program's output. {@link #closeInput()} and {@link #close()} leave both pipes open: the run feeds and closes
+     * stdin, and reads stdout, as for any program.
+     */
+    static ControlChannel overStdio(OutputStream stdin, InputStream stdout) {
+        return new ControlChannel(stdin, stdout, true);
     }
 
     /** The two FIFOs of a new channel, made in {@code dir} (root-only, created here). */
@@ -132,6 +151,14 @@ public final class ControlChannel implements AutoCloseable {
 
     /** Closes the server → program direction: the program reads end of file. */
     public synchronized void closeInput() {
+        if (stdio) {
+            try {
+                toProgram.flush();
+            } catch (IOException e) {
+                // the program is gone
+            }
+            return;
+        }
         try {
             toProgram.close();
         } catch (IOException e) {
@@ -157,6 +184,7 @@ public final class ControlChannel implements AutoCloseable {
     @Override
     public void close() {
         closeInput();
+        if (stdio) return;
         try {
             fromProgram.close();
         } catch (IOException e) {

@@ -45,6 +45,8 @@ final class LaunchedProcess implements SandboxProcess {
     private long lastFsize = -1;
 
     private volatile boolean killedByUs;
+    /** The launched program reports the sandbox's fatal signal n as exit code 128 + n (gVisor's runsc). */
+    private boolean signalsAsExitCodes;
     private boolean closed;
     // Final figures read just before the cgroup is removed.
     private boolean oom;
@@ -353,14 +355,28 @@ final class LaunchedProcess implements SandboxProcess {
         return closed ? oom : cgroup.oomKilled();
     }
 
+    /**
+     * For a launched program that reports its sandbox's fatal signal n as exit code 128 + n (gVisor's runsc, whose
+     * kernel the CPU limit ends with SIGXCPU): {@link #cpuLimitHit()} reads such a code as the signal when the run
+     * used its CPU budget (a program cannot fake it by exiting 152 early).
+     */
+    LaunchedProcess reportingSignalsAsExitCodes() {
+        signalsAsExitCodes = true;
+        return this;
+    }
+
     @Override
     public boolean cpuLimitHit() {
         if (process.isAlive() || killedByUs) return false;
-        if (!(termination() instanceof Termination.Signaled s)) return false;
+        Termination t = termination();
+        OptionalDouble used = cpuTimeMs();
+        boolean spent = used.isPresent() && used.getAsDouble() >= cpuSeconds * 1000.0;
+        if (signalsAsExitCodes && t instanceof Termination.Exited e)
+            return (e.code() == 128 + SIGXCPU || e.code() == 128 + 9) && spent && !memoryLimitHit();
+        if (!(t instanceof Termination.Signaled s)) return false;
         if (s.signal() == SIGXCPU) return true;
         // SIGKILL at the hard limit (program caught SIGXCPU): only plausible if the run used that much CPU.
-        OptionalDouble used = cpuTimeMs();
-        return s.signal() == 9 && !memoryLimitHit() && used.isPresent() && used.getAsDouble() >= cpuSeconds * 1000.0;
+        return s.signal() == 9 && !memoryLimitHit() && spent;
     }
 
     @Override

@@ -59,6 +59,18 @@ public interface Sandbox extends AutoCloseable {
     }
 
     /**
+     * Whether a warm sandbox's interpreter talks to the server over its stdin and stdout instead of a control
+     * channel on fds 8 and 9 (gVisor: runsc passes no other descriptors). Such a sandbox's {@link SandboxSpec#control()}
+     * gives a channel {@link ControlChannel#overStdio over the program's own pipes}: the ready line comes out on stdout
+     * ahead of any output, the run message goes in on stdin ahead of the user's input. Only interpreters whose
+     * languages-table row says how to start them so ({@code warm.stdio}) can be kept warm there; sessions, which
+     * keep writing to their control channel, cannot.
+     */
+    default boolean controlOverStdio() {
+        return false;
+    }
+
+    /**
      * Whether a sandbox can start with an empty command and receive it later on the control channel
      * ({@link SandboxSpec#awaitsCommand()}): its init waits for the run message and then starts the command, so
      * a warm sandbox can serve any language (shell, compiled ones), not only those with a warm interpreter.

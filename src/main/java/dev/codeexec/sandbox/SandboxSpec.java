@@ -22,7 +22,8 @@ import java.util.Optional;
  *                     uid) instead of the fresh tmpfs; files written there outlive the run
  * @param control      give the program a control channel: fd {@value #CONTROL_IN_FD} reads what the server sends,
  *                     fd {@value #CONTROL_OUT_FD} writes to the server ({@link SandboxProcess#control()}); for
- *                     interpreters started ahead of their code (warm sandboxes, sessions)
+ *                     interpreters started ahead of their code (warm sandboxes, sessions); where the sandbox has
+ *                     its {@linkplain Sandbox#controlOverStdio() control over stdio}, the program's stdin and stdout
  * @param lateWorkDir  leave workDir empty at start and mount the run's working directory (a fresh tmpfs or a
  *                     workspace) into the running sandbox later, with {@link SandboxProcess#mountWorkDir}
  * @param workDirOwner hands workDirSource's tree to the host uid the sandbox runs as, just before the program

@@ -192,6 +192,72 @@ class RunnerScriptsTest {
         assertThat(warm).isEqualTo(new Outcome(0, "True True False\n3\n", ""));
     }
 
+    // ------------------------------------------------- warm python over stdin and stdout (gVisor: no fds 8 and 9)
+
+    /**
+     * Over stdio the ready line is the first line of stdout, the run message comes in on stdin ahead of the user's
+     * input, and what follows must be exactly a cold run's output: nothing of the user's stdin taken with the
+     * message, nothing of the protocol left in the output.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ordinaryPythonPrograms")
+    void warmPythonOverStdioBehavesLikeAColdRun(String name, String code, List<String> args, String stdin,
+            @TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_ab12cd34.py");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        Outcome warm = runWarmOverStdio(dir, code, file.toString(), args, stdin);
+        assertThat(warm).isEqualTo(cold);
+    }
+
+    @Test
+    void warmPythonOverStdioPlacesTheCodeFileItWasSent(@TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_placed.py");
+        String code = "import os, stat\nprint(open(__file__).read() == open(__file__).read(), "
+                + "oct(stat.S_IMODE(os.stat(__file__).st_mode)))\nprint(len(open(__file__).read()))\n";
+        Outcome warm = runWarmOverStdio(dir, code, file.toString(), List.of(), "");
+        assertThat(warm).isEqualTo(new Outcome(0, "True 0o444\n" + code.length() + "\n", ""));
+        assertThat(Files.readString(file)).isEqualTo(code);
+        // with fds 8 and 9 the server places the file (a late working directory) or the run goes on without it
+        Path notPlaced = work(dir).resolve("code_not_placed.py");
+        assertThat(runWarm(dir, baseEnv(), "", "print(1)\n", notPlaced.toString(), List.of(), warmPython()))
+                .isEqualTo(new Outcome(0, "1\n", ""));
+        assertThat(notPlaced).doesNotExist();
+    }
+
+    @Test
+    void warmPythonOverStdioExitsQuietlyWhenDiscardedBeforeItGetsCode(@TempDir Path dir) throws Exception {
+        Process p = startOverStdio(dir);
+        p.getOutputStream().close();
+        assertThat(p.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(new Outcome(p.exitValue(), new String(p.getInputStream().readAllBytes(), UTF_8),
+                new String(p.getErrorStream().readAllBytes(), UTF_8))).isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
+    }
+
+    private static Process startOverStdio(Path dir) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(concat(List.of(warmPython()), List.of("--stdio"))).directory(work(dir).toFile());
+        pb.environment().clear();
+        pb.environment().putAll(baseEnv());
+        return pb.start();
+    }
+
+    /** The runner as a gVisor sandbox starts it: `--stdio`, message and then the user's input on stdin. */
+    private static Outcome runWarmOverStdio(Path dir, String code, String file, List<String> args, String stdin)
+            throws Exception {
+        Process p = startOverStdio(dir);
+        Collector out = new Collector(p.getInputStream());
+        Collector err = new Collector(p.getErrorStream());
+        try (OutputStream in = p.getOutputStream()) {
+            in.write(WarmPool.runMessage(file, code, args));
+            in.write(stdin.getBytes(UTF_8));
+        }
+        assertThat(p.waitFor(20, TimeUnit.SECONDS)).isTrue();
+        String stdout = out.rest();
+        assertThat(stdout).as("the ready line first").startsWith("{\"ready\":true}\n");
+        return new Outcome(p.exitValue(), stdout.substring("{\"ready\":true}\n".length()), err.rest());
+    }
+
     @Test
     void warmPythonRefusesMalformedRunMessages(@TempDir Path dir) throws Exception {
         List<byte[]> bad = List.of(WarmPool.runMessage("relative.py", "print('x')", List.of()),

@@ -1,0 +1,183 @@
+package dev.codeexec.engine;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.Poll;
+import dev.codeexec.workspace.Workspace;
+import dev.codeexec.workspace.Workspaces;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+import static dev.codeexec.engine.TestSupport.await;
+import static dev.codeexec.engine.TestSupport.request;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The warm pool under gVisor (where runsc is installed): a pre-started gVisor sandbox whose Python waits for its
+ * run on stdin (runsc passes no control descriptors). Warm runs give what cold gVisor runs give, nothing passes
+ * from one to the next, the limits hold, runs it cannot serve start cold, and nothing is left when the executor
+ * closes. Whether a run was warm is read from the pool's counters ({@code served}).
+ */
+@Tag("sandbox")
+@Timeout(value = 180, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+class GvisorWarmPoolTest {
+
+    @TempDir
+    Path tmp;
+    private final List<LocalExecutor> executors = new ArrayList<>();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        executors.forEach(LocalExecutor::close);
+        Poll.until("no warm gVisor sandbox after the executors closed", GvisorWarmPoolTest::warmGvisorSandboxes,
+                List::isEmpty);
+    }
+
+    private LocalExecutor executor(String... pairs) throws Exception {
+        List<String> all = new ArrayList<>(List.of("SANDBOX", "gvisor"));
+        all.addAll(List.of(pairs));
+        Config config = TestSupport.config(all.toArray(String[]::new));
+        Optional<Sandbox> real = TestSandboxes.real(config);
+        assumeTrue(real.isPresent(), "gVisor is not usable here");
+        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
+        executors.add(e);
+        assertThat(e.awaitWarmPool(Duration.ofSeconds(90))).as("pool filled").isTrue();
+        return e;
+    }
+
+    private static ExecutionResult run(LocalExecutor e, ExecutionRequest r) throws Exception {
+        return await(e.submit(r, OutputListener.NONE));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> languages(LocalExecutor e) {
+        return (Map<String, Object>) e.warmPoolInfo().get("languages");
+    }
+
+    @SuppressWarnings("unchecked")
+    private static long served(LocalExecutor e, String lang) {
+        return ((Number) ((Map<String, Object>) languages(e).get(lang)).get("served")).longValue();
+    }
+
+    private static ExecutionResult warm(LocalExecutor e, ExecutionRequest r) throws Exception {
+        e.awaitWarmPool(Duration.ofSeconds(90));
+        long before = served(e, r.language());
+        ExecutionResult res = run(e, r);
+        assertThat(served(e, r.language())).as("served warm").isEqualTo(before + 1);
+        return res;
+    }
+
+    @Test
+    void onlyPythonIsKeptWarmAndItsRunsGiveWhatColdRunsGive() throws Exception {
+        LocalExecutor hot = executor("WARM_POOL", "python=1,nodejs=1,shell=1", "CPU_LIMIT_SECONDS", "2");
+        LocalExecutor cold = executor("WARM_POOL", "off", "CPU_LIMIT_SECONDS", "2");
+        // Node and the waiting sandboxes talk over fds 8 and 9, which runsc cannot pass
+        assertThat(languages(hot)).containsOnlyKeys("python");
+        assertThat(hot.warmPoolInfo()).containsEntry("enabled", true);
+        List<ExecutionRequest> cases = List.of(
+                request(hot.config, "python", "import sys\nprint('hi', sys.argv[1:], __name__)\nprint(sys.stdin.read().upper())\nsys.exit(3)",
+                        "some input\nand more", List.of("a", "b c"), Map.of(), null),
+                request(hot.config, "python", "def f():\n    return 1/0\nf()"),
+                request(hot.config, "python", "import os, stat\nprint(os.getcwd(), sorted(os.listdir('.')), os.getuid(), "
+                        + "oct(stat.S_IMODE(os.stat(__file__).st_mode)), open(__file__).read() == open(__file__).read())"),
+                request(hot.config, "python", "print(open('/proc/version').read().split()[2], "
+                        + "open('/proc/net/route').read().splitlines()[1:])"),
+                // runsc reports the CPU limit's SIGXCPU as exit code 152: both read it as the CPU limit
+                request(hot.config, "python", "while True: pass", "", List.of(), Map.of(), 30_000L));
+        for (ExecutionRequest c : cases) {
+            ExecutionResult w = warm(hot, c);
+            ExecutionResult k = run(cold, c);
+            assertThat(w.sandbox()).isEqualTo("gvisor");
+            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
+                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
+            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
+            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
+        }
+        assertThat(run(cold, cases.getLast()).outcome()).isEqualTo(Outcome.CPU_LIMIT);
+    }
+
+    @Test
+    void nothingPassesFromOneWarmRunToTheNext() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=2");
+        ExecutionResult first = warm(e, request(e.config, "python", """
+                import builtins, json, os, sys
+                builtins.LEAK = 1
+                json.LEAK = 1
+                os.environ['LEAK'] = '1'
+                open('/tmp/leak', 'w').write('x')
+                open('/work/leak', 'w').write('x')
+                print('spoiled')
+                """));
+        ExecutionResult second = warm(e, request(e.config, "python", """
+                import builtins, json, os
+                print(hasattr(builtins, 'LEAK'), hasattr(json, 'LEAK'), 'LEAK' in os.environ,
+                      os.path.exists('/tmp/leak'), os.path.exists('/work/leak'))
+                """));
+        assertThat(first.stdout()).isEqualTo("spoiled\n");
+        assertThat(second.stdout()).isEqualTo("False False False False False\n");
+    }
+
+    @Test
+    void limitsTimeoutsAndCancelHoldInWarmRuns() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1", "CPU_LIMIT_SECONDS", "2", "MEMORY_LIMIT_MB", "256");
+        ExecutionResult timeout = warm(e, request(e.config, "python", "import time\ntime.sleep(30)", "", List.of(), Map.of(), 1500L));
+        assertThat(timeout.outcome()).isEqualTo(Outcome.TIMEOUT);
+        assertThat(timeout.durationMs()).isLessThan(10_000);
+        // the CPU limit holds the whole gVisor sandbox from its start, as for a cold run there: no start-up allowance
+        ExecutionResult cpu = warm(e, request(e.config, "python", "while True: pass", "", List.of(), Map.of(), 30_000L));
+        assertThat(cpu.outcome()).as(cpu.stderr()).isEqualTo(Outcome.CPU_LIMIT);
+        assertThat(cpu.durationMs()).isLessThan(15_000);
+        ExecutionResult mem = warm(e, request(e.config, "python", "b = bytearray(600 << 20)\nprint(len(b))"));
+        assertThat(mem.stdout()).isEmpty();
+        assertThat(mem.outcome()).isNotEqualTo(Outcome.EXITED);
+        e.awaitWarmPool(Duration.ofSeconds(90));
+        long before = served(e, "python");
+        java.util.concurrent.CountDownLatch up = new java.util.concurrent.CountDownLatch(1);
+        RunHandle h = e.submit(request(e.config, "python", "import time\nprint('up', flush=True)\ntime.sleep(300)"),
+                (stream, text) -> up.countDown());
+        assertThat(up.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        assertThat(served(e, "python")).as("served warm").isEqualTo(before + 1);
+        h.cancel();
+        assertThat(await(h).outcome()).isEqualTo(Outcome.CANCELLED);
+    }
+
+    @Test
+    void runsThePoolCannotServeStartCold() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1");
+        long before = served(e, "python");
+        ExecutionResult env = run(e, request(e.config, "python", "import os\nprint(os.environ['MINE'])", "", List.of(),
+                Map.of("MINE", "own env"), null));
+        assertThat(env.stdout()).isEqualTo("own env\n");
+        // nothing can be mounted into a running gVisor sandbox: a workspace run starts cold, with its files
+        Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Workspaces workspaces = new Workspaces(tmp.resolve("ws"), 1 << 20, Duration.ofHours(1), 65534, 65534);
+        Workspace ws = workspaces.open("alice", "proj", true);
+        ws.write(dev.codeexec.workspace.RelPath.parse("in.txt"), new java.io.ByteArrayInputStream("data".getBytes()), 1 << 20);
+        ExecutionResult inWs = run(e, request(e.config, "python", "print(open('in.txt').read())").inWorkspace(ws));
+        assertThat(inWs.stdout()).isEqualTo("data\n");
+        assertThat(served(e, "python")).isEqualTo(before);
+    }
+
+    /** gVisor sandboxes of this JVM's warm pools still running: their runner was started with --stdio. */
+    static List<String> warmGvisorSandboxes() throws Exception {
+        Process p = new ProcessBuilder("ps", "-u", "65534", "-o", "pid=,args=").start();
+        String out = new String(p.getInputStream().readAllBytes());
+        p.waitFor();
+        return out.lines().filter(l -> l.contains("runsc") && l.contains("warm_python.py --stdio")
+                && l.contains(TestSupport.DATA_DIR)).toList();
+    }
+}
