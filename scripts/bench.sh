@@ -5,14 +5,15 @@
 # 1. e2e/bench/fresh.js, a fresh server as a user meets it (issue 20): new processes on new DATA_DIRs, start to
 #    healthy (HTTP, on a new and on a used DATA_DIR; stdio to the initialize response) with the idle RSS; on one new
 #    server from its first call, hello in python, node, shell, bash, typescript, go, java, c against the bare spawn;
-#    a new session's first calls; python-hello throughput at concurrency 4 over a new server's first runs; a last
+#    a new session's first calls; python-hello throughput at concurrency 4 over a new server's first runs; python
+#    hello under SANDBOX=gvisor (where runsc is installed: a warm sandbox ready, and calls in a row); a last
 #    line (`fresh goals`) checks issue 20's goals.
 # 2. e2e/bench/bench.js, a server after its JIT warm-up: a compact table of per-case p50/p95 for MCP and bare spawn
 #    with their ratios, and python-hello throughput at concurrency 4 with its ratio; issue #4: warm hello, pandas warm
 #    (preload) vs cold, a python session call, idle pool/session PSS, a "bars (issue #4)" line.
 # Tunables (env, defaults shown): BENCH_FRESH=1 (0 skips section 1) BENCH_FRESH_ONLY=0 (1 runs only section 1)
 #                 BENCH_FRESH_STARTS=3 BENCH_FRESH_CALLS=100 BENCH_FRESH_COMPILED_CALLS=20 (typescript, go, java, c)
-#                 BENCH_FRESH_SESSION_CALLS=50 BENCH_FRESH_THROUGHPUT_RUNS=2000 (per side)
+#                 BENCH_FRESH_SESSION_CALLS=50 BENCH_FRESH_THROUGHPUT_RUNS=2000 (per side) BENCH_FRESH_GVISOR_CALLS=30
 #                 BENCH_FRESH_THROUGHPUT_SECONDS=60 (a cap per side, for a slow or busy machine)
 #                 BENCH_AOT=on (off: the fresh servers start without the JVM's AOT cache, scripts/aot-cache.sh)
 #                 BENCH_ITERATIONS=30 BENCH_WARMUP=3

@@ -14,11 +14,14 @@
 //   3. a new python session on a new server: its calls 1-50.
 //   4. python hello at concurrency 4 over a new server's first BENCH_FRESH_THROUGHPUT_RUNS runs (or as many as
 //      BENCH_FRESH_THROUGHPUT_SECONDS allow), then the bare spawn's rate at concurrency 4 over as many runs right after.
+//   5. where runsc is installed, a new server with SANDBOX=gvisor: python hello BENCH_FRESH_GVISOR_CALLS times, each
+//      call when a warm (pre-started) gVisor sandbox is ready (the wait untimed: /healthz's warmPool), then as many
+//      calls in a row (a burst drains the pool, whose refill is a gVisor start), each beside the bare python3 -c.
 // Goals (issue 20) are checked on the last line. Servers run one after the other (2 cores); each is stopped, and its
 // DATA_DIR removed, before the next one starts, also when a step fails.
 //
 // Environment: BENCH_FRESH_STARTS (3 starts per start figure), BENCH_FRESH_CALLS (100 python/node/shell/bash calls),
-// BENCH_FRESH_COMPILED_CALLS (20 typescript/go/java/c calls), BENCH_FRESH_SESSION_CALLS (50),
+// BENCH_FRESH_COMPILED_CALLS (20 typescript/go/java/c calls), BENCH_FRESH_SESSION_CALLS (50), BENCH_FRESH_GVISOR_CALLS (30),
 // BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_FRESH_THROUGHPUT_SECONDS (60, a cap per side), BENCH_JSON
 // (adds a `fresh` object to that file), CODE_EXEC_JAR, JAVA_HOME (the server's JDK).
 import { spawn, execFileSync } from 'node:child_process';
@@ -33,6 +36,7 @@ const STARTS = Number(process.env.BENCH_FRESH_STARTS || 3);
 const CALLS = Number(process.env.BENCH_FRESH_CALLS || 100);
 const COMPILED_CALLS = Number(process.env.BENCH_FRESH_COMPILED_CALLS || 20);
 const SESSION_CALLS = Number(process.env.BENCH_FRESH_SESSION_CALLS || 50);
+const GVISOR_CALLS = Number(process.env.BENCH_FRESH_GVISOR_CALLS || 30);
 const TP_RUNS = Number(process.env.BENCH_FRESH_THROUGHPUT_RUNS || 2000);
 // A cap for a slow or busy machine (2,000 runs take ~35 s on a quiet one); the bare side then does as many runs.
 const TP_SECONDS = Number(process.env.BENCH_FRESH_THROUGHPUT_SECONDS || 60);
@@ -143,12 +147,12 @@ function spawnServer(env, stdin = 'ignore') {
  * Starts an HTTP server on `dataDir` and times it: spawn to the first /healthz 200 with status "ok", polled every
  * POLL_MS. Returns the server ({ pid, url, apiKey, dataDir, healthz(), startupChildren(), rssMiB(), stop() }) and `ms`.
  */
-async function startHttp(dataDir) {
+async function startHttp(dataDir, env = {}) {
     const port = await freePort();
     const apiKey = randomSecret('key-');
     const base = `http://127.0.0.1:${port}`;
     const t0 = performance.now();
-    const proc = spawnServer({ PORT: String(port), HOST: '127.0.0.1', API_KEY: apiKey, DATA_DIR: dataDir });
+    const proc = spawnServer({ PORT: String(port), HOST: '127.0.0.1', API_KEY: apiKey, DATA_DIR: dataDir, ...env });
     let ms;
     for (;;) {
         if (proc.exited) throw new Error(`server exited during start (${JSON.stringify(proc.exited)}); log:\n${proc.log.slice(-4000)}`);
@@ -193,9 +197,9 @@ async function startHttp(dataDir) {
     return { server, ms };
 }
 
-/** Runs `body(server)` on a server started on `dataDir` (timed), and stops the server whatever happens. */
-async function withServer(dataDir, body) {
-    const { server, ms } = await startHttp(dataDir);
+/** Runs `body(server)` on a server started on `dataDir` (timed, `env` added), and stops the server whatever happens. */
+async function withServer(dataDir, body, env = {}) {
+    const { server, ms } = await startHttp(dataDir, env);
     try {
         return await body(server, ms);
     } catch (e) {
@@ -454,6 +458,30 @@ async function throughputOfFreshServer(out) {
     out.throughput.ratio = out.throughput.mcpRunsPerSecond / out.throughput.bareRunsPerSecond;
 }
 
+/** Part 5: python hello under SANDBOX=gvisor on a new server, warm sandbox ready (untimed wait), then in a burst. */
+async function gvisorOnFreshServer(out) {
+    if (!existsSync('/usr/bin/runsc')) {
+        out.gvisor = { skipped: 'runsc is not installed' };
+        return;
+    }
+    const d = newDataDir();
+    log(`SANDBOX=gvisor on a new server: python hello ${GVISOR_CALLS} times with a warm sandbox ready, then ${GVISOR_CALLS} in a row ...`);
+    await withServer(d, async (server, startMs) => {
+        const s = await new RawSession(server.url, server.apiKey).open();
+        const ready = async () => {
+            const end = Date.now() + 30_000;
+            while (Date.now() < end && !((await server.healthz()).warmPool?.python?.ready >= 1)) await sleep(10);
+        };
+        const hello = () => s.execute('python', 'print("hello")');
+        const warm = await sideBySide(GVISOR_CALLS, hello, () => bare(PY_BARE), ready);
+        const burst = await sideBySide(GVISOR_CALLS, hello, () => bare(PY_BARE));
+        const sandbox = warm.results[0]?.sandbox;
+        const one = (r) => ({ mcp: summary(r.mcp), bare: summary(r.bare), serverDurationP50: pct(r.results.map((sc) => sc.durationMs), 50) });
+        out.gvisor = { startMs, sandbox, n: GVISOR_CALLS, warmReady: one(warm), burst: one(burst) };
+    }, { SANDBOX: 'gvisor' });
+    dropDataDir(d);
+}
+
 async function main() {
     const t0 = Date.now();
     const out = { jar: JAR, loadBefore: loadavg()[0] };
@@ -469,6 +497,7 @@ async function main() {
         dropDataDir(used);
         await sessionOnFreshServer(out);
         await throughputOfFreshServer(out);
+        await gvisorOnFreshServer(out);
     } finally {
         killAll('SIGKILL'); // only a failure leaves one running: each part stops its own
         removeDirs();
@@ -510,6 +539,15 @@ function report(out) {
     const t = out.throughput;
     lines.push(`throughput python hello, concurrency ${t.concurrency}, a new server's first ${t.runs} runs${t.runs < TP_RUNS ? ` (of ${TP_RUNS}: capped at ${TP_SECONDS} s)` : ''}: MCP ${t.mcpRunsPerSecond.toFixed(1)} runs/s (${t.mcpSeconds.toFixed(1)} s), `
         + `bare ${t.bareRunsPerSecond.toFixed(1)} runs/s (${t.bareSeconds.toFixed(1)} s), ratio ${ratio(t.ratio)}${t.startupProcessesAtEnd ? ` (${t.startupProcessesAtEnd} start-up process${t.startupProcessesAtEnd === 1 ? '' : 'es'} of the server still running at the end)` : ''}`);
+    const g = out.gvisor;
+    if (g?.skipped) lines.push(`SANDBOX=gvisor: skipped (${g.skipped})`);
+    else if (g) {
+        const row = (label, r) => lines.push(`SANDBOX=gvisor python hello, ${label}: MCP p50 ${r.mcp.p50.toFixed(1)} ms, p95 ${r.mcp.p95.toFixed(1)} ms, `
+            + `bare python3 -c p50 ${r.bare.p50.toFixed(1)} ms, run p50 ${r.serverDurationP50} ms`);
+        lines.push(`SANDBOX=gvisor: a new server (healthy in ${ms(g.startMs)}, runs report sandbox "${g.sandbox}"), ${g.n} calls each:`);
+        row('a warm sandbox ready (the wait untimed)', g.warmReady);
+        row('calls in a row', g.burst);
+    }
     // the goals of issue 20
     const goals = [];
     const yes = (ok) => (ok ? 'yes' : 'NO');
@@ -532,6 +570,7 @@ function report(out) {
     }
     goals.push(`session p50 ≤3 ms: ${ss.p50.toFixed(2)} ms ${yes(ss.p50 <= 3)}`);
     goals.push(`throughput ≥0.8x: ${ratio(t.ratio)} ${yes(t.ratio >= 0.8)}`);
+    if (g && !g.skipped) goals.push(`gvisor python p50 ≤150 ms (warm sandbox ready): ${g.warmReady.mcp.p50.toFixed(1)} ms ${yes(g.warmReady.mcp.p50 <= 150)}`);
     out.goals = goals;
     lines.push(`fresh goals: ${goals.join(', ')}`);
     return lines;
