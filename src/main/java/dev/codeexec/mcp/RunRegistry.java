@@ -14,18 +14,20 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>A cancel can overtake the call it cancels (the notification is read while the call is still being parsed and
  * queued). Such early cancels are remembered for a short while, in a small bounded table, and applied when the run
- * registers.
+ * registers. Likewise a session can end between a call's submission and its registration: ended sessions are
+ * remembered the same way, and a run that registers for one is cancelled at once.
  */
 public final class RunRegistry {
 
     /** The key used for the one stdio session. */
     public static final String STDIO_SESSION = "stdio";
 
-    private static final int MAX_EARLY_CANCELS = 1024;
-    private static final long EARLY_CANCEL_TTL_NANOS = 60_000_000_000L;
+    private static final int MAX_REMEMBERED = 1024;
+    private static final long REMEMBER_NANOS = 60_000_000_000L;
 
     private final Map<String, Map<String, RunHandle>> runs = new ConcurrentHashMap<>();
-    private final LinkedHashMap<String, Long> earlyCancels = new LinkedHashMap<>();
+    private final Recent earlyCancels = new Recent();
+    private final Recent endedSessions = new Recent();
 
     /** Registration of one run; closing it removes the run from the registry. */
     public interface Registration extends AutoCloseable {
@@ -35,7 +37,9 @@ public final class RunRegistry {
 
     public Registration register(String session, String requestId, RunHandle handle) {
         runs.computeIfAbsent(session, s -> new ConcurrentHashMap<>()).put(requestId, handle);
-        if (takeEarlyCancel(session, requestId)) handle.cancel();
+        // after the put: a session ending from here on finds the run in its table; one that ended before is
+        // remembered (cancelSession remembers before it takes the table)
+        if (earlyCancels.take(key(session, requestId)) || endedSessions.contains(session)) handle.cancel();
         return () -> runs.computeIfPresent(session, (s, bySession) -> {
             bySession.remove(requestId, handle);
             return bySession.isEmpty() ? null : bySession;
@@ -50,12 +54,16 @@ public final class RunRegistry {
             handle.cancel();
             return true;
         }
-        rememberEarlyCancel(session, requestId);
+        earlyCancels.add(key(session, requestId));
         return false;
     }
 
-    /** Cancels every run of a session (the session ended); returns how many. */
+    /**
+     * Cancels every run of a session (the session ended); returns how many. A run of the session that registers
+     * later (submitted before the end, registered after it) is cancelled when it registers.
+     */
     public int cancelSession(String session) {
+        endedSessions.add(session);
         Map<String, RunHandle> bySession = runs.remove(session);
         if (bySession == null) return 0;
         List<RunHandle> handles = new ArrayList<>(bySession.values());
@@ -68,19 +76,30 @@ public final class RunRegistry {
         return runs.values().stream().mapToInt(Map::size).sum();
     }
 
-    private synchronized void rememberEarlyCancel(String session, String requestId) {
-        long now = System.nanoTime();
-        earlyCancels.values().removeIf(t -> now - t > EARLY_CANCEL_TTL_NANOS);
-        earlyCancels.put(key(session, requestId), now);
-        while (earlyCancels.size() > MAX_EARLY_CANCELS) earlyCancels.pollFirstEntry();
-    }
-
-    private synchronized boolean takeEarlyCancel(String session, String requestId) {
-        Long at = earlyCancels.remove(key(session, requestId));
-        return at != null && System.nanoTime() - at <= EARLY_CANCEL_TTL_NANOS;
-    }
-
     private static String key(String session, String requestId) {
         return session + '\n' + requestId;
+    }
+
+    /** Keys seen in the last minute, at most {@value #MAX_REMEMBERED} of them (the oldest go first). */
+    private static final class Recent {
+        private final LinkedHashMap<String, Long> seen = new LinkedHashMap<>();
+
+        synchronized void add(String key) {
+            long now = System.nanoTime();
+            seen.values().removeIf(t -> now - t > REMEMBER_NANOS);
+            seen.put(key, now);
+            while (seen.size() > MAX_REMEMBERED) seen.pollFirstEntry();
+        }
+
+        /** Whether the key was seen recently; forgets it. */
+        synchronized boolean take(String key) {
+            Long at = seen.remove(key);
+            return at != null && System.nanoTime() - at <= REMEMBER_NANOS;
+        }
+
+        synchronized boolean contains(String key) {
+            Long at = seen.get(key);
+            return at != null && System.nanoTime() - at <= REMEMBER_NANOS;
+        }
     }
 }

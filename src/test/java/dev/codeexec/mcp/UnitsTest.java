@@ -74,6 +74,23 @@ class UnitsTest {
         assertThat(again.cancels).hasValue(0);
     }
 
+    /** A session that ends between a call's submission and its registration: the run must not outlive it. */
+    @Test
+    void aRunRegisteringForASessionThatJustEndedIsCancelled() {
+        RunRegistry reg = new RunRegistry();
+        assertThat(reg.cancelSession("gone")).isZero();
+        CountingHandle late = new CountingHandle();
+        reg.register("gone", "1", late).close();
+        assertThat(late.cancels).hasValue(1);
+        CountingHandle other = new CountingHandle();
+        reg.register("alive", "1", other);
+        assertThat(other.cancels).hasValue(0);
+        // every late run of the ended session, not only the first
+        CountingHandle later = new CountingHandle();
+        reg.register("gone", "2", later);
+        assertThat(later.cancels).hasValue(1);
+    }
+
     @Test
     void interceptorStampsTheAuthenticatedTenantOverAForgedOne() {
         MessageInterceptor i = new MessageInterceptor(new RunRegistry());
