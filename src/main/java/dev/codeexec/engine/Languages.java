@@ -98,6 +98,7 @@ public final class Languages {
         for (Optional<Language.Interpreter> i : List.of(l.warm(), l.session()))
             i.ifPresent(x -> {
                 all.addAll(x.argv());
+                all.addAll(x.stdio());
                 all.addAll(x.env().values());
             });
         all.forEach(t -> Placeholders.check("language " + l.id(), t));

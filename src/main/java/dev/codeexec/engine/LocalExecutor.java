@@ -197,12 +197,12 @@ public final class LocalExecutor implements Executor {
                     .filter(l -> !recipes.containsKey(l)).toList()), stdio
                     ? "the '" + sandbox.name() + "' sandbox keeps only interpreters that can take their run over stdin warm"
                     : "no warm interpreter, and the sandbox cannot wait for a command without codeexec-helper");
-        // A sandbox over stdio (gVisor) takes no egress channel and mounts no declared packages: its pooled
-        // sandboxes get neither, and runs that need them start cold, where that sandbox refuses them as before.
+        // A sandbox over stdio (gVisor) takes no egress channel: its pooled sandboxes get none, and runs that need
+        // one start cold, where that sandbox refuses them as before (without late working directories the pool
+        // mounts no declared packages either).
         if (stdio) {
             egress = Optional.empty();
             codeTools = Optional.empty();
-            packages = false;
         }
         targets.keySet().retainAll(recipes.keySet());
         boolean late = sandbox.lateWorkDirUnavailable().isEmpty();

@@ -45,7 +45,10 @@ import java.util.function.Function;
  * <li>Same limits as a cold run: the cgroup (memory, processes) is made and joined when the sandbox starts;
  * once the interpreter is ready its CPU budget restarts at the run's limit (it started with room for its
  * preload; waiting costs it nothing), at hand-out its file-size cap becomes the run's (the space left in a
- * workspace); the run's timeout starts when the code is sent.</li>
+ * workspace); the run's timeout starts when the code is sent. A sandbox whose control channel is its stdin and
+ * stdout (gVisor, {@link Sandbox#controlOverStdio()}) is the exception: its limit holds the whole sandbox from
+ * the start, as a cold gVisor run's does, it gets no preload, and its working directory is its own (stateless
+ * runs only).</li>
  * <li>Only requests the pool can serve exactly take from it: a pooled language, no extra environment variables
  * (they must exist when the interpreter starts), the server's default memory/CPU/process limits. Everything else,
  * and any request that finds the pool empty, runs cold: the pool never makes a run fail or wait.</li>
@@ -62,6 +65,12 @@ final class WarmPool implements AutoCloseable {
     /** How long a sandbox may take to say it is ready (a heavy preload on a busy machine). */
     static final Duration READY_TIMEOUT = Duration.ofSeconds(60);
     private static final Duration MAX_BACKOFF = Duration.ofSeconds(30);
+    /**
+     * How long a sandbox over stdio (gVisor) waits before it is replaced: its CPU limit counts from its start and
+     * gVisor's kernel spends a little while idle (~0.25 ms/s measured here), which would come off the run's budget
+     * and, over a day or so, reach it. Ten minutes cost a run ~0.15 s at most; the replacement ~0.2 s of CPU.
+     */
+    static final Duration STDIO_MAX_IDLE = Duration.ofMinutes(10);
 
     /** The run message of a sandbox whose init waits for its command (any language without a warm interpreter). */
     static final String EXEC = "exec";
@@ -87,6 +96,9 @@ final class WarmPool implements AutoCloseable {
     private final Limits limits;
     private final boolean lateWorkDir;
     private final Map<String, Deque<SandboxProcess>> ready = new LinkedHashMap<>();
+    /** When each ready sandbox became ready (System.nanoTime), for {@link #retireIdle}. */
+    private final Map<SandboxProcess, Long> readySince = new java.util.concurrent.ConcurrentHashMap<>();
+    private volatile Duration maxIdle = STDIO_MAX_IDLE;
     /**
      * With egress on: every pooled sandbox starts with a channel to the egress proxy (serving nothing until a job
      * arms it with its policy), its socket bound in and the proxy's variables in its environment, so that a run with
@@ -187,6 +199,7 @@ final class WarmPool implements AutoCloseable {
             SandboxProcess p;
             synchronized (this) {
                 p = q.pollFirst();
+                if (p != null) readySince.remove(p);
                 notifyAll(); // the refiller replaces it
             }
             if (p == null) {
@@ -231,8 +244,9 @@ final class WarmPool implements AutoCloseable {
             // the code file where a cold run has it (programs read __file__); removed after a workspace run
             p.writeWorkFile(Path.of(file).getFileName().toString(), code.getBytes(StandardCharsets.UTF_8));
         }
-        // the CPU budget was reset when the sandbox became ready (an idle interpreter spends none); the file-size
-        // cap of a stateless run is the launch's, a workspace run's is the space left under its quota
+        // the CPU budget was reset when the sandbox became ready (an idle interpreter spends none; over stdio it
+        // was the run's from the start); the file-size cap of a stateless run is the launch's, a workspace run's is
+        // the space left under its quota
         if (workspace.isPresent()) p.limitProgramFileSize(runLimits.diskBytes());
         ControlChannel c = p.control().orElseThrow(() -> new SandboxException("a warm sandbox without control channel"));
         try {
@@ -297,6 +311,7 @@ final class WarmPool implements AutoCloseable {
 
     private void refillLoop() {
         while (!closed) {
+            if (sandbox.controlOverStdio()) retireIdle();
             String lang = nextToStart();
             if (lang == null) continue;
             Stats s = stats.get(lang);
@@ -310,7 +325,10 @@ final class WarmPool implements AutoCloseable {
                 synchronized (this) {
                     starting = null;
                     if (closed) discard(p);
-                    else ready.get(lang).addLast(p);
+                    else {
+                        readySince.put(p, System.nanoTime());
+                        ready.get(lang).addLast(p);
+                    }
                     notifyAll();
                 }
             } catch (SandboxException | RuntimeException e) {
@@ -348,12 +366,45 @@ final class WarmPool implements AutoCloseable {
         return null;
     }
 
+    /**
+     * Discards the ready sandboxes that waited longer than {@link #maxIdle} (over stdio only: see
+     * {@link #STDIO_MAX_IDLE}); the refill replaces them.
+     */
+    private void retireIdle() {
+        long limit = maxIdle.toNanos();
+        long now = System.nanoTime();
+        List<SandboxProcess> old = new java.util.ArrayList<>();
+        synchronized (this) {
+            for (Deque<SandboxProcess> q : ready.values()) {
+                q.removeIf(p -> {
+                    Long since = readySince.get(p);
+                    boolean stale = since != null && now - since > limit;
+                    if (stale) {
+                        old.add(p);
+                        readySince.remove(p);
+                    }
+                    return stale;
+                });
+            }
+        }
+        old.forEach(this::discard);
+    }
+
+    /** Tests: a shorter wait before a sandbox over stdio is replaced. */
+    void retireIdleAfter(Duration d) {
+        maxIdle = d;
+        synchronized (this) {
+            notifyAll();
+        }
+    }
+
     /** The channel and library of a sandbox {@link #take}n from the pool, if it has them; the caller closes them. */
     Optional<EgressStart.Started> linkOf(SandboxProcess p) {
         return Optional.ofNullable(links.remove(p));
     }
 
     private void discard(SandboxProcess p) {
+        readySince.remove(p);
         p.close();
         EgressStart.Started link = links.remove(p);
         if (link != null) link.closeLink();
@@ -526,9 +577,12 @@ final class WarmPool implements AutoCloseable {
             if (stdio && warm.stdio().isEmpty()) continue;
             Map<String, String> env = new LinkedHashMap<>(lang.get().environment(Map.of(), placeholders));
             warm.env().forEach((k, v) -> env.put(k, Placeholders.fill(v, placeholders)));
-            if (!warm.preload().isEmpty() && !pythonPreload.isEmpty()) env.put(warm.preload(), String.join(",", pythonPreload));
+            // No preload over stdio (gVisor): the sandbox's CPU limit cannot be reset after it, so the imports would
+            // spend the run's own budget, and a preload dearer than the budget would kill every refill.
+            if (!warm.preload().isEmpty() && !pythonPreload.isEmpty() && !stdio)
+                env.put(warm.preload(), String.join(",", pythonPreload));
             List<String> argv = new java.util.ArrayList<>(Placeholders.fill(warm.argv(), placeholders));
-            if (stdio) argv.addAll(warm.stdio());
+            if (stdio) argv.addAll(Placeholders.fill(warm.stdio(), placeholders));
             out.put(id, new Recipe(id, List.copyOf(argv), env, List.of(Path.of(runtime)), warm.message()));
         }
         return out;

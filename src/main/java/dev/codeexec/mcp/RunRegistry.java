@@ -15,7 +15,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>A cancel can overtake the call it cancels (the notification is read while the call is still being parsed and
  * queued). Such early cancels are remembered for a short while, in a small bounded table, and applied when the run
  * registers. Likewise a session can end between a call's submission and its registration: ended sessions are
- * remembered the same way, and a run that registers for one is cancelled at once.
+ * remembered the same way, and a run that registers for one is cancelled at once. Both tables keep a minute and at
+ * most 1024 entries (the oldest go first): past that, a late run of a forgotten session runs to its own timeout.
  */
 public final class RunRegistry {
 

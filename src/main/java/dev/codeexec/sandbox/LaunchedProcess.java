@@ -358,7 +358,9 @@ final class LaunchedProcess implements SandboxProcess {
     /**
      * For a launched program that reports its sandbox's fatal signal n as exit code 128 + n (gVisor's runsc, whose
      * kernel the CPU limit ends with SIGXCPU): {@link #cpuLimitHit()} reads such a code as the signal when the run
-     * used its CPU budget (a program cannot fake it by exiting 152 early).
+     * used its CPU budget (a program cannot fake it by exiting 152 early). The budget is compared with the whole
+     * cgroup's CPU (gVisor's own processes too) while RLIMIT_CPU counts per process: a program that spent about its
+     * budget and then ended itself by exit code 152 or 137 is labelled cpu_limit, which is near enough the truth.
      */
     LaunchedProcess reportingSignalsAsExitCodes() {
         signalsAsExitCodes = true;

@@ -50,9 +50,10 @@ public interface Sandbox extends AutoCloseable {
     Map<String, Object> info();
 
     /**
-     * Whether {@link SandboxSpec#control()} works here (interpreters started ahead of their code: warm sandboxes,
-     * sessions). bwrap only: gVisor's runsc does not pass extra descriptors, and "none" has no mount namespace
-     * to put a late working directory into.
+     * Whether {@link SandboxSpec#control()} gives a control channel on fds 8 and 9 here (interpreters started ahead
+     * of their code: warm sandboxes, sessions). bwrap only: gVisor's runsc does not pass extra descriptors (its
+     * warm sandboxes talk over stdio instead, {@link #controlOverStdio()}; it has no sessions), and "none" has no
+     * mount namespace to put a late working directory into.
      */
     default boolean supportsControl() {
         return false;

@@ -74,8 +74,12 @@ class GvisorWarmPoolTest {
     private static ExecutionResult warm(LocalExecutor e, ExecutionRequest r) throws Exception {
         e.awaitWarmPool(Duration.ofSeconds(90));
         long before = served(e, r.language());
+        TestSupport.Starts starts = TestSupport.startsOf(e);
+        starts.take();
         ExecutionResult res = run(e, r);
         assertThat(served(e, r.language())).as("served warm").isEqualTo(before + 1);
+        // a hand-out that failed would have started the run cold, the counter moved all the same
+        assertThat(starts.take()).as("started warm").containsExactly(true);
         return res;
     }
 
@@ -94,6 +98,10 @@ class GvisorWarmPoolTest {
                         + "oct(stat.S_IMODE(os.stat(__file__).st_mode)), open(__file__).read() == open(__file__).read())"),
                 request(hot.config, "python", "print(open('/proc/version').read().split()[2], "
                         + "open('/proc/net/route').read().splitlines()[1:])"),
+                // more than a pipe's worth of code and of stdin: the message ends exactly where the input starts
+                request(hot.config, "python", "import sys\ndata = sys.stdin.read()\nprint(len(data), data[:6], data[-6:], "
+                        + "len(open(__file__).read()))\n#" + "c".repeat(100_000) + "\n",
+                        "<head>" + "i".repeat(300_000) + "<tail>", List.of(), Map.of(), null),
                 // runsc reports the CPU limit's SIGXCPU as exit code 152: both read it as the CPU limit
                 request(hot.config, "python", "while True: pass", "", List.of(), Map.of(), 30_000L));
         for (ExecutionRequest c : cases) {
@@ -146,13 +154,35 @@ class GvisorWarmPoolTest {
         assertThat(mem.outcome()).isNotEqualTo(Outcome.EXITED);
         e.awaitWarmPool(Duration.ofSeconds(90));
         long before = served(e, "python");
+        TestSupport.Starts starts = TestSupport.startsOf(e);
+        starts.take();
         java.util.concurrent.CountDownLatch up = new java.util.concurrent.CountDownLatch(1);
         RunHandle h = e.submit(request(e.config, "python", "import time\nprint('up', flush=True)\ntime.sleep(300)"),
                 (stream, text) -> up.countDown());
         assertThat(up.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
         assertThat(served(e, "python")).as("served warm").isEqualTo(before + 1);
+        assertThat(starts.take()).as("started warm").containsExactly(true);
         h.cancel();
         assertThat(await(h).outcome()).isEqualTo(Outcome.CANCELLED);
+    }
+
+    /** Its CPU limit counts from its start, so a gVisor sandbox that waited too long is replaced (idle CPU). */
+    @Test
+    void aWaitingGvisorSandboxIsReplacedAfterItsMaximumIdleTime() throws Exception {
+        LocalExecutor e = executor("WARM_POOL", "python=1");
+        long started = started(e);
+        e.warmPool.orElseThrow().retireIdleAfter(Duration.ofMillis(300));
+        Poll.until("the waiting sandbox replaced twice", () -> started(e), n -> n >= started + 2);
+        e.warmPool.orElseThrow().retireIdleAfter(WarmPool.STDIO_MAX_IDLE);
+        // the replaced ones are gone: one sandbox waits (and perhaps one more is starting), not three
+        Poll.until("the replaced sandboxes gone", () -> warmGvisorSandboxes().stream()
+                .map(l -> l.replaceAll(".*--root=(\\S*code-exec-gvisor-[0-9]+)/.*", "$1")).distinct().count(), n -> n <= 2);
+        assertThat(warm(e, request(e.config, "python", "print('fresh')")).stdout()).isEqualTo("fresh\n");
+    }
+
+    @SuppressWarnings("unchecked")
+    private static long started(LocalExecutor e) {
+        return ((Number) ((Map<String, Object>) languages(e).get("python")).get("started")).longValue();
     }
 
     @Test

@@ -38,4 +38,36 @@ final class TestSupport {
     static ExecutionResult await(RunHandle h) throws Exception {
         return h.result().get(120, TimeUnit.SECONDS);
     }
+
+    private static final Map<LocalExecutor, Starts> STARTS =
+            java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+
+    /** The start record of an executor, attached as its start listener at the first ask (before the runs to watch). */
+    static Starts startsOf(LocalExecutor e) {
+        return STARTS.computeIfAbsent(e, x -> {
+            Starts s = new Starts();
+            x.addStartListener(s);
+            return s;
+        });
+    }
+
+    /**
+     * Whether each run an executor started got a warm sandbox, in order: what tells a warm run from one whose
+     * hand-out failed and that started cold instead (the pool's {@code served} counter moves for both).
+     */
+    static final class Starts implements Executor.StartListener {
+        private final java.util.concurrent.ConcurrentLinkedDeque<Boolean> warm = new java.util.concurrent.ConcurrentLinkedDeque<>();
+
+        @Override
+        public void started(String language, boolean wasWarm, java.time.Duration elapsed) {
+            warm.add(wasWarm);
+        }
+
+        /** The flags since the last call, oldest first; forgets them. */
+        List<Boolean> take() {
+            List<Boolean> out = new ArrayList<>();
+            for (Boolean b; (b = warm.pollFirst()) != null; ) out.add(b);
+            return out;
+        }
+    }
 }

@@ -68,8 +68,12 @@ class WarmPoolTest {
     private static ExecutionResult warm(LocalExecutor e, ExecutionRequest r) throws Exception {
         e.awaitWarmPool(Duration.ofSeconds(90));
         long before = served(e, r.language());
+        TestSupport.Starts starts = TestSupport.startsOf(e);
+        starts.take();
         ExecutionResult res = run(e, r);
         assertThat(served(e, r.language())).as("served warm").isEqualTo(before + 1);
+        // a hand-out that failed would have started the run cold, the counter moved all the same
+        assertThat(starts.take()).as("started warm").containsExactly(true);
         return res;
     }
 
