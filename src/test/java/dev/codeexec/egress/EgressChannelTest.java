@@ -643,6 +643,8 @@ class EgressChannelTest {
         SocketChannel next = client(ch);
         send(next, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\n\r\n");
         assertThat(readTextToEnd(next)).startsWith("HTTP/1.1 403").contains("(byte_limit)");
+        // the refusal's record is written as its connection closes, which the client can see first
+        awaitRecord(ch, reason("byte_limit").and(rec -> rec.decision().equals(ConnectionRecord.REFUSED)));
         assertThat(peek(ch).counts()).containsEntry("allowed/byte_limit", 1).containsEntry("refused/byte_limit", 1);
         assertThat(seen).doesNotContainKey("/x");
     }
