@@ -1,7 +1,5 @@
 package dev.codeexec.engine;
 
-import dev.codeexec.config.Config;
-import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.testing.Poll;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
@@ -17,12 +15,15 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 
 import static dev.codeexec.engine.TestSupport.await;
 import static dev.codeexec.engine.TestSupport.request;
+import static dev.codeexec.engine.WarmRuns.assertWarmGivesWhatColdGives;
+import static dev.codeexec.engine.WarmRuns.languages;
+import static dev.codeexec.engine.WarmRuns.run;
+import static dev.codeexec.engine.WarmRuns.served;
+import static dev.codeexec.engine.WarmRuns.warm;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The warm pool under gVisor (where runsc is installed): a pre-started gVisor sandbox whose Python waits for its
@@ -48,39 +49,8 @@ class GvisorWarmPoolTest {
     private LocalExecutor executor(String... pairs) throws Exception {
         List<String> all = new ArrayList<>(List.of("SANDBOX", "gvisor"));
         all.addAll(List.of(pairs));
-        Config config = TestSupport.config(all.toArray(String[]::new));
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent(), "gVisor is not usable here");
-        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
-        executors.add(e);
-        assertThat(e.awaitWarmPool(Duration.ofSeconds(90))).as("pool filled").isTrue();
-        return e;
-    }
-
-    private static ExecutionResult run(LocalExecutor e, ExecutionRequest r) throws Exception {
-        return await(e.submit(r, OutputListener.NONE));
-    }
-
-    @SuppressWarnings("unchecked")
-    private static Map<String, Object> languages(LocalExecutor e) {
-        return (Map<String, Object>) e.warmPoolInfo().get("languages");
-    }
-
-    @SuppressWarnings("unchecked")
-    private static long served(LocalExecutor e, String lang) {
-        return ((Number) ((Map<String, Object>) languages(e).get(lang)).get("served")).longValue();
-    }
-
-    private static ExecutionResult warm(LocalExecutor e, ExecutionRequest r) throws Exception {
-        e.awaitWarmPool(Duration.ofSeconds(90));
-        long before = served(e, r.language());
-        TestSupport.Starts starts = TestSupport.startsOf(e);
-        starts.take();
-        ExecutionResult res = run(e, r);
-        assertThat(served(e, r.language())).as("served warm").isEqualTo(before + 1);
-        // a hand-out that failed would have started the run cold, the counter moved all the same
-        assertThat(starts.take()).as("started warm").containsExactly(true);
-        return res;
+        return WarmRuns.executor(executors, sb -> true, "gVisor is not usable here",
+                TestSupport.config(all.toArray(String[]::new)));
     }
 
     @Test
@@ -104,17 +74,8 @@ class GvisorWarmPoolTest {
                         "<head>" + "i".repeat(300_000) + "<tail>", List.of(), Map.of(), null),
                 // runsc reports the CPU limit's SIGXCPU as exit code 152: both read it as the CPU limit
                 request(hot.config, "python", "while True: pass", "", List.of(), Map.of(), 30_000L));
-        for (ExecutionRequest c : cases) {
-            ExecutionResult w = warm(hot, c);
-            ExecutionResult k = run(cold, c);
-            assertThat(w.sandbox()).isEqualTo("gvisor");
-            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
-            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
-        }
+        assertThat(assertWarmGivesWhatColdGives(hot, cold, cases)).extracting(ExecutionResult::sandbox)
+                .containsOnly("gvisor");
         assertThat(run(cold, cases.getLast()).outcome()).isEqualTo(Outcome.CPU_LIMIT);
     }
 
@@ -180,9 +141,8 @@ class GvisorWarmPoolTest {
         assertThat(warm(e, request(e.config, "python", "print('fresh')")).stdout()).isEqualTo("fresh\n");
     }
 
-    @SuppressWarnings("unchecked")
     private static long started(LocalExecutor e) {
-        return ((Number) ((Map<String, Object>) languages(e).get("python")).get("started")).longValue();
+        return WarmRuns.counter(e, "python", "started");
     }
 
     @Test

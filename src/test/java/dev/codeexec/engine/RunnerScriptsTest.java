@@ -119,6 +119,22 @@ class RunnerScriptsTest {
         assertThat(r.warm().stderr()).doesNotContainPattern(RUNNER_NAMES);
     }
 
+    /**
+     * The program as a cold run has it: {@code code_ab12cd34.py} in the working directory, beside a {@code token.py}
+     * that shadows the standard module of that name (the runners must not hand the user's code theirs).
+     */
+    private static Path stage(Path dir, String code) throws IOException {
+        Path file = work(dir).resolve("code_ab12cd34.py");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
+        return file;
+    }
+
+    /** {@code python3 -u FILE args} in the working directory: what every runner is compared with. */
+    private static Outcome runPlain(Path dir, Path file, List<String> args, String stdin) throws Exception {
+        return runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+    }
+
     /** Both runs' outcomes, and the content of {@code left.txt} each left in the working directory (or null). */
     record WarmAndCold(Outcome cold, Outcome warm, String coldFile, String warmFile) {
     }
@@ -126,11 +142,9 @@ class RunnerScriptsTest {
     /** The same program run cold ({@code python3 -u file args}) and then by the warm runner with {@code warmEnv}. */
     private static WarmAndCold warmAndCold(Path dir, String code, List<String> args, String stdin,
             Map<String, String> warmEnv) throws Exception {
-        Path file = work(dir).resolve("code_ab12cd34.py");
+        Path file = stage(dir, code);
         Path left = work(dir).resolve("left.txt");
-        Files.writeString(file, code);
-        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
-        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        Outcome cold = runPlain(dir, file, args, stdin);
         String coldFile = Files.exists(left) ? Files.readString(left) : null;
         Files.deleteIfExists(left);
         Outcome warm = runWarm(dir, warmEnv, stdin, code, file.toString(), args, warmPython());
@@ -203,12 +217,9 @@ class RunnerScriptsTest {
     @MethodSource("ordinaryPythonPrograms")
     void warmPythonOverStdioBehavesLikeAColdRun(String name, String code, List<String> args, String stdin,
             @TempDir Path dir) throws Exception {
-        Path file = work(dir).resolve("code_ab12cd34.py");
-        Files.writeString(file, code);
-        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
-        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        Path file = stage(dir, code);
         Outcome warm = runWarmOverStdio(dir, code, file.toString(), args, stdin);
-        assertThat(warm).isEqualTo(cold);
+        assertThat(warm).isEqualTo(runPlain(dir, file, args, stdin));
     }
 
     @Test
@@ -283,10 +294,8 @@ class RunnerScriptsTest {
     @MethodSource("ordinaryPythonPrograms")
     void coldPythonRunnerBehavesLikeAPlainRun(String name, String code, List<String> args, String stdin,
             @TempDir Path dir) throws Exception {
-        Path file = work(dir).resolve("code_ab12cd34.py");
-        Files.writeString(file, code);
-        Files.writeString(work(dir).resolve("token.py"), "VALUE = 'mine'\n");
-        Outcome plain = runCold(work(dir), baseEnv(), stdin, concat(List.of(PYTHON, "-u", file.toString()), args));
+        Path file = stage(dir, code);
+        Outcome plain = runPlain(dir, file, args, stdin);
         Outcome runner = runCold(work(dir), baseEnv(), stdin, coldPython(file, args));
         assertThat(runner).isEqualTo(plain);
     }

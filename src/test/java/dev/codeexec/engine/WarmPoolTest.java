@@ -1,6 +1,5 @@
 package dev.codeexec.engine;
 
-import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.testing.Poll;
 import dev.codeexec.workspace.Workspace;
@@ -17,12 +16,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 
 import static dev.codeexec.engine.TestSupport.await;
 import static dev.codeexec.engine.TestSupport.request;
+import static dev.codeexec.engine.WarmRuns.assertWarmGivesWhatColdGives;
+import static dev.codeexec.engine.WarmRuns.run;
+import static dev.codeexec.engine.WarmRuns.served;
+import static dev.codeexec.engine.WarmRuns.warm;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The warm pool in the real sandbox: warm runs give what cold runs give, nothing passes from one warm run to the
@@ -45,52 +46,7 @@ class WarmPoolTest {
     }
 
     private LocalExecutor executor(String... pairs) throws Exception {
-        Config config = TestSupport.config(pairs);
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent() && real.get().supportsControl(), "bwrap is not usable here");
-        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
-        executors.add(e);
-        assertThat(e.awaitWarmPool(Duration.ofSeconds(90))).as("pool filled").isTrue();
-        return e;
-    }
-
-    private static ExecutionResult run(LocalExecutor e, ExecutionRequest r) throws Exception {
-        return await(e.submit(r, OutputListener.NONE));
-    }
-
-    @SuppressWarnings("unchecked")
-    private static long served(LocalExecutor e, String lang) {
-        Map<String, Object> langs = (Map<String, Object>) e.warmPoolInfo().get("languages");
-        return ((Number) ((Map<String, Object>) langs.get(lang)).get("served")).longValue();
-    }
-
-    /** Runs warm: asserts the pool served it. */
-    private static ExecutionResult warm(LocalExecutor e, ExecutionRequest r) throws Exception {
-        e.awaitWarmPool(Duration.ofSeconds(90));
-        long before = served(e, r.language());
-        TestSupport.Starts starts = TestSupport.startsOf(e);
-        starts.take();
-        ExecutionResult res = run(e, r);
-        assertThat(served(e, r.language())).as("served warm").isEqualTo(before + 1);
-        // a hand-out that failed would have started the run cold, the counter moved all the same
-        assertThat(starts.take()).as("started warm").containsExactly(true);
-        return res;
-    }
-
-    /** Each case warm on {@code hot} and cold on {@code cold}: the same output, exit code and outcome. */
-    private static void assertWarmGivesWhatColdGives(LocalExecutor hot, LocalExecutor cold, List<ExecutionRequest> cases)
-            throws Exception {
-        for (ExecutionRequest c : cases) {
-            ExecutionResult w = warm(hot, c);
-            ExecutionResult k = run(cold, c);
-            // the code file's random name differs per run
-            assertThat(w.stdout().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stdout().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.stderr().replaceAll("code_[0-9a-f]{8}", "CODE")).as(c.code())
-                    .isEqualTo(k.stderr().replaceAll("code_[0-9a-f]{8}", "CODE"));
-            assertThat(w.exitCode()).as(c.code()).isEqualTo(k.exitCode());
-            assertThat(w.outcome()).as(c.code()).isEqualTo(k.outcome());
-        }
+        return WarmRuns.executor(executors, Sandbox::supportsControl, "bwrap is not usable here", TestSupport.config(pairs));
     }
 
     @Test
