@@ -54,10 +54,6 @@ public record Language(String id, List<String> aliases, String fileExtension, Op
             env = Map.copyOf(env);
             stdio = List.copyOf(stdio);
         }
-
-        public Interpreter(List<String> argv, Map<String, String> env, String message, String preload, boolean stdin) {
-            this(argv, env, message, preload, stdin, List.of());
-        }
     }
 
     /**

@@ -99,6 +99,8 @@ final class WarmPool implements AutoCloseable {
     /** When each ready sandbox became ready (System.nanoTime), for {@link #retireIdle}. */
     private final Map<SandboxProcess, Long> readySince = new java.util.concurrent.ConcurrentHashMap<>();
     private volatile Duration maxIdle = STDIO_MAX_IDLE;
+    /** The sandbox's control channel is the program's stdin and stdout ({@link Sandbox#controlOverStdio()}). */
+    private final boolean stdio;
     /**
      * With egress on: every pooled sandbox starts with a channel to the egress proxy (serving nothing until a job
      * arms it with its policy), its socket bound in and the proxy's variables in its environment, so that a run with
@@ -159,6 +161,7 @@ final class WarmPool implements AutoCloseable {
         this.recipes = Map.copyOf(recipes);
         this.limits = limits;
         this.lateWorkDir = lateWorkDir;
+        this.stdio = sandbox.controlOverStdio();
         for (String lang : targets.keySet()) {
             ready.put(lang, new ArrayDeque<>());
             stats.put(lang, new Stats());
@@ -311,7 +314,7 @@ final class WarmPool implements AutoCloseable {
 
     private void refillLoop() {
         while (!closed) {
-            if (sandbox.controlOverStdio()) retireIdle();
+            if (stdio) retireIdle();
             String lang = nextToStart();
             if (lang == null) continue;
             Stats s = stats.get(lang);
@@ -415,7 +418,6 @@ final class WarmPool implements AutoCloseable {
         RANDOM.nextBytes(b);
         // Over stdio (gVisor) the CPU limit holds the whole sandbox (gVisor's kernel included) from its start, as it
         // does for a cold run there, and cannot be moved later: no start-up allowance.
-        boolean stdio = sandbox.controlOverStdio();
         Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + (stdio ? 0 : PRELOAD_CPU_SECONDS),
                 limits.memoryBytes(), limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
@@ -541,23 +543,12 @@ final class WarmPool implements AutoCloseable {
         }
     }
 
-    /** The recipes for the languages of WARM_POOL that have a warm interpreter in the languages table. */
-    static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
-            Map<String, String> placeholders, List<String> pythonPreload) {
-        return recipes(targets, languages, placeholders, pythonPreload, false);
-    }
-
     /**
+     * The recipes for the languages of WARM_POOL that can be kept warm here.
+     *
      * @param awaitCommands whether the sandbox can wait for its command ({@link Sandbox#awaitsCommands()}): then a
      *                      language without a warm interpreter gets an {@link #EXEC} recipe — a sandbox set up
      *                      with the language's environment and read-only directories, its init waiting
-     */
-    static Map<String, Recipe> recipes(Map<String, Integer> targets, Function<String, Optional<Language>> languages,
-            Map<String, String> placeholders, List<String> pythonPreload, boolean awaitCommands) {
-        return recipes(targets, languages, placeholders, pythonPreload, awaitCommands, false);
-    }
-
-    /**
      * @param stdio the sandbox's control channel is the program's stdin and stdout ({@link Sandbox#controlOverStdio()}):
      *              only warm interpreters that can speak over them (their row's {@code warm.stdio}) get a recipe,
      *              started with those arguments added
