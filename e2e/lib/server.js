@@ -18,16 +18,28 @@ export const JAVA = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, 'bin', '
     : '/usr/lib/jvm/temurin-25-jdk-amd64/bin/java';
 
 /** A port nobody listens on right now (the server gets it explicitly, so the test knows it up front). */
+// Ports handed out by freePort in this process: a server started without waiting (a test's upstream, say) binds its
+// port only a second or two later, and until then the kernel may offer that port again; a second server given it
+// fails to bind while the first answers its health check, and its client then talks to the wrong server.
+const handedOut = new Set();
+
+/** A loopback port free now and not handed out before by this process. */
 export async function freePort() {
-    return new Promise((res, rej) => {
-        const s = createServer();
-        s.unref();
-        s.on('error', rej);
-        s.listen(0, '127.0.0.1', () => {
-            const { port } = s.address();
-            s.close(() => res(port));
+    for (;;) {
+        const port = await new Promise((res, rej) => {
+            const s = createServer();
+            s.unref();
+            s.on('error', rej);
+            s.listen(0, '127.0.0.1', () => {
+                const { port: p } = s.address();
+                s.close(() => res(p));
+            });
         });
-    });
+        if (!handedOut.has(port)) {
+            handedOut.add(port);
+            return port;
+        }
+    }
 }
 
 export function randomSecret(prefix) {
