@@ -16,7 +16,8 @@
 //      BENCH_FRESH_THROUGHPUT_SECONDS allow), then the bare spawn's rate at concurrency 4 over as many runs right after.
 //   5. where runsc is installed, a new server with SANDBOX=gvisor: python hello BENCH_FRESH_GVISOR_CALLS times, each
 //      call when a warm (pre-started) gVisor sandbox is ready (the wait untimed: /healthz's warmPool), then as many
-//      calls in a row (a burst drains the pool, whose refill is a gVisor start), each beside the bare python3 -c.
+//      calls in a row (a burst drains the pool, whose refill is a gVisor start), each beside the bare python3 -c; then
+//      node hello as many times with a warm sandbox ready, beside the bare node -e.
 // Goals (issue 20) are checked on the last line. Servers run one after the other (2 cores); each is stopped, and its
 // DATA_DIR removed, before the next one starts, also when a step fails.
 //
@@ -465,14 +466,14 @@ async function gvisorOnFreshServer(out) {
         return;
     }
     const d = newDataDir();
-    log(`SANDBOX=gvisor on a new server: python hello ${GVISOR_CALLS} times with a warm sandbox ready, then ${GVISOR_CALLS} in a row ...`);
+    log(`SANDBOX=gvisor on a new server: python hello ${GVISOR_CALLS} times with a warm sandbox ready, then ${GVISOR_CALLS} in a row, then node hello ${GVISOR_CALLS} times ...`);
     try {
         await withServer(d, async (server, startMs) => {
             const s = await new RawSession(server.url, server.apiKey).open();
             let notReady = 0; // calls whose wait for a warm sandbox gave up (30 s): they may have started cold
-            const ready = async () => {
+            const ready = (lang) => async () => {
                 const end = Date.now() + 30_000;
-                while (!((await server.healthz()).warmPool?.python?.ready >= 1)) {
+                while (!((await server.healthz()).warmPool?.[lang]?.ready >= 1)) {
                     if (Date.now() > end) {
                         notReady++;
                         return;
@@ -481,11 +482,13 @@ async function gvisorOnFreshServer(out) {
                 }
             };
             const hello = () => s.execute('python', 'print("hello")');
-            const warm = await sideBySide(GVISOR_CALLS, hello, () => bare(PY_BARE), ready);
+            const warm = await sideBySide(GVISOR_CALLS, hello, () => bare(PY_BARE), ready('python'));
             const burst = await sideBySide(GVISOR_CALLS, hello, () => bare(PY_BARE));
+            const node = await sideBySide(GVISOR_CALLS, () => s.execute('nodejs', 'console.log("hello")'),
+                () => bare(NODE_BARE), ready('nodejs'));
             const sandbox = warm.results[0]?.sandbox;
             const one = (r) => ({ mcp: summary(r.mcp), bare: summary(r.bare), serverDurationP50: pct(r.results.map((sc) => sc.durationMs), 50) });
-            out.gvisor = { startMs, sandbox, n: GVISOR_CALLS, notReady, warmReady: one(warm), burst: one(burst) };
+            out.gvisor = { startMs, sandbox, n: GVISOR_CALLS, notReady, warmReady: one(warm), burst: one(burst), nodeWarmReady: one(node) };
         }, { SANDBOX: 'gvisor' });
     } catch (e) {
         // runsc installed but gVisor unusable here (not root, say): the other parts' figures stand
@@ -554,12 +557,13 @@ function report(out) {
     const g = out.gvisor;
     if (g?.skipped) lines.push(`SANDBOX=gvisor: skipped (${g.skipped})`);
     else if (g) {
-        const row = (label, r) => lines.push(`SANDBOX=gvisor python hello, ${label}: MCP p50 ${r.mcp.p50.toFixed(1)} ms, p95 ${r.mcp.p95.toFixed(1)} ms, `
-            + `bare python3 -c p50 ${r.bare.p50.toFixed(1)} ms, run p50 ${r.serverDurationP50} ms`);
+        const row = (label, r, lang = 'python', bareName = 'python3 -c') => lines.push(`SANDBOX=gvisor ${lang} hello, ${label}: MCP p50 ${r.mcp.p50.toFixed(1)} ms, p95 ${r.mcp.p95.toFixed(1)} ms, `
+            + `bare ${bareName} p50 ${r.bare.p50.toFixed(1)} ms, run p50 ${r.serverDurationP50} ms`);
         lines.push(`SANDBOX=gvisor: a new server (healthy in ${ms(g.startMs)}, runs report sandbox "${g.sandbox}"), ${g.n} calls each`
             + `${g.notReady ? ` (${g.notReady} of the first ${g.n} found no warm sandbox ready within 30 s)` : ''}:`);
         row('a warm sandbox ready (the wait untimed)', g.warmReady);
         row('calls in a row', g.burst);
+        if (g.nodeWarmReady) row('a warm sandbox ready (the wait untimed)', g.nodeWarmReady, 'node', 'node -e');
     }
     // the goals of issue 20
     const goals = [];

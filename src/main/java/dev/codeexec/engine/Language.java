@@ -44,7 +44,9 @@ public record Language(String id, List<String> aliases, String fileExtension, Op
      * @param stdin   sessions: whether a call may give its code a stdin
      * @param stdio   warm sandboxes: the arguments that make it speak its protocol over stdin and stdout instead of
      *                fds 8 and 9, for a sandbox that cannot pass them ({@code Sandbox#controlOverStdio}, gVisor); empty
-     *                when it cannot
+     *                when it cannot. Over stdio the run message is always {@code lengths}: the user's input follows
+     *                it on the same pipe, and only a length-prefixed message lets the runner take exactly its own
+     *                bytes
      */
     public record Interpreter(List<String> argv, Map<String, String> env, String message, String preload,
             boolean stdin, List<String> stdio) {

@@ -274,7 +274,8 @@ final class WarmPool implements AutoCloseable {
     }
 
     /**
-     * The Python warm runner's run message (Node's is one line of JSON): {@code run FILELEN CODELEN ARGLEN...\n}, then the UTF-8 bytes of the file name,
+     * The Python warm runner's run message, and every warm runner's over stdio (Node's is otherwise one line of
+     * JSON): {@code run FILELEN CODELEN ARGLEN...\n}, then the UTF-8 bytes of the file name,
      * the code (the same bytes as the code file) and each argument. Not JSON: the runner would have to import a
      * JSON parser in every run (docs/interpreter-protocol.md).
      */
@@ -574,7 +575,10 @@ final class WarmPool implements AutoCloseable {
                 env.put(warm.preload(), String.join(",", pythonPreload));
             List<String> argv = new java.util.ArrayList<>(Placeholders.fill(warm.argv(), placeholders));
             if (stdio) argv.addAll(Placeholders.fill(warm.stdio(), placeholders));
-            out.put(id, new Recipe(id, List.copyOf(argv), env, List.of(Path.of(runtime)), warm.message()));
+            // over stdio the user's input follows the message on the same pipe: only a length-prefixed message lets
+            // the runner take exactly its own bytes
+            out.put(id, new Recipe(id, List.copyOf(argv), env, List.of(Path.of(runtime)),
+                    stdio ? "lengths" : warm.message()));
         }
         return out;
     }

@@ -26,8 +26,8 @@ import static dev.codeexec.engine.WarmRuns.warm;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The warm pool under gVisor (where runsc is installed): a pre-started gVisor sandbox whose Python waits for its
- * run on stdin (runsc passes no control descriptors). Warm runs give what cold gVisor runs give, nothing passes
+ * The warm pool under gVisor (where runsc is installed): a pre-started gVisor sandbox whose Python, Node or
+ * TypeScript runner waits for its run on stdin (runsc passes no control descriptors). Warm runs give what cold gVisor runs give, nothing passes
  * from one to the next, the limits hold, runs it cannot serve start cold, and nothing is left when the executor
  * closes. Whether a run was warm is read from the pool's counters ({@code served}).
  */
@@ -54,11 +54,11 @@ class GvisorWarmPoolTest {
     }
 
     @Test
-    void onlyPythonIsKeptWarmAndItsRunsGiveWhatColdRunsGive() throws Exception {
-        LocalExecutor hot = executor("WARM_POOL", "python=1,nodejs=1,shell=1", "CPU_LIMIT_SECONDS", "2");
-        LocalExecutor cold = executor("WARM_POOL", "off", "CPU_LIMIT_SECONDS", "2");
-        // Node and the waiting sandboxes talk over fds 8 and 9, which runsc cannot pass
-        assertThat(languages(hot)).containsOnlyKeys("python");
+    void theInterpretersAreKeptWarmAndTheirRunsGiveWhatColdRunsGive() throws Exception {
+        LocalExecutor hot = executor("WARM_POOL", "python=1,nodejs=1,typescript=1,shell=1", "CPU_LIMIT_SECONDS", "3");
+        LocalExecutor cold = executor("WARM_POOL", "off", "CPU_LIMIT_SECONDS", "3");
+        // the waiting sandboxes talk over fds 8 and 9, which runsc cannot pass
+        assertThat(languages(hot)).containsOnlyKeys("python", "nodejs", "typescript");
         assertThat(hot.warmPoolInfo()).containsEntry("enabled", true);
         List<ExecutionRequest> cases = List.of(
                 request(hot.config, "python", "import sys\nprint('hi', sys.argv[1:], __name__)\nprint(sys.stdin.read().upper())\nsys.exit(3)",
@@ -73,15 +73,30 @@ class GvisorWarmPoolTest {
                         + "len(open(__file__).read()))\n#" + "c".repeat(100_000) + "\n",
                         "<head>" + "i".repeat(300_000) + "<tail>", List.of(), Map.of(), null),
                 // runsc reports the CPU limit's SIGXCPU as exit code 152: both read it as the CPU limit
-                request(hot.config, "python", "while True: pass", "", List.of(), Map.of(), 30_000L));
+                request(hot.config, "python", "while True: pass", "", List.of(), Map.of(), 30_000L),
+                request(hot.config, "nodejs", "let s = '';\nprocess.stdin.on('data', (d) => { s += d; }).on('end', () => {\n"
+                        + "  console.log('hi', process.argv.slice(2), require.main === module, s.toUpperCase());\n"
+                        + "  process.exitCode = 3;\n});\n", "some input\nand more", List.of("a", "b c"), Map.of(), null),
+                // (an uncaught error's trace differs below the user's frames: RunnerScriptsTest checks those frames)
+                request(hot.config, "nodejs", "console.error('to stderr');\nsetTimeout(() => process.exit(4), 10);\n"),
+                request(hot.config, "nodejs", "const fs = require('fs');\nconsole.log(process.cwd(), fs.readdirSync('.').sort(), "
+                        + "process.getuid(), (fs.statSync(__filename).mode & 0o777).toString(8), "
+                        + "fs.readFileSync('/proc/net/route', 'utf8').trim().split('\\n').slice(1));\n"),
+                request(hot.config, "nodejs", "let s = '';\nprocess.stdin.on('data', (d) => { s += d; }).on('end', () => "
+                        + "console.log(s.length, s.slice(0, 6), s.slice(-6), require('fs').readFileSync(__filename).length));\n//"
+                        + "c".repeat(100_000) + "\n", "<head>" + "i".repeat(300_000) + "<tail>", List.of(), Map.of(), null),
+                request(hot.config, "nodejs", "while (true) {}", "", List.of(), Map.of(), 30_000L),
+                request(hot.config, "typescript", "interface P { x: number }\nconst p: P = { x: 21 * 2 };\n"
+                        + "console.log(p.x, process.argv.slice(2));\n", "", List.of("t"), Map.of(), null));
         assertThat(assertWarmGivesWhatColdGives(hot, cold, cases)).extracting(ExecutionResult::sandbox)
                 .containsOnly("gvisor");
-        assertThat(run(cold, cases.getLast()).outcome()).isEqualTo(Outcome.CPU_LIMIT);
+        assertThat(run(cold, cases.get(5)).outcome()).isEqualTo(Outcome.CPU_LIMIT);
+        assertThat(run(cold, cases.get(10)).outcome()).isEqualTo(Outcome.CPU_LIMIT);
     }
 
     @Test
     void nothingPassesFromOneWarmRunToTheNext() throws Exception {
-        LocalExecutor e = executor("WARM_POOL", "python=2");
+        LocalExecutor e = executor("WARM_POOL", "python=2,nodejs=2");
         ExecutionResult first = warm(e, request(e.config, "python", """
                 import builtins, json, os, sys
                 builtins.LEAK = 1
@@ -98,6 +113,12 @@ class GvisorWarmPoolTest {
                 """));
         assertThat(first.stdout()).isEqualTo("spoiled\n");
         assertThat(second.stdout()).isEqualTo("False False False False False\n");
+        ExecutionResult node = warm(e, request(e.config, "nodejs", "const fs = require('fs');\n"
+                + "globalThis.LEAK = 1;\nfs.writeFileSync('/tmp/nodeleak', 'x');\nconsole.log('spoiled');\n"));
+        ExecutionResult nodeAfter = warm(e, request(e.config, "nodejs", "const fs = require('fs');\n"
+                + "console.log(typeof globalThis.LEAK, fs.existsSync('/tmp/nodeleak'), fs.existsSync('/tmp/leak'));\n"));
+        assertThat(node.stdout()).isEqualTo("spoiled\n");
+        assertThat(nodeAfter.stdout()).isEqualTo("undefined false false\n");
     }
 
     @Test
@@ -167,7 +188,7 @@ class GvisorWarmPoolTest {
         Process p = new ProcessBuilder("ps", "-u", "65534", "-o", "pid=,args=").start();
         String out = new String(p.getInputStream().readAllBytes());
         p.waitFor();
-        return out.lines().filter(l -> l.contains("runsc") && l.contains("warm_python.py --stdio")
+        return out.lines().filter(l -> l.contains("runsc") && l.contains(" --stdio")
                 && l.contains(TestSupport.DATA_DIR)).toList();
     }
 }

@@ -247,16 +247,26 @@ class RunnerScriptsTest {
     }
 
     private static Process startOverStdio(Path dir) throws IOException {
-        ProcessBuilder pb = new ProcessBuilder(concat(List.of(warmPython()), List.of("--stdio"))).directory(work(dir).toFile());
+        return startOverStdio(dir, baseEnv(), warmPython());
+    }
+
+    /** {@code command} with {@code --stdio} added, as a gVisor sandbox's warm pool starts it. */
+    private static Process startOverStdio(Path dir, Map<String, String> env, String... command) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(concat(List.of(command), List.of("--stdio"))).directory(work(dir).toFile());
         pb.environment().clear();
-        pb.environment().putAll(baseEnv());
+        pb.environment().putAll(env);
         return pb.start();
     }
 
     /** The runner as a gVisor sandbox starts it: `--stdio`, message and then the user's input on stdin. */
     private static Outcome runWarmOverStdio(Path dir, String code, String file, List<String> args, String stdin)
             throws Exception {
-        Process p = startOverStdio(dir);
+        return runWarmOverStdio(dir, baseEnv(), code, file, args, stdin, warmPython());
+    }
+
+    private static Outcome runWarmOverStdio(Path dir, Map<String, String> env, String code, String file,
+            List<String> args, String stdin, String... command) throws Exception {
+        Process p = startOverStdio(dir, env, command);
         Collector out = new Collector(p.getInputStream());
         Collector err = new Collector(p.getErrorStream());
         try (OutputStream in = p.getOutputStream()) {
@@ -483,6 +493,73 @@ class RunnerScriptsTest {
     @Test
     void warmNodeExitsQuietlyWhenDiscardedBeforeItGetsCode(@TempDir Path dir) throws Exception {
         assertDiscardedQuietly(dir, NODE, script("warm_node.js"));
+    }
+
+    // --------------------------------------------------- warm node over stdin and stdout (gVisor: no fds 8 and 9)
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ordinaryNodePrograms")
+    void warmNodeOverStdioBehavesLikeAColdRun(String name, String code, List<String> args, String stdin,
+            @TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_ab12cd34.js");
+        Files.writeString(file, code);
+        Files.writeString(work(dir).resolve("helper.js"), "module.exports = { value: require.main.filename };\n");
+        Outcome cold = runCold(work(dir), baseEnv(), stdin, concat(List.of(NODE, file.toString()), args));
+        Outcome warm = runWarmOverStdio(dir, baseEnv(), code, file.toString(), args, stdin, NODE,
+                script("warm_node.js"));
+        assertThat(warm).isEqualTo(cold);
+    }
+
+    @Test
+    void warmNodeOverStdioTakesOnlyItsMessageFromMoreThanAPipeOfInputAndPlacesTheCodeFile(@TempDir Path dir)
+            throws Exception {
+        Path file = work(dir).resolve("code_placed.js");
+        // more than a pipe's worth of code and of input: the message ends exactly where the user's input starts
+        String code = "const fs = require('fs');\nlet s = '';\nprocess.stdin.setEncoding('utf8');\n"
+                + "process.stdin.on('data', (d) => { s += d; }).on('end', () => console.log(s.length, s.slice(0, 6), "
+                + "s.slice(-6), fs.readFileSync(__filename, 'utf8') === " + "fs.readFileSync(__filename, 'utf8'), "
+                + "(fs.statSync(__filename).mode & 0o777).toString(8), fs.readFileSync(__filename).length));\n//"
+                + "c".repeat(100_000) + "\u00e9\n";
+        String stdin = "<head>" + "i".repeat(300_000) + "<tail>";
+        Outcome warm = runWarmOverStdio(dir, baseEnv(), code, file.toString(), List.of(), stdin, NODE,
+                script("warm_node.js"));
+        int bytes = code.getBytes(UTF_8).length;
+        assertThat(warm).isEqualTo(new Outcome(0, "300012 <head> <tail> true 444 " + bytes + "\n", ""));
+        assertThat(Files.readString(file)).isEqualTo(code);
+    }
+
+    @Test
+    void warmTypescriptOverStdioTranspilesAndRunsLikeAColdRun(@TempDir Path dir) throws Exception {
+        Path file = work(dir).resolve("code_ts.ts");
+        String code = "const n: number = Number(process.argv[2]);\ninterface P { x: number }\n"
+                + "const p: P = { x: n * 2 };\nlet s = '';\nprocess.stdin.on('data', (d) => { s += d; })"
+                + ".on('end', () => console.log(p.x, s.trim(), __filename));\n";
+        Map<String, String> env = baseEnv();
+        env.put("NODE_PATH", "/usr/local/lib/node_modules:/usr/lib/node_modules");
+        Outcome warm = runWarmOverStdio(dir, env, code, file.toString(), List.of("21"), "typed input\n", NODE,
+                script("warm_node.js"), "--typescript");
+        assertThat(warm).isEqualTo(new Outcome(0, "42 typed input " + file + "\n", ""));
+    }
+
+    @Test
+    void warmNodeOverStdioExitsQuietlyWhenDiscardedAndRefusesAMalformedMessage(@TempDir Path dir) throws Exception {
+        Process p = startOverStdio(dir, baseEnv(), NODE, script("warm_node.js"));
+        p.getOutputStream().close();
+        assertThat(p.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(new Outcome(p.exitValue(), new String(p.getInputStream().readAllBytes(), UTF_8),
+                new String(p.getErrorStream().readAllBytes(), UTF_8))).isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
+        List<byte[]> bad = List.of(WarmPool.runMessage("relative.js", "console.log('x')", List.of()),
+                "run 3 x\nabc".getBytes(UTF_8), "{\"code\":\"console.log(1)\",\"file\":\"/tmp/a.js\"}\n".getBytes(UTF_8));
+        for (byte[] message : bad) {
+            Process q = startOverStdio(dir, baseEnv(), NODE, script("warm_node.js"));
+            try (OutputStream in = q.getOutputStream()) {
+                in.write(message);
+            }
+            assertThat(q.waitFor(10, TimeUnit.SECONDS)).isTrue();
+            assertThat(new Outcome(q.exitValue(), new String(q.getInputStream().readAllBytes(), UTF_8),
+                    new String(q.getErrorStream().readAllBytes(), UTF_8))).as(new String(message, UTF_8))
+                    .isEqualTo(new Outcome(2, "{\"ready\":true}\n", ""));
+        }
     }
 
     // ------------------------------------------------------------------------------------------- session python
