@@ -1,6 +1,7 @@
 'use strict';
 // What the two Node runners (warm_node.js, session_node.js) share: the control channel on fds 8 (in) and 9 (out),
-// one JSON object per line. Protocol: docs/interpreter-protocol.md.
+// one JSON object per line; and the warm runner's length-prefixed run message over stdin (--stdio, gVisor).
+// Protocol: docs/interpreter-protocol.md.
 const fs = require('fs');
 
 const CONTROL_IN = 8;
@@ -44,19 +45,24 @@ function send(channel, message) {
   writeAllSync(channel.out, JSON.stringify(message) + '\n');
 }
 
+/** Reads what is there (at least one byte, or 0 at end of input), waiting out EAGAIN; blocks the whole process. */
+function readSomeSync(fd, buffer, offset, length) {
+  for (;;) {
+    try {
+      return fs.readSync(fd, buffer, offset, length, null);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') throw e;
+      Atomics.wait(pause, 0, 0, 1);
+    }
+  }
+}
+
 /** Reads one line, blocking the whole process; null at end of input. */
 function receiveSync(channel) {
   const chunks = [];
   const chunk = Buffer.alloc(65536);
   for (;;) {
-    let n;
-    try {
-      n = fs.readSync(channel.in, chunk, 0, chunk.length, null);
-    } catch (e) {
-      if (e.code !== 'EAGAIN') throw e;
-      Atomics.wait(pause, 0, 0, 1);
-      continue;
-    }
+    const n = readSomeSync(channel.in, chunk, 0, chunk.length);
     if (n === 0) return null;
     const newline = chunk.indexOf(10);
     if (newline >= 0 && newline < n) {
@@ -83,4 +89,41 @@ function closeChannel(channel) {
   fs.closeSync(channel.out);
 }
 
-module.exports = { openChannel, send, receiveSync, parse, closeChannel, writeAllSync };
+/**
+ * The warm runner's run message over stdin: {file, code, codeBytes, args} from `run FILELEN CODELEN ARGLEN...\n`
+ * (`runp` alike: declared packages reach Node through its environment) and then those many bytes; null when input
+ * ends first (the server discarded the sandbox). The header is read a byte at a time and the rest to its exact
+ * length, so that nothing of the user's input after the message is taken. A malformed header: exit 2.
+ */
+function receiveLengthsSync(fd) {
+  const header = [];
+  const one = Buffer.alloc(1);
+  for (;;) {
+    if (readSomeSync(fd, one, 0, 1) === 0) return null;
+    if (one[0] === 10) break;
+    header.push(one[0]);
+    if (header.length > 4096) process.exit(2);
+  }
+  const fields = Buffer.from(header).toString('latin1').split(' ');
+  if ((fields[0] !== 'run' && fields[0] !== 'runp') || fields.length < 3 ||
+      !fields.slice(1).every((f) => /^[0-9]+$/.test(f))) {
+    process.exit(2);
+  }
+  const lengths = fields.slice(1).map(Number);
+  const body = Buffer.alloc(lengths.reduce((a, b) => a + b, 0));
+  for (let have = 0; have < body.length;) {
+    const n = readSomeSync(fd, body, have, body.length - have);
+    if (n === 0) return null;
+    have += n;
+  }
+  const parts = [];
+  let at = 0;
+  for (const n of lengths) {
+    parts.push(body.subarray(at, at + n));
+    at += n;
+  }
+  return { file: parts[0].toString('utf8'), code: parts[1].toString('utf8'), codeBytes: parts[1],
+    args: parts.slice(2).map((b) => b.toString('utf8')) };
+}
+
+module.exports = { openChannel, send, receiveSync, receiveLengthsSync, parse, closeChannel, writeAllSync };

@@ -11,7 +11,7 @@
   const path = require('path');
   const Module = require('module');
   const helperPath = require.resolve('./codeexec_node.js');
-  const { openChannel, send, receiveSync, closeChannel, writeAllSync } = require(helperPath);
+  const { openChannel, send, receiveSync, receiveLengthsSync, closeChannel, writeAllSync } = require(helperPath);
   const flags = process.argv.slice(2);
   if (!flags.every((f) => f === '--typescript' || f === '--stdio')) process.exit(2);
   const typescript = flags.includes('--typescript');
@@ -31,9 +31,10 @@
   try {
     send(channel, { ready: true });
     // Blocking read: nothing else may run before the user's code, and no handle of ours may outlive it.
-    message = stdio ? receiveLengths(channel.in) : receiveSync(channel);
+    message = stdio ? receiveLengthsSync(channel.in) : receiveSync(channel);
   } catch (e) {
-    // Not the user's output, so exit with a code only.
+    // The server gone (EPIPE), the channel missing (EBADF), a length too large to allocate (RangeError): not the
+    // user's output, so exit with a code only.
     process.exit(2);
   }
   if (message === null) process.exit(0);
@@ -76,58 +77,11 @@
   process.nextTick(() => {
     main.loaded = true;
   });
-  /**
-   * {file, code, codeBytes, args} from `run FILELEN CODELEN ARGLEN...\n` (`runp` alike: declared packages reach
-   * Node through its environment) and then those many bytes; null when input ends first (the server discarded this
-   * sandbox). The header is read a byte at a time and the rest to its exact length, so that nothing of the user's
-   * input after the message is taken.
-   */
-  function receiveLengths(fd) {
-    const pause = new Int32Array(new SharedArrayBuffer(4));
-    const read = (buffer, offset, length) => {
-      for (;;) {
-        try {
-          return fs.readSync(fd, buffer, offset, length, null);
-        } catch (e) {
-          if (e.code !== 'EAGAIN') throw e;
-          Atomics.wait(pause, 0, 0, 1);
-        }
-      }
-    };
-    const header = [];
-    const one = Buffer.alloc(1);
-    for (;;) {
-      if (read(one, 0, 1) === 0) return null;
-      if (one[0] === 10) break;
-      header.push(one[0]);
-      if (header.length > 4096) process.exit(2);
-    }
-    const fields = Buffer.from(header).toString('latin1').split(' ');
-    if ((fields[0] !== 'run' && fields[0] !== 'runp') || fields.length < 3 ||
-        !fields.slice(1).every((f) => /^[0-9]+$/.test(f))) {
-      process.exit(2);
-    }
-    const lengths = fields.slice(1).map(Number);
-    const body = Buffer.alloc(lengths.reduce((a, b) => a + b, 0));
-    for (let have = 0; have < body.length;) {
-      const n = read(body, have, body.length - have);
-      if (n === 0) return null;
-      have += n;
-    }
-    const parts = [];
-    let at = 0;
-    for (const n of lengths) {
-      parts.push(body.subarray(at, at + n));
-      at += n;
-    }
-    return { file: parts[0].toString('utf8'), code: parts[1].toString('utf8'), codeBytes: parts[1],
-      args: parts.slice(2).map((p) => p.toString('utf8')) };
-  }
 
   /**
    * Over stdio nothing can be mounted into the sandbox after its start, so the server cannot place the code file:
    * the runner writes it where a cold run has it (programs read __filename), read-only as a cold run's; a failure
-   * (a full disk) leaves the run to go on from the message.
+   * (a full disk) removes what was written and leaves the run to go on from the message.
    */
   function placeCodeFile(file, bytes) {
     if (!path.isAbsolute(file)) return;
@@ -140,9 +94,16 @@
     try {
       writeAllSync(fd, bytes);
     } catch (e) {
-      // the run goes on from the message
-    } finally {
+      // no truncated copy where the program looks for its source: the run goes on from the message
       fs.closeSync(fd);
+      fd = null;
+      try {
+        fs.unlinkSync(file);
+      } catch (e2) {
+        // nothing more to do
+      }
+    } finally {
+      if (fd !== null) fs.closeSync(fd);
     }
   }
 })();

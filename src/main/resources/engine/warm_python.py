@@ -69,7 +69,8 @@ def read_message():
 def place_code_file(file, code):
     """Over stdio nothing can be mounted into the sandbox after its start, so the server cannot place the code file:
     the runner writes it where a cold run has it (programs read __file__), read-only as a cold run's; a failure
-    (a full disk) leaves the run to go on from the message, like a warm run without a late working directory."""
+    (a full disk) removes what was written and leaves the run to go on from the message, like a warm run without a
+    late working directory."""
     try:
         fd = posix.open(file, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o444)
     except OSError:
@@ -79,7 +80,11 @@ def place_code_file(file, code):
         while view:
             view = view[posix.write(fd, view):]
     except OSError:
-        pass
+        # no truncated copy where the program looks for its source
+        try:
+            posix.unlink(file)
+        except OSError:
+            pass
     finally:
         posix.close(fd)
 

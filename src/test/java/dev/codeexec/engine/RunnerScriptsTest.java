@@ -77,7 +77,8 @@ class RunnerScriptsTest {
     static Stream<Arguments> ordinaryPythonPrograms() {
         return Stream.of(
                 Arguments.of("hello and args", "import sys\nprint('hello', sys.argv[1:], __name__)\n",
-                        List.of("a", "b c"), ""),
+                        List.of("a", "b c", "", "\u00e9 \u2603"), ""),
+                Arguments.of("empty program", "", List.of("", "x"), ""),
                 Arguments.of("main module", """
                         import sys, os
                         print(__file__, sys.argv[0], sys.path[0], os.getcwd())
@@ -444,7 +445,8 @@ class RunnerScriptsTest {
                         console.log(__filename, __dirname, module.id, process.cwd(), typeof main, typeof channel);
                         console.log(Object.keys(require.cache), process.mainModule === module);
                         console.log(Object.keys(process.env).filter((k) => k.startsWith('CODE_EXEC')));
-                        """, List.of("a", "b c"), ""),
+                        """, List.of("a", "b c", "", "\u00e9 \u2603"), ""),
+                Arguments.of("empty program", "", List.of("", "x"), ""),
                 Arguments.of("event loop order", """
                         // far enough apart that a loaded machine cannot reorder them (30 ms could, before setImmediate)
                         setTimeout(() => console.log('timeout'), 250);
@@ -517,7 +519,7 @@ class RunnerScriptsTest {
         // more than a pipe's worth of code and of input: the message ends exactly where the user's input starts
         String code = "const fs = require('fs');\nlet s = '';\nprocess.stdin.setEncoding('utf8');\n"
                 + "process.stdin.on('data', (d) => { s += d; }).on('end', () => console.log(s.length, s.slice(0, 6), "
-                + "s.slice(-6), fs.readFileSync(__filename, 'utf8') === " + "fs.readFileSync(__filename, 'utf8'), "
+                + "s.slice(-6), fs.readFileSync(__filename, 'utf8').startsWith('const fs'), "
                 + "(fs.statSync(__filename).mode & 0o777).toString(8), fs.readFileSync(__filename).length));\n//"
                 + "c".repeat(100_000) + "\u00e9\n";
         String stdin = "<head>" + "i".repeat(300_000) + "<tail>";
@@ -548,7 +550,14 @@ class RunnerScriptsTest {
         assertThat(p.waitFor(10, TimeUnit.SECONDS)).isTrue();
         assertThat(new Outcome(p.exitValue(), new String(p.getInputStream().readAllBytes(), UTF_8),
                 new String(p.getErrorStream().readAllBytes(), UTF_8))).isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
+        Process unknown = new ProcessBuilder(NODE, script("warm_node.js"), "--stdio", "--bogus").start();
+        unknown.getOutputStream().close();
+        assertThat(unknown.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(new Outcome(unknown.exitValue(), new String(unknown.getInputStream().readAllBytes(), UTF_8),
+                new String(unknown.getErrorStream().readAllBytes(), UTF_8))).as("an unknown argument")
+                .isEqualTo(new Outcome(2, "", ""));
         List<byte[]> bad = List.of(WarmPool.runMessage("relative.js", "console.log('x')", List.of()),
+                ("run 1 " + "2".repeat(5000) + "\n").getBytes(UTF_8),
                 "run 3 x\nabc".getBytes(UTF_8), "{\"code\":\"console.log(1)\",\"file\":\"/tmp/a.js\"}\n".getBytes(UTF_8));
         for (byte[] message : bad) {
             Process q = startOverStdio(dir, baseEnv(), NODE, script("warm_node.js"));
