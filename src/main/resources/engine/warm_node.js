@@ -38,11 +38,7 @@
     process.exit(2);
   }
   if (message === null) process.exit(0);
-  if (stdio) {
-    placeCodeFile(message.file, message.codeBytes);
-  } else {
-    closeChannel(channel);
-  }
+  if (!stdio) closeChannel(channel);
 
   const file = message.file;
   const args = message.args || [];
@@ -50,6 +46,7 @@
       !Array.isArray(args) || !args.every((a) => typeof a === 'string')) {
     process.exit(2);
   }
+  if (stdio) placeCodeFile(file, message.codeBytes);
   try {
     // Resolved again now: a workspace may have been mounted over the working directory after the start.
     process.chdir(path.dirname(file));
@@ -84,26 +81,25 @@
    * (a full disk) removes what was written and leaves the run to go on from the message.
    */
   function placeCodeFile(file, bytes) {
-    if (!path.isAbsolute(file)) return;
     let fd;
     try {
       fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o444);
     } catch (e) {
       return;
     }
+    let whole = false;
     try {
       writeAllSync(fd, bytes);
+      whole = true;
     } catch (e) {
-      // no truncated copy where the program looks for its source: the run goes on from the message
-      fs.closeSync(fd);
-      fd = null;
-      try {
-        fs.unlinkSync(file);
-      } catch (e2) {
-        // nothing more to do
-      }
-    } finally {
-      if (fd !== null) fs.closeSync(fd);
+      // the run goes on from the message
+    }
+    fs.closeSync(fd);
+    if (whole) return;
+    try {
+      fs.unlinkSync(file); // no truncated copy where the program looks for its source
+    } catch (e) {
+      // nothing more to do
     }
   }
 })();

@@ -240,11 +240,17 @@ class RunnerScriptsTest {
 
     @Test
     void warmPythonOverStdioExitsQuietlyWhenDiscardedBeforeItGetsCode(@TempDir Path dir) throws Exception {
-        Process p = startOverStdio(dir);
-        p.getOutputStream().close();
+        assertThat(endWith(startOverStdio(dir), new byte[0])).isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
+    }
+
+    /** Gives the process {@code input} as its whole stdin and waits for its end (small outputs only). */
+    private static Outcome endWith(Process p, byte[] input) throws Exception {
+        try (OutputStream in = p.getOutputStream()) {
+            in.write(input);
+        }
         assertThat(p.waitFor(10, TimeUnit.SECONDS)).isTrue();
-        assertThat(new Outcome(p.exitValue(), new String(p.getInputStream().readAllBytes(), UTF_8),
-                new String(p.getErrorStream().readAllBytes(), UTF_8))).isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
+        return new Outcome(p.exitValue(), new String(p.getInputStream().readAllBytes(), UTF_8),
+                new String(p.getErrorStream().readAllBytes(), UTF_8));
     }
 
     private static Process startOverStdio(Path dir) throws IOException {
@@ -545,29 +551,16 @@ class RunnerScriptsTest {
 
     @Test
     void warmNodeOverStdioExitsQuietlyWhenDiscardedAndRefusesAMalformedMessage(@TempDir Path dir) throws Exception {
-        Process p = startOverStdio(dir, baseEnv(), NODE, script("warm_node.js"));
-        p.getOutputStream().close();
-        assertThat(p.waitFor(10, TimeUnit.SECONDS)).isTrue();
-        assertThat(new Outcome(p.exitValue(), new String(p.getInputStream().readAllBytes(), UTF_8),
-                new String(p.getErrorStream().readAllBytes(), UTF_8))).isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
-        Process unknown = new ProcessBuilder(NODE, script("warm_node.js"), "--stdio", "--bogus").start();
-        unknown.getOutputStream().close();
-        assertThat(unknown.waitFor(10, TimeUnit.SECONDS)).isTrue();
-        assertThat(new Outcome(unknown.exitValue(), new String(unknown.getInputStream().readAllBytes(), UTF_8),
-                new String(unknown.getErrorStream().readAllBytes(), UTF_8))).as("an unknown argument")
-                .isEqualTo(new Outcome(2, "", ""));
+        assertThat(endWith(startOverStdio(dir, baseEnv(), NODE, script("warm_node.js")), new byte[0]))
+                .isEqualTo(new Outcome(0, "{\"ready\":true}\n", ""));
+        assertThat(endWith(new ProcessBuilder(NODE, script("warm_node.js"), "--stdio", "--bogus").start(), new byte[0]))
+                .as("an unknown argument").isEqualTo(new Outcome(2, "", ""));
         List<byte[]> bad = List.of(WarmPool.runMessage("relative.js", "console.log('x')", List.of()),
                 ("run 1 " + "2".repeat(5000) + "\n").getBytes(UTF_8),
                 "run 3 x\nabc".getBytes(UTF_8), "{\"code\":\"console.log(1)\",\"file\":\"/tmp/a.js\"}\n".getBytes(UTF_8));
         for (byte[] message : bad) {
-            Process q = startOverStdio(dir, baseEnv(), NODE, script("warm_node.js"));
-            try (OutputStream in = q.getOutputStream()) {
-                in.write(message);
-            }
-            assertThat(q.waitFor(10, TimeUnit.SECONDS)).isTrue();
-            assertThat(new Outcome(q.exitValue(), new String(q.getInputStream().readAllBytes(), UTF_8),
-                    new String(q.getErrorStream().readAllBytes(), UTF_8))).as(new String(message, UTF_8))
-                    .isEqualTo(new Outcome(2, "{\"ready\":true}\n", ""));
+            assertThat(endWith(startOverStdio(dir, baseEnv(), NODE, script("warm_node.js")), message))
+                    .as(new String(message, UTF_8)).isEqualTo(new Outcome(2, "{\"ready\":true}\n", ""));
         }
     }
 
