@@ -654,8 +654,7 @@ public final class EgressChannel implements AutoCloseable {
             refusal = v;
             String body = "code-exec-mcp egress proxy: " + (v.decision().equals(ConnectionRecord.REFUSED) ? "refused" : "failed")
                     + " (" + v.reason() + "): " + v.message() + "\n";
-            String resp = "HTTP/1.1 " + status + " " + (status == 403 ? "Forbidden" : status == 429 ? "Too Many Requests"
-                    : status == 502 ? "Bad Gateway" : status == 504 ? "Gateway Timeout" : "Bad Request") + "\r\n"
+            String resp = "HTTP/1.1 " + status + " " + reasonPhrase(status) + "\r\n"
                     + "Content-Type: text/plain; charset=utf-8\r\nX-Codeexec-Egress: " + v.decision() + "; reason=" + v.reason()
                     + "\r\nContent-Length: " + body.getBytes(StandardCharsets.UTF_8).length + "\r\nConnection: close\r\n\r\n" + body;
             try {
@@ -694,6 +693,19 @@ public final class EgressChannel implements AutoCloseable {
             AUDIT.info("egress run={} tenant={} host={} port={} decision={} reason={} bytesOut={} bytesIn={} ms={}",
                     owner.runId, owner.tenant, host, port, decision, reason, bytesOut, bytesIn, ms);
         }
+    }
+
+    /** The reason phrase of each status the proxy answers with (RFC 9110 section 15). */
+    static String reasonPhrase(int status) {
+        return switch (status) {
+            case 400 -> "Bad Request";
+            case 403 -> "Forbidden";
+            case 429 -> "Too Many Requests";
+            case 431 -> "Request Header Fields Too Large";
+            case 502 -> "Bad Gateway";
+            case 504 -> "Gateway Timeout";
+            default -> "Error";
+        };
     }
 
     private static void writeAll(SocketChannel ch, ByteBuffer b) throws IOException {

@@ -51,6 +51,7 @@ final class JsonErrors {
             case 406 -> "Not acceptable";
             case 413 -> "Request body too large";
             case 415 -> "Unsupported media type";
+            case 431 -> "Request header fields too large";
             case 503 -> "Service unavailable";
             default -> status >= 500 ? "Internal server error" : "Request failed";
         };

@@ -417,6 +417,16 @@ class EgressChannelTest {
         assertThat(seen).isEmpty();
     }
 
+    @Test
+    void anOverlongRequestHeadIs431RequestHeaderFieldsTooLarge() throws Exception {
+        EgressChannel ch = open(settings());
+        SocketChannel c = client(ch);
+        send(c, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\nX-Big: " + "a".repeat(20_000) + "\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 431 Request Header Fields Too Large\r\n")
+                .contains("X-Codeexec-Egress: refused; reason=bad_request").contains("longer than");
+        assertThat(seen).isEmpty();
+    }
+
     // ---- refusals ----
 
     @Test

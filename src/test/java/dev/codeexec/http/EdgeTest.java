@@ -359,4 +359,17 @@ class EdgeTest {
         assertThat(method.statusCode()).isEqualTo(405);
         assertClean(method);
     }
+
+    @Test
+    void aRequestHeadOverJettysLimitIs431WithItsOwnReasonPhraseAndMessage() throws Exception {
+        start();
+        try (Socket socket = new Socket("127.0.0.1", server.port())) {
+            socket.setSoTimeout(10000);
+            socket.getOutputStream().write(("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + "a".repeat(20_000)
+                    + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            String response = new String(socket.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertThat(response).startsWith("HTTP/1.1 431 Request Header Fields Too Large\r\n")
+                    .contains("\"message\":\"Request header fields too large\"").doesNotContain("Exception");
+        }
+    }
 }
