@@ -154,7 +154,8 @@ public final class Config {
             "Names the proxy answers itself instead of asking the host's resolver, `name=address,...` (tests, "
                     + "on-prem names); the address rules still apply.");
     public static final ConfigKey<Integer> EGRESS_MAX_CONNECTIONS = ConfigKey.integer("EGRESS_MAX_CONNECTIONS", 32, 1, 4096,
-            "Connections one run may have open through the proxy at once; more are refused (HTTP 429).");
+            "Connections one run may have open through the proxy at once; more are refused (HTTP 429, or closed at "
+                    + "once past 128 waiting for that answer).");
     public static final ConfigKey<Integer> EGRESS_MAX_MB = ConfigKey.integer("EGRESS_MAX_MB", 1024, 1, 1048576,
             "MiB one run may transfer through the proxy in each direction; the connection that goes over is closed.");
     public static final ConfigKey<Integer> EGRESS_CONNECT_TIMEOUT_MS = ConfigKey.integer("EGRESS_CONNECT_TIMEOUT_MS", 10000, 100, 600000,

@@ -15,6 +15,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -43,7 +44,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code egress} line in the audit log, and {@link #finish} closes whatever is still open the moment the run ends.
  *
  * <p>Threads: one virtual thread accepts; each connection gets a virtual thread per direction. One run's flood
- * only fills its own channel, up to its own connection cap.
+ * only fills its own channel, up to its own caps, which the server enforces from accept on (see {@link #admit}):
+ * a program that connects to the socket itself, past the sandbox relay's cap, is held to them as well.
  */
 public final class EgressChannel implements AutoCloseable {
 
@@ -57,6 +59,15 @@ public final class EgressChannel implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EgressChannel.class);
     private static final Logger AUDIT = LoggerFactory.getLogger("audit");
     private static final int HEAD_MAX = 16 * 1024;
+    /** A request head's first buffer: most fit; it grows to HEAD_MAX for the rest. */
+    private static final int HEAD_START = 2048;
+    private static final byte[] CRLF_CRLF = "\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
+    /**
+     * Connections over the cap answered 429 at once per channel: as many as the sandbox's relay carries at once
+     * (codeexec-helper's MAX_RELAYS), so a program going through the relay always gets its answer; a program that
+     * connects to the socket itself gets closed past that.
+     */
+    static final int REFUSING_MAX = 128;
     /** A local request's body over the endpoint's limit is read and dropped up to this size before the answer. */
     private static final long DRAIN_MAX = 64L << 20;
     /** How long a connection refused at accept may take to send its request before it is answered anyway. */
@@ -79,6 +90,9 @@ public final class EgressChannel implements AutoCloseable {
     private final ThreadFactory threads = Thread.ofVirtual().name("egress-", 0).factory();
     private static final ThreadFactory PUMPS = Thread.ofPlatform().name("egress-pump-", 0).daemon(true).factory();
     private final Set<Conn> open = ConcurrentHashMap.newKeySet();
+    /** Connections over the cap that are being answered 429 now (each holds its one descriptor until answered). */
+    private final AtomicInteger refusing = new AtomicInteger();
+    private final Descriptors descriptors;
     private final ScheduledFuture<?> sweep;
     private volatile Run run;
     private volatile boolean closed;
@@ -94,6 +108,7 @@ public final class EgressChannel implements AutoCloseable {
         final AtomicLong bytesIn = new AtomicLong();
         final List<ConnectionRecord> records = new ArrayList<>();
         final Map<String, Integer> counts = new TreeMap<>();
+        final AtomicInteger closedAtOnce = new AtomicInteger();
         int leftOut;
 
         Run(EgressPolicy policy, String tenant, String runId, LocalEndpoint local) {
@@ -109,14 +124,26 @@ public final class EgressChannel implements AutoCloseable {
             else leftOut++;
         }
 
+        /**
+         * A connection closed at accept, over the caps: in the report like any other, in the audit log only the
+         * first of the run (a flood would otherwise write a line per connect).
+         */
+        void closedAtOnce(String message) {
+            add(new ConnectionRecord("", 0, ConnectionRecord.REFUSED, "connection_limit", message, 0, 0, 0));
+            if (closedAtOnce.getAndIncrement() == 0)
+                AUDIT.info("egress run={} tenant={} host= port=0 decision=refused reason=connection_limit bytesOut=0 bytesIn=0 "
+                        + "ms=0 closedAtOnce=true (more such connections of this run are counted in its report only)", runId, tenant);
+        }
+
         synchronized NetworkReport report() {
             return new NetworkReport(policy.patterns(), records, leftOut, counts, bytesOut.get(), bytesIn.get());
         }
     }
 
     private EgressChannel(EgressSettings settings, EgressDecision.Resolver resolver, Path socket,
-            ServerSocketChannel server, EgressPolicy policy, String tenant, String runId) {
+            ServerSocketChannel server, EgressPolicy policy, String tenant, String runId, Descriptors descriptors) {
         this.settings = settings;
+        this.descriptors = descriptors;
         this.resolver = resolver;
         this.socket = socket;
         this.server = server;
@@ -132,6 +159,12 @@ public final class EgressChannel implements AutoCloseable {
      */
     public static EgressChannel open(EgressSettings settings, EgressDecision.Resolver resolver, Path socket,
             EgressPolicy policy, String tenant, String runId) throws IOException {
+        return open(settings, resolver, socket, policy, tenant, runId, Descriptors.PROCESS);
+    }
+
+    /** As {@link #open(EgressSettings, EgressDecision.Resolver, Path, EgressPolicy, String, String)}, within this share. */
+    static EgressChannel open(EgressSettings settings, EgressDecision.Resolver resolver, Path socket,
+            EgressPolicy policy, String tenant, String runId, Descriptors descriptors) throws IOException {
         Files.deleteIfExists(socket);
         ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
         try {
@@ -142,7 +175,7 @@ public final class EgressChannel implements AutoCloseable {
             Files.deleteIfExists(socket);
             throw e;
         }
-        return new EgressChannel(settings, resolver, socket, server, policy, tenant, runId);
+        return new EgressChannel(settings, resolver, socket, server, policy, tenant, runId, descriptors);
     }
 
     /** The socket's path on the host. */
@@ -181,43 +214,99 @@ public final class EgressChannel implements AutoCloseable {
         return r.report();
     }
 
+    /**
+     * Accepts for as long as the channel is open. A failed accept (EMFILE: the process is out of descriptors) leaves
+     * the connection queued and is tried again after a pause that grows to a second: the loop neither spins nor
+     * ends, so the run keeps its proxy once descriptors are free again.
+     */
     private void acceptLoop() {
+        long pauseMs = 0;
         while (!closed) {
             SocketChannel client;
             try {
                 client = server.accept();
             } catch (IOException e) {
-                if (!closed) LOG.warn("egress {}: accept failed: {}", socket.getFileName(), e.toString());
-                return;
-            }
-            Conn c = new Conn(client, run);
-            if (open.size() >= settings.maxConnections()) {
-                threads.newThread(() -> refuseOverCap(c)).start();
+                if (closed || !server.isOpen()) return;
+                if (pauseMs == 0)
+                    LOG.warn("egress {}: accept failed: {}; retrying until it succeeds", socket.getFileName(), e.toString());
+                pauseMs = Math.min(1000, Math.max(10, pauseMs * 2));
+                try {
+                    Thread.sleep(pauseMs);
+                } catch (InterruptedException ie) {
+                    return;
+                }
                 continue;
             }
-            open.add(c);
-            threads.newThread(c::serve).start();
+            if (pauseMs != 0) {
+                LOG.info("egress {}: accepting again", socket.getFileName());
+                pauseMs = 0;
+            }
+            admit(client);
         }
+    }
+
+    /**
+     * What a run may hold: {@link EgressSettings#maxConnections} connections served (each a client descriptor and
+     * one upstream, counted from accept, so connections still sending their request and dials still pending are
+     * in), and up to {@link #REFUSING_MAX} more being answered 429; anything beyond is closed at once and recorded.
+     * Every descriptor also comes out of the process's {@link Descriptors} share, so all runs together leave the
+     * server its own half.
+     */
+    private void admit(SocketChannel client) {
+        Run r = run;
+        if (open.size() < settings.maxConnections()) {
+            if (descriptors.take(2)) {
+                Conn c = new Conn(client, r, 2);
+                open.add(c);
+                threads.newThread(c::serve).start();
+                return;
+            }
+        } else if (refusing.get() < REFUSING_MAX && descriptors.take(1)) {
+            refusing.incrementAndGet();
+            Conn c = new Conn(client, r, 1);
+            threads.newThread(() -> refuseOverCap(c)).start();
+            return;
+        }
+        closeQuietly(client);
+        boolean ownCap = open.size() >= settings.maxConnections();
+        r.closedAtOnce(ownCap ? "this run already has " + settings.maxConnections() + " connections open "
+                + "(EGRESS_MAX_CONNECTIONS) and " + REFUSING_MAX + " more waiting for their refusal; this one was closed at once"
+                : "the server's egress proxies hold all the descriptors they may (half of the server's limit); this "
+                + "connection was closed at once");
     }
 
     /**
      * A connection over EGRESS_MAX_CONNECTIONS: its request is read first (for at most {@link #HEAD_WAIT}), then
      * answered 429. Answering and hanging up before the request arrived would make the program's write of it fail
-     * (EPIPE) and lose the answer that says why.
+     * (EPIPE) and lose the answer that says why. What is read is dropped as it comes: no buffer per connection.
      */
     private void refuseOverCap(Conn c) {
         ScheduledFuture<?> guard = SWEEPER.schedule(() -> closeQuietly(c.client), HEAD_WAIT.toMillis(), TimeUnit.MILLISECONDS);
         try {
-            ByteBuffer b = ByteBuffer.allocate(HEAD_MAX);
-            while (b.hasRemaining() && c.client.read(b) > 0)
-                if (indexOf(b.array(), b.position(), "\r\n\r\n".getBytes(StandardCharsets.US_ASCII)) >= 0) break;
+            ByteBuffer b = ByteBuffer.allocate(512);
+            int total = 0, matched = 0; // how much of CRLF CRLF the bytes so far end with
+            reading:
+            while (total < HEAD_MAX) {
+                int got = c.client.read(b.clear());
+                if (got <= 0) break;
+                total += got;
+                for (int i = 0; i < got; i++) {
+                    byte x = b.get(i);
+                    matched = x == (matched % 2 == 0 ? '\r' : '\n') ? matched + 1 : x == '\r' ? 1 : 0;
+                    if (matched == 4) break reading;
+                }
+            }
         } catch (IOException e) {
             // closed by the guard or by the program: the refusal is recorded all the same
         } finally {
             guard.cancel(false);
         }
-        c.refuse(429, EgressDecision.refused("", "connection_limit",
-                "this run already has " + settings.maxConnections() + " connections open (EGRESS_MAX_CONNECTIONS)"));
+        try {
+            c.refuse(429, EgressDecision.refused("", "connection_limit",
+                    "this run already has " + settings.maxConnections() + " connections open (EGRESS_MAX_CONNECTIONS)"));
+        } finally {
+            refusing.decrementAndGet();
+        }
     }
 
     private void closeIdle() {
@@ -271,66 +360,80 @@ public final class EgressChannel implements AutoCloseable {
         /** A request to the local endpoint, not a network connection: it leaves no network record. */
         volatile boolean local;
 
-        Conn(SocketChannel client, Run owner) {
+        /** Descriptors taken from the process's share for this connection, given back when it ends. */
+        final int descriptorsHeld;
+
+        Conn(SocketChannel client, Run owner, int descriptorsHeld) {
             this.client = client;
             this.owner = owner;
+            this.descriptorsHeld = descriptorsHeld;
         }
 
         void serve() {
+            Runnable relay;
             try {
-                serveRequest();
+                relay = serveRequest();
             } catch (IOException | RuntimeException e) {
-                if (relaying) end(ConnectionRecord.ALLOWED, "closed", "closed");
-                else end(ConnectionRecord.REFUSED, "bad_request", "the request could not be read: " + e.getMessage());
+                end(ConnectionRecord.REFUSED, "bad_request", "the request could not be read: " + e.getMessage());
+                return;
+            }
+            if (relay == null) return;
+            try {
+                relay.run(); // the request's buffers are garbage from here: a relay holds only its two pump buffers
+            } catch (RuntimeException e) {
+                end(ConnectionRecord.ALLOWED, "closed", "closed");
             }
         }
 
-        private void serveRequest() throws IOException {
-            byte[] head = new byte[HEAD_MAX];
+        /** Reads and decides the request; returns the relay that carries the connection on, or null when done. */
+        private Runnable serveRequest() throws IOException {
+            byte[] head = new byte[HEAD_START];
             int n = 0, headEnd = -1;
-            ByteBuffer buf = ByteBuffer.wrap(head);
             while (headEnd < 0) {
-                if (!buf.hasRemaining()) {
-                    refuse(431, EgressDecision.refused("", "bad_request", "the request head is longer than " + HEAD_MAX + " bytes"));
-                    return;
+                if (n == head.length) {
+                    if (n >= HEAD_MAX) {
+                        refuse(431, EgressDecision.refused("", "bad_request", "the request head is longer than " + HEAD_MAX + " bytes"));
+                        return null;
+                    }
+                    head = Arrays.copyOf(head, Math.min(HEAD_MAX, 2 * n));
                 }
-                int r = client.read(buf);
+                int r = client.read(ByteBuffer.wrap(head, n, head.length - n));
                 if (r < 0) {
                     end(ConnectionRecord.REFUSED, "bad_request", "the connection closed before a request arrived");
-                    return;
+                    return null;
                 }
                 lastActivity = System.nanoTime();
-                n = buf.position();
-                headEnd = indexOf(head, n, "\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                int from = Math.max(0, n - 3);
+                n += r;
+                headEnd = indexOf(head, from, n, CRLF_CRLF);
             }
             String text = new String(head, 0, headEnd, StandardCharsets.ISO_8859_1);
             String[] lines = text.split("\r\n");
             String[] req = lines[0].split(" ");
             if (req.length != 3 || !req[2].startsWith("HTTP/1.")) {
                 refuse(400, EgressDecision.refused("", "bad_request", "not an HTTP proxy request: '" + EgressDecision.shorten(lines[0]) + "'"));
-                return;
+                return null;
             }
             int bodyStart = headEnd + 4;
             if (req[0].equals("CONNECT")) {
                 HostPort hp = HostPort.parse(req[1], -1);
                 if (hp == null) {
                     refuse(400, EgressDecision.refused(EgressDecision.shorten(req[1]), "bad_request", "CONNECT needs host:port"));
-                    return;
+                    return null;
                 }
-                tunnel(hp, head, bodyStart, n);
-                return;
+                return tunnel(hp, head, bodyStart, n);
             }
             String target = req[1];
             if (target.startsWith("/") && owner.local != null) {
                 serveLocal(owner.local, req[0], target, lines, head, bodyStart, n);
-                return;
+                return null;
             }
             if (!target.regionMatches(true, 0, "http://", 0, 7)) {
                 String why = target.regionMatches(true, 0, "https://", 0, 8)
                         ? "https:// URLs go through CONNECT (the client's HTTPS proxy support), not as a plain request"
                         : "a proxy request needs an absolute http:// URL";
                 refuse(400, EgressDecision.refused("", "bad_request", why));
-                return;
+                return null;
             }
             int slash = target.length();
             for (char stop : new char[] {'/', '?', '#'}) {
@@ -341,7 +444,7 @@ public final class EgressChannel implements AutoCloseable {
             HostPort hp = authority.contains("@") ? null : HostPort.parse(authority, 80);
             if (hp == null) {
                 refuse(400, EgressDecision.refused(EgressDecision.shorten(authority), "bad_request", "the URL's host is not valid"));
-                return;
+                return null;
             }
             String path = slash == target.length() || target.charAt(slash) != '/' ? "/" + target.substring(slash) : target.substring(slash);
             StringBuilder out = new StringBuilder(req[0]).append(' ').append(path).append(' ').append(req[2]).append("\r\n");
@@ -354,14 +457,14 @@ public final class EgressChannel implements AutoCloseable {
             }
             out.append("Connection: close\r\n\r\n");
             byte[] rewritten = out.toString().getBytes(StandardCharsets.ISO_8859_1);
-            if (!connect(hp)) return;
-            if (!count(true, rewritten.length)) return;
+            if (!connect(hp)) return null;
+            if (!count(true, rewritten.length)) return null;
             writeAll(upstream, ByteBuffer.wrap(rewritten));
             if (n > bodyStart) {
                 count(true, n - bodyStart);
                 writeAll(upstream, ByteBuffer.wrap(head, bodyStart, n - bodyStart));
             }
-            relay();
+            return this::relay;
         }
 
         /**
@@ -446,14 +549,14 @@ public final class EgressChannel implements AutoCloseable {
                 System.arraycopy(head, consumed, next, 0, carry);
                 ByteBuffer buf = ByteBuffer.wrap(next);
                 buf.position(carry);
-                int headEnd = indexOf(next, carry, "\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                int headEnd = indexOf(next, 0, carry, CRLF_CRLF);
                 while (headEnd < 0) {
                     if (!buf.hasRemaining() || client.read(buf) < 0) {
                         endLocal();
                         return;
                     }
                     lastActivity = System.nanoTime();
-                    headEnd = indexOf(next, buf.position(), "\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                    headEnd = indexOf(next, 0, buf.position(), CRLF_CRLF);
                 }
                 lines = new String(next, 0, headEnd, StandardCharsets.ISO_8859_1).split("\r\n");
                 String[] req = lines[0].split(" ");
@@ -485,10 +588,11 @@ public final class EgressChannel implements AutoCloseable {
             if (!ended.compareAndSet(false, true)) return;
             closeQuietly(client);
             open.remove(this);
+            descriptors.release(descriptorsHeld);
         }
 
-        private void tunnel(HostPort hp, byte[] head, int bodyStart, int n) throws IOException {
-            if (!connect(hp)) return;
+        private Runnable tunnel(HostPort hp, byte[] head, int bodyStart, int n) throws IOException {
+            if (!connect(hp)) return null;
             writeAll(client, ByteBuffer.wrap("HTTP/1.1 200 Connection established\r\n\r\n".getBytes(StandardCharsets.US_ASCII)));
             // The first bytes must be a TLS ClientHello naming the host that was checked: no fronting another name
             // behind an allowed one, and no plain protocol the proxy cannot see.
@@ -501,12 +605,12 @@ public final class EgressChannel implements AutoCloseable {
                 ClientHello.Result r = ClientHello.parse(hello, len);
                 if (r instanceof ClientHello.Result.NotTls) {
                     end(ConnectionRecord.REFUSED, "not_tls", "a CONNECT tunnel must carry TLS; plain HTTP goes as http:// requests");
-                    return;
+                    return null;
                 }
                 if (r instanceof ClientHello.Result.Hello h) {
                     if (h.serverName().isEmpty()) {
                         end(ConnectionRecord.REFUSED, "no_sni", "the TLS ClientHello names no server (SNI); it must name " + host);
-                        return;
+                        return null;
                     }
                     String sni;
                     try {
@@ -517,25 +621,25 @@ public final class EgressChannel implements AutoCloseable {
                     if (!sni.equals(host)) {
                         end(ConnectionRecord.REFUSED, "sni_mismatch", "the TLS server name " + EgressDecision.shorten(sni)
                                 + " differs from the CONNECT host " + host);
-                        return;
+                        return null;
                     }
                     break;
                 }
                 if (!hb.hasRemaining()) {
                     end(ConnectionRecord.REFUSED, "not_tls", "the TLS ClientHello is larger than " + ClientHello.MAX_BYTES + " bytes");
-                    return;
+                    return null;
                 }
                 int got = client.read(hb);
                 if (got < 0) {
                     end(ConnectionRecord.ALLOWED, "closed", "closed before TLS started");
-                    return;
+                    return null;
                 }
                 lastActivity = System.nanoTime();
                 len = hb.position();
             }
             count(true, len);
             writeAll(upstream, ByteBuffer.wrap(hello, 0, len));
-            relay();
+            return this::relay;
         }
 
         /** Decides and connects; on refusal or failure answers the client and returns false. */
@@ -690,6 +794,7 @@ public final class EgressChannel implements AutoCloseable {
             ConnectionRecord rec = new ConnectionRecord(host, port, decision, reason, message, bytesOut, bytesIn, ms);
             owner.add(rec);
             open.remove(this);
+            descriptors.release(descriptorsHeld);
             AUDIT.info("egress run={} tenant={} host={} port={} decision={} reason={} bytesOut={} bytesIn={} ms={}",
                     owner.runId, owner.tenant, host, port, decision, reason, bytesOut, bytesIn, ms);
         }
@@ -720,9 +825,9 @@ public final class EgressChannel implements AutoCloseable {
         }
     }
 
-    private static int indexOf(byte[] hay, int len, byte[] needle) {
+    private static int indexOf(byte[] hay, int from, int len, byte[] needle) {
         outer:
-        for (int i = 0; i + needle.length <= len; i++) {
+        for (int i = from; i + needle.length <= len; i++) {
             for (int j = 0; j < needle.length; j++) if (hay[i + j] != needle[j]) continue outer;
             return i;
         }

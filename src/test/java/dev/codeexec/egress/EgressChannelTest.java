@@ -3,6 +3,7 @@ package dev.codeexec.egress;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import dev.codeexec.config.Config;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -21,6 +22,8 @@ import java.net.SocketTimeoutException;
 import java.net.UnixDomainSocketAddress;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -636,6 +639,111 @@ class EgressChannelTest {
         SocketChannel fourth = client(ch);
         send(fourth, "GET http://fixture.test:" + httpPort + "/d HTTP/1.1\r\n\r\n");
         assertThat(readTextToEnd(fourth)).startsWith("HTTP/1.1 200");
+    }
+
+    /** Descriptors this JVM has open: the test's own ends of its connections and the channels' ends. */
+    static long openDescriptors() throws IOException {
+        try (java.util.stream.Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
+            return fds.count();
+        }
+    }
+
+    @Test
+    void rawConnectionsPastTheCapAreClosedAtOnceSoTheServersDescriptorsStayBoundedAndAnotherChannelKeepsWorking()
+            throws Exception {
+        int cap = 4, n = 600;
+        EgressSettings s = settings("EGRESS_MAX_CONNECTIONS", String.valueOf(cap));
+        EgressChannel flooded = open(s);
+        EgressChannel other = EgressChannel.open(s, EgressDecision.resolver(s), dir.resolve("other.sock"),
+                s.policyFor(Optional.empty()), "tenant-b", "run-b");
+        toClose.add(other);
+        try (Selector selector = Selector.open()) {
+            long before = openDescriptors(), most = before;
+            // A hostile program on the socket itself (not through the relay's cap): n connections, nothing sent.
+            for (int i = 0; i < n; i++) {
+                SocketChannel c = client(flooded);
+                c.configureBlocking(false);
+                c.register(selector, SelectionKey.OP_READ, new StringBuilder());
+                if (i % 25 == 0) most = Math.max(most, openDescriptors());
+            }
+            // Meanwhile another run's channel serves its request.
+            SocketChannel mine = client(other);
+            send(mine, "GET http://fixture.test:" + httpPort + "/other HTTP/1.1\r\n\r\n");
+            assertThat(readTextToEnd(mine)).startsWith("HTTP/1.1 200");
+            mine.close();
+            // Every connection past the served ones ends: at once without a word, or (those waiting for their
+            // request, at most REFUSING_MAX at a time) with a 429 when their request does not come.
+            int ended = 0, closedAtOnce = 0, answered = 0;
+            ByteBuffer b = ByteBuffer.allocate(4096);
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (ended < n - cap) {
+                most = Math.max(most, openDescriptors());
+                assertThat(System.nanoTime()).as("connections still open past the cap: " + (n - cap - ended)).isLessThan(deadline);
+                selector.select(1000);
+                for (SelectionKey k : selector.selectedKeys()) {
+                    StringBuilder got = (StringBuilder) k.attachment();
+                    int r;
+                    try {
+                        r = ((SocketChannel) k.channel()).read(b.clear());
+                    } catch (IOException e) {
+                        r = -1;
+                    }
+                    if (r > 0) got.append(new String(b.array(), 0, r, StandardCharsets.ISO_8859_1));
+                    if (r >= 0) continue;
+                    k.cancel();
+                    ended++;
+                    if (got.isEmpty()) closedAtOnce++;
+                    else {
+                        assertThat(got.toString()).startsWith("HTTP/1.1 429 ").contains("EGRESS_MAX_CONNECTIONS");
+                        answered++;
+                    }
+                }
+                selector.selectedKeys().clear();
+            }
+            assertThat(closedAtOnce).as("closed at once").isPositive();
+            assertThat(closedAtOnce + answered).isEqualTo(n - cap);
+            // The server's side of the flood: the served connections and those being refused, never one per connect.
+            assertThat(most - before).as("descriptors over the test's own " + n)
+                    .isLessThanOrEqualTo(n + cap + EgressChannel.REFUSING_MAX + 8);
+        }
+        Poll.until("every connection past the cap recorded", WAIT,
+                () -> peek(flooded).counts().getOrDefault("refused/connection_limit", 0) == n - cap);
+        awaitRecord(other, reason("closed"));
+        assertThat(peek(other).counts()).containsExactly(Map.entry("allowed/closed", 1));
+    }
+
+    @Test
+    void allChannelsTogetherStayWithinTheProcesssShareOfDescriptors() throws Exception {
+        Descriptors share = new Descriptors(10);
+        EgressSettings s = settings();
+        EgressChannel a = EgressChannel.open(s, EgressDecision.resolver(s), dir.resolve("a.sock"),
+                s.policyFor(Optional.empty()), "tenant-a", "run-a", share);
+        EgressChannel b = EgressChannel.open(s, EgressDecision.resolver(s), dir.resolve("b.sock"),
+                s.policyFor(Optional.empty()), "tenant-b", "run-b", share);
+        toClose.add(a);
+        toClose.add(b);
+        // Run a holds five connections (two descriptors each: its end and the upstream's): the whole share.
+        List<SocketChannel> held = new ArrayList<>();
+        for (int i = 0; i < 5; i++) {
+            SocketChannel c = SocketChannel.open(UnixDomainSocketAddress.of(a.socket()));
+            toClose.add(c);
+            held.add(c);
+        }
+        Poll.until("run a's connections accepted", WAIT, () -> share.used() == 10);
+        // Past the share, a connection to either channel is closed at once and recorded.
+        SocketChannel late = SocketChannel.open(UnixDomainSocketAddress.of(b.socket()));
+        toClose.add(late);
+        assertThat(readToEnd(late)).isEmpty();
+        assertThat(awaitRecord(b, reason("connection_limit")).message()).contains("half of the server's limit");
+        // Run a's connections end, and the share is there again.
+        for (SocketChannel c : held) c.close();
+        Poll.until("run a's descriptors given back", WAIT, () -> share.used() == 0);
+        SocketChannel again = SocketChannel.open(UnixDomainSocketAddress.of(b.socket()));
+        toClose.add(again);
+        send(again, "GET http://fixture.test:" + httpPort + "/again HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(again)).startsWith("HTTP/1.1 200");
+        again.close();
+        Poll.until("given back when the connection ends", WAIT, () -> share.used() == 0);
     }
 
     @Test
