@@ -407,25 +407,26 @@ public final class EgressChannel implements AutoCloseable {
                 n += r;
                 headEnd = indexOf(head, from, n, CRLF_CRLF);
             }
-            String text = new String(head, 0, headEnd, StandardCharsets.ISO_8859_1);
-            String[] lines = text.split("\r\n");
-            String[] req = lines[0].split(" ");
-            if (req.length != 3 || !req[2].startsWith("HTTP/1.")) {
-                refuse(400, EgressDecision.refused("", "bad_request", "not an HTTP proxy request: '" + EgressDecision.shorten(lines[0]) + "'"));
+            RequestHead request;
+            try {
+                request = RequestHead.parse(head, headEnd);
+            } catch (RequestHead.Malformed e) {
+                refuse(400, EgressDecision.refused("", "bad_request", e.getMessage()));
                 return null;
             }
             int bodyStart = headEnd + 4;
-            if (req[0].equals("CONNECT")) {
-                HostPort hp = HostPort.parse(req[1], -1);
+            if (request.method().equals("CONNECT")) {
+                HostPort hp = HostPort.parse(request.target(), -1);
                 if (hp == null) {
-                    refuse(400, EgressDecision.refused(EgressDecision.shorten(req[1]), "bad_request", "CONNECT needs host:port"));
+                    refuse(400, EgressDecision.refused(EgressDecision.shorten(request.target()), "bad_request", "CONNECT needs host:port"));
                     return null;
                 }
                 return tunnel(hp, head, bodyStart, n);
             }
-            String target = req[1];
+            String target = request.target();
             if (target.startsWith("/") && owner.local != null) {
-                serveLocal(owner.local, req[0], target, lines, head, bodyStart, n);
+                String[] lines = new String(head, 0, headEnd, StandardCharsets.ISO_8859_1).split("\r\n");
+                serveLocal(owner.local, request.method(), target, lines, head, bodyStart, n);
                 return null;
             }
             if (!target.regionMatches(true, 0, "http://", 0, 7)) {
@@ -447,16 +448,7 @@ public final class EgressChannel implements AutoCloseable {
                 return null;
             }
             String path = slash == target.length() || target.charAt(slash) != '/' ? "/" + target.substring(slash) : target.substring(slash);
-            StringBuilder out = new StringBuilder(req[0]).append(' ').append(path).append(' ').append(req[2]).append("\r\n");
-            out.append("Host: ").append(authority).append("\r\n");
-            for (int i = 1; i < lines.length; i++) {
-                String h = lines[i].toLowerCase(Locale.ROOT);
-                if (h.startsWith("host:") || h.startsWith("connection:") || h.startsWith("proxy-") || h.startsWith("keep-alive:"))
-                    continue;
-                out.append(lines[i]).append("\r\n");
-            }
-            out.append("Connection: close\r\n\r\n");
-            byte[] rewritten = out.toString().getBytes(StandardCharsets.ISO_8859_1);
+            byte[] rewritten = originForm(request, path, authority);
             if (!connect(hp)) return null;
             if (!count(true, rewritten.length)) return null;
             writeAll(upstream, ByteBuffer.wrap(rewritten));
@@ -465,6 +457,28 @@ public final class EgressChannel implements AutoCloseable {
                 writeAll(upstream, ByteBuffer.wrap(head, bodyStart, n - bodyStart));
             }
             return this::relay;
+        }
+
+        /**
+         * The head sent on: origin form, Host from the URL (the one the proxy decided on), every field of the
+         * request but the hop-by-hop ones (Connection and the fields it names, Keep-Alive, Proxy-*), and
+         * {@code Connection: close}. The fields went through {@link RequestHead#parse}: each is one line, read the
+         * same way by any upstream.
+         */
+        private static byte[] originForm(RequestHead request, String path, String authority) {
+            Set<String> hopByHop = new java.util.HashSet<>(Set.of("host", "connection", "keep-alive"));
+            for (String v : request.values("connection"))
+                for (String option : v.split(",")) hopByHop.add(option.strip().toLowerCase(Locale.ROOT));
+            StringBuilder out = new StringBuilder(request.method()).append(' ').append(path).append(' ')
+                    .append(request.version()).append("\r\n");
+            out.append("Host: ").append(authority).append("\r\n");
+            for (RequestHead.Field f : request.fields()) {
+                String name = f.name().toLowerCase(Locale.ROOT);
+                if (hopByHop.contains(name) || name.startsWith("proxy-")) continue;
+                out.append(f.name()).append(": ").append(f.value()).append("\r\n");
+            }
+            out.append("Connection: close\r\n\r\n");
+            return out.toString().getBytes(StandardCharsets.ISO_8859_1);
         }
 
         /**

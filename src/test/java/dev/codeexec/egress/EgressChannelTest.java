@@ -430,6 +430,34 @@ class EgressChannelTest {
         assertThat(seen).isEmpty();
     }
 
+    @Test
+    void headerLinesAnUpstreamCouldReadAsASecondHostAreRefusedAndNothingIsSent() throws Exception {
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + httpPort + ",evil.test:" + httpPort,
+                "EGRESS_RESOLVE", "fixture.test=127.0.0.1,evil.test=127.0.0.1"));
+        String url = "http://fixture.test:" + httpPort;
+        String[][] cases = {
+                {"GET " + url + "/a HTTP/1.1\r\nHost : evil.test\r\n\r\n", "whitespace between the header name 'Host'"},
+                {"GET " + url + "/b HTTP/1.1\r\nHost\t: evil.test\r\n\r\n", "whitespace between the header name 'Host'"},
+                {"GET " + url + "/c HTTP/1.1\r\n evil.test\r\nX-A: b\r\n\r\n", "obs-fold"},
+                {"GET " + url + "/d HTTP/1.1\r\nX-A: b\r\n\tHost: evil.test\r\n\r\n", "obs-fold"},
+                {"GET " + url + "/e HTTP/1.1\r\nHost: fixture.test\r\nHost: evil.test\r\n\r\n", "more than one Host"},
+                {"GET " + url + "/f HTTP/1.1\r\nX-A: b\nHost: evil.test\r\n\r\n", "LF without CR"},
+                {"GET " + url + "/g HTTP/1.1\r\nX-A: b\rHost: evil.test\r\n\r\n", "CR without LF"},
+                {"GET " + url + "/h HTTP/1.1\r\nX-A: b\0\r\n\r\n", "NUL"},
+                {"GET " + url + "/i HTTP/1.1\r\nX(A): b\r\n\r\n", "not a valid header name"},
+                {"GET " + url + "/j HTTP/1.1\r\nX-A: b\u0008c\r\n\r\n", "control character"},
+        };
+        for (String[] k : cases) {
+            SocketChannel c = client(ch);
+            send(c, k[0]);
+            assertThat(readTextToEnd(c)).as(k[0]).startsWith("HTTP/1.1 400 Bad Request")
+                    .contains("X-Codeexec-Egress: refused; reason=bad_request").contains(k[1]);
+        }
+        // The refusals are recorded; the upstream saw none of these requests.
+        Poll.until("every refusal recorded", WAIT, () -> peek(ch).counts().getOrDefault("refused/bad_request", 0) == cases.length);
+        assertThat(seen).isEmpty();
+    }
+
     // ---- refusals ----
 
     @Test
