@@ -37,7 +37,7 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>It speaks {@code CONNECT host:port} (a tunnel, which must carry TLS whose SNI names the same host) and plain
  * HTTP requests with an absolute URI ({@code GET http://host/path}, sent on as origin-form with
- * {@code Connection: close}). Each request is decided by {@link EgressDecision} against the policy the channel is
+ * {@code Connection: close}, one request per connection: see {@link Conn#relayHttp}). Each request is decided by {@link EgressDecision} against the policy the channel is
  * {@link #arm armed} with; a refusal is an HTTP error whose body says what was refused and why, so the program's
  * own error message tells the model. Connections are bounded per run (how many at once, bytes each way, connect and
  * idle timeouts), every connection ends as a {@link ConnectionRecord} in the run's {@link NetworkReport} and as an
@@ -436,27 +436,162 @@ public final class EgressChannel implements AutoCloseable {
                 refuse(400, EgressDecision.refused("", "bad_request", why));
                 return null;
             }
-            int slash = target.length();
-            for (char stop : new char[] {'/', '?', '#'}) {
-                int i = target.indexOf(stop, 7);
-                if (i >= 0) slash = Math.min(slash, i);
-            }
-            String authority = target.substring(7, slash);
-            HostPort hp = authority.contains("@") ? null : HostPort.parse(authority, 80);
-            if (hp == null) {
-                refuse(400, EgressDecision.refused(EgressDecision.shorten(authority), "bad_request", "the URL's host is not valid"));
+            Url url = Url.parse(target);
+            if (url.host() == null) {
+                refuse(400, EgressDecision.refused(EgressDecision.shorten(url.authority()), "bad_request", "the URL's host is not valid"));
                 return null;
             }
-            String path = slash == target.length() || target.charAt(slash) != '/' ? "/" + target.substring(slash) : target.substring(slash);
-            byte[] rewritten = originForm(request, path, authority);
-            if (!connect(hp)) return null;
+            RequestHead.Framing framing;
+            try {
+                framing = request.framing();
+            } catch (RequestHead.Malformed e) {
+                refuse(400, EgressDecision.refused(EgressDecision.shorten(url.authority()), "bad_request", e.getMessage()));
+                return null;
+            }
+            byte[] rewritten = originForm(request, url.path(), url.authority());
+            if (!connect(url.host())) return null;
             if (!count(true, rewritten.length)) return null;
             writeAll(upstream, ByteBuffer.wrap(rewritten));
-            if (n > bodyStart) {
-                count(true, n - bodyStart);
-                writeAll(upstream, ByteBuffer.wrap(head, bodyStart, n - bodyStart));
+            byte[] early = Arrays.copyOfRange(head, bodyStart, n); // the body's start, or already a next request
+            return () -> relayHttp(framing, early);
+        }
+
+        /**
+         * Plain HTTP carries one request per connection (simpler than reading every response's framing to find
+         * where the next request may start, and safe: nothing the proxy did not check reaches an upstream). The
+         * request's body goes on exactly as its head frames it, and not a byte more: what follows it, a pipelined
+         * request or one sent on a kept-alive connection, is never sent on and is recorded as refused. The
+         * response goes back with its head saying {@code Connection: close} (see {@link ResponseHeads}) until the
+         * upstream, which was sent {@code Connection: close}, closes; that ends the connection.
+         */
+        private void relayHttp(RequestHead.Framing framing, byte[] early) {
+            relaying = true;
+            raiseSendBuffer();
+            PUMPS.newThread(this::pumpResponse).start();
+            try {
+                byte[] after = forwardBody(framing, early);
+                if (after != null) watchForNextRequest(after);
+            } catch (RequestHead.Malformed e) {
+                end(ConnectionRecord.REFUSED, "bad_request", "the chunked request body is malformed: " + e.getMessage()
+                        + "; the connection was closed");
+            } catch (IOException e) {
+                end(ConnectionRecord.ALLOWED, "closed", "closed");
             }
-            return this::relay;
+        }
+
+        /**
+         * Sends on the request's body, from {@code early} and then from the client, as far as its framing goes.
+         *
+         * @return the bytes read past the body's end (empty when none), or null when the client closed first or the
+         *         run's byte cap ended the connection
+         */
+        private byte[] forwardBody(RequestHead.Framing framing, byte[] early) throws IOException, RequestHead.Malformed {
+            ChunkedBody chunks = framing.chunked() ? new ChunkedBody() : null;
+            long left = framing.length();
+            ByteBuffer b = ByteBuffer.wrap(early);
+            ByteBuffer fresh = null;
+            while (true) {
+                if (chunks == null && left == 0) return rest(b);
+                if (b.hasRemaining()) {
+                    int end = chunks != null ? chunks.scan(b, b.position(), b.limit())
+                            : left <= b.remaining() ? b.position() + (int) left : -1;
+                    int stop = end < 0 ? b.limit() : end;
+                    int n = stop - b.position();
+                    long granted = take(true, n);
+                    writeAll(upstream, b.duplicate().limit(b.position() + (int) granted));
+                    if (granted < n) {
+                        overCap(true);
+                        return null;
+                    }
+                    b.position(stop);
+                    if (chunks == null) left -= n;
+                    if (end >= 0) return rest(b);
+                    continue;
+                }
+                if (fresh == null) fresh = ByteBuffer.allocate(UP_BUFFER);
+                if (client.read(fresh.clear()) < 0) return null;
+                lastActivity = System.nanoTime();
+                b = fresh.flip();
+            }
+        }
+
+        private static byte[] rest(ByteBuffer b) {
+            byte[] out = new byte[b.remaining()];
+            b.get(out);
+            return out;
+        }
+
+        /**
+         * The request is complete and the connection carries no other, so bytes that come now are a next request:
+         * its head is read (to name its host in the record) but never sent on, and the connection ends with the
+         * response. A client that waits for the response, as it should, sends nothing here.
+         */
+        private void watchForNextRequest(byte[] after) throws IOException {
+            byte[] next = Arrays.copyOf(after, Math.max(512, after.length));
+            int n = after.length;
+            while (n < HEAD_MAX && indexOf(next, 0, n, CRLF_CRLF) < 0) {
+                if (n == next.length) next = Arrays.copyOf(next, Math.min(HEAD_MAX, 2 * n));
+                int r = client.read(ByteBuffer.wrap(next, n, next.length - n));
+                if (r < 0) break;
+                n += r;
+            }
+            if (n == 0) return;
+            String what = "a next request";
+            String nextHost = host;
+            int nextPort = port;
+            int headEnd = indexOf(next, 0, n, CRLF_CRLF);
+            if (headEnd >= 0) {
+                try {
+                    RequestHead h = RequestHead.parse(next, headEnd);
+                    what = h.method() + " " + EgressDecision.shorten(h.target());
+                    HostPort hp = h.target().startsWith("/") ? null : Url.parse(h.target()).host();
+                    if (hp != null) {
+                        nextHost = normalizedOrShort(hp.host());
+                        nextPort = hp.port();
+                    }
+                } catch (RequestHead.Malformed | RuntimeException e) {
+                    // recorded as "a next request"
+                }
+            }
+            String message = "a plain-HTTP connection through the proxy carries one request; " + what
+                    + " came after the first on the same connection and was not sent (send it on a new connection)";
+            owner.add(new ConnectionRecord(nextHost, nextPort, ConnectionRecord.REFUSED, "second_request", message, 0, 0, 0));
+            AUDIT.info("egress run={} tenant={} host={} port={} decision=refused reason=second_request bytesOut=0 bytesIn=0 ms=0",
+                    owner.runId, owner.tenant, nextHost, nextPort);
+        }
+
+        /** The upstream's response, its heads made to say Connection: close; the upstream's close ends the connection. */
+        private void pumpResponse() {
+            ByteBuffer b = ByteBuffer.allocateDirect(DOWN_BUFFER);
+            ResponseHeads heads = new ResponseHeads();
+            try {
+                while (true) {
+                    int r = upstream.read(b.clear());
+                    if (r < 0) break;
+                    lastActivity = System.nanoTime();
+                    ByteBuffer out = b.flip();
+                    if (!heads.done()) {
+                        out = ByteBuffer.wrap(heads.feed(b));
+                        if (!out.hasRemaining()) continue;
+                    }
+                    if (!deliver(out)) return;
+                }
+                if (!heads.done() && !deliver(ByteBuffer.wrap(heads.rest()))) return;
+                end(ConnectionRecord.ALLOWED, "closed", "closed");
+            } catch (IOException e) {
+                end(ConnectionRecord.ALLOWED, "closed", "closed");
+            }
+        }
+
+        /** Writes to the client what the run's byte cap allows; false (and the connection ended) past it. */
+        private boolean deliver(ByteBuffer out) throws IOException {
+            int n = out.remaining();
+            long granted = take(false, n);
+            out.limit(out.position() + (int) granted);
+            writeAll(client, out);
+            if (granted == n) return true;
+            overCap(false);
+            return false;
         }
 
         /**
@@ -699,13 +834,17 @@ public final class EgressChannel implements AutoCloseable {
             return true;
         }
 
-        private void relay() {
-            relaying = true;
+        private void raiseSendBuffer() {
             try {
                 client.setOption(java.net.StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER);
             } catch (IOException | UnsupportedOperationException e) {
                 // the default then
             }
+        }
+
+        private void relay() {
+            relaying = true;
+            raiseSendBuffer();
             // downloads on a platform thread: a virtual one parks and is woken for every socket buffer's worth, at
             // half the rate (measured); uploads and everything else on virtual threads
             PUMPS.newThread(() -> pump(upstream, client, false)).start();
@@ -846,6 +985,34 @@ public final class EgressChannel implements AutoCloseable {
             return i;
         }
         return -1;
+    }
+
+    /** A name as policies compare it, or as sent (shortened) when it is not a valid one. */
+    private static String normalizedOrShort(String name) {
+        try {
+            return HostNames.normalize(name);
+        } catch (IllegalArgumentException e) {
+            return EgressDecision.shorten(name);
+        }
+    }
+
+    /**
+     * An absolute {@code http://} URL taken apart: its authority as sent, the host and port in it (null when not
+     * valid, e.g. with user info), and the path in origin form.
+     */
+    record Url(String authority, HostPort host, String path) {
+        static Url parse(String target) {
+            int slash = target.length();
+            for (char stop : new char[] {'/', '?', '#'}) {
+                int i = target.indexOf(stop, 7);
+                if (i >= 0) slash = Math.min(slash, i);
+            }
+            String authority = target.substring(Math.min(7, target.length()), slash);
+            HostPort hp = authority.contains("@") || !target.regionMatches(true, 0, "http://", 0, 7)
+                    ? null : HostPort.parse(authority, 80);
+            String path = slash == target.length() || target.charAt(slash) != '/' ? "/" + target.substring(slash) : target.substring(slash);
+            return new Url(authority, hp, path);
+        }
     }
 
     /** {@code host:port} or {@code [v6]:port} as sent; {@code defaultPort} when the port is absent (-1: required). */

@@ -298,6 +298,122 @@ class EgressChannelTest {
         assertThat(seen.get("/post").headers().get("Content-length")).containsExactly("5");
     }
 
+    /** What a raw upstream reads until the text it has read ends with {@code end}. */
+    String readUntil(Socket up, String end) throws Exception {
+        return within(() -> {
+            StringBuilder got = new StringBuilder();
+            InputStream in = up.getInputStream();
+            while (!got.toString().endsWith(end)) {
+                int c = in.read();
+                if (c < 0) break;
+                got.append((char) c);
+            }
+            return got.toString();
+        });
+    }
+
+    EgressSettings twoHostsOn(int port) {
+        return settings("EGRESS_ALLOW", "fixture.test:" + port + ",evil.test:" + port,
+                "EGRESS_RESOLVE", "fixture.test=127.0.0.1,evil.test=127.0.0.1");
+    }
+
+    @Test
+    void aSecondRequestOnAKeptAliveConnectionIsNeverSentAndIsRecorded() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(twoHostsOn(port));
+        SocketChannel c = client(ch);
+        send(c, "GET http://fixture.test:" + port + "/first HTTP/1.1\r\nHost: fixture.test\r\nConnection: keep-alive\r\n\r\n");
+        try (Socket up = within(upstream::accept)) {
+            assertThat(readUntil(up, "\r\n\r\n")).startsWith("GET /first HTTP/1.1\r\nHost: fixture.test:" + port + "\r\n")
+                    .contains("Connection: close\r\n").doesNotContain("keep-alive");
+            // an upstream that keeps its connection open all the same
+            up.getOutputStream().write(("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n"
+                    + "Keep-Alive: timeout=60\r\n\r\nfirst").getBytes(StandardCharsets.US_ASCII));
+            String answer = readAnswer(c);
+            assertThat(answer).as("the client is told not to reuse the connection").startsWith("HTTP/1.1 200 OK\r\n")
+                    .contains("\r\nConnection: close\r\n").doesNotContainIgnoringCase("keep-alive").endsWith("first");
+            // a client that reuses it anyway, for another host
+            send(c, "GET http://evil.test:" + port + "/second HTTP/1.1\r\nHost: evil.test\r\n\r\n");
+            ConnectionRecord second = awaitRecord(ch, reason("second_request"));
+            assertThat(second.decision()).isEqualTo(ConnectionRecord.REFUSED);
+            assertThat(second.host()).isEqualTo("evil.test");
+            assertThat(second.port()).isEqualTo(port);
+            assertThat(second.message()).contains("GET http://evil.test:" + port + "/second").contains("one request");
+            // the upstream ends its response; it never got the second request, and the client sees the end
+            up.shutdownOutput();
+            assertThat(readToEnd(c)).isEmpty();
+            assertThat(within(() -> up.getInputStream().readAllBytes())).isEmpty();
+        }
+        ConnectionRecord first = awaitRecord(ch, reason("closed"));
+        assertThat(first.host()).isEqualTo("fixture.test");
+        assertThat(first.decision()).isEqualTo(ConnectionRecord.ALLOWED);
+        assertThat(peek(ch).counts()).containsOnly(Map.entry("allowed/closed", 1), Map.entry("refused/second_request", 1));
+    }
+
+    @Test
+    void aPipelinedRequestAfterAChunkedBodyIsNeverSentAndTheBodyGoesOnWhole() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(twoHostsOn(port));
+        SocketChannel c = client(ch);
+        String body = "5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n";
+        send(c, "POST http://fixture.test:" + port + "/upload HTTP/1.1\r\nHost: fixture.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + body + "GET http://evil.test:" + port + "/pipelined HTTP/1.1\r\nHost: evil.test\r\n\r\n");
+        try (Socket up = within(upstream::accept)) {
+            String got = readUntil(up, body);
+            assertThat(got).startsWith("POST /upload HTTP/1.1\r\nHost: fixture.test:" + port + "\r\n")
+                    .contains("Transfer-Encoding: chunked\r\n").endsWith("\r\n\r\n" + body);
+            up.getOutputStream().write("HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok".getBytes(StandardCharsets.US_ASCII));
+            up.shutdownOutput();
+            assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 201 Created\r\n").contains("Connection: close").endsWith("ok");
+            assertThat(within(() -> up.getInputStream().readAllBytes())).as("nothing after the body").isEmpty();
+        }
+        ConnectionRecord second = awaitRecord(ch, reason("second_request"));
+        assertThat(second.host()).isEqualTo("evil.test");
+        assertThat(second.message()).contains("GET http://evil.test:" + port + "/pipelined");
+        assertThat(awaitRecord(ch, reason("closed")).host()).isEqualTo("fixture.test");
+    }
+
+    @Test
+    void aContentLengthBodyGoesOnToItsLengthAndNotAByteMore() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(twoHostsOn(port));
+        SocketChannel c = client(ch);
+        send(c, "POST http://fixture.test:" + port + "/form HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello");
+        try (Socket up = within(upstream::accept)) {
+            assertThat(readUntil(up, "hello")).startsWith("POST /form HTTP/1.1\r\n");
+            send(c, " world" + "GET http://evil.test:" + port + "/smuggled HTTP/1.1\r\n\r\n");
+            assertThat(readUntil(up, " world")).isEqualTo(" world");
+            awaitRecord(ch, reason("second_request"));
+            up.getOutputStream().write("HTTP/1.0 200 OK\r\n\r\ndone".getBytes(StandardCharsets.US_ASCII));
+            up.shutdownOutput();
+            assertThat(readTextToEnd(c)).startsWith("HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n").endsWith("done");
+            assertThat(within(() -> up.getInputStream().readAllBytes())).isEmpty();
+        }
+    }
+
+    @Test
+    void contentLengthWithTransferEncodingIsRefusedBeforeAnythingIsSent() throws Exception {
+        EgressChannel ch = open(settings());
+        String url = "http://fixture.test:" + httpPort;
+        String[] smuggling = {
+                "POST " + url + "/clte HTTP/1.1\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nG",
+                "POST " + url + "/tecl HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n1\r\nG\r\n0\r\n\r\n",
+                "POST " + url + "/te HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+                "POST " + url + "/cl HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxy",
+        };
+        for (String request : smuggling) {
+            SocketChannel c = client(ch);
+            send(c, request);
+            assertThat(readTextToEnd(c)).as(request).startsWith("HTTP/1.1 400 Bad Request")
+                    .contains("X-Codeexec-Egress: refused; reason=bad_request");
+        }
+        Poll.until("every refusal recorded", WAIT, () -> peek(ch).counts().getOrDefault("refused/bad_request", 0) == smuggling.length);
+        assertThat(seen).isEmpty();
+    }
+
     /** A local endpoint that echoes what it got, holds a request whose path is /hold until closed, and counts closes. */
     static final class EchoEndpoint implements LocalEndpoint {
         final CountDownLatch closed = new CountDownLatch(1);
