@@ -5,7 +5,7 @@ import java.util.Optional;
 
 /**
  * Reads the server name (SNI) out of the first bytes of a TLS connection: one ClientHello, possibly spread over
- * several handshake records. Only parses; never answers.
+ * several handshake records and any number of reads ({@link Reader}). Only parses; never answers.
  */
 final class ClientHello {
 
@@ -27,6 +27,59 @@ final class ClientHello {
 
         /** A complete ClientHello; empty when it names no server. */
         record Hello(Optional<String> serverName) implements Result {
+        }
+
+        /** More than {@link #MAX_BYTES}, or spread over more than {@link #MAX_RECORDS} records. */
+        record TooLarge() implements Result {
+        }
+    }
+
+    /** The most records one ClientHello may be spread over (clients send one; a 16 KiB record holds any hello). */
+    static final int MAX_RECORDS = 64;
+
+    /**
+     * A ClientHello as its bytes arrive, in whatever pieces: each record header is checked as soon as it is in
+     * (a handshake record of TLS 3.x, at most 2^14 bytes), and the message is parsed once per record completed,
+     * so a hello sent a byte at a time costs no more than one sent whole.
+     */
+    static final class Reader {
+        private byte[] buf = new byte[4096];
+        private int len;
+        /** Where the first record not yet complete starts. */
+        private int complete;
+        private int records;
+
+        /** Takes the bytes {@code b} has left and says what the records so far hold. */
+        Result add(java.nio.ByteBuffer b) {
+            int n = b.remaining();
+            if (len + n > MAX_BYTES + 5L * MAX_RECORDS) return new Result.TooLarge();
+            if (len + n > buf.length) buf = java.util.Arrays.copyOf(buf, Math.max(len + n, Math.min(2 * buf.length, MAX_BYTES + 5 * MAX_RECORDS)));
+            b.get(buf, len, n);
+            len += n;
+            while (true) {
+                if (len > complete && (buf[complete] & 0xff) != 22) return new Result.NotTls();
+                if (len > complete + 1 && (buf[complete + 1] & 0xff) != 3) return new Result.NotTls();
+                if (len < complete + 5) return new Result.NeedMore();
+                int recLen = u16(buf, complete + 3);
+                if (recLen == 0 || recLen > 16384 || (buf[complete + 2] & 0xff) > 4) return new Result.NotTls();
+                if (len < complete + 5 + recLen) return new Result.NeedMore();
+                complete += 5 + recLen;
+                if (++records > MAX_RECORDS) return new Result.TooLarge();
+                // the hello may end with this record: what follows it is the program's next bytes, not the hello's
+                Result r = parse(buf, complete);
+                if (!(r instanceof Result.NeedMore)) return r;
+                if (complete >= MAX_BYTES) return new Result.TooLarge();
+            }
+        }
+
+        /** The records that carried the hello (all of them once {@link #add} said {@link Result.Hello}). */
+        byte[] hello() {
+            return java.util.Arrays.copyOf(buf, complete);
+        }
+
+        /** What came after those records: the program's next bytes, not yet checked. */
+        byte[] rest() {
+            return java.util.Arrays.copyOfRange(buf, complete, len);
         }
     }
 

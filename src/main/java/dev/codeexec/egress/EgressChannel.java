@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -35,7 +36,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * One sandbox's way out: an HTTP proxy on a unix socket of the server's that is bound into that sandbox only, where
  * the sandbox's init relays {@code 127.0.0.1:3128} to it (see codeexec-helper's {@code --relay}).
  *
- * <p>It speaks {@code CONNECT host:port} (a tunnel, which must carry TLS whose SNI names the same host) and plain
+ * <p>It speaks {@code CONNECT host:port} (a tunnel, which must carry TLS whose SNI names the same host, to an
+ * upstream that answers with TLS: see {@link Conn#tunnel}) and plain
  * HTTP requests with an absolute URI ({@code GET http://host/path}, sent on as origin-form with
  * {@code Connection: close}, one request per connection: see {@link Conn#relayHttp}). Each request is decided by {@link EgressDecision} against the policy the channel is
  * {@link #arm armed} with; a refusal is an HTTP error whose body says what was refused and why, so the program's
@@ -359,6 +361,8 @@ public final class EgressChannel implements AutoCloseable {
         volatile boolean connecting;
         /** A request to the local endpoint, not a network connection: it leaves no network record. */
         volatile boolean local;
+        /** A tunnel's: opens when the upstream has answered the ClientHello with TLS, or when the connection ends. */
+        volatile CountDownLatch serverAnswered;
 
         /** Descriptors taken from the process's share for this connection, given back when it ends. */
         final int descriptorsHeld;
@@ -740,20 +744,28 @@ public final class EgressChannel implements AutoCloseable {
             descriptors.release(descriptorsHeld);
         }
 
+        /**
+         * A CONNECT tunnel, which must carry TLS: the first bytes a ClientHello (reassembled from any number of
+         * records and reads, up to a bound) whose server name (SNI, normalised as the CONNECT host is: lower case,
+         * no trailing dot) is the host that was checked, so no other name is fronted behind an allowed one. The
+         * hello alone goes on; what the program sends after it waits until the upstream has answered with TLS (see
+         * {@link #relayTls}), so no plain protocol reaches an upstream through a tunnel.
+         */
         private Runnable tunnel(HostPort hp, byte[] head, int bodyStart, int n) throws IOException {
             if (!connect(hp)) return null;
             writeAll(client, ByteBuffer.wrap("HTTP/1.1 200 Connection established\r\n\r\n".getBytes(StandardCharsets.US_ASCII)));
-            // The first bytes must be a TLS ClientHello naming the host that was checked: no fronting another name
-            // behind an allowed one, and no plain protocol the proxy cannot see.
-            byte[] hello = new byte[ClientHello.MAX_BYTES];
-            int len = n - bodyStart;
-            System.arraycopy(head, bodyStart, hello, 0, len);
-            ByteBuffer hb = ByteBuffer.wrap(hello);
-            hb.position(len);
+            ClientHello.Reader reader = new ClientHello.Reader();
+            ByteBuffer in = ByteBuffer.wrap(head, bodyStart, n - bodyStart);
+            ByteBuffer more = null;
             while (true) {
-                ClientHello.Result r = ClientHello.parse(hello, len);
+                ClientHello.Result r = reader.add(in);
                 if (r instanceof ClientHello.Result.NotTls) {
                     end(ConnectionRecord.REFUSED, "not_tls", "a CONNECT tunnel must carry TLS; plain HTTP goes as http:// requests");
+                    return null;
+                }
+                if (r instanceof ClientHello.Result.TooLarge) {
+                    end(ConnectionRecord.REFUSED, "not_tls", "the TLS ClientHello is larger than " + ClientHello.MAX_BYTES
+                            + " bytes or spread over more than " + ClientHello.MAX_RECORDS + " records");
                     return null;
                 }
                 if (r instanceof ClientHello.Result.Hello h) {
@@ -761,12 +773,7 @@ public final class EgressChannel implements AutoCloseable {
                         end(ConnectionRecord.REFUSED, "no_sni", "the TLS ClientHello names no server (SNI); it must name " + host);
                         return null;
                     }
-                    String sni;
-                    try {
-                        sni = HostNames.normalize(h.serverName().get());
-                    } catch (IllegalArgumentException e) {
-                        sni = EgressDecision.shorten(h.serverName().get());
-                    }
+                    String sni = normalizedOrShort(h.serverName().get());
                     if (!sni.equals(host)) {
                         end(ConnectionRecord.REFUSED, "sni_mismatch", "the TLS server name " + EgressDecision.shorten(sni)
                                 + " differs from the CONNECT host " + host);
@@ -774,21 +781,19 @@ public final class EgressChannel implements AutoCloseable {
                     }
                     break;
                 }
-                if (!hb.hasRemaining()) {
-                    end(ConnectionRecord.REFUSED, "not_tls", "the TLS ClientHello is larger than " + ClientHello.MAX_BYTES + " bytes");
-                    return null;
-                }
-                int got = client.read(hb);
-                if (got < 0) {
+                if (more == null) more = ByteBuffer.allocate(4096);
+                if (client.read(more.clear()) < 0) {
                     end(ConnectionRecord.ALLOWED, "closed", "closed before TLS started");
                     return null;
                 }
                 lastActivity = System.nanoTime();
-                len = hb.position();
+                in = more.flip();
             }
-            count(true, len);
-            writeAll(upstream, ByteBuffer.wrap(hello, 0, len));
-            return this::relay;
+            byte[] hello = reader.hello();
+            if (!count(true, hello.length)) return null;
+            writeAll(upstream, ByteBuffer.wrap(hello));
+            byte[] early = reader.rest();
+            return () -> relayTls(early);
         }
 
         /** Decides and connects; on refusal or failure answers the client and returns false. */
@@ -842,16 +847,60 @@ public final class EgressChannel implements AutoCloseable {
             }
         }
 
-        private void relay() {
+        /**
+         * Relays a tunnel whose ClientHello went on. Until the upstream's first record header is in and is a TLS
+         * handshake or alert (a TLS server's answer to a hello), nothing more of the program's is read: a plain
+         * server, which answers a hello with an error or not at all, never gets a byte past the hello. Until each
+         * direction's first application-data record, its bytes must be TLS records ({@link TlsRecords}); after
+         * that they are relayed unread. The tunnel is closed (refused, not_tls) at the first byte that is not.
+         */
+        private void relayTls(byte[] early) {
             relaying = true;
             raiseSendBuffer();
+            CountDownLatch answered = new CountDownLatch(1);
+            serverAnswered = answered;
+            if (ended.get()) return;
             // downloads on a platform thread: a virtual one parks and is woken for every socket buffer's worth, at
             // half the rate (measured); uploads and everything else on virtual threads
-            PUMPS.newThread(() -> pump(upstream, client, false)).start();
-            pump(client, upstream, true);
+            PUMPS.newThread(() -> pump(upstream, client, false, TlsRecords.fromServer(), answered)).start();
+            try {
+                answered.await();
+            } catch (InterruptedException e) {
+                end(ConnectionRecord.ALLOWED, "closed", "closed");
+                return;
+            }
+            if (ended.get()) return;
+            TlsRecords check = TlsRecords.fromClient();
+            if (early.length > 0) {
+                ByteBuffer b = ByteBuffer.wrap(early);
+                TlsRecords.Verdict v = check.scan(b, 0, early.length);
+                if (v == TlsRecords.Verdict.NOT_TLS) {
+                    notTls(true);
+                    return;
+                }
+                if (v == TlsRecords.Verdict.DONE) check = null;
+                if (!count(true, early.length)) return;
+                try {
+                    writeAll(upstream, b);
+                } catch (IOException e) {
+                    end(ConnectionRecord.ALLOWED, "closed", "closed");
+                    return;
+                }
+            }
+            pump(client, upstream, true, check, null);
         }
 
-        private void pump(SocketChannel from, SocketChannel to, boolean outbound) {
+        private void notTls(boolean outbound) {
+            end(ConnectionRecord.REFUSED, "not_tls", outbound
+                    ? "the program sent bytes that are not TLS records through its CONNECT tunnel; the tunnel was closed"
+                    : host + ":" + port + " did not answer with TLS; the tunnel was closed");
+        }
+
+        /**
+         * One direction of a tunnel. With {@code check}, each read is checked as TLS records before it is written;
+         * {@code answered} opens once the first record header passed.
+         */
+        private void pump(SocketChannel from, SocketChannel to, boolean outbound, TlsRecords check, CountDownLatch answered) {
             ByteBuffer b = ByteBuffer.allocateDirect(outbound ? UP_BUFFER : DOWN_BUFFER);
             try {
                 while (true) {
@@ -859,6 +908,15 @@ public final class EgressChannel implements AutoCloseable {
                     int r = from.read(b);
                     if (r < 0) break;
                     lastActivity = System.nanoTime();
+                    if (check != null) {
+                        TlsRecords.Verdict v = check.scan(b, 0, r);
+                        if (v == TlsRecords.Verdict.NOT_TLS) {
+                            notTls(outbound);
+                            return;
+                        }
+                        if (answered != null && check.answered()) answered.countDown();
+                        if (v == TlsRecords.Verdict.DONE) check = null;
+                    }
                     long granted = take(outbound, r);
                     b.flip();
                     if (granted < r) {
@@ -868,6 +926,10 @@ public final class EgressChannel implements AutoCloseable {
                         return;
                     }
                     writeAll(to, b);
+                }
+                if (answered != null && answered.getCount() > 0) {
+                    end(ConnectionRecord.ALLOWED, "closed", host + ":" + port + " closed the tunnel without answering the TLS ClientHello");
+                    return;
                 }
                 to.shutdownOutput();
                 if (halvesDone.incrementAndGet() == 2) end(ConnectionRecord.ALLOWED, "closed", "closed");
@@ -934,6 +996,8 @@ public final class EgressChannel implements AutoCloseable {
                 return;
             }
             if (!ended.compareAndSet(false, true)) return;
+            CountDownLatch waiting = serverAnswered;
+            if (waiting != null) waiting.countDown();
             EgressDecision.Verdict refused = refusal;
             if (refused != null) {
                 decision = refused.decision();

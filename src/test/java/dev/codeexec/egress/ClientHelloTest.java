@@ -143,4 +143,40 @@ class ClientHelloTest {
         System.arraycopy(hidden, 0, other, 7, hidden.length);
         assertThat(parse(TlsHellos.handBuilt(TlsHellos.concat(sni, other)))).isInstanceOf(ClientHello.Result.NotTls.class);
     }
+
+    static ClientHello.Result add(ClientHello.Reader r, byte[] b) {
+        return r.add(java.nio.ByteBuffer.wrap(b));
+    }
+
+    @Test
+    void aReaderTakesTheHelloInAnyPiecesAndKeepsWhatFollowsItApart() throws Exception {
+        byte[] hello = TlsHellos.splitIntoTwoRecords(TlsHellos.jdk("fixture.test"), 40);
+        byte[] after = "GET / HTTP/1.1\r\n".getBytes(StandardCharsets.US_ASCII);
+        byte[] all = TlsHellos.concat(hello, after);
+        ClientHello.Reader r = new ClientHello.Reader();
+        ClientHello.Result last = null;
+        for (int i = 0; i < all.length && !(last instanceof ClientHello.Result.Hello); i++)
+            last = add(r, new byte[] {all[i]});
+        assertThat(last).isEqualTo(new ClientHello.Result.Hello(Optional.of("fixture.test")));
+        assertThat(r.hello()).isEqualTo(hello);
+        // whole, with the next bytes in the same read
+        ClientHello.Reader whole = new ClientHello.Reader();
+        assertThat(add(whole, all)).isEqualTo(new ClientHello.Result.Hello(Optional.of("fixture.test")));
+        assertThat(whole.hello()).isEqualTo(hello);
+        assertThat(whole.rest()).isEqualTo(after);
+    }
+
+    @Test
+    void aReaderRefusesPlainBytesAtTheFirstByteAndAHelloSpreadTooThin() throws Exception {
+        assertThat(add(new ClientHello.Reader(), new byte[] {'G'})).isInstanceOf(ClientHello.Result.NotTls.class);
+        assertThat(add(new ClientHello.Reader(), new byte[] {22, 2})).isInstanceOf(ClientHello.Result.NotTls.class);
+        assertThat(add(new ClientHello.Reader(), new byte[] {22, 3, 1, 0x40, 1})).as("a record over 2^14")
+                .isInstanceOf(ClientHello.Result.NotTls.class);
+        // the hello a byte per record: more records than any client sends
+        byte[] hello = TlsHellos.jdk("fixture.test");
+        int length = ((hello[3] & 0xff) << 8) | (hello[4] & 0xff);
+        java.io.ByteArrayOutputStream thin = new java.io.ByteArrayOutputStream();
+        for (int i = 0; i < length; i++) thin.writeBytes(new byte[] {22, 3, 1, 0, 1, hello[5 + i]});
+        assertThat(add(new ClientHello.Reader(), thin.toByteArray())).isInstanceOf(ClientHello.Result.TooLarge.class);
+    }
 }

@@ -687,19 +687,126 @@ class EgressChannelTest {
         SocketChannel c = tunnel(ch, port);
         byte[] hello = TlsHellos.jdk("fixture.test");
         send(c, hello);
+        // records as the two sides of a handshake would frame them (the proxy reads only the framing)
+        byte[] serverHello = TlsHellos.tlsRecord(22, "server hello");
+        byte[] appData = TlsHellos.tlsRecord(23, "encrypted");
         try (Socket up = within(upstream::accept)) {
             InputStream in = up.getInputStream();
             assertThat(within(() -> in.readNBytes(hello.length))).isEqualTo(hello);
-            up.getOutputStream().write("pong".getBytes(StandardCharsets.US_ASCII));
-            assertThat(new String(readExactly(c, 4), StandardCharsets.US_ASCII)).isEqualTo("pong");
+            up.getOutputStream().write(serverHello);
+            assertThat(readExactly(c, serverHello.length)).isEqualTo(serverHello);
+            send(c, appData);
+            assertThat(within(() -> in.readNBytes(appData.length))).isEqualTo(appData);
         }
         assertThat(readToEnd(c)).isEmpty(); // the upstream closed: so does the client's side
         c.close();
         ConnectionRecord r = awaitRecord(ch, rec -> true);
         assertThat(r.decision()).isEqualTo(ConnectionRecord.ALLOWED);
         assertThat(r.reason()).isEqualTo("closed");
+        assertThat(r.bytesOut()).isEqualTo(hello.length + appData.length);
+        assertThat(r.bytesIn()).isEqualTo(serverHello.length);
+    }
+
+    /**
+     * The hellos a program could fake to open a tunnel to a plain server: whole, spread over two records and three
+     * writes, and naming the host in capitals with a trailing dot; each followed at once by a plain request.
+     */
+    List<byte[][]> fakeHellosEachWithAPlainRequest() throws Exception {
+        byte[] get = "GET /smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
+        byte[] whole = TlsHellos.jdk("fixture.test");
+        byte[] split = TlsHellos.splitIntoTwoRecords(whole, 40);
+        byte[] shouted = TlsHellos.handBuilt(TlsHellos.sniExtension("FIXTURE.TEST.", -1));
+        return List.of(
+                new byte[][] {TlsHellos.concat(whole, get)},
+                new byte[][] {Arrays.copyOf(split, 30), Arrays.copyOfRange(split, 30, 60),
+                        TlsHellos.concat(Arrays.copyOfRange(split, 60, split.length), get)},
+                new byte[][] {TlsHellos.concat(shouted, get)});
+    }
+
+    @Test
+    void plainBytesAfterAFakeHelloNeverReachAPlainServer() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        List<byte[][]> attempts = fakeHellosEachWithAPlainRequest();
+        for (byte[][] writes : attempts) {
+            byte[] all = TlsHellos.concat(writes);
+            int helloLength = all.length - "GET /smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n".length();
+            SocketChannel c = tunnel(ch, port);
+            for (byte[] w : writes) send(c, w);
+            try (Socket up = within(upstream::accept)) {
+                InputStream in = up.getInputStream();
+                // the hello was checked (the host in capitals with a trailing dot is the host) and went on alone
+                assertThat(within(() -> in.readNBytes(helloLength))).isEqualTo(Arrays.copyOf(all, helloLength));
+                // a plain server answers the hello in plain text: the tunnel closes, and the GET never came
+                up.getOutputStream().write("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                assertThat(within(in::readAllBytes)).as("bytes past the hello").isEmpty();
+            }
+            assertThat(readToEnd(c)).as("the plain answer is not passed on either").isEmpty();
+        }
+        Poll.until("every tunnel recorded", WAIT, () -> peek(ch).counts().getOrDefault("refused/not_tls", 0) == attempts.size());
+        assertThat(peek(ch).connections()).allSatisfy(r -> {
+            assertThat(r.host()).isEqualTo("fixture.test");
+            assertThat(r.message()).contains("did not answer with TLS");
+        });
+    }
+
+    @Test
+    void plainBytesAfterTheServersTlsAnswerCloseTheTunnel() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        SocketChannel c = tunnel(ch, port);
+        byte[] hello = TlsHellos.jdk("fixture.test");
+        send(c, hello);
+        try (Socket up = within(upstream::accept)) {
+            InputStream in = up.getInputStream();
+            assertThat(within(() -> in.readNBytes(hello.length))).isEqualTo(hello);
+            byte[] serverHello = TlsHellos.tlsRecord(22, "server hello");
+            up.getOutputStream().write(serverHello);
+            assertThat(readExactly(c, serverHello.length)).isEqualTo(serverHello);
+            send(c, "GET /smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n");
+            assertThat(within(in::readAllBytes)).as("bytes past the hello").isEmpty();
+        }
+        assertThat(readToEnd(c)).isEmpty();
+        ConnectionRecord r = awaitRecord(ch, reason("not_tls"));
+        assertThat(r.decision()).isEqualTo(ConnectionRecord.REFUSED);
+        assertThat(r.message()).contains("not TLS records");
         assertThat(r.bytesOut()).isEqualTo(hello.length);
-        assertThat(r.bytesIn()).isEqualTo(4);
+    }
+
+    @Test
+    void recordsThatAreNotTlsFromEitherSideCloseTheTunnel() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(settings("EGRESS_ALLOW", "fixture.test:" + port));
+        byte[] hello = TlsHellos.jdk("fixture.test");
+        // from the server: application data before any handshake, a version other than 3.x, an over-long record
+        byte[][] serverFirsts = {TlsHellos.tlsRecord(23, "data"), {22, 4, 0, 0, 1, 0}, {22, 3, 3, 0x48, 1}};
+        // from the program, after the server's answer: an unknown type, an empty handshake record
+        byte[][] clientNexts = {{24, 3, 3, 0, 1, 0}, {22, 3, 3, 0, 0}};
+        for (byte[] first : serverFirsts) {
+            SocketChannel c = tunnel(ch, port);
+            send(c, hello);
+            try (Socket up = within(upstream::accept)) {
+                assertThat(within(() -> up.getInputStream().readNBytes(hello.length))).hasSize(hello.length);
+                up.getOutputStream().write(first);
+                assertThat(within(up.getInputStream()::readAllBytes)).isEmpty();
+            }
+            assertThat(readToEnd(c)).isEmpty();
+        }
+        for (byte[] next : clientNexts) {
+            SocketChannel c = tunnel(ch, port);
+            send(c, hello);
+            try (Socket up = within(upstream::accept)) {
+                assertThat(within(() -> up.getInputStream().readNBytes(hello.length))).hasSize(hello.length);
+                up.getOutputStream().write(TlsHellos.tlsRecord(22, "server hello"));
+                send(c, next);
+                assertThat(within(up.getInputStream()::readAllBytes)).isEmpty();
+            }
+        }
+        Poll.until("every tunnel recorded", WAIT, () -> peek(ch).counts().getOrDefault("refused/not_tls", 0)
+                == serverFirsts.length + clientNexts.length);
     }
 
     @Test

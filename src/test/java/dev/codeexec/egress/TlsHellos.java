@@ -86,6 +86,12 @@ final class TlsHellos {
         return e.toByteArray();
     }
 
+    /** A TLS 1.2-framed record of this content type carrying the text (the proxy reads only the framing). */
+    static byte[] tlsRecord(int contentType, String text) {
+        byte[] t = text.getBytes(StandardCharsets.US_ASCII);
+        return concat(new byte[] {(byte) contentType, 3, 3, (byte) (t.length >> 8), (byte) t.length}, t);
+    }
+
     static byte[] concat(byte[]... parts) {
         ByteArrayOutputStream o = new ByteArrayOutputStream();
         for (byte[] p : parts) o.writeBytes(p);
