@@ -513,7 +513,10 @@ public final class EgressChannel implements AutoCloseable {
                     continue;
                 }
                 if (fresh == null) fresh = ByteBuffer.allocate(UP_BUFFER);
-                if (client.read(fresh.clear()) < 0) return null;
+                if (client.read(fresh.clear()) < 0) {
+                    upstream.shutdownOutput(); // the body will not come whole: the upstream sees it end, as the program did
+                    return null;
+                }
                 lastActivity = System.nanoTime();
                 b = fresh.flip();
             }

@@ -395,6 +395,22 @@ class EgressChannelTest {
     }
 
     @Test
+    void aBodyTheProgramStopsSendingEndsAtTheUpstreamToo() throws Exception {
+        ServerSocket upstream = rawUpstream();
+        int port = upstream.getLocalPort();
+        EgressChannel ch = open(twoHostsOn(port));
+        SocketChannel c = client(ch);
+        send(c, "POST http://fixture.test:" + port + "/form HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+        try (Socket up = within(upstream::accept)) {
+            assertThat(readUntil(up, "abc")).startsWith("POST /form HTTP/1.1\r\n");
+            c.shutdownOutput();
+            assertThat(within(up.getInputStream()::readAllBytes)).as("the upstream sees the body end").isEmpty();
+        }
+        assertThat(readToEnd(c)).isEmpty();
+        assertThat(awaitRecord(ch, reason("closed")).decision()).isEqualTo(ConnectionRecord.ALLOWED);
+    }
+
+    @Test
     void contentLengthWithTransferEncodingIsRefusedBeforeAnythingIsSent() throws Exception {
         EgressChannel ch = open(settings());
         String url = "http://fixture.test:" + httpPort;
