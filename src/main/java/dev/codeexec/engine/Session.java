@@ -124,11 +124,13 @@ final class Session {
                 if (ip != null) ip.discard();
                 proc = null;
                 try {
-                    ip = start();
+                    ip = start(call);
                 } catch (SandboxException e) {
                     closed = true;
                     owner.forget(this);
                     return call.failedToStart("the session's interpreter could not be started: " + e.getMessage());
+                } catch (InterruptedException e) {
+                    return call.cancelledBeforeStart(); // cancelled while its packages were installed: kept as it was
                 }
                 proc = ip;
                 calls.set(0);
@@ -152,14 +154,21 @@ final class Session {
         }
     }
 
-    /** Starts the interpreter, with its packages' entry (installed first when the store does not have it). */
-    private SessionInterpreter start() throws SandboxException {
+    /**
+     * Starts the interpreter, with its packages' entry (installed first when the store does not have it).
+     *
+     * @param call the call that needs the interpreter, whose cancel ends a wait for the install; null for a reset
+     *             (which installed the set already)
+     * @throws InterruptedException {@code call} was cancelled while it waited for the install
+     */
+    private SessionInterpreter start(SessionCall call) throws SandboxException, InterruptedException {
         Optional<PackageSet> set = packages;
         PackageStore.Lease lease = null;
         if (set.isPresent()) {
             PackageInstalls installs = owner.packages().orElseThrow(() -> new SandboxException("declared packages are unavailable"));
+            SessionCall.Install install = () -> installs.acquire(set.get(), launchLimits, ref.tenant());
             try {
-                lease = installs.acquire(set.get(), launchLimits, ref.tenant());
+                lease = call == null ? install.acquire() : call.whileInstalling(install);
             } catch (PackageStore.InstallFailed e) {
                 throw new SandboxException("its packages could not be installed: " + e.getMessage());
             }
@@ -229,9 +238,12 @@ final class Session {
             created = Instant.now();
             packages = newPackages;
             try {
-                proc = start();
+                proc = start(null);
             } catch (SandboxException e) {
                 log.warn("session {}: restart after reset failed: {}", ref.name(), e.getMessage());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                log.warn("session {}: restart after reset interrupted", ref.name());
             }
             return true;
         } finally {

@@ -4,6 +4,7 @@ import dev.codeexec.engine.ExecutionResult.Figure;
 import dev.codeexec.engine.ExecutionResult.SessionOutput;
 import dev.codeexec.codemode.CodeToolsRun;
 import dev.codeexec.egress.NetworkReport;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
@@ -95,8 +96,30 @@ final class SessionCall {
         return sessions.execute(this);
     }
 
+    /** The thread waiting for the session's packages to be installed, so cancel() can wake it. */
+    private volatile Thread installWaiter;
+
     void cancel() {
         cancelled = true;
+        Thread t = installWaiter;
+        if (t != null) t.interrupt();
+    }
+
+    /** Waits for an install, cancellable by {@link #cancel}. */
+    PackageStore.Lease whileInstalling(Install install) throws PackageStore.InstallFailed, InterruptedException {
+        installWaiter = Thread.currentThread();
+        try {
+            if (cancelled) throw new InterruptedException("cancelled");
+            return install.acquire();
+        } finally {
+            installWaiter = null;
+            Thread.interrupted(); // the slot's thread lives on: no interrupt may reach what it runs next
+        }
+    }
+
+    @FunctionalInterface
+    interface Install {
+        PackageStore.Lease acquire() throws PackageStore.InstallFailed, InterruptedException;
     }
 
     ExecutionResult cancelledBeforeStart() {

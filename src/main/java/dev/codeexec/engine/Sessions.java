@@ -343,6 +343,10 @@ final class Sessions implements SessionControl {
             } catch (PackageStore.InstallFailed e) {
                 throw new ExecutionException.InvalidRequest("the session was not reset: its new packages could not be "
                         + "installed: " + e.getMessage());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new ExecutionException.InvalidRequest("the session was not reset: the wait for its new packages "
+                        + "was interrupted");
             }
         }
         return s.stop("reset", true, set);
