@@ -202,7 +202,14 @@ public final class PackageStore {
             if (started) {
                 misses.incrementAndGet();
                 Build mine = b;
-                b.thread = Thread.ofVirtual().name("install-" + key).start(() -> mine.run(set, installer));
+                try {
+                    b.thread = Thread.ofVirtual().name("install-" + key).start(() -> mine.run(set, installer));
+                } catch (Throwable t) { // no thread: nobody may wait for it
+                    b.done.completeExceptionally(t);
+                    synchronized (building) {
+                        building.remove(key, b);
+                    }
+                }
             }
             long ms;
             try {
@@ -305,7 +312,13 @@ public final class PackageStore {
             Files.setPosixFilePermissions(tmp.resolve(MANIFEST), PosixFilePermissions.fromString("r--r--r--"));
             Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("r-xr-xr-x"));
             synchronized (this) {
-                Files.move(tmp, root.resolve(key), StandardCopyOption.ATOMIC_MOVE);
+                // an install that lost its last waiter may still have finished and published the same key meanwhile
+                // (a new request then started this one): theirs stays, this copy goes
+                if (Files.isRegularFile(root.resolve(key).resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) {
+                    deleteQuietly(tmp);
+                } else {
+                    Files.move(tmp, root.resolve(key), StandardCopyOption.ATOMIC_MOVE);
+                }
                 lastUsed.put(key, clock.instant());
             }
             published = true;
