@@ -126,6 +126,12 @@ final class Session {
             if (ip == null || ip.ended) {
                 if (ip != null) ip.discard();
                 proc = null;
+                Optional<String> noRoom = owner.fitMemory(this);
+                if (noRoom.isPresent()) {
+                    closed = true;
+                    owner.forget(this);
+                    return call.failedToStart(noRoom.get());
+                }
                 try {
                     ip = start();
                 } catch (SandboxException e) {
@@ -136,7 +142,7 @@ final class Session {
                 proc = ip;
                 calls.set(0);
                 created = true;
-                owner.fitMemory(); // room for the new interpreter: this session is busy, so others are ended
+                owner.fitMemory(); // measured now: this session is busy, so others are ended if needed
             }
             calls.incrementAndGet();
             SessionCall.Done done = call.run(ip, created, workspace, egressFor(call.request()));
