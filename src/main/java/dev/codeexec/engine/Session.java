@@ -45,7 +45,10 @@ final class Session {
     /** Set by close before it waits for the lock, so calls queued behind it do not start a new interpreter here. */
     private volatile boolean closing;
 
-    /** What the session's interpreter may reach, fixed when the session was created. */
+    /**
+     * What the session's interpreter may reach, fixed when the session was created; each call gets this under its
+     * caller's allow-list as it is then ({@link #egressFor}).
+     */
     final EgressPolicy egress;
 
     /** The packages its interpreter gets: fixed when the session was created, changed only by a reset. */
@@ -123,6 +126,12 @@ final class Session {
             if (ip == null || ip.ended) {
                 if (ip != null) ip.discard();
                 proc = null;
+                Optional<String> noRoom = owner.fitMemory(this);
+                if (noRoom.isPresent()) {
+                    closed = true;
+                    owner.forget(this);
+                    return call.failedToStart(noRoom.get());
+                }
                 try {
                     ip = start(call);
                 } catch (SandboxException e) {
@@ -135,10 +144,10 @@ final class Session {
                 proc = ip;
                 calls.set(0);
                 created = true;
-                owner.fitMemory(); // room for the new interpreter: this session is busy, so others are ended
+                owner.fitMemory(); // measured now: this session is busy, so others are ended if needed
             }
             calls.incrementAndGet();
-            SessionCall.Done done = call.run(ip, created, workspace);
+            SessionCall.Done done = call.run(ip, created, workspace, egressFor(call.request()));
             PackageStore.Lease lease = ip.packages;
             if (done.sessionEnds()) forget(ip);
             else if (done.interpreterGone()) {
@@ -152,6 +161,16 @@ final class Session {
             lastUsed = Instant.now();
             lock.unlock();
         }
+    }
+
+    /**
+     * The network of one call: the session's policy within what its caller may reach now. The request carries the
+     * caller's allow-list as the surface computed it for this call from the key it presented (the key file is
+     * re-read when it changes), so a tenant whose egress was narrowed or revoked gets that at its session's next
+     * call, never more than the session was created with.
+     */
+    EgressPolicy egressFor(ExecutionRequest request) {
+        return egress.intersect(request.egress());
     }
 
     /**
