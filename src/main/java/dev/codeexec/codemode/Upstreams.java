@@ -16,9 +16,11 @@ import reactor.core.Disposable;
 import reactor.core.publisher.Mono;
 
 import java.net.http.HttpRequest;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -265,17 +267,57 @@ public final class Upstreams implements AutoCloseable {
                 yield HttpClientStreamableHttpTransport.builder(base).endpoint(path).requestBuilder(rb)
                         .connectTimeout(Duration.ofSeconds(10)).build();
             }
-            case UpstreamConfig.Transport.Stdio s -> {
-                ServerParameters.Builder p = ServerParameters.builder(s.command()).args(s.args());
-                // the upstream process gets its configured env over a minimal one, not the server's own environment
-                Map<String, String> env = new java.util.LinkedHashMap<>();
-                env.put("PATH", System.getenv().getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
-                env.put("LANG", "C.UTF-8");
-                env.putAll(s.env());
-                p.env(env);
-                yield new StdioClientTransport(p.build(), McpJsonDefaults.getMapper());
-            }
+            case UpstreamConfig.Transport.Stdio s -> new StdioTransport(s);
         };
+    }
+
+    /** The whole environment of a stdio upstream's process: PATH (the server's), LANG and the upstream's own env. */
+    static Map<String, String> environment(UpstreamConfig.Transport.Stdio s) {
+        Map<String, String> env = new LinkedHashMap<>();
+        env.put("PATH", System.getenv().getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
+        env.put("LANG", "C.UTF-8");
+        env.putAll(s.env());
+        return env;
+    }
+
+    /**
+     * The SDK's stdio transport with the upstream's process started in exactly {@link #environment} and its
+     * {@code cwd}.
+     *
+     * <p>Decision: the SDK (2.1.0) starts the process from {@link #getProcessBuilder()}, a new ProcessBuilder, which
+     * inherits the server's whole environment (METRICS_TOKEN, every other upstream's {@code ${VAR}}, ...), and adds
+     * {@link ServerParameters#getEnv()} to it, a map it seeds with HOME, LOGNAME, PATH, SHELL, TERM and USER from the
+     * server's environment before the given variables. So this overrides that hook, the SDK's extension point for
+     * it, to start from an empty environment in the upstream's {@code cwd}, and trims the parameters' map (the SDK
+     * hands out the map it uses) to the given variables, refusing to start when it cannot. Not {@code env -i
+     * NAME=VALUE ... command}: that would put the values, credentials among them, on a command line that every user
+     * of the host can read. UpstreamsTest starts an upstream that reports what it got, so an SDK that changes either
+     * step fails there.
+     */
+    private static final class StdioTransport extends StdioClientTransport {
+        private final Optional<Path> cwd;
+
+        StdioTransport(UpstreamConfig.Transport.Stdio s) {
+            super(parameters(s), McpJsonDefaults.getMapper());
+            this.cwd = s.cwd();
+        }
+
+        private static ServerParameters parameters(UpstreamConfig.Transport.Stdio s) {
+            Map<String, String> env = environment(s);
+            ServerParameters p = ServerParameters.builder(s.command()).args(s.args()).env(env).build();
+            p.getEnv().keySet().retainAll(env.keySet()); // what the SDK seeded from the server's own environment
+            if (!p.getEnv().equals(env))
+                throw new IllegalStateException("the MCP SDK does not let the upstream's environment be set exactly");
+            return p;
+        }
+
+        @Override
+        protected ProcessBuilder getProcessBuilder() {
+            ProcessBuilder pb = new ProcessBuilder();
+            pb.environment().clear();
+            cwd.ifPresent(d -> pb.directory(d.toFile()));
+            return pb;
+        }
     }
 
     /** A transport that remembers the JSON-RPC id of every tools/call it sends. */
