@@ -40,7 +40,9 @@ import java.util.function.Function;
  * due) or finds under way, its caller bounding the wait; with none it fails at once with the last error. So a run
  * waits on no upstream it does not call, and writing its library waits on none.
  *
- * <p>A call that is cancelled (its run ended, timed out or was cancelled) sends the upstream
+ * <p>Everything an upstream says (tool lists, results, error messages, why it cannot be reached) passes the file's
+ * {@link Secrets} before anyone gets it: an upstream, or a proxy in front of it, may echo what it was sent,
+ * credentials included. A call that is cancelled (its run ended, timed out or was cancelled) sends the upstream
  * {@code notifications/cancelled} for its request: the SDK does not, so each connection's transport is wrapped to
  * learn the request id of every {@code tools/call} it sends.
  */
@@ -52,6 +54,7 @@ public final class Upstreams implements AutoCloseable {
     private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
     private final UpstreamConfig config;
+    private final Secrets secrets;
     private final Duration retry;
     private final Map<String, Connection> connections = new ConcurrentHashMap<>();
     private volatile boolean closed;
@@ -63,6 +66,7 @@ public final class Upstreams implements AutoCloseable {
     /** With {@code retry} as the least time between two attempts to connect to one upstream. */
     Upstreams(UpstreamConfig config, Duration retry) {
         this.config = config;
+        this.secrets = config.secrets();
         this.retry = retry;
         for (UpstreamConfig.Upstream u : config.servers()) connections.put(u.name(), new Connection(u));
     }
@@ -105,7 +109,7 @@ public final class Upstreams implements AutoCloseable {
 
     /**
      * Calls {@code tool} of {@code server}. The future completes with the upstream's result (an error result is a
-     * result), or
+     * result; its text and structured content scrubbed of the file's secrets, other content kinds as they came), or
      * exceptionally with {@link UpstreamRefused} (a JSON-RPC error answer) or {@link UpstreamUnavailable} (the server
      * cannot be reached, or the call failed on the way); cancelling the future cancels the call upstream. To an
      * upstream that is not connected, the call is sent once the attempt to connect it starts (when due) or finds under
@@ -142,13 +146,13 @@ public final class Upstreams implements AutoCloseable {
 
     /**
      * An exception's message as callers and code may see it: with its causes' (the SDK's own message often says
-     * only that something failed), each on one line, bounded.
+     * only that something failed), scrubbed of the file's secrets, each on one line, bounded.
      */
     String message(Throwable e) {
         List<String> parts = new ArrayList<>();
         for (Throwable t = e; t != null && parts.size() < 5; t = t.getCause() == t ? null : t.getCause()) {
             String raw = t.getMessage();
-            String m = raw == null || raw.isBlank() ? t.getClass().getSimpleName() : raw;
+            String m = secrets.scrub(raw == null || raw.isBlank() ? t.getClass().getSimpleName() : raw); // before cutting
             int nl = m.indexOf('\n');
             String line = (nl < 0 ? m : m.substring(0, nl)).strip();
             if (parts.stream().noneMatch(p -> p.contains(line))) parts.add(line);
@@ -157,15 +161,38 @@ public final class Upstreams implements AutoCloseable {
         return m.length() > 300 ? m.substring(0, 300) + "…" : m;
     }
 
+    private McpSchema.Tool scrubbed(McpSchema.Tool t) {
+        McpSchema.ToolAnnotations a = t.annotations();
+        return new McpSchema.Tool(secrets.scrub(t.name()), secrets.scrub(t.title()), secrets.scrub(t.description()),
+                secrets.scrubObject(t.inputSchema()), secrets.scrubObject(t.outputSchema()),
+                a == null ? null : new McpSchema.ToolAnnotations(secrets.scrub(a.title()), a.readOnlyHint(), a.destructiveHint(),
+                        a.idempotentHint(), a.openWorldHint(), a.returnDirect()),
+                secrets.scrubObject(t.meta()), t.icons());
+    }
+
+    private List<McpSchema.Tool> scrubbed(List<McpSchema.Tool> tools) {
+        return tools.stream().map(this::scrubbed).toList();
+    }
+
+    private McpSchema.CallToolResult scrubbed(McpSchema.CallToolResult r) {
+        List<McpSchema.Content> content = r.content() == null ? null : r.content().stream()
+                .map(c -> c instanceof McpSchema.TextContent t
+                        ? new McpSchema.TextContent(t.annotations(), secrets.scrub(t.text()), secrets.scrubObject(t.meta()))
+                        : c)
+                .toList();
+        return new McpSchema.CallToolResult(content, r.isError(), secrets.scrubJson(r.structuredContent()),
+                secrets.scrubObject(r.meta()));
+    }
+
     private final class Connection {
         final UpstreamConfig.Upstream upstream;
         /** tools/call requests in flight → their JSON-RPC id, learnt by the transport wrapper. */
         final Map<McpSchema.CallToolRequest, Object> sent = Collections.synchronizedMap(new java.util.IdentityHashMap<>());
         volatile McpAsyncClient client;
         volatile Tracking transport;
-        /** As last listed; kept while the connection is down. */
+        /** As last listed, scrubbed; kept while the connection is down. */
         volatile List<McpSchema.Tool> tools = List.of();
-        /** Why the last attempt failed or the connection was lost; null while connected or before any. */
+        /** Why the last attempt failed or the connection was lost, scrubbed; null while connected or before any. */
         volatile String lastError;
         /** The attempt under way, or the last one; null before the first. Guarded by this. */
         private CompletableFuture<Void> attempt;
@@ -197,7 +224,7 @@ public final class Upstreams implements AutoCloseable {
                 c = McpClient.async(t).requestTimeout(Duration.ofHours(1)).initializationTimeout(INIT_TIMEOUT)
                         .clientInfo(new McpSchema.Implementation("code-exec-mcp", "code mode"))
                         .toolsChangeConsumer(list -> {
-                            tools = List.copyOf(list);
+                            tools = scrubbed(list);
                             LOG.info("upstream {}: tools changed, {} now", upstream.name(), list.size());
                             return Mono.empty();
                         }).build();
@@ -215,7 +242,7 @@ public final class Upstreams implements AutoCloseable {
                 synchronized (this) {
                     kept = !closed;
                     if (kept) {
-                        tools = List.copyOf(all);
+                        tools = scrubbed(all);
                         transport = t;
                         client = c;
                         lastError = null;
@@ -245,7 +272,7 @@ public final class Upstreams implements AutoCloseable {
                         + (error == null ? "" : " (" + error + ")")));
                 return;
             }
-            Disposable d = c.callTool(request).subscribe(f::complete, e -> {
+            Disposable d = c.callTool(request).subscribe(r -> f.complete(scrubbed(r)), e -> {
                         if (e instanceof McpError) {
                             f.completeExceptionally(new UpstreamRefused(message(e))); // a JSON-RPC error answer
                         } else {
