@@ -269,6 +269,43 @@ describe('a server started by a normal user, over stdio', { skip: !isRoot && 'ne
         assert.equal(slow.sc.outcome, 'timeout', slow.text);
         assert.deepEqual(await waitGone(marker), [], 'nothing of the run left on the host');
     });
+
+    // Shared memory is memory (issue 35, finding 4: twelve unmapped memfds of 256 MiB held 3 GiB past a 512 MiB
+    // limit, reported as a 4 MiB peak). Each run holds 280 to 384 MiB against its 256 MiB in pieces under every
+    // per-process and per-file limit; the watchdog, reading the user's own sandboxes, counts them and kills the run.
+    test('memory in memfds, shared mappings and tmpfs files counts against the memory limit', { timeout: 180_000 }, async () => {
+        const prelude = ['import mmap, os, time', 'def touch(m):', '    for i in range(0, len(m), 4096): m[i] = 1'];
+        const outlived = ['print("allocated", flush=True)', 'time.sleep(20)', 'print("outlived the watchdog")'];
+        const hogs = {
+            'memfds held open, never mapped': [
+                'fds = [os.memfd_create("m%d" % i) for i in range(12)]',
+                'for fd in fds: os.posix_fallocate(fd, 0, 32 << 20)'],
+            'memfds mapped, their descriptors closed': [
+                'maps = []',
+                'for i in range(8):',
+                '    fd = os.memfd_create("m%d" % i); os.ftruncate(fd, 48 << 20); m = mmap.mmap(fd, 48 << 20)',
+                '    os.close(fd); touch(m); maps.append(m)'],
+            'files in /dev/shm, /tmp and the working directory, and memfds': [
+                'for d in ("/dev/shm", "/tmp", "."):',
+                '    with open(d + "/fill", "wb") as f: f.write(b"x" * (60 << 20))',
+                'fds = [os.memfd_create("m%d" % i) for i in range(2)]',
+                'for fd in fds: os.posix_fallocate(fd, 0, 50 << 20)'],
+        };
+        for (const [what, lines] of Object.entries(hogs)) {
+            const r = await exec(s.client, { language: 'python', timeout_ms: 30_000, code: [...prelude, ...lines, ...outlived].join('\n') });
+            assert.equal(r.sc?.outcome, 'memory_limit', `${what}: ${r.text}`);
+            assert.doesNotMatch(r.sc.stdout, /outlived/, what);
+            assert.ok(r.sc.peakMemoryBytes > 256 * 1048576, `${what}: the peak counts it (${r.sc.peakMemoryBytes})`);
+        }
+        // under the limit: left alone
+        const small = await exec(s.client, { language: 'python', timeout_ms: 30_000, code: [...prelude,
+            'fd = os.memfd_create("m"); os.posix_fallocate(fd, 0, 64 << 20)',
+            'a = mmap.mmap(-1, 32 << 20); touch(a)',
+            'with open("/dev/shm/fill", "wb") as f: f.write(b"x" * (32 << 20))',
+            'print("ok")'].join('\n') });
+        assert.equal(small.sc?.outcome, 'exited', small.text);
+        assert.equal(small.sc.stdout, 'ok\n', small.text);
+    });
 });
 
 describe('egress through the checking proxy, as a normal user', { skip: !isRoot && 'needs root to create the test user' }, () => {

@@ -33,7 +33,7 @@ class ArchitectureTest {
             Map.entry("workspace", Set.of("config", "linux")),
             Map.entry("egress", Set.of("config")),
             Map.entry("codemode", Set.of("config", "egress")),
-            Map.entry("packages", Set.of("config")),
+            Map.entry("packages", Set.of("config", "linux", "workspace")),
             Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress", "codemode", "packages")),
             Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
             Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),

@@ -108,13 +108,16 @@ public final class CodeTools implements AutoCloseable {
         counter.accept(tenant, call);
     }
 
-    /** The servers {@code tenant} may call, each with the tools the operator lets code call. */
+    /**
+     * The servers {@code tenant} may call, each with the tools the operator lets code call, as known now: a server
+     * that is not connected with its tools as last listed and why (never waits for an upstream).
+     */
     public List<Library.ServerView> visible(String tenant) {
         List<Library.ServerView> out = new ArrayList<>();
         for (UpstreamConfig.Upstream u : upstreams.config().servers()) {
             if (!u.allowsTenant(tenant)) continue;
-            out.add(new Library.ServerView(u.name(), u.module(), u.description(),
-                    upstreams.tools(u.name()).stream().filter(t -> u.allowsTool(t.name())).toList()));
+            List<McpSchema.Tool> tools = upstreams.tools(u.name()).stream().filter(t -> u.allowsTool(t.name())).toList();
+            out.add(new Library.ServerView(u.name(), u.module(), u.description(), tools, upstreams.problem(u.name())));
         }
         return out;
     }
@@ -148,7 +151,7 @@ public final class CodeTools implements AutoCloseable {
             m.put("name", s.name());
             m.put("module", s.module());
             m.put("description", s.description());
-            upstreams.problem(s.name()).ifPresent(p -> m.put("unavailable", p));
+            s.unavailable().ifPresent(p -> m.put("unavailable", p));
             List<Map<String, Object>> tools = new ArrayList<>();
             for (McpSchema.Tool t : s.tools()) {
                 Map<String, Object> tm = new LinkedHashMap<>();
@@ -200,7 +203,7 @@ public final class CodeTools implements AutoCloseable {
                 m.put("module", s.module());
                 m.put("description", s.description());
                 m.put("tools", s.tools().size());
-                upstreams.problem(s.name()).ifPresent(p -> m.put("unavailable", p));
+                s.unavailable().ifPresent(p -> m.put("unavailable", p));
                 servers.add(m);
             }
             out.put("servers", servers);
@@ -220,7 +223,7 @@ public final class CodeTools implements AutoCloseable {
                 tools.add(m);
             }
             out.put("tools", tools);
-            upstreams.problem(s.name()).ifPresent(p -> out.put("unavailable", p));
+            s.unavailable().ifPresent(p -> out.put("unavailable", p));
             return out;
         }
         McpSchema.Tool t = s.tools().stream().filter(x -> x.name().equals(tool.get())).findFirst()

@@ -90,8 +90,8 @@ public final class CodeToolsRun implements LocalEndpoint {
         if (refusal.isPresent()) return record(server, tool, started, 0, body.length, 403, "not_allowed", refusal.get());
         UpstreamConfig.Upstream upstream = tools.upstreams().config().server(server).orElseThrow();
         server = upstream.name();
-        List<McpSchema.Tool> listed = tools.upstreams().tools(server); // waits for a first connection under way
-        if (tools.upstreams().connected(server)) {
+        List<McpSchema.Tool> listed = tools.upstreams().tools(server);
+        if (tools.upstreams().connected(server)) { // else the call itself says why it cannot be made
             String name = tool;
             if (listed.stream().noneMatch(t -> t.name().equals(name)))
                 return record(server, tool, started, 0, body.length, 404, "unknown_tool", "no tool '" + tool + "' of " + server
@@ -121,7 +121,8 @@ public final class CodeToolsRun implements LocalEndpoint {
         } catch (TimeoutException e) {
             f.cancel(true);
             return record(server, tool, started, 0, body.length, 504, "timeout", server + "." + tool + " did not answer within "
-                    + tools.callTimeout().toMillis() + " ms (CODE_TOOLS_CALL_TIMEOUT_MS)");
+                    + tools.callTimeout().toMillis() + " ms (CODE_TOOLS_CALL_TIMEOUT_MS)"
+                    + (tools.upstreams().connected(server) ? "" : "; " + server + " was still connecting"));
         } catch (CancellationException | InterruptedException e) {
             f.cancel(true);
             return record(server, tool, started, 0, body.length, 410, "run_ended", "the run has ended");
@@ -129,7 +130,7 @@ public final class CodeToolsRun implements LocalEndpoint {
             Throwable c = e.getCause();
             if (c instanceof Upstreams.UpstreamRefused)
                 return record(server, tool, started, 0, body.length, 422, "tool_error", server + "." + tool + ": " + c.getMessage());
-            return record(server, tool, started, 0, body.length, 502, "upstream_unavailable", Upstreams.message(c));
+            return record(server, tool, started, 0, body.length, 502, "upstream_unavailable", tools.upstreams().message(c));
         } finally {
             inFlight.remove(f);
         }

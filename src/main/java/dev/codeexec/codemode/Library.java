@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -20,6 +21,11 @@ import java.util.Set;
  * <p>Names: a server is its module name; a tool or argument whose name is not an identifier in Python and
  * JavaScript is reached by a cleaned name ({@code -} and {@code .} become {@code _}, a keyword gets a trailing
  * {@code _}, a clash a number), while the call carries the original name.
+ *
+ * <p>A server that is not connected when the library is written (down, or still connecting) is in it all the same,
+ * with the tools it last listed and a note saying why it is unavailable; any other tool of it can be called by name
+ * ({@code SERVER.TOOL(...)}, the call saying whether the server can be reached then), so that code written for it
+ * works once it is back, and the library never waits for it.
  */
 public final class Library {
 
@@ -32,10 +38,21 @@ public final class Library {
             "public", "static", "super", "switch", "this", "throw", "true", "typeof", "var", "void", "arguments", "eval",
             "call", "servers", "McpToolError", "constructor", "prototype", "__proto__", "Any", "http", "base");
 
-    /** One server as a caller sees it: its tools after the operator's "tools" list. */
-    public record ServerView(String name, String module, String description, List<McpSchema.Tool> tools) {
+    /**
+     * One server as a caller sees it: its tools after the operator's "tools" list (as last listed when it is not
+     * connected), and why it is unavailable, when it is.
+     */
+    public record ServerView(String name, String module, String description, List<McpSchema.Tool> tools,
+            Optional<String> unavailable) {
         public ServerView {
             tools = List.copyOf(tools);
+        }
+
+        /** The description, with why the server is unavailable when it is. */
+        String describedNow() {
+            return unavailable.map(u -> (description.isEmpty() ? "" : description + "\n\n") + "Unavailable when this "
+                    + "library was written (" + u + "): the tools listed are those it listed last, and any tool of it can "
+                    + "be called by name.").orElse(description);
         }
     }
 
@@ -254,14 +271,29 @@ public final class Library {
 
 
                 class _Server:
-                    def __init__(self, name, description, tools):
+                    def __init__(self, name, description, tools, server, unavailable=None):
                         self.__name__, self.__doc__, self._tools = name, description, tools
+                        self._server, self._unavailable = server, unavailable
 
                     def __repr__(self):
-                        return "<MCP server %s: %s>" % (self.__name__, ", ".join(self._tools))
+                        why = "" if self._unavailable is None else " (unavailable: %s)" % self._unavailable
+                        return "<MCP server %s%s: %s>" % (self.__name__, why, ", ".join(self._tools))
 
                     def __dir__(self):
                         return list(self._tools)
+
+                    def __getattr__(self, tool):
+                        # only names the module does not define: a server that was unavailable when this library was
+                        # written takes any tool by name (the call says whether it can be made)
+                        if self.__dict__.get("_unavailable") is None or tool.startswith("_"):
+                            raise AttributeError("%s has no tool %r (its tools: %s)"
+                                                 % (self.__name__, tool, ", ".join(self.__dict__.get("_tools", ()))))
+
+                        def by_name(**arguments):
+                            return call(self._server, tool, arguments)
+
+                        by_name.__name__ = by_name.__qualname__ = tool
+                        return by_name
 
                 """);
         List<String> moduleNames = new ArrayList<>();
@@ -269,7 +301,9 @@ public final class Library {
             Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
             moduleNames.add(lit(s.module()));
             py.append("\n").append(s.module()).append(" = _Server(").append(lit(s.module())).append(", ")
-                    .append(lit(s.description())).append(", ").append(JSON.writeValueAsString(new ArrayList<>(ids.values())))
+                    .append(lit(s.describedNow())).append(", ").append(JSON.writeValueAsString(new ArrayList<>(ids.values())))
+                    .append(", ").append(lit(s.name()))
+                    .append(s.unavailable().isPresent() ? ", " + lit(s.unavailable().get()) : "")
                     .append(")\n__all__.append(").append(lit(s.module())).append(")\n");
             for (McpSchema.Tool t : s.tools()) {
                 String fn = "_" + s.module() + "__" + ids.get(t.name());
@@ -444,6 +478,19 @@ public final class Library {
                   });
                 }
 
+                // A server that was unavailable when this library was written: any tool by name (the call says whether
+                // it can be made). Not for names every object has, `then` (await) or `toJSON`.
+                function byName(server, known) {
+                  return new Proxy(known, {
+                    get(target, key) {
+                      if (typeof key !== 'string' || key in target || key === 'then' || key === 'toJSON' || key.startsWith('_')) {
+                        return target[key];
+                      }
+                      return (args) => call(server, key, args);
+                    },
+                  });
+                }
+
                 /** Calls `tool` of `server` by their original names with an object of arguments. */
                 async function call(server, tool, args) {
                   const body = Buffer.from(JSON.stringify({ server, tool, arguments: args || {} }));
@@ -466,12 +513,13 @@ public final class Library {
         List<String> moduleNames = new ArrayList<>();
         for (ServerView s : servers) {
             Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
-            js.append("/** ").append(jsdoc(s.description())).append(" */\nconst ").append(s.module()).append(" = Object.freeze({\n");
+            js.append("/** ").append(jsdoc(s.describedNow()).replace("\n", "\n * ")).append(" */\nconst ").append(s.module())
+                    .append(" = ").append(s.unavailable().isPresent() ? "byName(" + lit(s.name()) + ", " : "").append("Object.freeze({\n");
             for (McpSchema.Tool t : s.tools())
                 js.append("  /** ").append(jsdoc(t.description()).replace("\n", "\n   * ")).append(" */\n  ")
                         .append(ids.get(t.name())).append(": (args) => call(").append(lit(s.name())).append(", ")
                         .append(lit(t.name())).append(", args),\n");
-            js.append("});\n\n");
+            js.append(s.unavailable().isPresent() ? "}));\n\n" : "});\n\n");
             exports.add(s.module());
             moduleNames.add(lit(s.module()));
         }
@@ -498,7 +546,10 @@ public final class Library {
                 """);
         for (ServerView s : servers) {
             Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
-            ts.append("/** ").append(jsdoc(s.description())).append(" */\nexport declare const ").append(s.module()).append(": {\n");
+            ts.append("/** ").append(jsdoc(s.describedNow()).replace("\n", "\n * ")).append(" */\nexport declare const ")
+                    .append(s.module()).append(": {\n");
+            if (s.unavailable().isPresent()) ts.append("  /** Any tool, by its name (the server was unavailable). */\n"
+                    + "  readonly [tool: string]: (args?: any) => Promise<any>;\n");
             for (McpSchema.Tool t : s.tools()) {
                 ts.append("  /** ").append(jsdoc(t.description()).replace("\n", "\n   * ")).append(" */\n  ")
                         .append(ids.get(t.name())).append("(args").append(required(t.inputSchema()).isEmpty() ? "?" : "")

@@ -7,6 +7,8 @@ import dev.codeexec.config.ConfigException;
 
 import java.io.IOException;
 import java.net.URI;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -42,9 +44,12 @@ import java.util.regex.Pattern;
  * name is what code imports: it must be an identifier in Python and JavaScript after {@code -} becomes {@code _}
  * ({@link Upstream#module}); two names that give the same module are refused. {@code "disabled": true} (a common
  * client field) skips the entry. Unknown fields are refused, so that a typo in {@code "tenants"} cannot open a
- * server to everyone.
+ * server to everyone. The file's credentials ({@link Secrets}: every {@code ${VAR}} value, header values, a URL's
+ * user info and query values) are collected while it is read, so that nothing an upstream says can show them to code.
+ *
+ * @param secrets the values no text from an upstream may carry on to code or callers
  */
-public record UpstreamConfig(List<Upstream> servers) {
+public record UpstreamConfig(List<Upstream> servers, Secrets secrets) {
 
     private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
     private static final Pattern NAME = Pattern.compile("[A-Za-z][A-Za-z0-9_-]{0,63}");
@@ -55,7 +60,7 @@ public record UpstreamConfig(List<Upstream> servers) {
     private static final Set<String> STDIO_FIELDS = Set.of("type", "command", "args", "env", "cwd", "tenants", "tools", "disabled",
             "description");
 
-    public static final UpstreamConfig NONE = new UpstreamConfig(List.of());
+    public static final UpstreamConfig NONE = new UpstreamConfig(List.of(), Secrets.NONE);
 
     public UpstreamConfig {
         servers = List.copyOf(servers);
@@ -71,7 +76,8 @@ public record UpstreamConfig(List<Upstream> servers) {
 
             @Override
             public String toString() {
-                return "Http[" + url.getScheme() + "://" + url.getAuthority() + url.getPath() + ", headers " + headers.keySet() + "]";
+                return "Http[" + url.getScheme() + "://" + url.getHost() + (url.getPort() < 0 ? "" : ":" + url.getPort()) + url.getPath()
+                        + ", headers " + headers.keySet() + "]"; // no user info, no query: they may hold credentials
             }
         }
 
@@ -147,6 +153,7 @@ public record UpstreamConfig(List<Upstream> servers) {
         if (root == null || !root.isObject() || !root.path("mcpServers").isObject())
             throw new ConfigException("UPSTREAM_MCP_FILE must be an object with \"mcpServers\": {\"NAME\": {...}, ...}");
         List<Upstream> out = new ArrayList<>();
+        Set<String> secrets = new LinkedHashSet<>();
         Map<String, String> modules = new HashMap<>();
         for (Map.Entry<String, JsonNode> e : root.get("mcpServers").properties()) {
             String name = e.getKey();
@@ -161,13 +168,19 @@ public record UpstreamConfig(List<Upstream> servers) {
             if (RESERVED.contains(module)) throw new ConfigException(where + ": the name " + module + " is reserved");
             String clash = modules.putIfAbsent(module, name);
             if (clash != null) throw new ConfigException(where + ": imports as " + module + ", as \"" + clash + "\" does");
-            out.add(new Upstream(name, module, transport(s, where, env), stringSet(s, "tenants", where),
+            out.add(new Upstream(name, module, transport(s, where, env, secrets), stringSet(s, "tenants", where),
                     stringSet(s, "tools", where), s.path("description").asString("")));
         }
-        return new UpstreamConfig(out);
+        return new UpstreamConfig(out, Secrets.of(secrets));
     }
 
-    private static Transport transport(JsonNode s, String where, Function<String, String> env) {
+    /** How to reach the server; {@code lookup} resolves {@code ${VAR}}, and each value it gives goes into {@code secrets}. */
+    private static Transport transport(JsonNode s, String where, Function<String, String> lookup, Set<String> secrets) {
+        Function<String, String> env = name -> {
+            String v = lookup.apply(name);
+            if (v != null) secrets.add(v);
+            return v;
+        };
         String type = s.path("type").asString("");
         boolean http = s.has("url"), stdio = s.has("command");
         if (http == stdio) throw new ConfigException(where + ": needs either \"url\" (Streamable HTTP) or \"command\" (stdio)");
@@ -188,7 +201,10 @@ public record UpstreamConfig(List<Upstream> servers) {
             }
             if (!("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) || uri.getHost() == null)
                 throw new ConfigException(where + ": \"url\" must be an http:// or https:// URL with a host");
-            return new Transport.Http(uri, stringMap(s, "headers", where, env));
+            Map<String, String> headers = stringMap(s, "headers", where, env);
+            for (String v : headers.values()) secrets.addAll(Secrets.headerValue(v));
+            urlSecrets(uri, secrets);
+            return new Transport.Http(uri, headers);
         }
         List<String> args = new ArrayList<>();
         JsonNode a = s.path("args");
@@ -202,6 +218,25 @@ public record UpstreamConfig(List<Upstream> servers) {
         Optional<Path> cwd = s.has("cwd") ? Optional.of(Path.of(expand(text(s, "cwd", where), where + " cwd", env))) : Optional.empty();
         return new Transport.Stdio(expand(text(s, "command", where), where + " command", env), args,
                 stringMap(s, "env", where, env), cwd);
+    }
+
+    /** A URL's user info (and its password alone) and its query values, raw and decoded. */
+    private static void urlSecrets(URI uri, Set<String> secrets) {
+        if (uri.getUserInfo() != null) {
+            secrets.add(uri.getRawUserInfo());
+            secrets.add(uri.getUserInfo());
+            secrets.add(uri.getUserInfo().substring(uri.getUserInfo().indexOf(':') + 1));
+        }
+        if (uri.getRawQuery() == null) return;
+        for (String param : uri.getRawQuery().split("&")) {
+            String value = param.substring(param.indexOf('=') + 1);
+            secrets.add(value);
+            try {
+                secrets.add(URLDecoder.decode(value, StandardCharsets.UTF_8));
+            } catch (IllegalArgumentException e) {
+                // not %-encoded properly: the raw value is the one a request carries
+            }
+        }
     }
 
     private static String text(JsonNode s, String field, String where) {

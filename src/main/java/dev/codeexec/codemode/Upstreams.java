@@ -16,9 +16,11 @@ import reactor.core.Disposable;
 import reactor.core.publisher.Mono;
 
 import java.net.http.HttpRequest;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -28,32 +30,50 @@ import java.util.function.Function;
 
 /**
  * The server's MCP client connections to the upstreams of {@link UpstreamConfig}, made with the official SDK's
- * client (Streamable HTTP or stdio). Each connects in the background at start; one that is down is tried again,
- * at most every {@link #RETRY}, when its tools are next asked for or called. Tool lists are kept current through
- * {@code notifications/tools/list_changed}. A call that is cancelled (its run ended, timed out or was cancelled)
- * sends the upstream {@code notifications/cancelled} for its request: the SDK does not, so each connection's
- * transport is wrapped to learn the request id of every {@code tools/call} it sends.
+ * client (Streamable HTTP or stdio). Tool lists are kept current through {@code notifications/tools/list_changed}.
+ *
+ * <p>Connecting never holds a caller. Every attempt runs on a thread of its own ({@code upstream-NAME}): the first
+ * from {@link #start}, the next ones when an upstream that is not connected is next used and its last attempt began
+ * at least {@link #RETRY} ago. What is known is answered at once: {@link #tools} gives the tools as last listed (kept
+ * while the server is down), {@link #problem} why it is not connected ({@code connecting} before its first attempt
+ * ends). Only {@link #call} waits, and only for the attempt to connect to the upstream it calls that it starts (when
+ * due) or finds under way, its caller bounding the wait; with none it fails at once with the last error. So a run
+ * waits on no upstream it does not call, and writing its library waits on none.
+ *
+ * <p>Everything an upstream says (tool lists, results, error messages, why it cannot be reached) passes the file's
+ * {@link Secrets} before anyone gets it: an upstream, or a proxy in front of it, may echo what it was sent,
+ * credentials included. A call that is cancelled (its run ended, timed out or was cancelled) sends the upstream
+ * {@code notifications/cancelled} for its request: the SDK does not, so each connection's transport is wrapped to
+ * learn the request id of every {@code tools/call} it sends.
  */
 public final class Upstreams implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(Upstreams.class);
     static final Duration RETRY = Duration.ofSeconds(5);
     private static final Duration INIT_TIMEOUT = Duration.ofSeconds(20);
-    /** How long a use right after the start waits for an upstream's first attempt to connect. */
-    static final Duration FIRST_WAIT = Duration.ofSeconds(10);
+    private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
     private final UpstreamConfig config;
+    private final Secrets secrets;
+    private final Duration retry;
     private final Map<String, Connection> connections = new ConcurrentHashMap<>();
     private volatile boolean closed;
 
     public Upstreams(UpstreamConfig config) {
+        this(config, RETRY);
+    }
+
+    /** With {@code retry} as the least time between two attempts to connect to one upstream. */
+    Upstreams(UpstreamConfig config, Duration retry) {
         this.config = config;
+        this.secrets = config.secrets();
+        this.retry = retry;
         for (UpstreamConfig.Upstream u : config.servers()) connections.put(u.name(), new Connection(u));
     }
 
     /** Starts connecting to every upstream, in the background. */
     public Upstreams start() {
-        for (Connection c : connections.values()) Thread.ofVirtual().name("upstream-" + c.upstream.name()).start(c::connect);
+        for (Connection c : connections.values()) c.connectIfDue();
         return this;
     }
 
@@ -62,21 +82,13 @@ public final class Upstreams implements AutoCloseable {
     }
 
     /**
-     * The upstream's tools as it listed them last (empty while it is not connected); tries to connect if due. Right
-     * after the start, waits (up to {@link #FIRST_WAIT}) for the first attempt to connect, so that the first runs
-     * see the same tools as later ones.
+     * The upstream's tools as it listed them last (empty before it ever did), at once; an upstream that is not
+     * connected is tried again in the background when due.
      */
     public List<McpSchema.Tool> tools(String server) {
         Connection c = connections.get(server);
         if (c == null) return List.of();
         c.connectIfDue();
-        try {
-            c.firstAttempt.get(FIRST_WAIT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-            // still connecting: what it has (nothing yet)
-        }
         return c.tools;
     }
 
@@ -86,44 +98,29 @@ public final class Upstreams implements AutoCloseable {
         return c != null && c.client != null;
     }
 
-    /** Why the upstream is not connected, when it is not. */
+    /** Why the upstream is not connected, when it is not: its last error, or {@code connecting} before it has one. */
     public Optional<String> problem(String server) {
         Connection c = connections.get(server);
-        return c == null ? Optional.of("no such server") : Optional.ofNullable(c.client == null ? c.lastError : null);
+        if (c == null) return Optional.of("no such server");
+        if (c.client != null) return Optional.empty();
+        String error = c.lastError;
+        return Optional.of(error == null ? "connecting" : error);
     }
 
     /**
      * Calls {@code tool} of {@code server}. The future completes with the upstream's result (an error result is a
-     * result), or exceptionally with {@link UpstreamUnavailable} when the server cannot be reached or the call
-     * fails on the way; cancelling the future cancels the call upstream.
+     * result; its text and structured content scrubbed of the file's secrets, other content kinds as they came), or
+     * exceptionally with {@link UpstreamRefused} (a JSON-RPC error answer) or {@link UpstreamUnavailable} (the server
+     * cannot be reached, or the call failed on the way); cancelling the future cancels the call upstream. To an
+     * upstream that is not connected, the call is sent once the attempt to connect it starts (when due) or finds under
+     * way succeeds; with no attempt, or when it fails, the call fails.
      */
     public CompletableFuture<McpSchema.CallToolResult> call(String server, String tool, Map<String, Object> arguments) {
         Connection c = connections.get(server);
         if (c == null) return CompletableFuture.failedFuture(new UpstreamUnavailable(server + " is not configured"));
-        c.connectIfDue();
-        McpAsyncClient client = c.client;
-        if (client == null)
-            return CompletableFuture.failedFuture(new UpstreamUnavailable(server + " is not reachable"
-                    + (c.lastError == null ? "" : " (" + c.lastError + ")")));
         McpSchema.CallToolRequest request = new McpSchema.CallToolRequest(tool, arguments);
         CompletableFuture<McpSchema.CallToolResult> f = new CompletableFuture<>();
-        Disposable d = client.callTool(request).subscribe(f::complete, e -> {
-                    if (e instanceof McpError) {
-                        f.completeExceptionally(new UpstreamRefused(message(e))); // a JSON-RPC error answer
-                    } else {
-                        c.lost(); // the way to it broke: the next use connects again
-                        f.completeExceptionally(new UpstreamUnavailable(server + ": " + message(e)));
-                    }
-                },
-                () -> f.completeExceptionally(new UpstreamUnavailable(server + ": no answer")));
-        f.whenComplete((r, e) -> {
-            if (f.isCancelled()) {
-                d.dispose();
-                c.cancel(request);
-            } else {
-                c.sent.remove(request);
-            }
-        });
+        c.connectIfDue().whenComplete((v, e) -> c.send(request, f));
         return f;
     }
 
@@ -147,12 +144,44 @@ public final class Upstreams implements AutoCloseable {
         }
     }
 
-    static String message(Throwable e) {
-        String m = e.getMessage();
-        if (m == null || m.isBlank()) m = e.getClass().getSimpleName();
-        int nl = m.indexOf('\n');
-        m = nl < 0 ? m : m.substring(0, nl);
+    /**
+     * An exception's message as callers and code may see it: with its causes' (the SDK's own message often says
+     * only that something failed), scrubbed of the file's secrets, each on one line, bounded.
+     */
+    String message(Throwable e) {
+        List<String> parts = new ArrayList<>();
+        for (Throwable t = e; t != null && parts.size() < 5; t = t.getCause() == t ? null : t.getCause()) {
+            String raw = t.getMessage();
+            String m = secrets.scrub(raw == null || raw.isBlank() ? t.getClass().getSimpleName() : raw); // before cutting
+            int nl = m.indexOf('\n');
+            String line = (nl < 0 ? m : m.substring(0, nl)).strip();
+            if (parts.stream().noneMatch(p -> p.contains(line))) parts.add(line);
+        }
+        String m = String.join(": ", parts);
         return m.length() > 300 ? m.substring(0, 300) + "…" : m;
+    }
+
+    private McpSchema.Tool scrubbed(McpSchema.Tool t) {
+        McpSchema.ToolAnnotations a = t.annotations();
+        return new McpSchema.Tool(secrets.scrub(t.name()), secrets.scrub(t.title()), secrets.scrub(t.description()),
+                secrets.scrubObject(t.inputSchema()), secrets.scrubObject(t.outputSchema()),
+                a == null ? null : new McpSchema.ToolAnnotations(secrets.scrub(a.title()), a.readOnlyHint(), a.destructiveHint(),
+                        a.idempotentHint(), a.openWorldHint(), a.returnDirect()),
+                secrets.scrubObject(t.meta()), t.icons());
+    }
+
+    private List<McpSchema.Tool> scrubbed(List<McpSchema.Tool> tools) {
+        return tools.stream().map(this::scrubbed).toList();
+    }
+
+    private McpSchema.CallToolResult scrubbed(McpSchema.CallToolResult r) {
+        List<McpSchema.Content> content = r.content() == null ? null : r.content().stream()
+                .map(c -> c instanceof McpSchema.TextContent t
+                        ? new McpSchema.TextContent(t.annotations(), secrets.scrub(t.text()), secrets.scrubObject(t.meta()))
+                        : c)
+                .toList();
+        return new McpSchema.CallToolResult(content, r.isError(), secrets.scrubJson(r.structuredContent()),
+                secrets.scrubObject(r.meta()));
     }
 
     private final class Connection {
@@ -161,43 +190,46 @@ public final class Upstreams implements AutoCloseable {
         final Map<McpSchema.CallToolRequest, Object> sent = Collections.synchronizedMap(new java.util.IdentityHashMap<>());
         volatile McpAsyncClient client;
         volatile Tracking transport;
+        /** As last listed, scrubbed; kept while the connection is down. */
         volatile List<McpSchema.Tool> tools = List.of();
+        /** Why the last attempt failed or the connection was lost, scrubbed; null while connected or before any. */
         volatile String lastError;
-        volatile long lastAttempt = System.nanoTime() - RETRY.toNanos();
-        /** Done when the first attempt to connect ended, either way. */
-        final CompletableFuture<Void> firstAttempt = new CompletableFuture<>();
-        private boolean connecting;
+        /** The attempt under way, or the last one; null before the first. Guarded by this. */
+        private CompletableFuture<Void> attempt;
+        private long lastAttempt;
 
         Connection(UpstreamConfig.Upstream upstream) {
             this.upstream = upstream;
         }
 
-        void connectIfDue() {
-            if (client != null || closed || System.nanoTime() - lastAttempt < RETRY.toNanos()) return;
-            synchronized (this) {
-                if (connecting) return;
-            }
-            connect();
+        /**
+         * Starts an attempt on a thread of its own when the upstream is not connected, none is under way and the last
+         * began {@link #retry} ago or more; never waits. Answers the attempt under way, or a done future.
+         */
+        synchronized CompletableFuture<Void> connectIfDue() {
+            if (client != null || closed) return DONE;
+            if (attempt != null && (!attempt.isDone() || System.nanoTime() - lastAttempt < retry.toNanos())) return attempt;
+            CompletableFuture<Void> a = new CompletableFuture<>();
+            attempt = a;
+            lastAttempt = System.nanoTime();
+            Thread.ofVirtual().name("upstream-" + upstream.name()).start(() -> connect(a));
+            return a;
         }
 
-        void connect() {
-            synchronized (this) {
-                if (closed) firstAttempt.complete(null);
-                if (connecting || client != null || closed) return;
-                connecting = true;
-                lastAttempt = System.nanoTime();
-            }
+        /** One attempt to connect and list the tools; completes {@code done} when it ends, either way. */
+        private void connect(CompletableFuture<Void> done) {
             McpAsyncClient c = null;
             try {
                 Tracking t = new Tracking(transport(upstream.transport()), sent);
                 c = McpClient.async(t).requestTimeout(Duration.ofHours(1)).initializationTimeout(INIT_TIMEOUT)
                         .clientInfo(new McpSchema.Implementation("code-exec-mcp", "code mode"))
                         .toolsChangeConsumer(list -> {
-                            tools = List.copyOf(list);
+                            tools = scrubbed(list);
                             LOG.info("upstream {}: tools changed, {} now", upstream.name(), list.size());
                             return Mono.empty();
                         }).build();
-                c.initialize().block(INIT_TIMEOUT);
+                // a transport that cannot connect (a stdio command that cannot start) fails the attempt at once
+                Mono.firstWithSignal(c.initialize(), Mono.fromFuture(t.connectFailure)).block(INIT_TIMEOUT);
                 List<McpSchema.Tool> all = new ArrayList<>();
                 String cursor = null;
                 do {
@@ -206,21 +238,57 @@ public final class Upstreams implements AutoCloseable {
                     all.addAll(r.tools());
                     cursor = r.nextCursor();
                 } while (cursor != null && all.size() < 10_000);
-                tools = List.copyOf(all);
-                transport = t;
-                client = c;
-                lastError = null;
+                boolean kept;
+                synchronized (this) {
+                    kept = !closed;
+                    if (kept) {
+                        tools = scrubbed(all);
+                        transport = t;
+                        client = c;
+                        lastError = null;
+                    }
+                }
+                if (!kept) {
+                    c.close(); // the server is closing
+                    return;
+                }
                 LOG.info("upstream {}: connected, {} tools", upstream.name(), all.size());
             } catch (RuntimeException e) {
                 lastError = message(e);
                 LOG.warn("upstream {}: cannot connect: {}", upstream.name(), lastError);
                 if (c != null) c.close();
             } finally {
-                synchronized (this) {
-                    connecting = false;
-                }
-                firstAttempt.complete(null);
+                done.complete(null);
             }
+        }
+
+        /** Sends the call on the connection there is now; fails it when there is none. */
+        void send(McpSchema.CallToolRequest request, CompletableFuture<McpSchema.CallToolResult> f) {
+            McpAsyncClient c = client;
+            if (f.isDone()) return; // cancelled while an attempt to connect was under way
+            if (c == null) {
+                String error = lastError;
+                f.completeExceptionally(new UpstreamUnavailable(upstream.name() + " is not reachable"
+                        + (error == null ? "" : " (" + error + ")")));
+                return;
+            }
+            Disposable d = c.callTool(request).subscribe(r -> f.complete(scrubbed(r)), e -> {
+                        if (e instanceof McpError) {
+                            f.completeExceptionally(new UpstreamRefused(message(e))); // a JSON-RPC error answer
+                        } else {
+                            lost(c, e); // the way to it broke: the next use connects again
+                            f.completeExceptionally(new UpstreamUnavailable(upstream.name() + ": " + message(e)));
+                        }
+                    },
+                    () -> f.completeExceptionally(new UpstreamUnavailable(upstream.name() + ": no answer")));
+            f.whenComplete((r, e) -> {
+                if (f.isCancelled()) {
+                    d.dispose();
+                    cancel(request);
+                } else {
+                    sent.remove(request);
+                }
+            });
         }
 
         /** Tells the upstream a call is cancelled, when its request id is known. */
@@ -233,17 +301,23 @@ public final class Upstreams implements AutoCloseable {
                     .subscribe(v -> { }, e -> LOG.debug("upstream {}: cancel not sent: {}", upstream.name(), e.toString()));
         }
 
-        /** The connection failed on the way: the next use connects again. */
-        void lost() {
-            McpAsyncClient c = client;
-            client = null;
-            tools = List.of();
-            if (c != null) c.close();
+        /** The connection {@code c} failed on the way: the next use connects again; the tools stay as last seen. */
+        void lost(McpAsyncClient c, Throwable e) {
+            synchronized (this) {
+                if (client != c) return;
+                client = null;
+                lastError = "the connection was lost: " + message(e);
+            }
+            LOG.warn("upstream {}: {}", upstream.name(), lastError);
+            c.close();
         }
 
         void close() {
-            McpAsyncClient c = client;
-            client = null;
+            McpAsyncClient c;
+            synchronized (this) {
+                c = client;
+                client = null;
+            }
             if (c != null) {
                 try {
                     c.closeGracefully().block(Duration.ofSeconds(2));
@@ -265,23 +339,68 @@ public final class Upstreams implements AutoCloseable {
                 yield HttpClientStreamableHttpTransport.builder(base).endpoint(path).requestBuilder(rb)
                         .connectTimeout(Duration.ofSeconds(10)).build();
             }
-            case UpstreamConfig.Transport.Stdio s -> {
-                ServerParameters.Builder p = ServerParameters.builder(s.command()).args(s.args());
-                // the upstream process gets its configured env over a minimal one, not the server's own environment
-                Map<String, String> env = new java.util.LinkedHashMap<>();
-                env.put("PATH", System.getenv().getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
-                env.put("LANG", "C.UTF-8");
-                env.putAll(s.env());
-                p.env(env);
-                yield new StdioClientTransport(p.build(), McpJsonDefaults.getMapper());
-            }
+            case UpstreamConfig.Transport.Stdio s -> new StdioTransport(s);
         };
     }
 
-    /** A transport that remembers the JSON-RPC id of every tools/call it sends. */
+    /** The whole environment of a stdio upstream's process: PATH (the server's), LANG and the upstream's own env. */
+    static Map<String, String> environment(UpstreamConfig.Transport.Stdio s) {
+        Map<String, String> env = new LinkedHashMap<>();
+        env.put("PATH", System.getenv().getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
+        env.put("LANG", "C.UTF-8");
+        env.putAll(s.env());
+        return env;
+    }
+
+    /**
+     * The SDK's stdio transport with the upstream's process started in exactly {@link #environment} and its
+     * {@code cwd}.
+     *
+     * <p>Decision: the SDK (2.1.0) starts the process from {@link #getProcessBuilder()}, a new ProcessBuilder, which
+     * inherits the server's whole environment (METRICS_TOKEN, every other upstream's {@code ${VAR}}, ...), and adds
+     * {@link ServerParameters#getEnv()} to it, a map it seeds with HOME, LOGNAME, PATH, SHELL, TERM and USER from the
+     * server's environment before the given variables. So this overrides that hook, the SDK's extension point for
+     * it, to start from an empty environment in the upstream's {@code cwd}, and trims the parameters' map (the SDK
+     * hands out the map it uses) to the given variables, refusing to start when it cannot. Not {@code env -i
+     * NAME=VALUE ... command}: that would put the values, credentials among them, on a command line that every user
+     * of the host can read. UpstreamsTest starts an upstream that reports what it got, so an SDK that changes either
+     * step fails there.
+     */
+    private static final class StdioTransport extends StdioClientTransport {
+        private final Optional<Path> cwd;
+
+        StdioTransport(UpstreamConfig.Transport.Stdio s) {
+            super(parameters(s), McpJsonDefaults.getMapper());
+            this.cwd = s.cwd();
+        }
+
+        private static ServerParameters parameters(UpstreamConfig.Transport.Stdio s) {
+            Map<String, String> env = environment(s);
+            ServerParameters p = ServerParameters.builder(s.command()).args(s.args()).env(env).build();
+            p.getEnv().keySet().retainAll(env.keySet()); // what the SDK seeded from the server's own environment
+            if (!p.getEnv().equals(env))
+                throw new IllegalStateException("the MCP SDK does not let the upstream's environment be set exactly");
+            return p;
+        }
+
+        @Override
+        protected ProcessBuilder getProcessBuilder() {
+            ProcessBuilder pb = new ProcessBuilder();
+            pb.environment().clear();
+            cwd.ifPresent(d -> pb.directory(d.toFile()));
+            return pb;
+        }
+    }
+
+    /**
+     * A transport that remembers the JSON-RPC id of every tools/call it sends, and whether it could not connect: the
+     * SDK's client only logs that, and would wait for the answer to initialize until its timeout.
+     */
     private static final class Tracking implements McpClientTransport {
         private final McpClientTransport inner;
         private final Map<McpSchema.CallToolRequest, Object> sent;
+        /** Fails with the reason the transport could not connect; never completes otherwise. */
+        final CompletableFuture<McpSchema.InitializeResult> connectFailure = new CompletableFuture<>();
 
         Tracking(McpClientTransport inner, Map<McpSchema.CallToolRequest, Object> sent) {
             this.inner = inner;
@@ -290,7 +409,7 @@ public final class Upstreams implements AutoCloseable {
 
         @Override
         public Mono<Void> connect(Function<Mono<McpSchema.JSONRPCMessage>, Mono<McpSchema.JSONRPCMessage>> handler) {
-            return inner.connect(handler);
+            return inner.connect(handler).doOnError(connectFailure::completeExceptionally);
         }
 
         @Override

@@ -107,7 +107,10 @@ public final class Config {
             "Sessions one tenant may have open at once; 0 turns sessions off.");
     public static final ConfigKey<Integer> SESSIONS_MEMORY_MB = ConfigKey.integer("SESSIONS_MEMORY_MB", 4096, 16, 1048576,
             "Memory all sessions' interpreters may hold together, every tenant's (each measured from its cgroup, or "
-                    + "counted at MEMORY_LIMIT_MB where it cannot be); past it the longest-idle sessions are ended.");
+                    + "counted at MEMORY_LIMIT_MB where it cannot be), shared equally by the tenants with sessions: "
+                    + "past it the longest-idle sessions of tenants over their share are ended, never one of a tenant "
+                    + "within its share, and a tenant at or over its share is refused a new session when nothing "
+                    + "else can make room.");
     public static final ConfigKey<String> METRICS_TOKEN = ConfigKey.string("METRICS_TOKEN", "",
             "Bearer token that may read /metrics (besides an admin key), for a Prometheus scraper; not a tenant key.");
     public static final ConfigKey<String> WORKERS = ConfigKey.string("WORKERS", "",

@@ -12,8 +12,9 @@ package dev.codeexec.egress;
  *                 {@code not_allowed}, {@code ip_literal}, {@code loopback}, {@code private}, {@code link_local},
  *                 {@code cgnat}, {@code ula}, {@code multicast}, {@code metadata}, {@code unspecified},
  *                 {@code reserved}, {@code sni_mismatch}, {@code no_sni}, {@code not_tls},
- *                 {@code connection_limit}, {@code byte_limit}, {@code bad_request}, {@code second_request}: a
- *                 plain-HTTP request after the first on one connection, never sent); for {@code failed}
+ *                 {@code connection_limit}, {@code byte_limit}, {@code bad_request}, {@code between_calls}: a
+ *                 session's channel between two calls, {@code second_request}: a plain-HTTP request after the
+ *                 first on one connection, never sent); for {@code failed}
  *                 {@code resolve_failed}, {@code connect_failed}, {@code connect_timeout}
  * @param message  the same in a sentence, as the refusal's HTTP body tells the program
  * @param bytesOut bytes the run sent through the connection (for plain HTTP, with the request head as sent on)

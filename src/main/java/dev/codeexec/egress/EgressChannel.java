@@ -112,12 +112,19 @@ public final class EgressChannel implements AutoCloseable {
         final Map<String, Integer> counts = new TreeMap<>();
         final AtomicInteger closedAtOnce = new AtomicInteger();
         int leftOut;
+        /** Set on the state after {@link #finish}: the run that ended. No connection is served until the next arm. */
+        final Run finished;
 
         Run(EgressPolicy policy, String tenant, String runId, LocalEndpoint local) {
+            this(policy, tenant, runId, local, null);
+        }
+
+        private Run(EgressPolicy policy, String tenant, String runId, LocalEndpoint local, Run finished) {
             this.policy = policy;
             this.tenant = tenant;
             this.runId = runId;
             this.local = local;
+            this.finished = finished;
         }
 
         synchronized void add(ConnectionRecord r) {
@@ -204,11 +211,15 @@ public final class EgressChannel implements AutoCloseable {
     }
 
     /**
-     * The run ended: closes every connection still open (recorded as {@code run_ended}) and returns its report. The
-     * channel stays open for the next {@link #arm} (a session's next call).
+     * The run ended: closes every connection still open (recorded as {@code run_ended}) and returns its report (the
+     * same report when called again). The channel stays open for the next {@link #arm} (a session's next call), and
+     * until then refuses every new connection ({@code between_calls}): a session has network only while a call
+     * runs, whatever its code left running.
      */
     public NetworkReport finish() {
         Run r = run;
+        if (r.finished != null) r = r.finished;
+        else run = new Run(EgressPolicy.OFF, r.tenant, r.runId, null, r); // before the ends: see Conn.connect
         if (r.local != null) r.local.close(); // first: a tool call in flight is cancelled, its connection answered
         // network connections end with the run; a library's kept-alive connection to the local endpoint stays for
         // the next run the channel serves (a session's next call), whose endpoint answers it then
@@ -804,6 +815,13 @@ public final class EgressChannel implements AutoCloseable {
             host = EgressDecision.shorten(hp.host());
             port = hp.port();
             Run r = owner;
+            // Accepted after its run finished, or so late that finish did not see it among the open ones.
+            if (r.finished != null || r != run) {
+                refuse(403, EgressDecision.refused(host, "between_calls", "no call is running: a session has network "
+                        + "only while a call runs, so a connection made between calls (by a thread the code left "
+                        + "running, say) is refused"));
+                return false;
+            }
             if (r.bytesOut.get() >= settings.maxBytes() || r.bytesIn.get() >= settings.maxBytes()) {
                 refuse(403, EgressDecision.refused(host, "byte_limit", "this run has used its " + (settings.maxBytes() >> 20)
                         + " MiB of network transfer (EGRESS_MAX_MB)"));

@@ -63,6 +63,18 @@ public record EgressPolicy(List<HostPattern> allow) {
         return wanted;
     }
 
+    /**
+     * What both policies allow: a session's policy (fixed when it was created) under its caller's allow-list as it
+     * is at the call (the key file may have narrowed or revoked it since).
+     */
+    public EgressPolicy intersect(EgressPolicy other) {
+        List<HostPattern> both = new ArrayList<>();
+        for (HostPattern mine : allow)
+            for (HostPattern theirs : other.allow)
+                mine.intersection(theirs).filter(p -> !both.contains(p)).ifPresent(both::add);
+        return new EgressPolicy(both);
+    }
+
     /** The patterns as written. */
     public List<String> patterns() {
         return allow.stream().map(HostPattern::toString).toList();

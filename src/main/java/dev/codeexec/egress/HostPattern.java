@@ -66,9 +66,25 @@ public record HostPattern(String host, boolean wildcard, List<Integer> ports) {
 
     /** Whether everything {@code other} allows is allowed by this pattern (a call may narrow, never widen). */
     public boolean covers(HostPattern other) {
-        if (!ports.containsAll(other.ports)) return false;
-        if (!wildcard) return !other.wildcard && other.host.equals(host);
-        return other.host.endsWith("." + host) || (other.wildcard && other.host.equals(host));
+        return ports.containsAll(other.ports) && other.within(this);
+    }
+
+    /**
+     * What this pattern and {@code other} both allow, as one pattern (the narrower name, the ports they share);
+     * empty when they have nothing in common.
+     */
+    public java.util.Optional<HostPattern> intersection(HostPattern other) {
+        List<Integer> shared = ports.stream().filter(other.ports::contains).toList();
+        if (shared.isEmpty()) return java.util.Optional.empty();
+        HostPattern narrower = other.within(this) ? other : within(other) ? this : null;
+        return narrower == null ? java.util.Optional.empty()
+                : java.util.Optional.of(new HostPattern(narrower.host, narrower.wildcard, shared));
+    }
+
+    /** Whether every name this pattern matches is matched by {@code wider}, ports aside. */
+    private boolean within(HostPattern wider) {
+        if (!wider.wildcard) return !wildcard && host.equals(wider.host);
+        return host.endsWith("." + wider.host) || (wildcard && host.equals(wider.host));
     }
 
     /** As written in configuration: {@code *.example.com}, {@code example.com:8443}. */

@@ -67,7 +67,7 @@ final class LocalRun implements RunHandle {
     private final CompletableFuture<ExecutionResult> result = new CompletableFuture<>();
     private volatile State state = State.QUEUED;
     volatile boolean cancelled;
-    /** The virtual thread waiting for a slot, so cancel() can wake it. */
+    /** The thread waiting for a slot or for the run's packages to be installed, so cancel() can wake it. */
     volatile Thread waiter;
     private volatile SandboxProcess process;
     /** The workspace watchdog found the run's workspace past its limits ({@link WorkspaceDiff#watch}). */
@@ -381,10 +381,23 @@ final class LocalRun implements RunHandle {
     private ExecutionResult runInSandbox(String name, String fileName, Path staged, Limits limits,
             Optional<Workspace> ws) {
         if (request.packages().isPresent()) {
+            // waiting for an install holds the run's slot: cancel() interrupts the wait, which frees it at once
+            waiter = Thread.currentThread();
             try {
-                packages = executor.packages.orElseThrow().acquire(request.packages().get(), limits, tenant());
+                if (!cancelled) packages = executor.packages.orElseThrow().acquire(request.packages().get(), limits, tenant());
             } catch (PackageStore.InstallFailed e) {
                 return failedToStart("the packages could not be installed: " + e.getMessage());
+            } catch (InterruptedException e) {
+                // cancelled while it waited; handled below
+            } finally {
+                waiter = null;
+                Thread.interrupted(); // a cancel that came as the wait ended must not interrupt what follows
+            }
+            if (cancelled) {
+                PackageStore.Lease l = packages;
+                packages = null;
+                if (l != null) l.close();
+                return cancelledInQueue();
             }
         }
         try {

@@ -15,6 +15,9 @@ import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
 import dev.codeexec.sandbox.SandboxSpec;
 import dev.codeexec.sandbox.Termination;
+import dev.codeexec.workspace.RelPath;
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.WorkspaceFs;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -38,6 +41,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
 /**
@@ -67,10 +72,11 @@ public final class PackageInstalls {
     /** Where a run finds its set's entry. */
     static final String MOUNT = "/opt/codeexec-packages";
     private static final String WORK = "/work";
+    private static final String INSTALL_PATH = "/usr/local/bin:/usr/bin:/bin";
+    /** The install's home and temporary directory, inside its working directory; removed before sealing. */
+    private static final String SCRATCH = ".tmp";
     /** The most of the installer's stderr a failed run shows. */
     private static final int ERROR_CHARS = 3000;
-    /** The most entries one install may create (inodes are not under the disk cap). */
-    private static final int MAX_ENTRIES = 200_000;
 
     private final PackageStore store;
     private final Sandbox sandbox;
@@ -79,7 +85,8 @@ public final class PackageInstalls {
     private final Map<String, EgressPolicy> policies = new LinkedHashMap<>();
     private final Duration timeout;
     private final long diskBytes;
-    private final Map<String, String> versions = new ConcurrentHashMap<>();
+    /** What the server asked its interpreters once: their versions, npm's global configuration file. */
+    private final Map<String, String> probes = new ConcurrentHashMap<>();
 
     private PackageInstalls(PackageStore store, Sandbox sandbox, EgressChannels channels, Config config) {
         this.store = store;
@@ -160,8 +167,10 @@ public final class PackageInstalls {
      *
      * @param runLimits the asking run's limits: the install gets its memory and process limits
      * @throws PackageStore.InstallFailed the installer's own error, shortened, for the run's stderr
+     * @throws InterruptedException       the caller's thread was interrupted while it waited (its run was cancelled)
      */
-    PackageStore.Lease acquire(PackageSet set, Limits runLimits, String tenant) throws PackageStore.InstallFailed {
+    PackageStore.Lease acquire(PackageSet set, Limits runLimits, String tenant)
+            throws PackageStore.InstallFailed, InterruptedException {
         return store.acquire(set, version(set.ecosystem()), (s, into) -> install(s, into, runLimits, tenant));
     }
 
@@ -203,20 +212,33 @@ public final class PackageInstalls {
 
     /** The interpreter the entries of an ecosystem are built for: part of the store key. */
     private String version(String ecosystem) throws PackageStore.InstallFailed {
-        String v = versions.computeIfAbsent(ecosystem, e -> probe(e.equals("pip")
+        String v = probes.computeIfAbsent(ecosystem, e -> probe(e.equals("pip")
                 ? List.of("/usr/bin/python3", "-c", "import sys; print(sys.version.split()[0])")
                 : List.of("/usr/bin/node", "--version")));
         if (v.isEmpty()) {
-            versions.remove(ecosystem);
+            probes.remove(ecosystem);
             throw new PackageStore.InstallFailed("the server cannot tell its " + (ecosystem.equals("pip") ? "python" : "node")
                     + " version, so it cannot install packages for it");
         }
         return v;
     }
 
+    /**
+     * Where npm finds the machine's global configuration when no {@code --prefix} moves it (a run's npm reads it
+     * there; an install's npm gets it named, since its {@code --prefix} would move it); empty when npm cannot say.
+     */
+    private Optional<String> npmGlobalConfig() {
+        String g = probes.computeIfAbsent("npm-globalconfig", k -> probe(List.of("npm", "config", "get", "globalconfig")));
+        return g.startsWith("/") && !g.contains("\n") ? Optional.of(g) : Optional.empty();
+    }
+
     private static String probe(List<String> argv) {
         try {
-            Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
+            ProcessBuilder b = new ProcessBuilder(argv).redirectErrorStream(true);
+            b.environment().put("PATH", INSTALL_PATH); // the programs the install's sandbox finds
+            b.environment().put("NPM_CONFIG_USERCONFIG", "/dev/null"); // the machine's settings, not root's own
+            b.environment().put("NPM_CONFIG_UPDATE_NOTIFIER", "false");
+            Process p = b.start();
             String out = new String(p.getInputStream().readNBytes(200), StandardCharsets.UTF_8).strip();
             return p.waitFor() == 0 ? out : "";
         } catch (IOException e) {
@@ -227,16 +249,23 @@ public final class PackageInstalls {
         }
     }
 
-    /** Runs the installer for {@code set} in a sandbox whose working directory is {@code into}. */
+    /**
+     * Runs the installer for {@code set} in a sandbox whose working directory is {@code into}; once the sandbox is
+     * gone, removes the caches and reads what was installed, all through {@link WorkspaceFs} (no link followed, no
+     * special file opened, every read bounded). Runs on the store's install thread: an interrupt (no request waits
+     * any more) stops the install.
+     */
     private Map<String, String> install(PackageSet set, Path into, Limits runLimits, String tenant)
             throws PackageStore.InstallFailed {
         String eco = set.ecosystem();
-        InstallCommand cmd = InstallCommand.of(set, WORK, indexes.get(eco));
+        InstallCommand cmd = InstallCommand.of(set, WORK, indexes.get(eco), eco.equals("npm") ? npmGlobalConfig() : Optional.empty());
         Map<String, String> env = new LinkedHashMap<>();
-        env.put("PATH", "/usr/local/bin:/usr/bin:/bin");
-        env.put("HOME", WORK);
+        env.put("PATH", INSTALL_PATH);
+        // what tools keep in a home directory (caches, logs) goes where the install's scratch space is, removed
+        // before the entry is sealed: only the installer's own output stays
+        env.put("HOME", WORK + "/" + SCRATCH);
         env.put("LANG", "C.UTF-8");
-        env.put("TMPDIR", WORK + "/.tmp");
+        env.put("TMPDIR", WORK + "/" + SCRATCH);
         // the proxy variables come from the channel; the index may be on a name the proxy pins to a loopback address
         env.put("NO_PROXY", "");
         env.put("no_proxy", "");
@@ -246,12 +275,12 @@ public final class PackageInstalls {
                 runLimits.drainBytes());
         String runId = "install-" + HexFormat.of().formatHex(randomBytes());
         try {
-            Files.createDirectory(into.resolve(".tmp"));
+            Files.createDirectory(into.resolve(SCRATCH));
         } catch (IOException e) {
             throw new PackageStore.InstallFailed("the server could not prepare the install: " + e.getMessage());
         }
         SandboxSpec spec = new SandboxSpec(runId, cmd.argv(), WORK, Map.of(), List.of(), env, limits, Optional.of(into))
-                .withWorkDirOwner(uid -> chownTree(into, uid));
+                .withWorkDirOwner(uid -> giveTo(into, uid));
         long t0 = System.nanoTime();
         EgressStart.Started started;
         try {
@@ -259,29 +288,38 @@ public final class PackageInstalls {
         } catch (SandboxException e) {
             throw new PackageStore.InstallFailed("the install could not start: " + e.getMessage());
         }
+        WorkspaceFs tree = new WorkspaceFs(into, -1, -1);
         String why = null;
         String stderr;
         String stdout;
         NetworkReport network = null;
+        AtomicReference<String> stop = new AtomicReference<>();
         try (SandboxProcess p = started.process()) {
-            Tail err = Tail.of(p.stderr());
-            Tail out = Tail.of(p.stdout());
+            // a certificate the installer does not trust fails at once, not after its retries (npm: about 70 s)
+            java.util.function.Consumer<String> watch = line -> {
+                if (CERTIFICATE_ERROR.matcher(line).find() && stop.compareAndSet(null, certificateMessage(eco))) p.kill();
+            };
+            Tail err = Tail.of(p.stderr(), watch);
+            Tail out = Tail.of(p.stdout(), watch);
             p.stdin().close();
-            AtomicReference<String> over = new AtomicReference<>();
-            Thread watcher = Thread.ofVirtual().name(runId + "-disk").start(() -> watchDisk(into, p, over));
-            boolean exited = p.waitFor(timeout);
+            Thread watcher = Thread.ofVirtual().name(runId + "-disk").start(() -> watchDisk(tree, p, stop));
+            boolean exited;
+            try {
+                exited = p.waitFor(timeout);
+            } finally {
+                watcher.interrupt();
+            }
             if (!exited) {
                 p.kill();
                 why = "the install took longer than INSTALL_TIMEOUT_MS (" + timeout.toMillis() + " ms) and was stopped";
                 p.waitFor(Duration.ofSeconds(10));
             }
-            watcher.interrupt();
             network = started.channel() == null ? null : started.channel().finish();
             stderr = err.text();
             stdout = out.text();
-            if (over.get() == null && (stderr.contains("[Errno 27]") || stderr.contains("EFBIG")))
-                over.set(diskCapMessage()); // one file over the cap: RLIMIT_FSIZE stopped it before the watcher
-            if (over.get() != null) why = over.get();
+            if (stop.get() == null && (stderr.contains("[Errno 27]") || stderr.contains("EFBIG")))
+                stop.set(diskCapMessage()); // one file over the cap: RLIMIT_FSIZE stopped it before the watcher
+            if (stop.get() != null) why = stop.get();
             else if (why == null && p.memoryLimitHit()) why = "the install ran out of memory (the run's MEMORY_LIMIT_MB)";
             else if (why == null) {
                 Termination t = p.termination();
@@ -293,31 +331,49 @@ public final class PackageInstalls {
             stderr = "";
             stdout = "";
         } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new PackageStore.InstallFailed("the install was interrupted by the server");
+            throw new PackageStore.InstallFailed("the install was stopped: no request waits for it any more");
         } finally {
             started.closeLink();
         }
+        // from here on nothing of the install runs: its sandbox was closed, the whole tree killed
         long ms = (System.nanoTime() - t0) / 1_000_000;
         if (why != null) {
             String refused = refusedHosts(network);
             LOG.info("install {} of {} {} failed after {} ms: {}", runId, eco, set.specs(), ms, why);
-            // pip and npm say most on stderr; pip's warnings about the index (an ignored host, retries) go to stdout
+            // pip and npm say most on stderr; pip's warnings about the index (an ignored host, retries) go to stdout;
+            // npm's log of each fetch (--loglevel http) is left out
             String warnings = stdout.lines().filter(l -> l.startsWith("WARNING") || l.startsWith("ERROR"))
-                    .collect(java.util.stream.Collectors.joining("\n"));
-            throw new PackageStore.InstallFailed(why + refused + "\n" + shorten((warnings.isEmpty() ? "" : warnings + "\n") + stderr));
+                    .collect(Collectors.joining("\n"));
+            String errors = stderr.lines().filter(l -> !l.startsWith("npm http ")).collect(Collectors.joining("\n"));
+            throw new PackageStore.InstallFailed(why + refused + "\n" + shorten((warnings.isEmpty() ? "" : warnings + "\n") + errors));
         }
         try {
-            PackageStore.deleteTree(into.resolve(".tmp"));
-            PackageStore.deleteTree(into.resolve(".npm-cache"));
-            PackageStore.deleteTree(into.resolve(".npm"));
-            chownTree(into, 0);
-            Map<String, String> resolved = InstallCommand.resolved(eco, into);
+            for (String scratch : List.of(SCRATCH, ".npm-cache", ".npm")) deleteIfPresent(tree, RelPath.parse(scratch));
+            InstallCommand.checkLayout(eco, tree);
+            Map<String, String> resolved = InstallCommand.resolved(eco, tree);
             LOG.info("install {} of {} {}: {} in {} ms", runId, eco, set.specs(), resolved, ms);
             return resolved;
-        } catch (IOException | RuntimeException e) {
+        } catch (WorkspaceException e) {
             throw new PackageStore.InstallFailed("the server could not take over the installed files: " + e.getMessage());
         }
+    }
+
+    private static void deleteIfPresent(WorkspaceFs tree, RelPath p) {
+        try {
+            tree.delete(p, true);
+        } catch (WorkspaceException e) {
+            if (e.kind() != WorkspaceException.Kind.NOT_FOUND) throw e;
+        }
+    }
+
+    /** npm's "attempt N failed with CODE" for a certificate code; pip's and OpenSSL's wording. */
+    static final Pattern CERTIFICATE_ERROR = Pattern.compile("failed with (?:[A-Z_]*CERT[A-Z_]*|UNABLE_TO_[A-Z_]+)\\b"
+            + "|CERTIFICATE_VERIFY_FAILED|certificate verify failed");
+
+    static String certificateMessage(String ecosystem) {
+        return "the install was stopped: the package " + (ecosystem.equals("pip") ? "index" : "registry")
+                + "'s TLS certificate is not trusted (a TLS-inspecting proxy on the way?); set EGRESS_CA_FILE to the "
+                + "PEM certificates to trust, which installs and runs with network access then use";
     }
 
     private static byte[] randomBytes() {
@@ -336,14 +392,19 @@ public final class PackageInstalls {
     }
 
     /** Stops the install when its tree grows past INSTALL_DISK_MB or MAX_ENTRIES. */
-    private void watchDisk(Path dir, SandboxProcess p, AtomicReference<String> over) {
+    private void watchDisk(WorkspaceFs tree, SandboxProcess p, AtomicReference<String> stop) {
         try {
             while (!Thread.currentThread().isInterrupted()) {
                 Thread.sleep(200);
-                long[] use = usage(dir);
-                if (use[0] > diskBytes || use[1] > MAX_ENTRIES) {
-                    over.set(use[0] > diskBytes ? diskCapMessage()
-                            : "the install created more than " + MAX_ENTRIES + " files and was stopped");
+                WorkspaceFs.Tally use;
+                try {
+                    use = tree.tally(PackageStore.MAX_ENTRIES);
+                } catch (WorkspaceException e) {
+                    continue; // a tree that changes under the walk: measured again next time
+                }
+                if (use.bytes() > diskBytes || !use.complete()) {
+                    stop.compareAndSet(null, use.bytes() > diskBytes ? diskCapMessage()
+                            : "the install created more than " + PackageStore.MAX_ENTRIES + " files and was stopped");
                     p.kill();
                     return;
                 }
@@ -357,32 +418,11 @@ public final class PackageInstalls {
         return "the install needs more than INSTALL_DISK_MB (" + (diskBytes >> 20) + " MiB) and was stopped";
     }
 
-    /** Bytes of regular files and number of entries under {@code dir}, never following a link. */
-    private static long[] usage(Path dir) {
-        long[] use = new long[2];
-        try (Stream<Path> s = Files.walk(dir)) {
-            s.forEach(p -> {
-                use[1]++;
-                try {
-                    var a = Files.readAttributes(p, java.nio.file.attribute.BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
-                    if (a.isRegularFile()) use[0] += a.size();
-                } catch (IOException e) {
-                    // gone meanwhile
-                }
-            });
-        } catch (IOException | java.io.UncheckedIOException e) {
-            // a tree that changes under the walk: measured again next time
-        }
-        return use;
-    }
-
-    /** Gives every entry of the tree to {@code uid} (to root: group root too), never following a link. */
-    static void chownTree(Path dir, int uid) {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.toList()) {
-                Files.setAttribute(p, "unix:uid", uid, LinkOption.NOFOLLOW_LINKS);
-                if (uid == 0) Files.setAttribute(p, "unix:gid", 0, LinkOption.NOFOLLOW_LINKS);
-            }
+    /** Gives the empty build directory (and its scratch directory) to the install's uid before it starts. */
+    private static void giveTo(Path into, int uid) {
+        try (Stream<Path> s = Files.list(into)) {
+            Files.setAttribute(into, "unix:uid", uid, LinkOption.NOFOLLOW_LINKS);
+            for (Path p : s.toList()) Files.setAttribute(p, "unix:uid", uid, LinkOption.NOFOLLOW_LINKS);
         } catch (IOException e) {
             throw new java.io.UncheckedIOException(e);
         }
@@ -393,14 +433,16 @@ public final class PackageInstalls {
         return t.length() <= ERROR_CHARS ? t : "..." + t.substring(t.length() - ERROR_CHARS);
     }
 
-    /** The last 64 KiB of a stream, read on a virtual thread. */
+    /** The last 64 KiB of a stream, read on a virtual thread; each line (its first 4 KiB) is shown to a watcher. */
     private static final class Tail {
+        private static final int LINE = 4096;
         private final ByteArrayOutputStream buf = new ByteArrayOutputStream();
         private final Thread reader;
 
-        private Tail(InputStream in) {
+        private Tail(InputStream in, java.util.function.Consumer<String> lines) {
             reader = Thread.ofVirtual().start(() -> {
                 byte[] b = new byte[8192];
+                ByteArrayOutputStream line = new ByteArrayOutputStream();
                 try (in) {
                     int n;
                     while ((n = in.read(b)) > 0) {
@@ -412,6 +454,14 @@ public final class PackageInstalls {
                             }
                             buf.write(b, 0, n);
                         }
+                        for (int i = 0; i < n; i++) {
+                            if (b[i] == '\n') {
+                                lines.accept(line.toString(StandardCharsets.UTF_8));
+                                line.reset();
+                            } else if (line.size() < LINE) {
+                                line.write(b[i]);
+                            }
+                        }
                     }
                 } catch (IOException e) {
                     // the process is gone
@@ -419,8 +469,8 @@ public final class PackageInstalls {
             });
         }
 
-        static Tail of(InputStream in) {
-            return new Tail(in);
+        static Tail of(InputStream in, java.util.function.Consumer<String> lines) {
+            return new Tail(in, lines);
         }
 
         String text() throws InterruptedException {

@@ -45,7 +45,10 @@ final class Session {
     /** Set by close before it waits for the lock, so calls queued behind it do not start a new interpreter here. */
     private volatile boolean closing;
 
-    /** What the session's interpreter may reach, fixed when the session was created. */
+    /**
+     * What the session's interpreter may reach, fixed when the session was created; each call gets this under its
+     * caller's allow-list as it is then ({@link #egressFor}).
+     */
     final EgressPolicy egress;
 
     /** The packages its interpreter gets: fixed when the session was created, changed only by a reset. */
@@ -123,20 +126,28 @@ final class Session {
             if (ip == null || ip.ended) {
                 if (ip != null) ip.discard();
                 proc = null;
+                Optional<String> noRoom = owner.fitMemory(this);
+                if (noRoom.isPresent()) {
+                    closed = true;
+                    owner.forget(this);
+                    return call.failedToStart(noRoom.get());
+                }
                 try {
-                    ip = start();
+                    ip = start(call);
                 } catch (SandboxException e) {
                     closed = true;
                     owner.forget(this);
                     return call.failedToStart("the session's interpreter could not be started: " + e.getMessage());
+                } catch (InterruptedException e) {
+                    return call.cancelledBeforeStart(); // cancelled while its packages were installed: kept as it was
                 }
                 proc = ip;
                 calls.set(0);
                 created = true;
-                owner.fitMemory(); // room for the new interpreter: this session is busy, so others are ended
+                owner.fitMemory(); // measured now: this session is busy, so others are ended if needed
             }
             calls.incrementAndGet();
-            SessionCall.Done done = call.run(ip, created, workspace);
+            SessionCall.Done done = call.run(ip, created, workspace, egressFor(call.request()));
             PackageStore.Lease lease = ip.packages;
             if (done.sessionEnds()) forget(ip);
             else if (done.interpreterGone()) {
@@ -152,14 +163,31 @@ final class Session {
         }
     }
 
-    /** Starts the interpreter, with its packages' entry (installed first when the store does not have it). */
-    private SessionInterpreter start() throws SandboxException {
+    /**
+     * The network of one call: the session's policy within what its caller may reach now. The request carries the
+     * caller's allow-list as the surface computed it for this call from the key it presented (the key file is
+     * re-read when it changes), so a tenant whose egress was narrowed or revoked gets that at its session's next
+     * call, never more than the session was created with.
+     */
+    EgressPolicy egressFor(ExecutionRequest request) {
+        return egress.intersect(request.egress());
+    }
+
+    /**
+     * Starts the interpreter, with its packages' entry (installed first when the store does not have it).
+     *
+     * @param call the call that needs the interpreter, whose cancel ends a wait for the install; null for a reset
+     *             (which installed the set already)
+     * @throws InterruptedException {@code call} was cancelled while it waited for the install
+     */
+    private SessionInterpreter start(SessionCall call) throws SandboxException, InterruptedException {
         Optional<PackageSet> set = packages;
         PackageStore.Lease lease = null;
         if (set.isPresent()) {
             PackageInstalls installs = owner.packages().orElseThrow(() -> new SandboxException("declared packages are unavailable"));
+            SessionCall.Install install = () -> installs.acquire(set.get(), launchLimits, ref.tenant());
             try {
-                lease = installs.acquire(set.get(), launchLimits, ref.tenant());
+                lease = call == null ? install.acquire() : call.whileInstalling(install);
             } catch (PackageStore.InstallFailed e) {
                 throw new SandboxException("its packages could not be installed: " + e.getMessage());
             }
@@ -229,9 +257,12 @@ final class Session {
             created = Instant.now();
             packages = newPackages;
             try {
-                proc = start();
+                proc = start(null);
             } catch (SandboxException e) {
                 log.warn("session {}: restart after reset failed: {}", ref.name(), e.getMessage());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                log.warn("session {}: restart after reset interrupted", ref.name());
             }
             return true;
         } finally {

@@ -3,7 +3,9 @@ package dev.codeexec.engine;
 import dev.codeexec.engine.ExecutionResult.Figure;
 import dev.codeexec.engine.ExecutionResult.SessionOutput;
 import dev.codeexec.codemode.CodeToolsRun;
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.egress.NetworkReport;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
@@ -95,8 +97,30 @@ final class SessionCall {
         return sessions.execute(this);
     }
 
+    /** The thread waiting for the session's packages to be installed, so cancel() can wake it. */
+    private volatile Thread installWaiter;
+
     void cancel() {
         cancelled = true;
+        Thread t = installWaiter;
+        if (t != null) t.interrupt();
+    }
+
+    /** Waits for an install, cancellable by {@link #cancel}. */
+    PackageStore.Lease whileInstalling(Install install) throws PackageStore.InstallFailed, InterruptedException {
+        installWaiter = Thread.currentThread();
+        try {
+            if (cancelled) throw new InterruptedException("cancelled");
+            return install.acquire();
+        } finally {
+            installWaiter = null;
+            Thread.interrupted(); // the slot's thread lives on: no interrupt may reach what it runs next
+        }
+    }
+
+    @FunctionalInterface
+    interface Install {
+        PackageStore.Lease acquire() throws PackageStore.InstallFailed, InterruptedException;
     }
 
     ExecutionResult cancelledBeforeStart() {
@@ -122,8 +146,9 @@ final class SessionCall {
      * CPU budget and file-size cap, its output cut from the interpreter's streams by the call's marker.
      *
      * @param created the interpreter was started for this call (its state was empty)
+     * @param egress  what the call may reach: the session's channel serves it for the call's duration only
      */
-    Done run(SessionInterpreter ip, boolean created, Optional<Workspace> workspace) {
+    Done run(SessionInterpreter ip, boolean created, Optional<Workspace> workspace, EgressPolicy egress) {
         Limits l = request.limits();
         Workspaces.Hold hold = workspace.map(Workspace::hold).orElse(null);
         ListenerDispatcher progress = new ListenerDispatcher(listener, sessions.threads(), sessions.progressInterval());
@@ -140,7 +165,7 @@ final class SessionCall {
             String id = SessionInterpreter.hex(16);
             CodeToolsRun codeRun = ip.egress == null ? null
                     : sessions.codeTools().map(t -> t.open(ref().tenant(), "ses-call-" + id)).orElse(null);
-            if (ip.egress != null) ip.egress.arm(ip.egress.policy(), ref().tenant(), "ses-call-" + id, codeRun);
+            if (ip.egress != null) ip.egress.arm(egress, ref().tenant(), "ses-call-" + id, codeRun);
             long t0 = System.nanoTime();
             CompletableFuture<Boolean> outDone = ip.out.begin(id, out);
             CompletableFuture<Boolean> errDone = ip.err.begin(id, err);
@@ -156,7 +181,8 @@ final class SessionCall {
                 if (ip.egress != null) ip.egress.finish(); // the call's connections close with it
                 waitQuietly(ip, Duration.ofSeconds(10));
             }
-            // a call's connections end with the call (the session keeps its channel for the next one)
+            // a call's connections end with the call, and until the next call the channel refuses new ones (the
+            // session keeps it for the next call)
             Optional<NetworkReport> network = ip.egress == null ? Optional.empty() : Optional.of(ip.egress.finish());
             awaitMarker(outDone);
             awaitMarker(errDone);

@@ -125,7 +125,9 @@ final class SessionInterpreter {
                 Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
         if (packages != null) spec = PackageInstalls.mount(spec, ecosystem, packages);
-        EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, egress, ref.tenant(), codeTools, null);
+        // the channel serves nothing until a call arms it: a session has network only while a call runs
+        EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, EgressPolicy.OFF, ref.tenant(),
+                codeTools, null);
         SandboxProcess p = started.process();
         SessionInterpreter ip;
         try {

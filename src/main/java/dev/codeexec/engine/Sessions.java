@@ -29,10 +29,13 @@ import java.util.concurrent.ThreadFactory;
  *
  * <p><b>Memory.</b> An idle session holds no slot, so without a bound of their own idle interpreters could hold
  * MAX_SESSIONS x MEMORY_LIMIT_MB per tenant. All sessions together are kept under SESSIONS_MEMORY_MB
- * ({@link #fitMemory}): each counts what its cgroup holds now (or MEMORY_LIMIT_MB where that cannot be measured);
- * when a session has started, after every call and at every sweep, the longest-idle sessions are ended until the
- * rest fit, and each one's next call is told, as for a session that died while idle. A session in a call is not
- * ended: its call holds a slot and the memory limit of a run.
+ * ({@link #fitMemory}): each counts what its cgroup holds now (or MEMORY_LIMIT_MB where that cannot be measured).
+ * The budget is shared by the tenants with sessions ({@link SessionMemory} has the rule): before an interpreter
+ * starts, when it has started, after every call and at every sweep, idle sessions of tenants over their share are
+ * ended, the longest idle first, until the rest fit, and each one's next call is told, as for a session that died
+ * while idle; a tenant within its share loses none, and a tenant at or over its share is refused a new interpreter
+ * when only those could make room. A session in a call is not ended: its call holds a slot and the memory limit of
+ * a run.
  *
  * <p>The session types, and what each is for: {@link SessionRef} names a session (tenant + name; a request carries
  * it). {@code Sessions} (this) keeps every tenant's sessions and their rules (checks, limits, idle expiry, notices
@@ -278,30 +281,47 @@ final class Sessions implements SessionControl {
     }
 
     /**
-     * Ends the longest-idle sessions until all sessions' memory fits SESSIONS_MEMORY_MB. Each session is measured
-     * once per pass; one in a call, or whose lock is taken, is passed over (it is not idle).
+     * Ends idle sessions of tenants over their share until all sessions' memory fits SESSIONS_MEMORY_MB
+     * ({@link SessionMemory} has the rule). Each session is measured once per pass; one in a call, or whose lock is
+     * taken, is passed over (it is not idle).
      */
     void fitMemory() {
+        fitMemory(null);
+    }
+
+    /**
+     * {@link #fitMemory()} when {@code starting} (busy, its lock held by the caller) is about to start an
+     * interpreter: the room must be below the budget, and a tenant at or over its share is refused rather than given
+     * room from tenants within theirs. Returns why it is refused, or empty.
+     */
+    Optional<String> fitMemory(Session starting) {
         synchronized (fitting) {
-            Map<Session, Long> charges = new java.util.HashMap<>();
-            long total = 0;
-            for (Session s : sessions.values()) {
-                long c = s.memoryCharge();
-                charges.put(s, c);
-                total += c;
-            }
-            if (total <= memoryBudget) return;
-            List<Session> byIdle = new ArrayList<>(charges.keySet());
-            byIdle.sort(Comparator.comparing(s -> s.lastUsed));
-            for (Session s : byIdle) {
-                if (total <= memoryBudget) return;
-                long c = charges.get(s);
-                if (c == 0 || !s.endIfIdle(Instant.MAX, "ended to free memory")) continue;
-                total -= c;
-                endedWhileIdle(s.ref, s.idleNotice("the server needed its memory (all sessions together may hold "
-                        + RunEnd.mb(memoryBudget) + ", SESSIONS_MEMORY_MB, and it was the one unused longest)"));
-                sessions.remove(s.ref, s);
-            }
+            Optional<String> tenant = Optional.ofNullable(starting).map(s -> s.ref.tenant());
+            SessionMemory.Plan<Session> plan;
+            boolean allEnded;
+            int passes = 0;
+            do { // a session chosen may have started a call meanwhile: then measure again and choose anew
+                List<SessionMemory.Holding<Session>> holdings = new ArrayList<>();
+                for (Session s : sessions.values())
+                    holdings.add(new SessionMemory.Holding<>(s, s.ref.tenant(), s.memoryCharge(), !s.busy && s != starting,
+                            s.lastUsed));
+                plan = SessionMemory.plan(holdings, memoryBudget, tenant);
+                allEnded = true;
+                for (SessionMemory.Ending<Session> e : plan.toEnd()) {
+                    Session s = e.holding().key();
+                    if (!s.endIfIdle(Instant.MAX, "ended to free memory")) {
+                        allEnded = false;
+                        continue;
+                    }
+                    endedWhileIdle(s.ref, s.idleNotice("the server needed its memory: all sessions together may hold "
+                            + RunEnd.mb(memoryBudget) + " (SESSIONS_MEMORY_MB), an equal share of "
+                            + SessionMemory.mb(e.share()) + " for each of the " + e.tenants() + " tenants with sessions; "
+                            + "this tenant's held " + SessionMemory.mb(e.tenantBytes()) + ", over its share, and this "
+                            + "session was its one unused longest"));
+                    sessions.remove(s.ref, s);
+                }
+            } while (!allEnded && ++passes < 3);
+            return plan.refusal();
         }
     }
 
@@ -343,6 +363,10 @@ final class Sessions implements SessionControl {
             } catch (PackageStore.InstallFailed e) {
                 throw new ExecutionException.InvalidRequest("the session was not reset: its new packages could not be "
                         + "installed: " + e.getMessage());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new ExecutionException.InvalidRequest("the session was not reset: the wait for its new packages "
+                        + "was interrupted");
             }
         }
         return s.stop("reset", true, set);

@@ -259,24 +259,47 @@ public final class Posix {
         private MemorySegment name = arena.allocate(256);
 
         public Stat statx(int dirFd, byte[] raw, int extraFlags) throws Errno {
+            long dev = call(dirFd, raw, AT_SYMLINK_NOFOLLOW | extraFlags);
+            return new Stat(Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, 28)), buf.get(LONG, 40),
+                    buf.get(LONG, 112), buf.get(INT, 120), buf.get(LONG, 32), dev, buf.get(INT, 20), buf.get(INT, 24));
+        }
+
+        /**
+         * What a name stands for, following links ({@code AT_EMPTY_PATH} and an empty name: the file {@code dirFd}
+         * is open on): its device, inode and the bytes it holds ({@code st_blocks} × 512).
+         */
+        public Allocation allocation(int dirFd, byte[] raw, int extraFlags) throws Errno {
+            long dev = call(dirFd, raw, extraFlags);
+            return new Allocation(Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, 28)),
+                    Integer.toUnsignedLong(buf.get(INT, 16)), dev, buf.get(LONG, 32), buf.get(LONG, 48) * 512);
+        }
+
+        /** The call; returns the device ({@link Stat#dev}'s encoding), the rest stays in {@link #buf}. */
+        private long call(int dirFd, byte[] raw, int flags) throws Errno {
             if (name.byteSize() <= raw.length) name = arena.allocate(raw.length + 1L);
             for (int i = 0; i < raw.length; i++) {
                 if (raw[i] == 0) throw new IllegalArgumentException("a file name cannot hold NUL");
                 name.set(ValueLayout.JAVA_BYTE, i, raw[i]);
             }
             name.set(ValueLayout.JAVA_BYTE, raw.length, (byte) 0);
-            long rc = Sys.STATX.call(state, dirFd, name.address(), AT_SYMLINK_NOFOLLOW | extraFlags, STATX_BASIC_STATS,
-                    buf.address());
+            long rc = Sys.STATX.call(state, dirFd, name.address(), flags, STATX_BASIC_STATS, buf.address());
             if (rc < 0) throw new Errno(errno(state), "statx");
-            long dev = ((long) buf.get(INT, 136) << 32) | (buf.get(INT, 140) & 0xffffffffL);
-            return new Stat(Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, 28)), buf.get(LONG, 40),
-                    buf.get(LONG, 112), buf.get(INT, 120), buf.get(LONG, 32), dev, buf.get(INT, 20), buf.get(INT, 24));
+            return ((long) buf.get(INT, 136) << 32) | (buf.get(INT, 140) & 0xffffffffL);
         }
 
         @Override
         public void close() {
             arena.close();
         }
+    }
+
+    /**
+     * What a file is and the memory or disk it holds: {@code mode} its type and permission bits ({@link #S_IFMT}),
+     * {@code links} its names (0 once deleted, or never named: a memfd), {@code dev} as in {@link Stat#dev} (major
+     * in the high 32 bits, minor in the low), {@code bytes} its allocated blocks × 512 (less than its size where it
+     * is sparse).
+     */
+    public record Allocation(int mode, long links, long dev, long ino, long bytes) {
     }
 
     /** One name of a directory as {@code getdents64} returns it: raw bytes and {@code d_type} ({@link #DT_DIR}, ...). */

@@ -37,8 +37,19 @@ public record PackageSet(String ecosystem, List<String> specs) {
             "([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\\s*(\\[\\s*[A-Za-z0-9._-]+(?:\\s*,\\s*[A-Za-z0-9._-]+)*\\s*])?\\s*(.*)");
     private static final Pattern PIP_CLAUSE = Pattern.compile("(===|~=|==|!=|<=|>=|<|>)\\s*([A-Za-z0-9.*+!_-]+)");
     private static final Pattern NPM_NAME = Pattern.compile("(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*");
-    private static final Pattern NPM_RANGE = Pattern.compile("[0-9A-Za-z.*xX^~<>=|+ -]+");
+    /** node-semver's range grammar: comparators ({@code ^1.2}, {@code >=1 <2}, {@code 1.x}), hyphen ranges, {@code ||}. */
+    private static final Pattern NPM_RANGE;
+    static {
+        String xr = "(?:[xX*]|\\d+)";
+        String pre = "(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?";
+        String partial = "[vV=]*" + xr + "(?:\\." + xr + "(?:\\." + xr + pre + ")?)?";
+        String primitive = "(?:<=|>=|<|>|=|~>?|\\^)?\\s*" + partial;
+        String range = "(?:" + partial + "\\s+-\\s+" + partial + "|" + primitive + "(?:\\s+" + primitive + ")*)?";
+        NPM_RANGE = Pattern.compile("\\s*" + range + "\\s*(?:\\|\\|\\s*" + range + "\\s*)*");
+    }
     private static final Pattern NPM_TAG = Pattern.compile("[A-Za-z][A-Za-z0-9._-]*");
+    /** What npm reads as a local tarball, in a package's name or its version (npm-package-arg's isFileType). */
+    private static final Pattern NPM_FILE = Pattern.compile("(?i).*\\.(?:tgz|tar\\.gz|tar)$");
 
     public PackageSet {
         specs = List.copyOf(specs);
@@ -115,6 +126,8 @@ public record PackageSet(String ecosystem, List<String> specs) {
             throw refused(s, name.contains("/") && !name.startsWith("@")
                     ? "'user/repo' shorthands (GitHub) are not accepted: name a package from the registry"
                     : "not an npm package name (lower case, optional @scope/)");
+        if (NPM_FILE.matcher(name).matches() || NPM_FILE.matcher(version).matches())
+            throw refused(s, "npm would read it as a local tarball: name a package and a version, range or tag");
         if (at >= 0 && (version.isEmpty() || !(NPM_RANGE.matcher(version).matches() || NPM_TAG.matcher(version).matches())))
             throw refused(s, "'" + version + "' is not a version, range or tag");
         return new String[] {name, at < 0 ? name : name + "@" + version.replaceAll("\\s+", " ")};
@@ -127,7 +140,7 @@ public record PackageSet(String ecosystem, List<String> specs) {
                 "workspace:", "portal:"})
             if (lower.contains(scheme)) throw refused(s, "URLs, VCS references and paths are not accepted: name a package");
         if (s.startsWith(".") || s.startsWith("/") || s.startsWith("~") || s.contains("\\") || lower.endsWith(".whl")
-                || lower.endsWith(".tar.gz") || lower.endsWith(".tgz") || lower.endsWith(".zip"))
+                || lower.endsWith(".tar.gz") || lower.endsWith(".tgz") || lower.endsWith(".tar") || lower.endsWith(".zip"))
             throw refused(s, "paths and archives are not accepted: name a package");
         if (s.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) throw refused(s, "control characters are not accepted");
     }

@@ -2,20 +2,27 @@ package dev.codeexec.packages;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import dev.codeexec.linux.OwnIds;
+import dev.codeexec.workspace.WorkspaceException;
+import dev.codeexec.workspace.WorkspaceFs;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Clock;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,8 +30,8 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 
@@ -33,12 +40,21 @@ import java.util.stream.Stream;
  * and shared by every run that declares the same set on the same interpreter.
  *
  * <ul>
- *   <li>Building: the first request for a key runs the {@link Installer} into a fresh directory beside the store
- *   entries; requests for the same key that arrive meanwhile wait for that one install (one install, not eight).
- *   A failed install leaves nothing behind and is not remembered: the next request tries again.</li>
- *   <li>Sealing: a finished entry gets its manifest ({@code .entry.json}: the set, what was resolved, size, when),
- *   loses every write bit, and appears under its key by one rename; runs get it read-only, so no run (and no later
- *   install) changes what another run imports.</li>
+ *   <li>Layout: an entry {@code KEY/} holds {@code tree/}, what the installer left (the directory runs mount), and
+ *   {@code entry.json}, the manifest (the set, what was resolved, size, when). The installer only ever sees
+ *   {@code tree/}: everything the server writes itself lies outside what sandboxed install scripts could touch, so
+ *   no link or special file they leave can redirect a write or a read of the server's.</li>
+ *   <li>Building: the first request for a key starts the {@link Installer} on a thread of its own, in a fresh
+ *   directory beside the store entries; every request for the key (the first included) waits for that one build
+ *   (one install, not eight). A request that stops waiting (its run was cancelled: the waiting thread is
+ *   interrupted) frees its slot at once; when no request waits any more, the build is interrupted and the install
+ *   stopped. A failed install, whatever way it failed, leaves nothing behind, wakes every waiter and is not
+ *   remembered: the next request tries again.</li>
+ *   <li>Sealing: once the installer returned (nothing of the install runs any more), the tree is taken over
+ *   ({@code WorkspaceFs.seal}: walked without following links, anything but directories, regular files and links
+ *   refuses it, everything given to the server, every write bit off), the manifest is written beside it, and the
+ *   entry appears under its key by one rename; runs get it read-only, so no run (and no later install) changes
+ *   what another run imports.</li>
  *   <li>Bounds: past {@code maxBytes} the least recently used entries go first, never one a run holds
  *   ({@link Lease}) and never the one just built.</li>
  * </ul>
@@ -47,13 +63,22 @@ public final class PackageStore {
 
     private static final Logger LOG = LoggerFactory.getLogger(PackageStore.class);
     private static final JsonMapper JSON = JsonMapper.shared();
-    static final String MANIFEST = ".entry.json";
+    /** The manifest, beside the tree in an entry's directory. */
+    static final String MANIFEST = "entry.json";
+    /** What the installer left, in an entry's directory: what runs mount. */
+    static final String TREE = "tree";
     private static final String BUILDING = ".building-";
+    /** The most entries one installed tree may have (inodes are not under the disk cap). */
+    public static final int MAX_ENTRIES = 200_000;
 
     /** Installs a set into an empty directory; returns name → version of what it installed. */
     @FunctionalInterface
     public interface Installer {
         /**
+         * Runs on a thread of the store's own, which is interrupted when no request waits for the install any
+         * more: the installer then stops what it started and throws. When it returns or throws, nothing it started
+         * may still be able to change {@code into}.
+         *
          * @throws InstallFailed with the installer's own message (shortened), for the run's result
          */
         Map<String, String> install(PackageSet set, Path into) throws InstallFailed;
@@ -112,7 +137,9 @@ public final class PackageStore {
     private final Path root;
     private final long maxBytes;
     private final Clock clock;
-    private final Map<String, CompletableFuture<Long>> building = new ConcurrentHashMap<>();
+    private final OwnIds owner;
+    /** Installs under way by key; also the lock of their waiter counts. */
+    private final Map<String, Build> building = new HashMap<>();
     private final Map<String, Integer> inUse = new ConcurrentHashMap<>();
     private final Map<String, Instant> lastUsed = new ConcurrentHashMap<>();
     private final AtomicLong installs = new AtomicLong();
@@ -121,16 +148,25 @@ public final class PackageStore {
     private final AtomicLong misses = new AtomicLong();
     private final AtomicLong evictions = new AtomicLong();
 
-    /** A store in {@code root} (created; half-built entries of an earlier server removed), bounded by {@code maxBytes}. */
+    /**
+     * A store in {@code root} (created; half-built entries of an earlier server removed, and entries of the layout
+     * before {@code tree/} and {@code entry.json}, whose manifest lay inside the installed tree), bounded by
+     * {@code maxBytes}. Entries belong to the server's own uid and gid.
+     */
     public PackageStore(Path root, long maxBytes, Clock clock) throws IOException {
         this.root = root;
         this.maxBytes = maxBytes;
         this.clock = clock;
+        this.owner = OwnIds.read();
         Files.createDirectories(root);
         try (Stream<Path> s = Files.list(root)) {
             for (Path p : s.toList()) {
-                if (p.getFileName().toString().startsWith(BUILDING)) deleteTree(p);
-                else if (Files.isRegularFile(p.resolve(MANIFEST))) lastUsed.put(p.getFileName().toString(), created(p));
+                if (Files.isRegularFile(p.resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) {
+                    lastUsed.put(p.getFileName().toString(), created(p));
+                } else if (Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
+                    LOG.info("package store: removing {} (half built, or of an older layout)", p.getFileName());
+                    deleteTree(p);
+                }
             }
         }
     }
@@ -139,9 +175,12 @@ public final class PackageStore {
      * The entry of {@code set} on {@code interpreterVersion}, installed now when it is not in the store (waiting for
      * an install of the same key already under way), held for the caller until the lease is closed.
      *
-     * @throws InstallFailed the install failed (nothing was stored)
+     * @throws InstallFailed        the install failed (nothing was stored)
+     * @throws InterruptedException the caller's thread was interrupted while it waited (its run was cancelled); the
+     *                              install goes on as long as another request waits for it
      */
-    public Lease acquire(PackageSet set, String interpreterVersion, Installer installer) throws InstallFailed {
+    public Lease acquire(PackageSet set, String interpreterVersion, Installer installer)
+            throws InstallFailed, InterruptedException {
         String key = set.key(interpreterVersion);
         while (true) {
             Optional<Lease> ready = hold(key, 0);
@@ -149,72 +188,151 @@ public final class PackageStore {
                 hits.incrementAndGet();
                 return ready.get();
             }
-            CompletableFuture<Long> mine = new CompletableFuture<>();
-            CompletableFuture<Long> theirs = building.putIfAbsent(key, mine);
-            if (theirs != null) {
-                try {
-                    theirs.join();
-                } catch (CompletionException e) {
-                    if (e.getCause() instanceof InstallFailed f) throw f;
-                    throw e;
+            Build b;
+            boolean started = false;
+            synchronized (building) {
+                b = building.get(key);
+                if (b == null) {
+                    b = new Build(key);
+                    building.put(key, b);
+                    started = true;
                 }
-                continue; // built by the other request: take it from the store (a hit for this one)
+                b.waiters++;
             }
-            misses.incrementAndGet();
+            if (started) {
+                misses.incrementAndGet();
+                Build mine = b;
+                try {
+                    b.thread = Thread.ofVirtual().name("install-" + key).start(() -> mine.run(set, installer));
+                } catch (Throwable t) { // no thread: nobody may wait for it
+                    b.done.completeExceptionally(t);
+                    synchronized (building) {
+                        building.remove(key, b);
+                    }
+                }
+            }
+            long ms;
             try {
-                long ms = build(set, key, installer);
-                mine.complete(ms);
-                Optional<Lease> built = hold(key, ms);
-                if (built.isPresent()) return built.get();
-            } catch (InstallFailed | RuntimeException e) {
-                mine.completeExceptionally(e);
+                ms = b.done.get();
+            } catch (InterruptedException e) {
+                b.leave();
                 throw e;
-            } finally {
-                building.remove(key, mine);
+            } catch (ExecutionException e) {
+                b.leave();
+                if (e.getCause() instanceof InstallFailed f) throw f;
+                LOG.warn("package store: the install of {} failed inside the server: {}", key, e.getCause().toString());
+                throw new InstallFailed("the install failed inside the server");
             }
+            b.leave();
+            Optional<Lease> built = hold(key, started ? ms : 0);
+            if (built.isPresent()) {
+                if (!started) hits.incrementAndGet(); // built by another request: from the store for this one
+                return built.get();
+            }
+            // evicted or removed between the build and this hold (an admin's clear): install again
+        }
+    }
+
+    /** Requests waiting now for the install of {@code set} on {@code interpreterVersion} (0: none under way). */
+    int waiting(PackageSet set, String interpreterVersion) {
+        synchronized (building) {
+            Build b = building.get(set.key(interpreterVersion));
+            return b == null ? 0 : b.waiters;
+        }
+    }
+
+    /** One install under way, shared by every request for its key. */
+    private final class Build {
+        final String key;
+        final CompletableFuture<Long> done = new CompletableFuture<>();
+        /** Requests waiting for it; guarded by {@link #building}. */
+        int waiters;
+        volatile Thread thread;
+
+        Build(String key) {
+            this.key = key;
+        }
+
+        void run(PackageSet set, Installer installer) {
+            try {
+                done.complete(build(set, key, installer));
+            } catch (Throwable t) { // an Error too (the heap, the stack): every waiter is woken, nothing is left
+                done.completeExceptionally(t);
+            } finally {
+                synchronized (building) {
+                    building.remove(key, this);
+                }
+            }
+        }
+
+        /** A request stopped waiting; the last one to go stops the install. */
+        void leave() {
+            boolean last;
+            synchronized (building) {
+                last = --waiters == 0 && !done.isDone();
+                if (last) building.remove(key, this); // a new request starts a new install
+            }
+            Thread t = thread;
+            if (last && t != null) t.interrupt();
         }
     }
 
     private synchronized Optional<Lease> hold(String key, long installMs) {
         Path dir = root.resolve(key);
-        if (!Files.isRegularFile(dir.resolve(MANIFEST))) return Optional.empty();
+        if (!Files.isRegularFile(dir.resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) return Optional.empty();
         inUse.merge(key, 1, Integer::sum);
         lastUsed.put(key, clock.instant());
-        return Optional.of(new Lease(key, dir, manifest(dir).resolved(), installMs));
+        return Optional.of(new Lease(key, dir.resolve(TREE), manifest(dir).resolved(), installMs));
     }
 
     private long build(PackageSet set, String key, Installer installer) throws InstallFailed {
         long t0 = System.nanoTime();
         Path tmp = root.resolve(BUILDING + key + "-" + Long.toHexString(System.nanoTime()));
+        boolean published = false;
         try {
             Files.createDirectory(tmp);
-            Map<String, String> resolved = installer.install(set, tmp);
-            long bytes = size(tmp);
+            Path tree = Files.createDirectory(tmp.resolve(TREE));
+            Map<String, String> resolved = installer.install(set, tree);
+            WorkspaceFs.Tally size;
+            try {
+                size = new WorkspaceFs(tree, owner.uid(), owner.gid()).seal(MAX_ENTRIES);
+            } catch (WorkspaceException e) {
+                throw new InstallFailed("the install left what an entry may not hold: " + e.getMessage());
+            }
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("key", key);
             m.put("ecosystem", set.ecosystem());
             m.put("specs", set.specs());
             m.put("resolved", new TreeMap<>(resolved));
-            m.put("bytes", bytes);
+            m.put("bytes", size.bytes());
             m.put("created", clock.instant().toString());
-            Files.writeString(tmp.resolve(MANIFEST), JSON.writeValueAsString(m));
-            seal(tmp);
+            // beside the tree, in a directory no sandbox ever saw; CREATE_NEW: never through anything already there
+            Files.write(tmp.resolve(MANIFEST), JSON.writeValueAsBytes(m), StandardOpenOption.CREATE_NEW,
+                    StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+            Files.setPosixFilePermissions(tmp.resolve(MANIFEST), PosixFilePermissions.fromString("r--r--r--"));
+            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("r-xr-xr-x"));
             synchronized (this) {
-                Files.move(tmp, root.resolve(key), StandardCopyOption.ATOMIC_MOVE);
+                // an install that lost its last waiter may still have finished and published the same key meanwhile
+                // (a new request then started this one): theirs stays, this copy goes
+                if (Files.isRegularFile(root.resolve(key).resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) {
+                    deleteQuietly(tmp);
+                } else {
+                    Files.move(tmp, root.resolve(key), StandardCopyOption.ATOMIC_MOVE);
+                }
                 lastUsed.put(key, clock.instant());
             }
+            published = true;
             installs.incrementAndGet();
             evictOver(key);
             return Math.max(1, (System.nanoTime() - t0) / 1_000_000);
-        } catch (InstallFailed e) {
-            failures.incrementAndGet();
-            deleteQuietly(tmp);
-            throw e;
         } catch (IOException e) {
-            failures.incrementAndGet();
-            deleteQuietly(tmp);
             LOG.warn("package store: cannot store {}: {}", key, e.toString());
             throw new InstallFailed("the server could not store the installed packages: " + e.getMessage());
+        } finally {
+            if (!published) {
+                failures.incrementAndGet();
+                deleteQuietly(tmp);
+            }
         }
     }
 
@@ -245,7 +363,7 @@ public final class PackageStore {
         try (Stream<Path> s = Files.list(root)) {
             for (Path p : s.toList()) {
                 String key = p.getFileName().toString();
-                if (key.startsWith(BUILDING) || !Files.isRegularFile(p.resolve(MANIFEST))) continue;
+                if (key.startsWith(BUILDING) || !Files.isRegularFile(p.resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) continue;
                 Entry m = manifest(p);
                 out.add(new Entry(key, m.ecosystem(), m.specs(), m.resolved(), m.bytes(), m.created(),
                         lastUsed.getOrDefault(key, m.created()), inUse.getOrDefault(key, 0)));
@@ -264,7 +382,8 @@ public final class PackageStore {
     public synchronized boolean remove(String key) {
         if (inUse.getOrDefault(key, 0) > 0) return false;
         Path dir = root.resolve(key);
-        if (!dir.normalize().getParent().equals(root.normalize()) || !Files.isRegularFile(dir.resolve(MANIFEST))) return false;
+        if (!dir.normalize().getParent().equals(root.normalize())
+                || !Files.isRegularFile(dir.resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) return false;
         try {
             Path gone = root.resolve(BUILDING + "gone-" + key);
             Files.move(dir, gone, StandardCopyOption.ATOMIC_MOVE); // no request can find it from here on
@@ -325,32 +444,6 @@ public final class PackageStore {
         }
     }
 
-    /** Every write bit off, files and directories alike: the entry is read-only for everyone, its owner included. */
-    static void seal(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.toList()) {
-                if (Files.isSymbolicLink(p)) continue;
-                Set<PosixFilePermission> perms = EnumSet.copyOf(Files.getPosixFilePermissions(p));
-                perms.removeAll(EnumSet.of(PosixFilePermission.OWNER_WRITE, PosixFilePermission.GROUP_WRITE,
-                        PosixFilePermission.OTHERS_WRITE));
-                perms.add(PosixFilePermission.OWNER_READ);
-                perms.add(PosixFilePermission.GROUP_READ);
-                perms.add(PosixFilePermission.OTHERS_READ);
-                if (Files.isDirectory(p)) perms.addAll(EnumSet.of(PosixFilePermission.OWNER_EXECUTE,
-                        PosixFilePermission.GROUP_EXECUTE, PosixFilePermission.OTHERS_EXECUTE));
-                Files.setPosixFilePermissions(p, perms);
-            }
-        }
-    }
-
-    private static long size(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            long total = 0;
-            for (Path p : s.toList()) if (Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) total += Files.size(p);
-            return total;
-        }
-    }
-
     private static void deleteQuietly(Path p) {
         try {
             deleteTree(p);
@@ -359,19 +452,15 @@ public final class PackageStore {
         }
     }
 
-    /** Deletes a tree, giving directories their write bit back first (a sealed entry has none). */
+    /**
+     * Deletes a tree that an install left or that the store sealed, however deep, never following a link
+     * ({@link WorkspaceFs#deleteTree}).
+     */
     public static void deleteTree(Path p) throws IOException {
-        if (!Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) return;
-        try (Stream<Path> s = Files.walk(p)) {
-            for (Path d : s.filter(x -> Files.isDirectory(x, java.nio.file.LinkOption.NOFOLLOW_LINKS)).toList()) {
-                Set<PosixFilePermission> perms = EnumSet.copyOf(Files.getPosixFilePermissions(d));
-                perms.add(PosixFilePermission.OWNER_WRITE);
-                perms.add(PosixFilePermission.OWNER_EXECUTE);
-                Files.setPosixFilePermissions(d, perms);
-            }
-        }
-        try (Stream<Path> s = Files.walk(p)) {
-            for (Path x : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(x);
+        try {
+            WorkspaceFs.deleteTree(p);
+        } catch (WorkspaceException e) {
+            throw new IOException(e.getMessage());
         }
     }
 }

@@ -302,11 +302,13 @@ final class BwrapSandbox implements Sandbox {
         g.put("memory", cgroups.limitsMemory()
                 ? "cgroup " + cgroups.label() + ": all of the run's memory (its tmpfs files included), enforced by the kernel"
                 : cgroups.watchesMemory()
-                        ? "no cgroup: RLIMIT_AS caps each process at once; a watchdog adds up the anonymous memory of "
-                                + "the run's processes every " + MemoryWatchdog.TICK_MS + " ms (" + MemoryWatchdog.NEAR_TICK_MS
-                                + " ms once it is over half its limit; copy-on-write pages shared after a fork count once) "
-                                + "and kills the run over its limit (it can overshoot by what it allocates in one tick; /tmp and the work area count against "
-                                + "MAX_DISK_MB instead)"
+                        ? "no cgroup: RLIMIT_AS caps each process at once; every " + MemoryWatchdog.TICK_MS + " ms ("
+                                + MemoryWatchdog.NEAR_TICK_MS + " ms once it is over half its limit) a watchdog adds up, each "
+                                + "page once, the anonymous and the mapped shared memory of the run's processes, the memfds "
+                                + "they hold open and the files of the run's tmpfs mounts (/tmp, /dev/shm, the work area), "
+                                + "and kills the run over its limit; it can overshoot by what the run allocates in one tick, "
+                                + "and cannot see shared memory that no process of the run maps or holds open (the unmapped "
+                                + "rest of a shared mapping, a detached SysV segment, a memfd in flight in a socket)"
                         : "no cgroup: RLIMIT_AS per process only");
         g.put("processes", cgroups.limitsPids() ? "cgroup " + cgroups.label() + " pids.max: the run's processes and threads"
                 : userMode ? "RLIMIT_NPROC set inside the sandbox's user namespace: counts the run's own processes "
@@ -364,6 +366,7 @@ final class BwrapSandbox implements Sandbox {
         argv.addAll(List.of("--proc", "/proc", "--dev", "/dev"));
         String size = Long.toString(limits.diskBytes());
         argv.addAll(List.of("--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp"));
+        List<String> tmpfs = new ArrayList<>(List.of("/dev/shm", "/tmp"));
         Path lateDir = null;
         Path lateRoDir = null;
         if (spec.lateWorkDir()) {
@@ -380,6 +383,7 @@ final class BwrapSandbox implements Sandbox {
             argv.addAll(List.of("--bind", spec.workDirSource().get().toString(), workDir.toString()));
         } else if (!workDir.equals(Path.of("/tmp"))) {
             argv.addAll(List.of("--size", size, "--tmpfs", workDir.toString()));
+            tmpfs.add(workDir.toString());
         }
 
         Map<Integer, Path> fds = new LinkedHashMap<>();
@@ -435,6 +439,7 @@ final class BwrapSandbox implements Sandbox {
         Process p = null;
         try {
             cg = cgroups.create(spec.runId(), limits);
+            cg.countTmpfs(tmpfs);
             Map<Integer, Path> writeFds = Map.of();
             if (spec.control()) {
                 fifos = ControlChannel.Fifos.create(controlDir.resolve(spec.runId()));

@@ -309,6 +309,17 @@ final class Cgroups {
         default void attach(long pid) {
         }
 
+        /**
+         * The run's own tmpfs mounts, as paths inside the sandbox: what their files hold is memory. A cgroup charges
+         * those pages to the run itself; the watchdog counts what the mounts hold.
+         */
+        default void countTmpfs(List<String> insideSandbox) {
+        }
+
+        /** A tmpfs mounted for the run after it started, at this host path (a warm sandbox's working directory). */
+        default void countTmpfsAt(Path host) {
+        }
+
         /** Files the launcher writes its pid into before exec. */
         List<Path> procsFiles();
 

@@ -107,6 +107,7 @@ final class LaunchedProcess implements SandboxProcess {
         if (lateWorkDir == null) throw new SandboxException("this sandbox was not started for a late working directory");
         if (workDirMounted) throw new SandboxException("the working directory is already mounted");
         mounts.mount(lateWorkDir, workspace, tmpfsBytes, lease == null ? mounts.sandboxUid() : lease.uid());
+        if (workspace.isEmpty()) cgroup.countTmpfsAt(lateWorkDir);
         workDirMounted = true;
     }
 

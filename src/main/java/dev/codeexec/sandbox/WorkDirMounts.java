@@ -126,15 +126,26 @@ final class WorkDirMounts {
         }
     }
 
-    /** Binds {@code source} read-only on {@code dir} (a late read-only directory: a run's declared packages). */
+    /**
+     * Binds {@code source} read-only on {@code dir} (a late read-only directory: a run's declared packages). The bind
+     * is made read-only on a staging point first, one no sandbox binds, and only then bound onto {@code dir}: what
+     * propagates into the sandbox is a copy of a mount as it is at that moment, flags included, and a later remount
+     * of the host's copy does not propagate, so binding on {@code dir} and then remounting it read-only would leave
+     * the sandbox's copy writable.
+     */
     void mountReadOnly(Path dir, Path source) throws SandboxException {
+        Path stage = null;
         try {
-            Posix.mount(source.toString(), dir.toString(), null, Posix.MS_BIND, null);
-            Posix.mount(null, dir.toString(), null, Posix.MS_BIND | Posix.MS_REMOUNT | Posix.MS_RDONLY
+            stage = create("stage", 0);
+            Posix.mount(source.toString(), stage.toString(), null, Posix.MS_BIND, null);
+            Posix.mount(null, stage.toString(), null, Posix.MS_BIND | Posix.MS_REMOUNT | Posix.MS_RDONLY
                     | Posix.MS_NOSUID | Posix.MS_NODEV, null);
+            Posix.mount(stage.toString(), dir.toString(), null, Posix.MS_BIND, null);
         } catch (Posix.Errno e) {
             unmountAll(dir);
             throw new SandboxException("cannot mount the read-only directory: " + e.getMessage(), e);
+        } finally {
+            if (stage != null) release(stage);
         }
     }
 

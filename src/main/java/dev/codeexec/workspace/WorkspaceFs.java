@@ -467,6 +467,80 @@ public final class WorkspaceFs {
         }
     }
 
+    /**
+     * Takes over a tree that sandboxed code wrote and that nothing can change any more (a package install's build
+     * directory once its sandbox and every process of it are gone: {@code packages/PackageStore}), to publish it
+     * read-only. Every entry is visited without following a link ({@link DeepWalk}); a directory, a regular file or a
+     * symbolic link is given to this file system's uid and gid (the kernel clears set-user-id and set-group-id bits
+     * as root changes an owner), and files and directories lose every write, set-id and sticky bit and may be read
+     * (directories searched) by everyone. Anything else (a FIFO, a socket, a device node) refuses the tree: no part of
+     * the server may ever open such a file, and no run should find one in what it mounts. The caller discards a
+     * refused tree, whatever the walk had changed by then.
+     *
+     * @return the tree's size: bytes of its regular files, its entries
+     * @throws WorkspaceException BAD_PATH naming the first entry that is neither a directory, a file nor a link, or
+     *                            saying that the tree has more than {@code maxEntries} entries
+     */
+    public Tally seal(long maxEntries) {
+        long[] tally = new long[4]; // bytes, entries, files, directories
+        Deque<String> at = new ArrayDeque<>(); // the directory being walked, as names from the root
+        String[] entering = {""};
+        try (Dir d = openRoot(); Posix.Stats stats = new Posix.Stats()) {
+            DeepWalk.walk(d.fd, new DeepWalk.Visitor() {
+                @Override
+                public boolean entry(int dirFd, byte[] name, int type) throws Posix.Errno {
+                    if (++tally[1] > maxEntries)
+                        throw new WorkspaceException(Kind.BAD_PATH, "the tree has more than " + maxEntries + " entries");
+                    if (type == Posix.DT_DIR) {
+                        tally[3]++;
+                        entering[0] = Names.decode(name);
+                        return true; // given and sealed when entered, through its own descriptor
+                    }
+                    Posix.Stat st = stats.statx(dirFd, name, 0);
+                    if (!st.isRegularFile() && st.type() != Posix.S_IFLNK)
+                        throw new WorkspaceException(Kind.BAD_PATH, kind(st.type()) + " at '" + where(at, Names.decode(name))
+                                + "' (only directories, regular files and symbolic links are accepted)");
+                    Posix.fchownat(dirFd, name, uid, gid);
+                    tally[2]++;
+                    if (st.isRegularFile()) {
+                        tally[0] += st.size();
+                        Posix.fchmodat(dirFd, name, (st.mode() & 0555) | 0444);
+                    }
+                    return false;
+                }
+
+                @Override
+                public void entered(int fd) throws Posix.Errno {
+                    at.addLast(entering[0]);
+                    Posix.fchown(fd, uid, gid);
+                    Posix.fchmod(fd, 0555);
+                }
+
+                @Override
+                public void left(int parentFd, byte[] name) {
+                    at.removeLast();
+                }
+            });
+        }
+        return new Tally(tally[0], tally[1], (int) tally[2], (int) tally[3], true);
+    }
+
+    /** A path from the walk's names, for a message (the root's own name is empty). */
+    private static String where(Deque<String> dirs, String name) {
+        StringBuilder s = new StringBuilder();
+        for (String d : dirs) if (!d.isEmpty()) s.append(Names.display(d)).append('/');
+        return s.append(Names.display(name)).toString();
+    }
+
+    private static String kind(int fileType) {
+        return switch (fileType) {
+            case Posix.S_IFIFO -> "a FIFO";
+            case 0140000 -> "a socket";
+            case 0020000, 0060000 -> "a device node";
+            default -> "a special file";
+        };
+    }
+
     /** Counts the whole tree ({@link DeepWalk}), stopping after {@code maxEntries} + 1 entries. */
     public Tally tally(long maxEntries) {
         return tally(maxEntries, true);
@@ -649,9 +723,33 @@ public final class WorkspaceFs {
         }
     }
 
-    /** Removes everything below an open directory, however deep ({@link DeepWalk}). */
+    /**
+     * Deletes a directory tree that untrusted code may have written (or that {@link #seal} sealed), however deep,
+     * never following a link; nothing there, nothing done.
+     */
+    public static void deleteTree(Path dir) {
+        try {
+            new WorkspaceFs(dir, -1, -1).deleteAll();
+        } catch (WorkspaceException e) {
+            if (e.kind() != Kind.NOT_FOUND) throw e;
+        }
+    }
+
+    /**
+     * Removes everything below an open directory, however deep ({@link DeepWalk}). Each directory is made writable
+     * by its owner as it is entered, so that a sealed tree empties for a server that is not root too.
+     */
     static void clear(int dirFd) {
         DeepWalk.walk(dirFd, new DeepWalk.Visitor() {
+            @Override
+            public void entered(int fd) throws Posix.Errno {
+                try {
+                    Posix.fchmod(fd, 0700);
+                } catch (Posix.Errno e) {
+                    if (e.errno != Posix.EPERM) throw e; // not ours (a server that is not root): as it is
+                }
+            }
+
             @Override
             public boolean entry(int fd, byte[] name, int type) throws Posix.Errno {
                 if (type == Posix.DT_DIR) return true;

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -28,7 +29,7 @@ class LibraryTest {
                     "labels", Map.of("type", "array", "items", Map.of("type", "string")),
                     "limit", Map.of("type", List.of("integer", "null"))), "required", List.of("query")), null),
             tool("search.issues", "the same name once cleaned", Map.of("type", "object"), null),
-            tool("import", null, Map.of("type", "object"), null)));
+            tool("import", null, Map.of("type", "object"), null)), Optional.empty());
 
     /** Properties in the order given, as a schema read from JSON has them. */
     private static Map<String, Object> ordered(Object... kv) {
@@ -87,6 +88,33 @@ class LibraryTest {
         assertThat(out.strip()).isEqualTo("McpToolError,call,git_hub,servers add,search_issues,search_issues_2,import_ git_hub");
         String ts = Library.typescript(List.of(SERVER));
         assertThat(ts).contains("/** Issues *\\/ and \"quotes\" */", "Finds *\\/ issues", "export declare const git_hub: {");
+    }
+
+    @Test
+    void aServerThatWasUnavailableIsListedWithWhyAndTakesAnyToolByName(@TempDir Path dir) throws Exception {
+        Library.ServerView down = new Library.ServerView("down-one", "down_one", "Down */ here", List.of(SERVER.tools().getFirst()),
+                Optional.of("Connection refused"));
+        Files.writeString(dir.resolve("mcp_tools.py"), Library.python(List.of(down, SERVER)));
+        // the tool it listed last is there; any other name calls that tool by name; a server that is up has no such fallback
+        String out = run(dir, "/usr/bin/python3", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import mcp_tools as m; "
+                + "m.call = lambda s, t, a: [s, t, a]; print(repr(m.down_one)); print(m.down_one.add(a=1, b=2)); "
+                + "print(m.down_one.other(q='x')); print(m.down_one.__doc__.splitlines()[2])\n"
+                + "try:\n    m.git_hub.other\nexcept AttributeError as e:\n    print(e)", dir.toString());
+        assertThat(out.lines().toList()).containsExactly("<MCP server down_one (unavailable: Connection refused): add>",
+                "['down-one', 'add', {'a': 1, 'b': 2}]", "['down-one', 'other', {'q': 'x'}]",
+                "Unavailable when this library was written (Connection refused): the tools listed are those it listed last, "
+                        + "and any tool of it can be called by name.",
+                "git_hub has no tool 'other' (its tools: add, search_issues, search_issues_2, import_)");
+
+        Path js = dir.resolve("index.js");
+        Files.writeString(js, Library.javascript(List.of(down, SERVER)));
+        String node = run(dir, "/usr/bin/node", "-e", "const m = require(process.argv[1]); console.log(Object.keys(m.down_one).join(','), "
+                + "typeof m.down_one.add, typeof m.down_one.other, m.down_one.then, JSON.stringify(m.down_one), typeof m.git_hub.other)",
+                js.toString());
+        assertThat(node.strip()).isEqualTo("add function function undefined {} undefined");
+        assertThat(Library.typescript(List.of(down))).contains("Down *\\/ here", "Unavailable when this library was written",
+                "export declare const down_one: {\n  /** Any tool, by its name (the server was unavailable). */\n"
+                        + "  readonly [tool: string]: (args?: any) => Promise<any>;\n");
     }
 
     private static String run(Path dir, String... argv) throws Exception {

@@ -56,10 +56,31 @@ class UpstreamConfigTest {
     @Test
     void aSecretNeverAppearsInTheTransportsTextForm() {
         UpstreamConfig c = parse("""
-                {"mcpServers": {"a": {"url": "https://h.test/mcp?key=${TOKEN}", "headers": {"X-Key": "${TOKEN}"}},
+                {"mcpServers": {"a": {"url": "https://me:${TOKEN}@h.test/mcp?key=${TOKEN}", "headers": {"X-Key": "${TOKEN}"}},
                                 "b": {"command": "srv", "env": {"K": "${TOKEN}"}}}}
                 """);
         for (UpstreamConfig.Upstream u : c.servers()) assertThat(u.toString()).doesNotContain("s3cret");
+    }
+
+    @Test
+    void theFilesCredentialsAreItsSecretsAndItsPlainSettingsAreNot() {
+        UpstreamConfig c = UpstreamConfig.parse("""
+                {"mcpServers": {
+                  "a": {"url": "https://user:pa55word@h.test/mcp?key=qk-123456&v=2",
+                        "headers": {"Authorization": "Bearer ${TOKEN}", "X-Org": "acme-corp"}},
+                  "b": {"command": "srv", "args": ["--root=/srv/data"], "env": {"K": "${OTHER}", "ROOT": "/srv/data", "S": "${SHORT}"}}}}
+                """, Map.of("TOKEN", "tok/en+1234", "OTHER", "other-secret", "SHORT", "abc")::get);
+        Secrets s = c.secrets();
+        // every ${VAR} value, as it is, as JSON escapes it and URL-encoded; a header's value whole and after its scheme
+        for (String secret : List.of("tok/en+1234", "tok\\/en+1234", "tok%2Fen%2B1234", "Bearer tok/en+1234", "other-secret",
+                "acme-corp", "user:pa55word", "pa55word", "qk-123456"))
+            assertThat(s.scrub("<" + secret + ">")).as(secret).isEqualTo("<" + Secrets.MASK + ">");
+        // literal settings other than headers, and values too short to be credentials, stay
+        assertThat(s.scrub("--root=/srv/data abc v=2")).isEqualTo("--root=/srv/data abc v=2");
+        assertThat(s.scrubJson(Map.of("k", List.of("x other-secret"), "other-secret", 1)))
+                .isEqualTo(Map.of("k", List.of("x [redacted]"), "[redacted]", 1));
+        assertThat(s.toString()).doesNotContain("tok", "other", "acme", "pa55");
+        assertThat(UpstreamConfig.NONE.secrets().scrub("tok/en+1234")).isEqualTo("tok/en+1234");
     }
 
     @Test

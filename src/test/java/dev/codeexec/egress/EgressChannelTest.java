@@ -1058,14 +1058,23 @@ class EgressChannelTest {
 
         ch.arm(EgressPolicy.parse("other.test"), "tenant-2", "run-2");
         assertThat(ch.policy().patterns()).containsExactly("other.test");
-        NetworkReport fresh = ch.finish();
-        assertThat(fresh.connections()).isEmpty();
-        assertThat(fresh.counts()).isEmpty();
-        assertThat(fresh.policy()).containsExactly("other.test");
         // The new policy applies to the next connection.
         SocketChannel again = client(ch);
         send(again, "CONNECT fixture.test:" + port + " HTTP/1.1\r\n\r\n");
         assertThat(readTextToEnd(again)).startsWith("HTTP/1.1 403").contains("(not_allowed)");
+        awaitRecord(ch, reason("not_allowed"));
+        NetworkReport fresh = ch.finish();
+        assertThat(fresh.connections()).as("the second run's own record only").singleElement()
+                .satisfies(r -> assertThat(r.reason()).isEqualTo("not_allowed"));
+        assertThat(fresh.policy()).containsExactly("other.test");
+        // Finished, the channel serves nothing until it is armed again (a session between two calls).
+        assertThat(ch.policy().isOff()).isTrue();
+        SocketChannel between = client(ch);
+        send(between, "GET http://other.test/ HTTP/1.1\r\n\r\n");
+        assertThat(readTextToEnd(between)).startsWith("HTTP/1.1 403").contains("(between_calls)")
+                .contains("network only while a call runs");
+        assertThat(ch.finish()).as("finish again: the finished run's report, without the refusal between runs")
+                .isEqualTo(fresh);
 
         ch.arm(EgressPolicy.OFF, "tenant-2", "run-3");
         SocketChannel off = client(ch);

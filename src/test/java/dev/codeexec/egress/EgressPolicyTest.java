@@ -83,4 +83,28 @@ class EgressPolicyTest {
         assertThatThrownBy(() -> mine.narrow(requested)).as(requested.toString()).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("'" + offending + "'");
     }
+
+    @Test
+    void aSessionsPolicyUnderItsCallersListNowIsWhatBothAllow() {
+        // the caller's list unchanged or wider: the session keeps its own
+        EgressPolicy session = EgressPolicy.parse("pypi.org,*.example.com,mirror.test:8443");
+        assertThat(session.intersect(SERVER)).isEqualTo(session);
+        assertThat(session.intersect(EgressPolicy.parse("npmjs.org,pypi.org,*.example.com,mirror.test:8443"))).isEqualTo(session);
+        // revoked: nothing
+        assertThat(session.intersect(EgressPolicy.OFF)).isEqualTo(EgressPolicy.OFF);
+        assertThat(EgressPolicy.OFF.intersect(SERVER)).isEqualTo(EgressPolicy.OFF);
+        // narrowed: the narrower name, the ports both allow, nothing either lacks
+        EgressPolicy now = EgressPolicy.parse("api.example.com,*.a.example.com,pypi.org:443,mirror.test:443,other.test");
+        EgressPolicy both = session.intersect(now);
+        assertThat(both.patterns()).containsExactly("pypi.org:443", "api.example.com", "*.a.example.com");
+        assertThat(both.allows("pypi.org", 80)).isFalse();
+        assertThat(both.allows("b.example.com", 443)).isFalse();
+        assertThat(both.allows("x.a.example.com", 443)).isTrue();
+        assertThat(both.allows("mirror.test", 8443)).isFalse();
+        assertThat(both.allows("other.test", 443)).isFalse();
+        // a wildcard meets a wildcard below it, and the same pattern listed twice counts once
+        assertThat(EgressPolicy.parse("*.example.com").intersect(EgressPolicy.parse("*.a.example.com,*.a.example.com")).patterns())
+                .containsExactly("*.a.example.com");
+        assertThat(EgressPolicy.parse("example.com").intersect(EgressPolicy.parse("*.example.com"))).isEqualTo(EgressPolicy.OFF);
+    }
 }

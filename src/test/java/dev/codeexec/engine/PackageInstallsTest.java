@@ -146,9 +146,11 @@ class PackageInstallsTest {
         assertThat(pythonPool(e).get("servesPackages")).isEqualTo(true);
         long served = ((Number) pythonPool(e).get("served")).longValue();
         ExecutionResult r = await(e.submit(withPackages(e, "import os, sys, tinylib\nprint(tinylib.VERSION, sys.path[1], "
-                + "'HTTP_PROXY' in os.environ, os.path.exists('/run/codeexec/egress.sock'))", "tinylib==1.0"), null));
-        // the install had its channel; the run (EGRESS=off) has none: no proxy variables, no socket
-        assertThat(r.stdout()).as(r.stderr()).isEqualTo("1.0 /opt/codeexec-packages/site False False\n");
+                + "'HTTP_PROXY' in os.environ, os.path.exists('/run/codeexec/egress.sock'), sorted({l.split()[5].split(',')[0] "
+                + "for l in open('/proc/self/mountinfo') if l.split()[4] == '/opt/codeexec-packages'}))", "tinylib==1.0"), null));
+        // the install had its channel; the run (EGRESS=off) has none: no proxy variables, no socket; the set's entry,
+        // mounted at hand-out, is read-only in the sandbox's mount table (finding 17 of the hardening issue)
+        assertThat(r.stdout()).as(r.stderr()).isEqualTo("1.0 /opt/codeexec-packages/site False False ['ro']\n");
         assertThat(r.network()).isEmpty();
         assertThat(((Number) pythonPool(e).get("served")).longValue())
                 .as("served by the pool").isEqualTo(served + 1);
@@ -183,8 +185,8 @@ class PackageInstallsTest {
         // on the host: root's, without any write bit
         Path entry = e.packageStore().orElseThrow().list().getFirst().key().transform(k ->
                 Path.of(e.config.get(dev.codeexec.config.Config.DATA_DIR), "packages", k));
-        assertThat(Files.getAttribute(entry.resolve("site/tinylib/__init__.py"), "unix:uid")).isEqualTo(0);
-        assertThat(Files.getPosixFilePermissions(entry.resolve("site/tinylib")).toString()).doesNotContain("WRITE");
+        assertThat(Files.getAttribute(entry.resolve("tree/site/tinylib/__init__.py"), "unix:uid")).isEqualTo(0);
+        assertThat(Files.getPosixFilePermissions(entry.resolve("tree/site/tinylib")).toString()).doesNotContain("WRITE");
     }
 
     @Test

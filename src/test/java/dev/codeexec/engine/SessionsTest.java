@@ -672,6 +672,69 @@ class SessionsTest {
         assertNothingLeft();
     }
 
+    /**
+     * The attack of issue 35 (finding 9), scaled down: one tenant's small session, then another tenant's three big
+     * ones. The memory budget is shared by the tenants with sessions: the one over its share loses its own
+     * longest-idle session, the small one (longer idle, but within its share) stays.
+     */
+    @Test
+    void aTenantOverItsShareOfSessionsMemoryMbLosesItsOwnIdleSessionNotAnotherTenantsSmallOne() throws Exception {
+        Config c = config("SESSIONS_MEMORY_MB", "250", "SESSION_IDLE_SECONDS", "3600", "WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
+        try {
+            assertThat(call(e, "python", "x = 41", "bob", "small").exitCode()).isZero();
+            assumeTrue(e.sessions().list("bob").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            String hold = "held = b'x' * (100 << 20)\nlen(held)";
+            for (String name : List.of("one", "two", "three"))
+                assertThat(call(e, "python", hold, "alice", name).exitCode()).isZero();
+
+            // about 330 MB against 250: alice holds over her share of 125, so her session unused longest is ended
+            assertThat(e.sessions().list("bob")).as("bob's session, within its share").hasSize(1);
+            assertThat(e.sessions().list("alice")).extracting(SessionControl.SessionInfo::name)
+                    .containsExactly("three", "two");
+            ExecutionResult told = call(e, "python", "len(held)", "alice", "one");
+            assertThat(told.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+            assertThat(told.stderr()).contains("ended while idle").contains("SESSIONS_MEMORY_MB")
+                    .contains("share").contains("Its state is gone");
+            assertThat(result(call(e, "python", "x + 1", "bob", "small"))).as("bob's state kept").contains("42");
+        } finally {
+            e.close();
+        }
+        assertNothingLeft();
+    }
+
+    @Test
+    void aTenantAtItsShareWhoseSessionsAreAllInCallsIsRefusedANewOneWhileOthersStartTheirs() throws Exception {
+        Config c = config("SESSIONS_MEMORY_MB", "100", "SESSION_IDLE_SECONDS", "3600", "WARM_POOL", "off");
+        LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
+        try {
+            assertThat(call(e, "python", "x = 41", "bob", "small").exitCode()).isZero();
+            assumeTrue(e.sessions().list("bob").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            StartedListener started = new StartedListener();
+            RunHandle holding = e.submit(req(e, "python", "held = b'x' * (110 << 20)\nprint('started', flush=True)\n"
+                    + "import time\nwhile True: time.sleep(0.05)", "alice", "one"), started);
+            started.await();
+
+            // over the budget, all of it alice's call: she is refused another interpreter, bob (within) is not
+            ExecutionResult refused = call(e, "python", "1", "alice", "two");
+            assertThat(refused.outcome()).isEqualTo(Outcome.FAILED_TO_START);
+            assertThat(refused.stderr()).contains("no room for another session").contains("SESSIONS_MEMORY_MB")
+                    .contains("share").contains("session_close");
+            assertThat(e.sessions().list("alice")).extracting(SessionControl.SessionInfo::name).containsExactly("one");
+            assertThat(call(e, "python", "1", "bob", "second").exitCode()).isZero();
+
+            // once alice's call has ended her session is idle and over her share: it goes, bob's stay
+            holding.cancel();
+            assertThat(await(holding).outcome()).isEqualTo(Outcome.CANCELLED);
+            assertThat(e.sessions().list("alice")).isEmpty();
+            assertThat(e.sessions().list("bob")).extracting(SessionControl.SessionInfo::name)
+                    .containsExactly("second", "small");
+        } finally {
+            e.close();
+        }
+        assertNothingLeft();
+    }
+
     @Test
     void idleSessionsExpireAndLeaveNoProcess() throws Exception {
         Config c = config("MAX_SESSIONS", "1", "SESSION_IDLE_SECONDS", "1", "WARM_POOL", "off");

@@ -33,11 +33,13 @@ final class RealServer implements AutoCloseable {
     final LocalExecutor executor;
     final HttpServer server;
     final RawClient raw;
+    /** The API_KEYS_FILE, which a test may rewrite (the server re-reads it within a second). */
+    final Path keys;
 
     RealServer(String... config) throws Exception {
         Path data = Files.createTempDirectory("observability-data");
         Files.setPosixFilePermissions(data, PosixFilePermissions.fromString("rwx--x--x"));
-        Path keys = Files.createTempFile(data, "keys", ".txt");
+        keys = Files.createTempFile(data, "keys", ".txt");
         Files.writeString(keys, "ops " + ApiKeys.hashHex(ADMIN_KEY) + " admin\nalice " + ApiKeys.hashHex(TENANT_KEY) + "\n");
         List<String> pairs = new ArrayList<>(List.of("PORT", "0", "DATA_DIR", data.toString(),
                 "API_KEYS_FILE", keys.toString(), "METRICS_TOKEN", METRICS_TOKEN));

@@ -48,14 +48,18 @@ public final class TestServers {
                 new Sandbox.Status("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
-    /** The production engine (real sandbox, LocalExecutor, validator) behind a setup, for tests of real runs. */
+    /**
+     * The production engine (real sandbox, LocalExecutor, validator) behind a setup, for tests of real runs; its
+     * egress settings from the config, as the server's own.
+     */
     public static ServerSetup real(Config config, dev.codeexec.sandbox.Sandbox sandbox,
             dev.codeexec.engine.Executor executor) {
         dev.codeexec.engine.Languages languages = dev.codeexec.engine.Languages.load();
         dev.codeexec.engine.RequestValidator validator = new dev.codeexec.engine.RequestValidator(config, languages);
         return new ServerSetup(config, executor,
                 a -> validator.fromArguments(a, dev.codeexec.engine.ExecutionRequest.AuditInfo.NONE), languages.names(),
-                new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(), workspaces(config));
+                new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(), workspaces(config),
+                dev.codeexec.egress.EgressSettings.of(config));
     }
 
     /**

@@ -50,15 +50,18 @@ class PackageSetTest {
                 Map.entry(List.of(""), "empty"));
         python.forEach((specs, why) -> assertThatThrownBy(() -> PackageSet.parse("python", specs)).as(specs.toString())
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining(why));
-        Map<String, String> npm = Map.of(
-                "left-pad@npm:evil", "aliases",
-                "user/repo", "shorthands",
-                "github:user/repo", "URLs, VCS references and paths",
-                "file:../x", "URLs, VCS references and paths",
-                "https://evil.test/x.tgz", "URLs, VCS references and paths",
-                "Left-Pad", "not an npm package name",
-                "left-pad@", "is not a version",
-                "left-pad@$(id)", "is not a version");
+        Map<String, String> npm = Map.ofEntries(
+                Map.entry("left-pad@npm:evil", "aliases"),
+                Map.entry("user/repo", "shorthands"),
+                Map.entry("github:user/repo", "URLs, VCS references and paths"),
+                Map.entry("file:../x", "URLs, VCS references and paths"),
+                Map.entry("https://evil.test/x.tgz", "URLs, VCS references and paths"),
+                Map.entry("Left-Pad", "not an npm package name"),
+                Map.entry("left-pad@", "is not a version"),
+                Map.entry("left-pad@$(id)", "is not a version"),
+                Map.entry("left-pad@x.tar", "paths and archives"),
+                Map.entry("x.tgz@1", "local tarball"),
+                Map.entry("left-pad@1.2.3.TAR", "paths and archives"));
         npm.forEach((spec, why) -> assertThatThrownBy(() -> PackageSet.parse("nodejs", List.of(spec))).as(spec)
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining(why));
         assertThatThrownBy(() -> PackageSet.parse("go", List.of("x"))).hasMessageContaining("go takes none");

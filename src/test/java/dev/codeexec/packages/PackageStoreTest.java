@@ -20,6 +20,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 
+import dev.codeexec.testing.Poll;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -82,7 +84,7 @@ class PackageStoreTest {
         PackageStore.Lease first = store.acquire(set("tiny==1.0.0"), "3.11.2", installer);
         assertThat(first.installMs()).isPositive();
         assertThat(first.resolved()).containsEntry("tiny", "1.0.0");
-        assertThat(first.dir().getParent()).isEqualTo(root);
+        assertThat(first.dir()).isEqualTo(root.resolve(set("tiny==1.0.0").key("3.11.2")).resolve("tree"));
         try (Stream<Path> all = Files.walk(first.dir())) {
             for (Path p : all.toList())
                 assertThat(Files.getPosixFilePermissions(p)).as(p.toString()).doesNotContain(PosixFilePermission.OWNER_WRITE,
@@ -124,7 +126,7 @@ class PackageStoreTest {
         ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor();
         List<Future<PackageStore.Lease>> all = new ArrayList<>();
         for (int i = 0; i < 8; i++) all.add(pool.submit(() -> store.acquire(set("m"), "3.11.2", slow)));
-        Thread.sleep(200);
+        Poll.until("eight requests wait for the install", () -> store.waiting(set("m"), "3.11.2") == 8);
         release.countDown();
         List<Long> ms = new ArrayList<>();
         for (Future<PackageStore.Lease> f : all) ms.add(f.get(20, TimeUnit.SECONDS).installMs());
@@ -190,5 +192,127 @@ class PackageStoreTest {
         assertThat(root.resolve(".building-x-1")).doesNotExist();
         assertThat(again.acquire(set("held"), "3", installer).installMs()).isZero();
         assertThat(installer.calls).hasValue(2);
+    }
+
+    @Test
+    void aCancelledWaitFreesItsCallerAndTheLastOneToLeaveStopsTheInstall() throws Exception {
+        PackageStore store = new PackageStore(root, 1 << 20, Clock.systemUTC());
+        CountDownLatch release = new CountDownLatch(1);
+        CountDownLatch stopped = new CountDownLatch(1);
+        AtomicInteger calls = new AtomicInteger();
+        PackageStore.Installer blocking = (s, into) -> {
+            calls.incrementAndGet();
+            try {
+                release.await(); // an install that hangs (finding 5): only an interrupt ends it
+            } catch (InterruptedException e) {
+                stopped.countDown();
+                throw new PackageStore.InstallFailed("stopped");
+            }
+            throw new PackageStore.InstallFailed("released");
+        };
+        ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor();
+        Future<PackageStore.Lease> a = pool.submit(() -> store.acquire(set("hang"), "3", blocking));
+        Future<PackageStore.Lease> b = pool.submit(() -> store.acquire(set("hang"), "3", blocking));
+        Poll.until("both wait", () -> store.waiting(set("hang"), "3") == 2);
+        a.cancel(true); // the run of the first request was cancelled: its thread is interrupted
+        assertThatThrownBy(a::get).isInstanceOf(java.util.concurrent.CancellationException.class);
+        Poll.until("one waits", () -> store.waiting(set("hang"), "3") == 1);
+        assertThat(stopped.getCount()).as("the install goes on for the other request").isEqualTo(1);
+        b.cancel(true);
+        assertThat(stopped.await(20, TimeUnit.SECONDS)).as("the last request gone, the install is stopped").isTrue();
+        Poll.until("no build left", () -> store.waiting(set("hang"), "3") == 0);
+        Poll.until("its directory removed", () -> {
+            try (Stream<Path> left = Files.list(root)) {
+                return left.findAny().isEmpty();
+            }
+        });
+        assertThat(calls).hasValue(1);
+        // the next request installs anew
+        release.countDown();
+        assertThatThrownBy(() -> store.acquire(set("hang"), "3", blocking)).hasMessageContaining("released");
+        assertThat(calls).hasValue(2);
+    }
+
+    @Test
+    void anErrorInsideAnInstallWakesEveryWaiterAndLeavesNothing() throws Exception {
+        // finding 6: an OutOfMemoryError skipped the code that woke waiters and removed the build directory
+        PackageStore store = new PackageStore(root, 1 << 20, Clock.systemUTC());
+        CountDownLatch release = new CountDownLatch(1);
+        PackageStore.Installer exploding = (s, into) -> {
+            try {
+                Files.writeString(into.resolve("half.py"), "x");
+                release.await();
+            } catch (Exception e) {
+                throw new PackageStore.InstallFailed(e.toString());
+            }
+            throw new OutOfMemoryError("Java heap space");
+        };
+        ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor();
+        List<Future<PackageStore.Lease>> all = new ArrayList<>();
+        for (int i = 0; i < 3; i++) all.add(pool.submit(() -> store.acquire(set("boom"), "3", exploding)));
+        Poll.until("three wait", () -> store.waiting(set("boom"), "3") == 3);
+        release.countDown();
+        for (Future<PackageStore.Lease> f : all)
+            assertThatThrownBy(() -> f.get(20, TimeUnit.SECONDS)).hasCauseInstanceOf(PackageStore.InstallFailed.class)
+                    .hasMessageContaining("failed inside the server").hasMessageNotContaining("heap");
+        try (Stream<Path> left = Files.list(root)) {
+            assertThat(left).isEmpty();
+        }
+        assertThat(store.counts()).containsEntry("failures", 1L);
+    }
+
+    @Test
+    void theManifestIsWrittenBesideTheTreeWhateverTheInstallLeftInIt(@TempDir Path host) throws Exception {
+        // finding 1: a link the install placed where the server used to write its manifest, to a file of the host's
+        Path victim = Files.writeString(host.resolve("victim"), "root-only\n");
+        Files.setPosixFilePermissions(victim, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+        PackageStore store = new PackageStore(root, 1 << 20, Clock.systemUTC());
+        PackageStore.Installer planting = (s, into) -> {
+            try {
+                Files.createDirectories(into.resolve("site/x"));
+                Files.writeString(into.resolve("site/x/__init__.py"), "x = 1\n");
+                Files.createSymbolicLink(into.resolve(".entry.json"), victim);
+                Files.createSymbolicLink(into.resolve("entry.json"), victim);
+                Files.createSymbolicLink(into.resolve("site/created"), host.resolve("new-file"));
+            } catch (java.io.IOException e) {
+                throw new PackageStore.InstallFailed(e.toString());
+            }
+            return Map.of("x", "1");
+        };
+        try (PackageStore.Lease l = store.acquire(set("x"), "3", planting)) {
+            assertThat(Files.readString(victim)).isEqualTo("root-only\n");
+            assertThat(host.resolve("new-file")).doesNotExist();
+            assertThat(l.resolved()).containsExactly(Map.entry("x", "1"));
+            assertThat(Files.isSymbolicLink(l.dir().resolve(".entry.json"))).as("links stay links, untouched").isTrue();
+        }
+        assertThat(store.list()).singleElement().satisfies(e -> assertThat(e.resolved()).containsEntry("x", "1"));
+    }
+
+    @Test
+    void aTreeWithASpecialFileIsRefusedAndNothingIsStored() throws Exception {
+        PackageStore store = new PackageStore(root, 1 << 20, Clock.systemUTC());
+        PackageStore.Installer fifo = (s, into) -> {
+            try {
+                Files.createDirectories(into.resolve("node_modules/evil"));
+                dev.codeexec.linux.Posix.mkfifo(into.resolve("node_modules/evil/package.json").toString(), 0644);
+            } catch (Exception e) {
+                throw new PackageStore.InstallFailed(e.toString());
+            }
+            return Map.of();
+        };
+        assertThatThrownBy(() -> store.acquire(set("evil"), "3", fifo)).isInstanceOf(PackageStore.InstallFailed.class)
+                .hasMessageContaining("a FIFO at 'node_modules/evil/package.json'");
+        try (Stream<Path> left = Files.list(root)) {
+            assertThat(left).isEmpty();
+        }
+    }
+
+    @Test
+    void entriesOfTheOlderLayoutAreRemovedAtStart() throws Exception {
+        Path old = Files.createDirectories(root.resolve("pip-0123456789abcdef0123456789abcdef/site"));
+        Files.writeString(old.getParent().resolve(".entry.json"), "{}");
+        PackageStore store = new PackageStore(root, 1 << 20, Clock.systemUTC());
+        assertThat(store.list()).isEmpty();
+        assertThat(old.getParent()).doesNotExist();
     }
 }

@@ -538,6 +538,63 @@ class BwrapSandboxTest {
         assertThat(small.process().peakMemoryBytes().orElse(0)).isGreaterThan(30L << 20);
     }
 
+    /**
+     * Shared memory is memory too (finding 4 of issue 35: twelve memfds of 256 MiB held 3 GiB past a 512 MiB limit,
+     * reported as a 4 MiB peak). Without cgroups the watchdog counts memfds held open, mapped or not, shared
+     * mappings (anonymous, SysV, memfds whose descriptor was closed) and the files of the run's tmpfs mounts: each
+     * of these runs holds 150 to 200 MiB against its 128 MiB, in pieces under every per-process and per-file limit,
+     * and is killed as over its memory limit. A run under the limit keeps running, and its peak includes them.
+     */
+    @Test
+    void withoutCgroupsTheWatchdogCountsMemfdsSharedMappingsAndTmpfsFiles() throws Exception {
+        BwrapSandbox watched = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        Limits l = new Limits(Duration.ofSeconds(30), 20, 128L << 20, 32, 1 << 20, 64L << 20);
+        String prelude = String.join("\n",
+                "import ctypes, mmap, os, time",
+                "def touch(m):",
+                "    for i in range(0, len(m), 4096): m[i] = 1",
+                "");
+        String outlived = "\nprint('allocated', flush=True); time.sleep(20); print('outlived the watchdog')\n";
+        Map<String, String> hogs = new java.util.LinkedHashMap<>();
+        hogs.put("memfds held open, never mapped", "fds = [os.memfd_create('m%d' % i) for i in range(12)]\n"
+                + "for fd in fds: os.posix_fallocate(fd, 0, 16 << 20)");
+        hogs.put("memfds mapped, their descriptors closed", "maps = []\nfor i in range(8):\n"
+                + "    fd = os.memfd_create('m%d' % i); os.ftruncate(fd, 24 << 20); m = mmap.mmap(fd, 24 << 20)\n"
+                + "    os.close(fd); touch(m); maps.append(m)");
+        hogs.put("a shared anonymous mapping and an attached SysV segment", "a = mmap.mmap(-1, 96 << 20); touch(a)\n"
+                + "libc = ctypes.CDLL(None, use_errno=True); libc.shmat.restype = ctypes.c_void_p\n"
+                + "seg = libc.shmget(0, 96 << 20, 0o600); assert seg >= 0, ctypes.get_errno()\n"
+                + "addr = libc.shmat(seg, None, 0); ctypes.memset(addr, 1, 96 << 20)");
+        hogs.put("files in /dev/shm, /tmp and the working directory", "for d in ('/dev/shm', '/tmp', '/work'):\n"
+                + "    with open(d + '/fill', 'wb') as f: f.write(b'x' * (50 << 20))");
+        for (Map.Entry<String, String> hog : hogs.entrySet()) {
+            Result r = run(watched, spec(l, PY, "-c", prelude + hog.getValue() + outlived));
+            assertThat(r.out()).as(hog.getKey() + ": " + r.err()).doesNotContain("outlived");
+            assertThat(r.process().memoryLimitHit()).as(hog.getKey() + ": reported as the memory limit").isTrue();
+            assertThat(r.process().peakMemoryBytes().orElse(0)).as(hog.getKey()).isGreaterThan(128L << 20);
+        }
+        // under the limit: it runs on until the watchdog has seen what it holds, then ends as it likes
+        try (SandboxProcess p = watched.start(spec(l, PY, "-c", prelude + String.join("\n",
+                "import sys",
+                "fd = os.memfd_create('m'); os.posix_fallocate(fd, 0, 32 << 20)",
+                "a = mmap.mmap(-1, 16 << 20); touch(a)",
+                "for d in ('/dev/shm', '/tmp'):",
+                "    with open(d + '/fill', 'wb') as f: f.write(b'x' * (16 << 20))",
+                "print('allocated', flush=True); sys.stdin.read(); print('ok')")))) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(p.stdout(), StandardCharsets.UTF_8));
+            assertThat(out.readLine()).isEqualTo("allocated");
+            long seen = dev.codeexec.testing.Poll.until("the watchdog counting 32 + 16 + 16 + 16 MiB",
+                    () -> p.memoryBytes().orElse(0), b -> b >= 80L << 20);
+            assertThat(seen).as("and not much more").isLessThan(120L << 20);
+            p.stdin().close();
+            assertThat(out.readLine()).isEqualTo("ok");
+            assertThat(p.waitFor(Duration.ofSeconds(10))).isTrue();
+            assertThat(p.exitCode()).isZero();
+            assertThat(p.memoryLimitHit()).isFalse();
+            assertThat(p.peakMemoryBytes().orElse(0)).isGreaterThanOrEqualTo(80L << 20);
+        }
+    }
+
     @Test
     void refusesUidZero() {
         assertThat(new BwrapSandbox(0, 0, dataDir).unavailableReason()).hasValueSatisfying(

@@ -87,6 +87,31 @@ class ControlChannelTest {
         }
     }
 
+    /**
+     * Without cgroups the memory watchdog counts the files of a tmpfs mounted after start as well (issue 35, finding
+     * 4): 115 MiB written to the working directory of a run allowed 96 MiB of memory (and 128 MiB of disk).
+     */
+    @Test
+    void withoutCgroupsFilesOfAWorkDirMountedAfterStartCountAsMemory() throws Exception {
+        BwrapSandbox watched = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        Limits l = new Limits(Duration.ofSeconds(30), 10, 96L << 20, 64, 1 << 20, 128L << 20);
+        String fill = "echo ready >&9; read line <&8; cd /work || exit 9; head -c 120000000 /dev/zero > fill; "
+                + "echo filled; sleep 20; echo outlived";
+        try (SandboxProcess p = watched.start(spec(l, "/bin/sh", "-c", fill).withControl(true))) {
+            ControlChannel c = p.control().orElseThrow();
+            CompletableFuture<String> out = drain(p.stdout());
+            assertThat(c.receive()).isEqualTo("ready");
+            p.mountWorkDir(Optional.empty(), 128L << 20);
+            c.send("go");
+            assertThat(p.waitFor(Duration.ofSeconds(25))).isTrue();
+            assertThat(out.get()).doesNotContain("outlived");
+            assertThat(p.memoryLimitHit()).as("reported as the memory limit").isTrue();
+            assertThat(p.peakMemoryBytes().orElse(0)).isGreaterThan(96L << 20);
+        } finally {
+            watched.close();
+        }
+    }
+
     @Test
     void aWorkspaceMountedAfterStartIsTheWorkDirAndKeepsItsFiles() throws Exception {
         Path ws = Files.createTempDirectory(dataDir, "ws-");

@@ -40,6 +40,11 @@ public final class LogCapture implements AutoCloseable {
         return new LogCapture(type.getName());
     }
 
+    /** Captures what the named logger logs from now on (the "audit" logger, say). */
+    public static LogCapture named(String loggerName) {
+        return new LogCapture(loggerName);
+    }
+
     /** Whether a message containing the text has been logged. */
     public boolean contains(String text) {
         synchronized (messages) {

@@ -1,0 +1,122 @@
+package dev.codeexec.codemode;
+
+import dev.codeexec.testing.Poll;
+import io.modelcontextprotocol.spec.McpSchema;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assumptions.assumeThat;
+
+/** {@link Upstreams} against upstreams of the test's own: a stdio script (python3) and HTTP fixtures on 127.0.0.1. */
+class UpstreamsTest {
+
+    static final Duration BOUND = Duration.ofSeconds(60); // only stops a hung test
+
+    /** The stdio fixture (stdio_upstream.py). */
+    static Path stdioScript() throws URISyntaxException {
+        return Path.of(UpstreamsTest.class.getResource("stdio_upstream.py").toURI());
+    }
+
+    /** A loopback port nothing listens on (it was free a moment ago). */
+    static int closedPort() throws Exception {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    static String secret(String prefix) {
+        byte[] b = new byte[12];
+        ThreadLocalRandom.current().nextBytes(b);
+        return prefix + HexFormat.of().formatHex(b);
+    }
+
+    static UpstreamConfig config(Map<String, Object> servers, Map<String, String> env) {
+        return UpstreamConfig.parse(JsonMapper.shared().writeValueAsString(Map.of("mcpServers", servers)), env::get);
+    }
+
+    static McpSchema.CallToolResult result(CompletableFuture<McpSchema.CallToolResult> call) {
+        assertThat(call).succeedsWithin(BOUND);
+        return call.join();
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void aStdioUpstreamGetsOnlyPathLangAndItsOwnEnvAndStartsInItsCwd(@TempDir Path dir) throws Exception {
+        // the server's own environment (this JVM's: HOME, JAVA_HOME, ...) is what leaked before
+        assumeThat(System.getenv().keySet()).as("the server has more variables than PATH and LANG").anyMatch(
+                k -> !k.equals("PATH") && !k.equals("LANG"));
+        String own = secret("own-");
+        UpstreamConfig cfg = config(Map.of(
+                "other", Map.of("command", "/usr/bin/python3", "args", new String[] {stdioScript().toString()},
+                        "env", Map.of("OTHER_TOKEN", "${OTHER_SECRET}")),
+                "reporter", Map.of("command", "/usr/bin/python3", "args", new String[] {stdioScript().toString()},
+                        "env", Map.of("OWN_TOKEN", "${OWN_SECRET}", "MODE", "plain value"), "cwd", dir.toString())),
+                Map.of("OWN_SECRET", own, "OTHER_SECRET", secret("other-")));
+        try (Upstreams u = new Upstreams(cfg).start()) {
+            Map<String, Object> seen = (Map<String, Object>) result(u.call("reporter", "environment", Map.of())).structuredContent();
+            Map<String, String> env = (Map<String, String>) seen.get("env");
+            // names first: a failure must not print the server's whole environment
+            assertThat(env.keySet()).containsExactlyInAnyOrder("PATH", "LANG", "MODE", "OWN_TOKEN");
+            // its own ${VAR} reached it: the answer carries it, redacted on the way back (a credential of the file)
+            assertThat(env).isEqualTo(Map.of("PATH", System.getenv("PATH"), "LANG", "C.UTF-8", "MODE", "plain value",
+                    "OWN_TOKEN", Secrets.MASK));
+            assertThat(seen.get("cwd")).isEqualTo(dir.toRealPath().toString());
+        }
+    }
+
+    @Test
+    void anUpstreamThatIsDownFailsItsCallsClearlyAndIsPickedUpInTheBackgroundWhenItComesUp(@TempDir Path dir) throws Exception {
+        int port = closedPort();
+        Path late = dir.resolve("late-upstream"); // not there yet
+        UpstreamConfig cfg = config(Map.of("gone", Map.of("url", "http://127.0.0.1:" + port + "/mcp"),
+                "missing", Map.of("command", late.toString())), Map.of());
+        try (UpstreamLog log = new UpstreamLog(); Upstreams u = new Upstreams(cfg, Duration.ZERO).start()) {
+            // a call waits for the attempt under way to the upstream it calls, then fails naming the server and why
+            CompletableFuture<McpSchema.CallToolResult> gone = u.call("gone", "add", Map.of());
+            CompletableFuture<McpSchema.CallToolResult> missing = u.call("missing", "add", Map.of());
+            assertThat(gone).failsWithin(BOUND);
+            assertThat(missing).failsWithin(BOUND);
+            // the attempts those calls waited for ran on the upstreams' own threads, not on this one (the caller's)
+            assertThat(log.lines("cannot connect")).hasSizeGreaterThanOrEqualTo(2)
+                    .allSatisfy(l -> assertThat(l.thread()).startsWith("upstream-"));
+            assertThat(gone.exceptionNow()).isInstanceOf(Upstreams.UpstreamUnavailable.class)
+                    .hasMessageStartingWith("gone is not reachable (").hasMessageContaining("ConnectException");
+            assertThat(missing.exceptionNow()).isInstanceOf(Upstreams.UpstreamUnavailable.class)
+                    .hasMessageStartingWith("missing is not reachable (").hasMessageContaining(late + "\": Exec failed");
+            assertThat(u.tools("gone")).isEmpty();
+            assertThat(u.problem("gone")).hasValueSatisfying(p -> assertThat(p).contains("ConnectException"));
+
+            try (FakeUpstream up = FakeUpstream.start(port, FakeUpstream.Initialize.ANSWER)) {
+                Files.copy(stdioScript(), late);
+                Files.setPosixFilePermissions(late, PosixFilePermissions.fromString("rwxr-xr-x"));
+                // each use starts an attempt in the background when none is under way (retry 0 here)
+                Poll.until("both upstreams are picked up", () -> {
+                    u.tools("gone");
+                    u.tools("missing");
+                    return u.connected("gone") && u.connected("missing");
+                });
+                assertThat(u.tools("gone")).extracting(McpSchema.Tool::name).contains("add", "echo");
+                assertThat(u.problem("gone")).isEmpty();
+                assertThat(result(u.call("gone", "add", Map.of("a", 2, "b", 3))).structuredContent()).isEqualTo(Map.of("sum", 5.0));
+                assertThat(result(u.call("missing", "add", Map.of("a", 2, "b", 3))).structuredContent()).isEqualTo(Map.of("sum", 5));
+            }
+            // every attempt ran on the upstream's own thread, none on this one (the caller's)
+            assertThat(log.lines("cannot connect")).isNotEmpty().allSatisfy(l -> assertThat(l.thread()).startsWith("upstream-"));
+            assertThat(log.lines(": connected,")).hasSize(2).allSatisfy(l -> assertThat(l.thread()).startsWith("upstream-"));
+        }
+    }
+}
