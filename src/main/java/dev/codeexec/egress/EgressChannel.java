@@ -1032,9 +1032,9 @@ public final class EgressChannel implements AutoCloseable {
             ConnectionRecord rec = new ConnectionRecord(host, port, decision, reason, message, bytesOut, bytesIn, ms);
             owner.add(rec);
             open.remove(this);
-            descriptors.release(descriptorsHeld);
             AUDIT.info("egress run={} tenant={} host={} port={} decision={} reason={} bytesOut={} bytesIn={} ms={}",
                     owner.runId, owner.tenant, host, port, decision, reason, bytesOut, bytesIn, ms);
+            descriptors.release(descriptorsHeld); // last: once the share is back, the connection is wholly done
         }
     }
 

@@ -32,7 +32,8 @@ final class AcceptUnderEmfile {
                      "tenant", "run")) {
             // one answer first, so every class the answer needs is loaded while loading is still possible
             System.out.println("before: " + ask(connect(ch)));
-            Poll.until("nothing", Duration.ofSeconds(1), () -> !log.contains("accept failed")); // loads the waiting code too
+            // that connection wholly done (its audit line written), so no class is left to load once descriptors run out
+            Poll.until("the first connection done", Duration.ofSeconds(20), () -> Descriptors.PROCESS.used() == 0);
             List<FileChannel> hogs = new ArrayList<>();
             try {
                 while (true) hogs.add(FileChannel.open(Path.of("/dev/null")));
