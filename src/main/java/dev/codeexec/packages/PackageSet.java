@@ -37,19 +37,19 @@ public record PackageSet(String ecosystem, List<String> specs) {
             "([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\\s*(\\[\\s*[A-Za-z0-9._-]+(?:\\s*,\\s*[A-Za-z0-9._-]+)*\\s*])?\\s*(.*)");
     private static final Pattern PIP_CLAUSE = Pattern.compile("(===|~=|==|!=|<=|>=|<|>)\\s*([A-Za-z0-9.*+!_-]+)");
     private static final Pattern NPM_NAME = Pattern.compile("(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*");
-    /** node-semver's range grammar: comparators ({@code ^1.2}, {@code >=1 <2}, {@code 1.x}), hyphen ranges, {@code ||}. */
-    private static final Pattern NPM_RANGE;
-    static {
-        String xr = "(?:[xX*]|\\d+)";
-        String pre = "(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?";
-        String partial = "[vV=]*" + xr + "(?:\\." + xr + "(?:\\." + xr + pre + ")?)?";
-        String primitive = "(?:<=|>=|<|>|=|~>?|\\^)?\\s*" + partial;
-        String range = "(?:" + partial + "\\s+-\\s+" + partial + "|" + primitive + "(?:\\s+" + primitive + ")*)?";
-        NPM_RANGE = Pattern.compile("\\s*" + range + "\\s*(?:\\|\\|\\s*" + range + "\\s*)*");
-    }
+    /**
+     * A version of node-semver's range grammar, possibly partial: {@code 1}, {@code 1.x}, {@code v1.2.3-beta.1+build}.
+     * No two parts can take the same text, so matching is linear.
+     */
+    private static final String NPM_PARTIAL = "[vV]?(?:[xX*]|\\d++)(?:\\.(?:[xX*]|\\d++)(?:\\.(?:[xX*]|\\d++)"
+            + "(?:-[0-9A-Za-z-]++(?:\\.[0-9A-Za-z-]++)*+)?(?:\\+[0-9A-Za-z-]++(?:\\.[0-9A-Za-z-]++)*+)?)?)?";
+    private static final Pattern NPM_VERSION = Pattern.compile(NPM_PARTIAL);
+    private static final Pattern NPM_OPERATOR = Pattern.compile("<=|>=|<|>|=|~>?|\\^");
+    /** One comparator: an operator joined to its version ({@code ^1.2}, {@code >=1}) or a version alone. */
+    private static final Pattern NPM_COMPARATOR = Pattern.compile("(?:<=|>=|<|>|=|~>?|\\^)?" + NPM_PARTIAL);
     private static final Pattern NPM_TAG = Pattern.compile("[A-Za-z][A-Za-z0-9._-]*");
-    /** What npm reads as a local tarball, in a package's name or its version (npm-package-arg's isFileType). */
-    private static final Pattern NPM_FILE = Pattern.compile("(?i).*\\.(?:tgz|tar\\.gz|tar)$");
+    /** A name npm reads as a local tarball (npm-package-arg's isFileType), whatever follows it. */
+    private static final Pattern NPM_FILE_NAME = Pattern.compile("(?i).*\\.(?:tgz|tar\\.gz|tar)");
 
     public PackageSet {
         specs = List.copyOf(specs);
@@ -126,11 +126,35 @@ public record PackageSet(String ecosystem, List<String> specs) {
             throw refused(s, name.contains("/") && !name.startsWith("@")
                     ? "'user/repo' shorthands (GitHub) are not accepted: name a package from the registry"
                     : "not an npm package name (lower case, optional @scope/)");
-        if (NPM_FILE.matcher(name).matches() || NPM_FILE.matcher(version).matches())
-            throw refused(s, "npm would read it as a local tarball: name a package and a version, range or tag");
-        if (at >= 0 && (version.isEmpty() || !(NPM_RANGE.matcher(version).matches() || NPM_TAG.matcher(version).matches())))
+        if (NPM_FILE_NAME.matcher(name).matches())
+            throw refused(s, "npm reads a name ending in .tgz, .tar.gz or .tar as a local tarball: name a package");
+        if (at >= 0 && (version.isEmpty() || !(isRange(version) || NPM_TAG.matcher(version).matches())))
             throw refused(s, "'" + version + "' is not a version, range or tag");
         return new String[] {name, at < 0 ? name : name + "@" + version.replaceAll("\\s+", " ")};
+    }
+
+    /**
+     * Whether {@code v} is a range in node-semver's grammar: sets joined by {@code ||} (an empty one is any
+     * version), each a hyphen range ({@code 1.2 - 2}) or comparators separated by spaces, an operator possibly
+     * followed by spaces before its version ({@code >= 1.2}). A scan, not one regular expression: the grammar's
+     * ambiguities (a space in a set or after an operator) would let a backtracking matcher take exponential time.
+     */
+    static boolean isRange(String v) {
+        for (String set : v.split("\\|\\|", -1)) {
+            List<String> words = new ArrayList<>();
+            for (String w : set.strip().split("\\s+")) {
+                if (w.isEmpty()) continue;
+                // an operator alone ('>= 1.2') belongs to the version after it
+                if (!words.isEmpty() && NPM_OPERATOR.matcher(words.getLast()).matches()) words.set(words.size() - 1, words.getLast() + w);
+                else words.add(w);
+            }
+            boolean hyphen = words.size() == 3 && words.get(1).equals("-");
+            for (int i = 0; i < words.size(); i++) {
+                if (hyphen && i == 1) continue;
+                if (!(hyphen ? NPM_VERSION : NPM_COMPARATOR).matcher(words.get(i)).matches()) return false;
+            }
+        }
+        return true;
     }
 
     private static void refuseCommon(String s, String eco) {

@@ -68,4 +68,21 @@ class PackageSetTest {
         assertThatThrownBy(() -> PackageSet.parse("python", java.util.Collections.nCopies(65, "x")))
                 .hasMessageContaining("at most 64");
     }
+
+    @Test
+    void rangesThatABacktrackingMatcherWouldTakeExponentialTimeOnAreJudgedAtOnce() {
+        // each piece could be read two ways ('=' an operator or a version's prefix; two spaces split either way):
+        // one regular expression over the whole range took 2^n steps on a spec a tenant may send
+        String eqs = "a@" + "=1 ".repeat(64) + "!";
+        String spaces = "a@" + "1  ".repeat(64) + "!";
+        String ors = "a@" + "1 || ".repeat(39) + "!";
+        org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(20), () -> {
+            for (String spec : List.of(eqs, spaces, ors))
+                assertThatThrownBy(() -> PackageSet.parse("nodejs", List.of(spec))).hasMessageContaining("is not a version");
+        });
+        assertThat(PackageSet.parse("nodejs", List.of("a@" + "=1 ".repeat(60).strip())).specs()).hasSize(1);
+        assertThat(PackageSet.isRange(">= 1.2 < 2 || ^3.0.0-beta.1+b7 || 1 - 2 || ")).isTrue();
+        assertThat(PackageSet.isRange("1 - ^2")).isFalse();
+    }
+
 }
