@@ -63,7 +63,7 @@ public final class EgressChannel implements AutoCloseable {
     private static final int HEAD_MAX = 16 * 1024;
     /** A request head's first buffer: most fit; it grows to HEAD_MAX for the rest. */
     private static final int HEAD_START = 2048;
-    private static final byte[] CRLF_CRLF = "\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
+    static final byte[] CRLF_CRLF = "\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
     /**
      * Connections over the cap answered 429 at once per channel: as many as the sandbox's relay carries at once
      * (codeexec-helper's MAX_RELAYS), so a program going through the relay always gets its answer; a program that
@@ -205,7 +205,7 @@ public final class EgressChannel implements AutoCloseable {
         run = new Run(policy, tenant, runId, local);
     }
 
-    /** The policy the channel serves now. */
+    /** The policy the channel serves now (nothing, between a session's calls). */
     public EgressPolicy policy() {
         return run.policy;
     }
@@ -620,8 +620,7 @@ public final class EgressChannel implements AutoCloseable {
          */
         private static byte[] originForm(RequestHead request, String path, String authority) {
             Set<String> hopByHop = new java.util.HashSet<>(Set.of("host", "connection", "keep-alive"));
-            for (String v : request.values("connection"))
-                for (String option : v.split(",")) hopByHop.add(option.strip().toLowerCase(Locale.ROOT));
+            hopByHop.addAll(request.connectionOptions()); // never a framing field: framing() refused those
             StringBuilder out = new StringBuilder(request.method()).append(' ').append(path).append(' ')
                     .append(request.version()).append("\r\n");
             out.append("Host: ").append(authority).append("\r\n");
@@ -1063,7 +1062,8 @@ public final class EgressChannel implements AutoCloseable {
         }
     }
 
-    private static int indexOf(byte[] hay, int from, int len, byte[] needle) {
+    /** Where {@code needle} starts in {@code hay[from, len)}, or -1. */
+    static int indexOf(byte[] hay, int from, int len, byte[] needle) {
         outer:
         for (int i = from; i + needle.length <= len; i++) {
             for (int j = 0; j < needle.length; j++) if (hay[i + j] != needle[j]) continue outer;

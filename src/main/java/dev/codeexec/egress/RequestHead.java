@@ -92,7 +92,21 @@ record RequestHead(String method, String target, String version, List<Field> fie
      * Content-Length and Transfer-Encoding (the CL.TE and TE.CL smuggling pair), a transfer coding other than
      * chunked alone, Transfer-Encoding in an HTTP/1.0 request, and a Content-Length that is not one number.
      */
+    /** The options the Connection fields name, lower case: fields meant for this hop only. */
+    java.util.Set<String> connectionOptions() {
+        java.util.Set<String> options = new java.util.HashSet<>();
+        for (String v : values("connection"))
+            for (String option : v.split(",")) if (!option.isBlank()) options.add(option.strip().toLowerCase(java.util.Locale.ROOT));
+        return options;
+    }
+
     Framing framing() throws Malformed {
+        // a field that frames the message or names its host is for every recipient (RFC 9110 7.6.1): naming it as a
+        // hop-by-hop option would have the proxy drop it from the request it sends on while still sending the body
+        // it framed, which the upstream would then read as a request of its own
+        for (String option : connectionOptions())
+            if (option.equals("content-length") || option.equals("transfer-encoding") || option.equals("host"))
+                throw new Malformed("Connection names " + option + ", which is not a hop-by-hop field");
         List<String> te = values("transfer-encoding"), cl = values("content-length");
         if (!te.isEmpty() && !cl.isEmpty())
             throw new Malformed("the request has both Content-Length and Transfer-Encoding; it must give its body's length one way");

@@ -18,7 +18,6 @@ import java.util.Set;
 final class ResponseHeads {
 
     static final int MAX = 64 * 1024;
-    private static final byte[] CRLF_CRLF = "\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
 
     private byte[] buf = new byte[2048];
     private int len;
@@ -42,7 +41,7 @@ final class ResponseHeads {
         int at = 0;
         while (!done) {
             if (len - at >= 7 && !startsWith(buf, at, "HTTP/1.")) return passRest(out, at);
-            int end = indexOf(buf, at, len);
+            int end = EgressChannel.indexOf(buf, at, len, EgressChannel.CRLF_CRLF);
             if (end < 0) {
                 if (len - at > MAX) return passRest(out, at);
                 break;
@@ -109,14 +108,5 @@ final class ResponseHeads {
     private static boolean startsWith(byte[] b, int at, String prefix) {
         for (int i = 0; i < prefix.length(); i++) if (b[at + i] != prefix.charAt(i)) return false;
         return true;
-    }
-
-    private static int indexOf(byte[] hay, int from, int len) {
-        outer:
-        for (int i = from; i + 4 <= len; i++) {
-            for (int j = 0; j < 4; j++) if (hay[i + j] != CRLF_CRLF[j]) continue outer;
-            return i;
-        }
-        return -1;
     }
 }

@@ -419,6 +419,12 @@ class EgressChannelTest {
                 "POST " + url + "/tecl HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n1\r\nG\r\n0\r\n\r\n",
                 "POST " + url + "/te HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
                 "POST " + url + "/cl HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxy",
+                // a framing field named as a hop-by-hop option: dropped from the head sent on, its body would have
+                // reached the upstream as a request of its own, for another host
+                "POST " + url + "/opt HTTP/1.1\r\nConnection: content-length\r\nContent-Length: 40\r\n\r\n"
+                        + "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+                "POST " + url + "/opt2 HTTP/1.1\r\nConnection: keep-alive, Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                "GET " + url + "/opt3 HTTP/1.1\r\nConnection: host\r\n\r\n",
         };
         for (String request : smuggling) {
             SocketChannel c = client(ch);
