@@ -21,7 +21,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 
 /**
  * The memory limit of whole runs where no cgroup can hold it (a server run by a normal user without a delegated
- * cgroup v2 subtree, or a host without usable cgroups): every {@link #TICK_MS} one thread finds each watched run's
+ * cgroup v2 subtree, or a host without usable cgroups): every {@link #TICK_MS} a thread of the run's own finds its
  * processes (the descendants of its launcher: a sandbox's orphans are reparented to its init, which is one of them),
  * adds up the memory they hold and kills the run's whole tree when the sum is over the run's limit. Then the run
  * reports {@code memory_limit}, as a cgroup OOM kill would, and its peak is the largest sum seen.
@@ -47,50 +47,41 @@ import static java.nio.charset.StandardCharsets.UTF_8;
  *
  * <p>What a pass costs grows with what the run holds: about 0.5 ms for one python process here, a few µs more per
  * open descriptor (a statx of its /proc link), and a read of /proc/PID/smaps for each process that maps shared
- * memory while memfds are held open or tmpfs files exist (MemoryWatchdogBench).
+ * memory while memfds are held open or tmpfs files exist (MemoryWatchdogBench). So a pass is bounded: a run whose
+ * processes hold more than {@value #MAX_DESCRIPTORS} descriptors, or one of whose smaps is longer than
+ * {@link #MAX_SMAPS_CHARS}, cannot be measured in time and is ended as over its limit; and each run has its own
+ * thread, paused after each pass for at least twice as long as the pass took, so what one run costs never delays
+ * another run's check.
  */
 final class MemoryWatchdog {
 
     static final long TICK_MS = 50;
-    /** The tick while some run is over {@link #NEAR} of its limit: its overshoot is what it allocates in 10 ms. */
+    /** The tick while a run is over {@link #NEAR} of its limit: its overshoot is what it allocates in 10 ms. */
     static final long NEAR_TICK_MS = 10;
     private static final double NEAR = 0.5;
     private static final long PAGE = 4096;
+    /**
+     * The most open descriptors a pass looks at in one run (about 4 µs each): a run holding more is ended as over its
+     * memory limit, since what they hold cannot be measured in time.
+     */
+    static final int MAX_DESCRIPTORS = 16_384;
+    /** The most of one process's /proc/PID/smaps a pass reads (about 15,000 mappings); more ends the run likewise. */
+    static final long MAX_SMAPS_CHARS = 16L << 20;
     private static final Set<Watched> RUNS = ConcurrentHashMap.newKeySet();
-    private static Thread thread;
 
     private MemoryWatchdog() {
     }
 
-    private static synchronized void register(Watched w) {
-        RUNS.add(w);
-        if (thread == null) {
-            thread = Thread.ofPlatform().daemon().name("memory-watchdog").start(MemoryWatchdog::loop);
-        }
-        MemoryWatchdog.class.notifyAll();
-    }
-
-    private static void loop() {
-        while (true) {
-            try {
-                synchronized (MemoryWatchdog.class) {
-                    while (RUNS.isEmpty()) MemoryWatchdog.class.wait();
-                }
-                Thread.sleep(tick(Path.of("/proc")) ? NEAR_TICK_MS : TICK_MS);
-            } catch (InterruptedException e) {
-                return;
-            } catch (RuntimeException e) {
-                LoggerFactory.getLogger(MemoryWatchdog.class).warn("memory watchdog: {}", e.toString());
-            }
-        }
-    }
-
     /**
-     * One pass: measure every watched run, kill those over their limit. A run's processes are found through
-     * /proc/PID/task/TID/children (a few reads per process of the run, whatever else the machine runs: idle warm
-     * sandboxes and sessions cost next to nothing); where the kernel lacks those files, from one walk of all of /proc.
-     * Returns whether some run is near its limit (then the next pass comes sooner).
+     * Watches a run on a thread of its own: what one run makes a pass cost (its processes, descriptors, mappings)
+     * delays only its own next pass, never another run's, and a run whose pass is slow is measured less often (the
+     * pause after a pass is at least twice the pass), so a watchdog takes at most a third of a core.
      */
+    private static void register(Watched w) {
+        if (RUNS.add(w)) Thread.ofPlatform().daemon().name("memory-watchdog").start(() -> w.watch(Path.of("/proc")));
+    }
+
+    /** One pass over every watched run (the benchmark measures it); returns whether some run is near its limit. */
     static boolean tick(Path proc) {
         Map<Long, List<Long>> all = CHILDREN_FILES ? null : childrenOf(proc);
         boolean near = false;
@@ -105,9 +96,10 @@ final class MemoryWatchdog {
 
     /**
      * What one pass counted of a run, in bytes: its processes' anonymous memory, the shared memory they map or
-     * hold open (each page once), and what its tmpfs mounts hold.
+     * hold open (each page once), and what its tmpfs mounts hold; {@code beyond}, when not null, says why the pass
+     * could not measure the run within its bounds ({@link #MAX_DESCRIPTORS}, {@link #MAX_SMAPS_CHARS}).
      */
-    record Usage(long anonymous, long shared, long tmpfs, int processes) {
+    record Usage(long anonymous, long shared, long tmpfs, int processes, String beyond) {
         long total() {
             return anonymous + shared + tmpfs;
         }
@@ -204,6 +196,10 @@ final class MemoryWatchdog {
         private final Map<FileKey, Long> held = new HashMap<>();
         /** The run's tmpfs mounts: device → bytes held. */
         private final Map<Long, Long> tmpfs = new HashMap<>();
+        /** Descriptors looked at so far. */
+        private int descriptors;
+        /** Why the run cannot be measured within the pass's bounds, once it is known. */
+        private String beyond;
 
         Pass(Path proc) {
             this.proc = proc;
@@ -216,6 +212,7 @@ final class MemoryWatchdog {
 
         /** One process of the run: what it maps, and the memfds it holds open. */
         void process(long pid) {
+            if (beyond != null) return;
             processes++;
             Path dir = proc.resolve(Long.toString(pid));
             long[] kb = null;
@@ -257,6 +254,10 @@ final class MemoryWatchdog {
                 while (true) {
                     Posix.DirBatch batch = Posix.readDir(fds, from, 4096);
                     for (Posix.DirEntry e : batch.entries()) {
+                        if (++descriptors > MAX_DESCRIPTORS) {
+                            beyond = "its processes hold more than " + MAX_DESCRIPTORS + " open descriptors";
+                            return;
+                        }
                         try {
                             Posix.Allocation a = stats().allocation(fds, e.name(), 0);
                             if ((a.mode() & Posix.S_IFMT) == Posix.S_IFREG && a.links() == 0) memfd(dir, e.name());
@@ -329,11 +330,16 @@ final class MemoryWatchdog {
                 if (bytes > 0) filled.add(dev);
             });
             long overlapKb = 0;
-            if (!memfds.isEmpty() || !filled.isEmpty()) {
+            if (beyond == null && (!memfds.isEmpty() || !filled.isEmpty())) {
                 for (long pid : mapping) {
-                    try {
-                        overlapKb += countedWholeKb(Files.readString(proc.resolve(Long.toString(pid)).resolve("smaps")),
-                                memfds.keySet(), filled);
+                    try (java.io.BufferedReader smaps = Files.newBufferedReader(proc.resolve(Long.toString(pid)).resolve("smaps"))) {
+                        long[] read = {0};
+                        java.util.Iterator<String> lines = smaps.lines().takeWhile(l -> (read[0] += l.length() + 1) <= MAX_SMAPS_CHARS).iterator();
+                        overlapKb += countedWholeKb(lines, memfds.keySet(), filled);
+                        if (read[0] > MAX_SMAPS_CHARS) {
+                            beyond = "a process of it maps more than /proc/PID/smaps can list in " + (MAX_SMAPS_CHARS >> 20) + " MiB";
+                            break;
+                        }
                     } catch (IOException | RuntimeException gone) {
                         // ended meanwhile
                     }
@@ -343,7 +349,7 @@ final class MemoryWatchdog {
             for (long b : memfds.values()) shared += b;
             long files = 0;
             for (long b : tmpfs.values()) files += b;
-            return new Usage(anonymous, shared, files, processes);
+            return new Usage(anonymous, shared, files, processes, beyond);
         }
 
         @Override
@@ -375,13 +381,13 @@ final class MemoryWatchdog {
      * the given files, and any file of the given devices. A shared mapping's pages are all the file's; a private
      * mapping's are the file's but for those written since (anonymous copies, counted as anonymous memory).
      */
-    static long countedWholeKb(String smaps, Set<FileKey> files, Set<Long> devices) {
+    static long countedWholeKb(java.util.Iterator<String> smaps, Set<FileKey> files, Set<Long> devices) {
         long total = 0;
         boolean counted = false;
         boolean shared = false;
         long pss = 0;
         long anonymous = 0;
-        for (String line : (Iterable<String>) smaps.lines()::iterator) {
+        for (String line : (Iterable<String>) () -> smaps) {
             if (line.isEmpty()) continue;
             char c = line.charAt(0);
             if (c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
@@ -499,11 +505,39 @@ final class MemoryWatchdog {
             for (String p : tmpfsInside) pass.tmpfs(proc.resolve(Long.toString(in)).resolve("root") + p);
         }
 
+        /** Measures the run until it is no longer watched, each pass on this (the run's own) thread. */
+        void watch(Path proc) {
+            while (RUNS.contains(this)) {
+                long t0 = System.nanoTime();
+                boolean near = false;
+                try {
+                    if (root > 0) {
+                        Usage u = measure(proc, CHILDREN_FILES ? null : childrenOf(proc));
+                        measured(u);
+                        near = u.total() > limitBytes * NEAR;
+                    }
+                } catch (RuntimeException e) {
+                    LoggerFactory.getLogger(MemoryWatchdog.class).warn("memory watchdog: {}", e.toString());
+                }
+                long tookMs = (System.nanoTime() - t0) / 1_000_000;
+                try {
+                    Thread.sleep(Math.max(near ? NEAR_TICK_MS : TICK_MS, 2 * tookMs));
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }
+
         void measured(Usage u) {
             long bytes = u.total();
             current = bytes;
             if (bytes > peak) peak = bytes;
-            if (bytes > limitBytes && !exceeded) {
+            if (u.beyond() != null && !exceeded) {
+                exceeded = true;
+                LoggerFactory.getLogger(MemoryWatchdog.class).info("memory watchdog: a run cannot be measured ({}), "
+                        + "so what it holds could pass its {} MiB unseen: killing it", u.beyond(), limitBytes >> 20);
+                killAll();
+            } else if (bytes > limitBytes && !exceeded) {
                 exceeded = true;
                 LoggerFactory.getLogger(MemoryWatchdog.class).info(
                         "memory watchdog: a run used {} MiB in {} processes (anonymous {} MiB, shared memory {} MiB, "

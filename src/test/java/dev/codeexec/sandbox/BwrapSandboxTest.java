@@ -595,6 +595,40 @@ class BwrapSandboxTest {
         }
     }
 
+    /**
+     * A run the watchdog could only measure slowly (each open descriptor costs a pass a statx) is ended as over its
+     * limit once its processes hold more than it looks at in one pass: 5 processes of 3,500 descriptors each would
+     * have taken every pass about 70 ms, and 128 processes of 4,096 seconds, during which the run went unmeasured.
+     */
+    @Test
+    void withoutCgroupsARunWithMoreDescriptorsThanAPassLooksAtIsEndedAsOverItsLimit() throws Exception {
+        BwrapSandbox watched = new BwrapSandbox(UID, UID, dataDir, Cgroups.none("test"));
+        Limits l = new Limits(Duration.ofSeconds(30), 20, 256L << 20, 32, 1 << 20, 64L << 20);
+        String code = String.join("\n",
+                "import os, time",
+                "r, w = os.pipe()",
+                "for i in range(4):",
+                "    if os.fork() == 0: break",
+                "fds = [os.dup(r) for _ in range(3500)]",
+                "print('held', flush=True)",
+                "time.sleep(20)",
+                "print('outlived the watchdog', flush=True)");
+        Result r = run(watched, spec(l, PY, "-c", code));
+        assertThat(r.out()).as(r.err()).contains("held").doesNotContain("outlived");
+        assertThat(r.process().memoryLimitHit()).as("reported as the memory limit").isTrue();
+        // the same run with a tenth of the descriptors is measured, and left alone
+        try (SandboxProcess p = watched.start(spec(l, PY, "-c", code.replace("range(3500)", "range(350)")
+                .replace("time.sleep(20)", "import sys; sys.stdin.read()")))) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(p.stdout(), StandardCharsets.UTF_8));
+            for (int i = 0; i < 5; i++) assertThat(out.readLine()).isEqualTo("held");
+            dev.codeexec.testing.Poll.until("the watchdog measured it", () -> p.memoryBytes().orElse(0), b -> b > 0);
+            p.stdin().close();
+            assertThat(out.readLine()).isEqualTo("outlived the watchdog");
+            assertThat(p.waitFor(Duration.ofSeconds(10))).isTrue();
+            assertThat(p.memoryLimitHit()).isFalse();
+        }
+    }
+
     @Test
     void refusesUidZero() {
         assertThat(new BwrapSandbox(0, 0, dataDir).unavailableReason()).hasValueSatisfying(

@@ -136,9 +136,9 @@ class MemoryWatchdogTest {
                 "Pss:                   0 kB");
         long memfdDev = 1;
         long tmpfsDev = 0x2aL;
-        assertThat(MemoryWatchdog.countedWholeKb(smaps, Set.of(new MemoryWatchdog.FileKey(memfdDev, 1030)), Set.of(tmpfsDev)))
+        assertThat(MemoryWatchdog.countedWholeKb(smaps.lines().iterator(), Set.of(new MemoryWatchdog.FileKey(memfdDev, 1030)), Set.of(tmpfsDev)))
                 .as("memfd a (held open) and the tmpfs file's page-cache part; not memfd b, not /dev/zero").isEqualTo(256 + 60);
-        assertThat(MemoryWatchdog.countedWholeKb(smaps, Set.of(), Set.of())).isZero();
+        assertThat(MemoryWatchdog.countedWholeKb(smaps.lines().iterator(), Set.of(), Set.of())).isZero();
     }
 
     private static final String PRELUDE = String.join("\n",
