@@ -6,6 +6,7 @@ import io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTranspor
 import io.modelcontextprotocol.client.transport.ServerParameters;
 import io.modelcontextprotocol.client.transport.StdioClientTransport;
 import io.modelcontextprotocol.json.McpJsonDefaults;
+import io.modelcontextprotocol.json.McpJsonMapper;
 import io.modelcontextprotocol.json.TypeRef;
 import io.modelcontextprotocol.spec.McpClientTransport;
 import io.modelcontextprotocol.spec.McpError;
@@ -109,7 +110,7 @@ public final class Upstreams implements AutoCloseable {
 
     /**
      * Calls {@code tool} of {@code server}. The future completes with the upstream's result (an error result is a
-     * result; its text and structured content scrubbed of the file's secrets, other content kinds as they came), or
+     * result, every string in it scrubbed of the file's secrets), or
      * exceptionally with {@link UpstreamRefused} (a JSON-RPC error answer) or {@link UpstreamUnavailable} (the server
      * cannot be reached, or the call failed on the way); cancelling the future cancels the call upstream. To an
      * upstream that is not connected, the call is sent once the attempt to connect it starts (when due) or finds under
@@ -161,27 +162,19 @@ public final class Upstreams implements AutoCloseable {
         return m.length() > 300 ? m.substring(0, 300) + "…" : m;
     }
 
-    private McpSchema.Tool scrubbed(McpSchema.Tool t) {
-        McpSchema.ToolAnnotations a = t.annotations();
-        return new McpSchema.Tool(secrets.scrub(t.name()), secrets.scrub(t.title()), secrets.scrub(t.description()),
-                secrets.scrubObject(t.inputSchema()), secrets.scrubObject(t.outputSchema()),
-                a == null ? null : new McpSchema.ToolAnnotations(secrets.scrub(a.title()), a.readOnlyHint(), a.destructiveHint(),
-                        a.idempotentHint(), a.openWorldHint(), a.returnDirect()),
-                secrets.scrubObject(t.meta()), t.icons());
+    /**
+     * {@code value} with every string in it scrubbed of the file's secrets, whatever field it is in (text, structured
+     * content, embedded resources and their blobs, links, icons, meta, schemas): through its JSON form, so a field
+     * a later SDK adds is covered too.
+     */
+    private <T> T scrubbed(T value, Class<T> type) {
+        if (value == null) return null;
+        McpJsonMapper json = McpJsonDefaults.getMapper();
+        return json.convertValue(secrets.scrubJson(json.convertValue(value, Object.class)), type);
     }
 
     private List<McpSchema.Tool> scrubbed(List<McpSchema.Tool> tools) {
-        return tools.stream().map(this::scrubbed).toList();
-    }
-
-    private McpSchema.CallToolResult scrubbed(McpSchema.CallToolResult r) {
-        List<McpSchema.Content> content = r.content() == null ? null : r.content().stream()
-                .map(c -> c instanceof McpSchema.TextContent t
-                        ? new McpSchema.TextContent(t.annotations(), secrets.scrub(t.text()), secrets.scrubObject(t.meta()))
-                        : c)
-                .toList();
-        return new McpSchema.CallToolResult(content, r.isError(), secrets.scrubJson(r.structuredContent()),
-                secrets.scrubObject(r.meta()));
+        return tools.stream().map(t -> scrubbed(t, McpSchema.Tool.class)).toList();
     }
 
     private final class Connection {
@@ -272,7 +265,7 @@ public final class Upstreams implements AutoCloseable {
                         + (error == null ? "" : " (" + error + ")")));
                 return;
             }
-            Disposable d = c.callTool(request).subscribe(r -> f.complete(scrubbed(r)), e -> {
+            Disposable d = c.callTool(request).subscribe(r -> f.complete(scrubbed(r, McpSchema.CallToolResult.class)), e -> {
                         if (e instanceof McpError) {
                             f.completeExceptionally(new UpstreamRefused(message(e))); // a JSON-RPC error answer
                         } else {

@@ -251,7 +251,7 @@ public final class LocalExecutor implements Executor {
      * slot, until the warm-up has ended (see {@link GoCacheWarmer} on why); cancelling the run ends the wait.
      */
     private void waitForGoCache(LocalRun run) {
-        run.waiter = Thread.currentThread();
+        run.waiter.begin();
         try {
             if (!run.cancelled) {
                 startup.hurryGo();
@@ -260,7 +260,7 @@ public final class LocalExecutor implements Executor {
         } catch (InterruptedException | java.util.concurrent.ExecutionException e) {
             // cancel() interrupts the wait; a warm-up that failed leaves the cache cold and the run goes on cold
         } finally {
-            run.waiter = null;
+            run.waiter.end();
         }
         if (run.cancelled) run.finishCancelledInQueue();
         else enqueue(run);
@@ -281,13 +281,13 @@ public final class LocalExecutor implements Executor {
 
     private void waitForSlot(LocalRun run) {
         boolean acquired = false;
-        run.waiter = Thread.currentThread();
+        run.waiter.begin();
         try {
             if (!run.cancelled) acquired = slots.tryAcquire(queueTimeoutMs, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
             // cancel() interrupts a waiting run; handled below.
         } finally {
-            run.waiter = null;
+            run.waiter.end();
             queued.decrementAndGet();
         }
         if (run.cancelled) {

@@ -67,8 +67,8 @@ final class LocalRun implements RunHandle {
     private final CompletableFuture<ExecutionResult> result = new CompletableFuture<>();
     private volatile State state = State.QUEUED;
     volatile boolean cancelled;
-    /** The thread waiting for a slot or for the run's packages to be installed, so cancel() can wake it. */
-    volatile Thread waiter;
+    /** The thread waiting for the Go cache, a slot or the run's packages, so cancel() can wake it. */
+    final Waiter waiter = new Waiter();
     private volatile SandboxProcess process;
     /** The workspace watchdog found the run's workspace past its limits ({@link WorkspaceDiff#watch}). */
     private volatile boolean workspaceLimit;
@@ -124,8 +124,7 @@ final class LocalRun implements RunHandle {
     @Override
     public void cancel() {
         cancelled = true;
-        Thread w = waiter;
-        if (w != null) w.interrupt();
+        waiter.interrupt();
         SandboxProcess p = process;
         if (p != null) p.kill();
         if (sessionCall != null) sessionCall.cancel();
@@ -382,22 +381,21 @@ final class LocalRun implements RunHandle {
             Optional<Workspace> ws) {
         if (request.packages().isPresent()) {
             // waiting for an install holds the run's slot: cancel() interrupts the wait, which frees it at once
-            waiter = Thread.currentThread();
+            waiter.begin();
             try {
                 if (!cancelled) packages = executor.packages.orElseThrow().acquire(request.packages().get(), limits, tenant());
             } catch (PackageStore.InstallFailed e) {
                 return failedToStart("the packages could not be installed: " + e.getMessage());
             } catch (InterruptedException e) {
-                // cancelled while it waited; handled below
+                // cancelled while it waited (handled below), or interrupted by the server
             } finally {
-                waiter = null;
-                Thread.interrupted(); // a cancel that came as the wait ended must not interrupt what follows
+                waiter.end();
             }
-            if (cancelled) {
+            if (cancelled || packages == null) {
                 PackageStore.Lease l = packages;
                 packages = null;
                 if (l != null) l.close();
-                return cancelledInQueue();
+                return cancelled ? cancelledInQueue() : failedToStart("the wait for the packages was interrupted by the server");
             }
         }
         try {

@@ -212,15 +212,11 @@ public final class PackageInstalls {
 
     /** The interpreter the entries of an ecosystem are built for: part of the store key. */
     private String version(String ecosystem) throws PackageStore.InstallFailed {
-        String v = probes.computeIfAbsent(ecosystem, e -> probe(e.equals("pip")
+        Optional<String> v = probed(ecosystem, ecosystem.equals("pip")
                 ? List.of("/usr/bin/python3", "-c", "import sys; print(sys.version.split()[0])")
-                : List.of("/usr/bin/node", "--version")));
-        if (v.isEmpty()) {
-            probes.remove(ecosystem);
-            throw new PackageStore.InstallFailed("the server cannot tell its " + (ecosystem.equals("pip") ? "python" : "node")
-                    + " version, so it cannot install packages for it");
-        }
-        return v;
+                : List.of("/usr/bin/node", "--version"), x -> !x.isEmpty());
+        return v.orElseThrow(() -> new PackageStore.InstallFailed("the server cannot tell its "
+                + (ecosystem.equals("pip") ? "python" : "node") + " version, so it cannot install packages for it"));
     }
 
     /**
@@ -228,24 +224,41 @@ public final class PackageInstalls {
      * there; an install's npm gets it named, since its {@code --prefix} would move it); empty when npm cannot say.
      */
     private Optional<String> npmGlobalConfig() {
-        String g = probes.computeIfAbsent("npm-globalconfig", k -> probe(List.of("npm", "config", "get", "globalconfig")));
-        return g.startsWith("/") && !g.contains("\n") ? Optional.of(g) : Optional.empty();
+        return probed("npm-globalconfig", List.of("npm", "config", "get", "globalconfig"), g -> g.startsWith("/"));
     }
 
+    /** What {@code argv} prints, asked once and kept when {@code valid}; a failed answer is asked again next time. */
+    private Optional<String> probed(String key, List<String> argv, java.util.function.Predicate<String> valid) {
+        String known = probes.get(key);
+        if (known != null) return Optional.of(known);
+        String out = probe(argv);
+        if (!valid.test(out)) return Optional.empty();
+        probes.put(key, out);
+        return Optional.of(out);
+    }
+
+    /** The first line a program prints (its stdout and stderr), within 30 s; empty when it fails or says nothing. */
     private static String probe(List<String> argv) {
+        Process p = null;
         try {
             ProcessBuilder b = new ProcessBuilder(argv).redirectErrorStream(true);
             b.environment().put("PATH", INSTALL_PATH); // the programs the install's sandbox finds
             b.environment().put("NPM_CONFIG_USERCONFIG", "/dev/null"); // the machine's settings, not root's own
             b.environment().put("NPM_CONFIG_UPDATE_NOTIFIER", "false");
-            Process p = b.start();
-            String out = new String(p.getInputStream().readNBytes(200), StandardCharsets.UTF_8).strip();
-            return p.waitFor() == 0 ? out : "";
+            p = b.start();
+            p.getOutputStream().close();
+            // what these print is a line, far less than a pipe holds: it is there once the program has ended
+            if (!p.waitFor(30, java.util.concurrent.TimeUnit.SECONDS) || p.exitValue() != 0) return "";
+            String out = new String(p.getInputStream().readNBytes(4096), StandardCharsets.UTF_8).strip();
+            int nl = out.indexOf('\n');
+            return nl < 0 ? out : out.substring(0, nl).strip();
         } catch (IOException e) {
             return "";
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return "";
+        } finally {
+            if (p != null) p.destroyForcibly();
         }
     }
 

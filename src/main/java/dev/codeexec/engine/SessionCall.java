@@ -98,24 +98,32 @@ final class SessionCall {
     }
 
     /** The thread waiting for the session's packages to be installed, so cancel() can wake it. */
-    private volatile Thread installWaiter;
+    private final Waiter installWaiter = new Waiter();
 
     void cancel() {
         cancelled = true;
-        Thread t = installWaiter;
-        if (t != null) t.interrupt();
+        installWaiter.interrupt();
     }
 
-    /** Waits for an install, cancellable by {@link #cancel}. */
+    /**
+     * Waits for an install, cancellable by {@link #cancel}.
+     *
+     * @throws InterruptedException the call was cancelled meanwhile (the lease, if it came, is given back)
+     */
     PackageStore.Lease whileInstalling(Install install) throws PackageStore.InstallFailed, InterruptedException {
-        installWaiter = Thread.currentThread();
+        PackageStore.Lease lease;
+        installWaiter.begin();
         try {
             if (cancelled) throw new InterruptedException("cancelled");
-            return install.acquire();
+            lease = install.acquire();
         } finally {
-            installWaiter = null;
-            Thread.interrupted(); // the slot's thread lives on: no interrupt may reach what it runs next
+            installWaiter.end();
         }
+        if (cancelled) {
+            lease.close();
+            throw new InterruptedException("cancelled");
+        }
+        return lease;
     }
 
     @FunctionalInterface

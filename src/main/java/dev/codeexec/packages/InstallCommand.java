@@ -45,11 +45,6 @@ public record InstallCommand(List<String> argv, Map<String, String> env, String 
         env = Map.copyOf(env);
     }
 
-    /** {@link #of(PackageSet, String, String, Optional)} without a global npm configuration. */
-    public static InstallCommand of(PackageSet set, String dir, String index) {
-        return of(set, dir, index, Optional.empty());
-    }
-
     /**
      * The install of {@code set} into {@code dir} (the path as the installer's sandbox sees it).
      *

@@ -1,10 +1,10 @@
 package dev.codeexec.packages;
 
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import dev.codeexec.linux.OwnIds;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.WorkspaceFs;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -15,19 +15,16 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Clock;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -165,7 +162,7 @@ public final class PackageStore {
                     lastUsed.put(p.getFileName().toString(), created(p));
                 } else if (Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) {
                     LOG.info("package store: removing {} (half built, or of an older layout)", p.getFileName());
-                    deleteTree(p);
+                    deleteQuietly(p);
                 }
             }
         }
@@ -311,16 +308,15 @@ public final class PackageStore {
                     StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
             Files.setPosixFilePermissions(tmp.resolve(MANIFEST), PosixFilePermissions.fromString("r--r--r--"));
             Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("r-xr-xr-x"));
+            boolean already;
             synchronized (this) {
                 // an install that lost its last waiter may still have finished and published the same key meanwhile
-                // (a new request then started this one): theirs stays, this copy goes
-                if (Files.isRegularFile(root.resolve(key).resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS)) {
-                    deleteQuietly(tmp);
-                } else {
-                    Files.move(tmp, root.resolve(key), StandardCopyOption.ATOMIC_MOVE);
-                }
+                // (a new request then started this one): theirs stays, this copy goes (after the lock)
+                already = Files.isRegularFile(root.resolve(key).resolve(MANIFEST), LinkOption.NOFOLLOW_LINKS);
+                if (!already) Files.move(tmp, root.resolve(key), StandardCopyOption.ATOMIC_MOVE);
                 lastUsed.put(key, clock.instant());
             }
+            if (already) deleteQuietly(tmp);
             published = true;
             installs.incrementAndGet();
             evictOver(key);
@@ -388,7 +384,7 @@ public final class PackageStore {
             Path gone = root.resolve(BUILDING + "gone-" + key);
             Files.move(dir, gone, StandardCopyOption.ATOMIC_MOVE); // no request can find it from here on
             lastUsed.remove(key);
-            deleteTree(gone);
+            deleteQuietly(gone);
             return true;
         } catch (IOException e) {
             LOG.warn("package store: cannot remove {}: {}", key, e.toString());
@@ -444,23 +440,13 @@ public final class PackageStore {
         }
     }
 
+    /** Deletes a tree an install left or the store sealed, however deep, never following a link. */
     private static void deleteQuietly(Path p) {
-        try {
-            deleteTree(p);
-        } catch (IOException e) {
-            LOG.warn("package store: cannot delete {}: {}", p, e.toString());
-        }
-    }
-
-    /**
-     * Deletes a tree that an install left or that the store sealed, however deep, never following a link
-     * ({@link WorkspaceFs#deleteTree}).
-     */
-    public static void deleteTree(Path p) throws IOException {
         try {
             WorkspaceFs.deleteTree(p);
         } catch (WorkspaceException e) {
-            throw new IOException(e.getMessage());
+            LOG.warn("package store: cannot delete {}: {}", p, e.getMessage());
         }
     }
+
 }

@@ -16,7 +16,7 @@ class InstallCommandTest {
     @Test
     void pipInstallsWheelsOnlyFromTheIndexIntoTheEntry() {
         InstallCommand c = InstallCommand.of(PackageSet.parse("python", List.of("requests==2.32.3", "tiny")), "/out",
-                "http://127.0.0.1:8765/simple/");
+                "http://127.0.0.1:8765/simple/", java.util.Optional.empty());
         assertThat(c.argv()).startsWith("/usr/bin/python3", "-m", "pip", "install", "--target", "/out/site", "--index-url",
                 "http://127.0.0.1:8765/simple/", "--only-binary", ":all:").endsWith("--", "requests==2.32.3", "tiny");
         assertThat(c.env()).containsEntry("PIP_CONFIG_FILE", "/dev/null");
@@ -26,11 +26,11 @@ class InstallCommandTest {
     @Test
     void npmSavesNothingAndUsesOnlyTheRegistry() {
         InstallCommand c = InstallCommand.of(PackageSet.parse("nodejs", List.of("left-pad@1.3.0")), "/out",
-                "https://registry.npmjs.org/");
+                "https://registry.npmjs.org/", java.util.Optional.empty());
         assertThat(c.argv()).contains("--prefix", "/out", "--registry", "https://registry.npmjs.org/",
                 "--no-package-lock").endsWith("--", "left-pad@1.3.0");
         assertThat(c.host()).isEqualTo("registry.npmjs.org");
-        assertThatThrownBy(() -> InstallCommand.of(PackageSet.parse("nodejs", List.of("x")), "/out", "file:///srv/npm"))
+        assertThatThrownBy(() -> InstallCommand.of(PackageSet.parse("nodejs", List.of("x")), "/out", "file:///srv/npm", java.util.Optional.empty()))
                 .hasMessageContaining("http(s) URL");
     }
 
