@@ -202,10 +202,10 @@ public final class PackageStore {
                 try {
                     b.thread = Thread.ofVirtual().name("install-" + key).start(() -> mine.run(set, installer));
                 } catch (Throwable t) { // no thread: nobody may wait for it
-                    b.done.completeExceptionally(t);
                     synchronized (building) {
                         building.remove(key, b);
                     }
+                    b.done.completeExceptionally(t);
                 }
             }
             long ms;
@@ -250,16 +250,23 @@ public final class PackageStore {
             this.key = key;
         }
 
+        /**
+         * Builds, then leaves {@link #building} before it wakes the waiters: a request that comes after a failed
+         * install (its waiter already woken) must start a new one, never join this finished build.
+         */
         void run(PackageSet set, Installer installer) {
+            long ms = 0;
+            Throwable failure = null;
             try {
-                done.complete(build(set, key, installer));
+                ms = build(set, key, installer);
             } catch (Throwable t) { // an Error too (the heap, the stack): every waiter is woken, nothing is left
-                done.completeExceptionally(t);
-            } finally {
-                synchronized (building) {
-                    building.remove(key, this);
-                }
+                failure = t;
             }
+            synchronized (building) {
+                building.remove(key, this);
+            }
+            if (failure == null) done.complete(ms);
+            else done.completeExceptionally(failure);
         }
 
         /** A request stopped waiting; the last one to go stops the install. */

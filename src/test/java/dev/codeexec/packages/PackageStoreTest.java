@@ -148,15 +148,17 @@ class PackageStoreTest {
             }
             throw new PackageStore.InstallFailed("ERROR: No matching distribution found for nope==9");
         };
-        for (int i = 0; i < 2; i++)
+        // many times over: a request right after a failure once joined the finished build instead of a new one
+        int tries = 200;
+        for (int i = 0; i < tries; i++)
             assertThatThrownBy(() -> store.acquire(set("nope==9"), "3.11.2", failing))
                     .isInstanceOf(PackageStore.InstallFailed.class).hasMessageContaining("No matching distribution");
-        assertThat(calls).hasValue(2);
+        assertThat(calls).hasValue(tries);
         assertThat(store.list()).isEmpty();
         try (Stream<Path> left = Files.list(root)) {
             assertThat(left).isEmpty();
         }
-        assertThat(store.counts()).containsEntry("failures", 2L).containsEntry("installs", 0L);
+        assertThat(store.counts()).containsEntry("failures", (long) tries).containsEntry("installs", 0L);
     }
 
     @Test
