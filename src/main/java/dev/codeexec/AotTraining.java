@@ -1,5 +1,6 @@
 package dev.codeexec;
 
+import dev.codeexec.engine.Outcome;
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.DataDir;

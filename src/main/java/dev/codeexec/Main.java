@@ -2,7 +2,7 @@ package dev.codeexec;
 
 import dev.codeexec.boot.Version;
 import dev.codeexec.boot.Logging;
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.config.Config;
 import dev.codeexec.egress.EgressSettings;
@@ -14,7 +14,7 @@ import dev.codeexec.http.HttpServer;
 import dev.codeexec.workspace.WorkspaceExpiry;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.mcp.McpExtension;
 import dev.codeexec.surface.ServerSetup;

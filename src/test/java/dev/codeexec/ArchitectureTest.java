@@ -19,30 +19,40 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The layers of docs/architecture.md, from the source: which package of {@code dev.codeexec} may use which (imports
- * and fully qualified names alike). A use that is not listed fails here, so a new dependency is a decision made in
- * this table and that document, not an accident; and the graph has no cycles.
+ * and fully qualified names alike). The table is read from that document ("Layers": one row per package, its last
+ * column the packages it may use), so the document and this test cannot disagree: a use that is not listed fails
+ * here, a new dependency is a decision written in the document, and the graph has no cycles.
  */
 class ArchitectureTest {
 
-    /** Each package and the packages it may use. The root package (Main) may use any. */
-    static final Map<String, Set<String>> ALLOWED = Map.ofEntries(
-            Map.entry("linux", Set.of()),
-            Map.entry("config", Set.of("linux")),
-            Map.entry("boot", Set.of("config")),
-            Map.entry("sandbox", Set.of("config", "linux")),
-            Map.entry("workspace", Set.of("config", "linux")),
-            Map.entry("egress", Set.of("config")),
-            Map.entry("codemode", Set.of("config", "egress")),
-            Map.entry("packages", Set.of("config", "linux", "workspace")),
-            Map.entry("engine", Set.of("config", "boot", "linux", "sandbox", "workspace", "egress", "codemode", "packages")),
-            Map.entry("wire", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
-            Map.entry("surface", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
-            Map.entry("auth", Set.of("config", "workspace", "egress")),
-            Map.entry("ops", Set.of("config", "sandbox", "workspace", "engine", "egress", "codemode", "packages")),
-            Map.entry("mcp", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "egress", "codemode", "packages")),
-            Map.entry("gateway", Set.of("config", "sandbox", "workspace", "engine", "wire", "egress", "codemode", "packages")),
-            Map.entry("worker", Set.of("config", "sandbox", "workspace", "engine", "wire", "boot", "egress", "codemode", "packages")),
-            Map.entry("http", Set.of("config", "sandbox", "workspace", "engine", "surface", "auth", "ops", "mcp", "egress", "codemode", "packages")));
+    private static final Path DOC = Path.of("docs/architecture.md");
+    /** A row of the layers table: {@code | `pkg` | what it is | may use |}. */
+    private static final Pattern ROW = Pattern.compile("^\\| `([a-z]+)` \\|.*\\| ([^|]+) \\|$");
+
+    /** Each package and the packages it may use, from the document. The root package (Main) may use any. */
+    static final Map<String, Set<String>> ALLOWED = readTable();
+
+    static Map<String, Set<String>> readTable() {
+        Map<String, Set<String>> table = new TreeMap<>();
+        try {
+            for (String line : Files.readAllLines(DOC)) {
+                Matcher m = ROW.matcher(line.strip());
+                if (!m.matches()) continue;
+                Set<String> uses = new TreeSet<>();
+                String cell = m.group(2).strip();
+                if (!cell.equals("–")) {
+                    // names, each perhaps followed by a note in parentheses: "config, linux (`OwnIds`: ...)"
+                    for (String part : cell.replaceAll("\\([^)]*\\)", "").split(","))
+                        if (!part.isBlank()) uses.add(part.strip().replace("`", ""));
+                }
+                assertThat(table.put(m.group(1), uses)).as("one row for " + m.group(1)).isNull();
+            }
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        assertThat(table).as("the layers table of " + DOC).isNotEmpty();
+        return table;
+    }
 
     private static final Path MAIN = Path.of("src/main/java/dev/codeexec");
     private static final Pattern USE = Pattern.compile("\\bdev\\.codeexec\\.([a-z]+)\\.");
@@ -61,6 +71,16 @@ class ArchitectureTest {
             }
         }
         return uses;
+    }
+
+    @Test
+    void theTableNamesOnlyPackagesThatExist() throws IOException {
+        Set<String> existing = new TreeSet<>();
+        try (Stream<Path> dirs = Files.list(MAIN)) {
+            dirs.filter(Files::isDirectory).forEach(d -> existing.add(d.getFileName().toString()));
+        }
+        assertThat(existing).as("every row of the table names a package").containsAll(ALLOWED.keySet());
+        ALLOWED.values().forEach(uses -> assertThat(existing).containsAll(uses));
     }
 
     @Test
@@ -98,11 +118,13 @@ class ArchitectureTest {
 
     @Test
     void theEngineKnowsNothingOfMcpOrHttp() throws IOException {
-        try (Stream<Path> files = Files.walk(MAIN.resolve("engine"))) {
-            for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
-                String src = Files.readString(f);
-                assertThat(src).as(f.toString()).doesNotContain("io.modelcontextprotocol").doesNotContain("jakarta.servlet")
-                        .doesNotContain("org.eclipse.jetty").doesNotContain("io.grpc");
+        for (String pkg : List.of("engine", "lang", "run", "session", "warm", "local")) {
+            try (Stream<Path> files = Files.walk(MAIN.resolve(pkg))) {
+                for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
+                    String src = Files.readString(f);
+                    assertThat(src).as(f.toString()).doesNotContain("io.modelcontextprotocol").doesNotContain("jakarta.servlet")
+                            .doesNotContain("org.eclipse.jetty").doesNotContain("io.grpc");
+                }
             }
         }
     }

@@ -79,12 +79,12 @@ public final class DataDir {
         return root.resolve("runtime");
     }
 
-    /** The directories Python's real site module adds to sys.path, measured once per start (engine.PythonSite). */
+    /** The directories Python's real site module adds to sys.path, measured once per start (warm.PythonSite). */
     public Path pythonSite() {
         return runtime().resolve("python-site");
     }
 
-    /** The shared Go build cache, bound read-only into sandboxes (engine.GoCacheWarmer fills it). */
+    /** The shared Go build cache, bound read-only into sandboxes (warm.GoCacheWarmer fills it). */
     public Path goCache() {
         return root.resolve("go-cache");
     }

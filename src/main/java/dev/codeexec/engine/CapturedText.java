@@ -103,11 +103,11 @@ public final class CapturedText {
         return leftOut;
     }
 
-    static int utf8Length(int cp) {
+    public static int utf8Length(int cp) {
         return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
     }
 
-    static long utf8Length(String s) {
+    public static long utf8Length(String s) {
         long n = 0;
         for (int i = 0; i < s.length(); ) {
             int cp = s.codePointAt(i);

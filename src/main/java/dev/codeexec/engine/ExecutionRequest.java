@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.lang.Languages;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.packages.PackageSet;
 import dev.codeexec.sandbox.Limits;

@@ -116,48 +116,13 @@ public final class ObservedExecutor implements Executor {
     }
 
     @Override
-    public int running() {
-        return delegate.running();
-    }
-
-    @Override
-    public int queued() {
-        return delegate.queued();
-    }
-
-    @Override
-    public int maxConcurrent() {
-        return delegate.maxConcurrent();
-    }
-
-    @Override
     public SessionControl sessions() {
         return delegate.sessions();
     }
 
     @Override
-    public Map<String, Map<String, Integer>> warmPoolLevels() {
-        return delegate.warmPoolLevels();
-    }
-
-    @Override
-    public java.util.Optional<dev.codeexec.packages.PackageStore> packageStore() {
-        return delegate.packageStore();
-    }
-
-    @Override
-    public List<WorkerStatus> workers() {
-        return delegate.workers();
-    }
-
-    @Override
-    public boolean remote() {
-        return delegate.remote();
-    }
-
-    @Override
-    public void addStartListener(StartListener listener) {
-        delegate.addStartListener(listener);
+    public ExecutorStatus status() {
+        return delegate.status();
     }
 
     @Override

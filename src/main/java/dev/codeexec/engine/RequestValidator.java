@@ -1,5 +1,7 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.lang.Language;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.config.Config;
 

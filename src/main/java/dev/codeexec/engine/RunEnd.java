@@ -96,6 +96,9 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
     public record RemoteEnded(boolean cancelled, String detail) implements Facts {
     }
 
+    /** How long an interrupted session call may take to answer before its interpreter is killed. */
+    public static final java.time.Duration SESSION_INTERRUPT_GRACE = java.time.Duration.ofSeconds(2);
+
     static final String SESSION_GONE = "; the session was killed (its state is gone) and the next call starts a new one";
 
     /** How a run with these facts and limits ended. */
@@ -130,7 +133,7 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
             case NOT_HANDED_OVER -> new RunEnd(Outcome.FAILED_TO_START, code,
                     "[terminated] the server could not hand the call to the session's interpreter" + SESSION_GONE + "\n");
             case IGNORED_INTERRUPT -> new RunEnd(outcome(lost.stop()), code, "[terminated] " + reason(lost.stop(), l)
-                    + "; the call did not stop within " + SessionCall.INTERRUPT_GRACE.toMillis()
+                    + "; the call did not stop within " + SESSION_INTERRUPT_GRACE.toMillis()
                     + " ms of being interrupted" + SESSION_GONE + "\n");
             case ENDED_BY_SERVER -> new RunEnd(Outcome.CANCELLED, code,
                     "[terminated] the session was " + lost.endedAs() + " while the call ran\n");
@@ -150,7 +153,7 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
      * Why an interpreter that died between calls is gone, in words for the next call's notice ("its memory limit
      * of 512 MB was exceeded").
      */
-    static String interpreterDeath(Termination t, boolean memoryLimitHit, boolean cpuLimitHit, Limits l) {
+    public static String interpreterDeath(Termination t, boolean memoryLimitHit, boolean cpuLimitHit, Limits l) {
         if (memoryLimitHit) return "its memory limit of " + l.memoryMb() + " MB was exceeded";
         if (cpuLimitHit) return "its CPU time limit was exceeded";
         if (t instanceof Termination.Signaled s) return "its interpreter was killed by " + signal(s);
@@ -189,7 +192,7 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
         return name.startsWith("signal ") ? name : "signal " + s.signal() + " (" + name + ")";
     }
 
-    static String mb(long bytes) {
+    public static String mb(long bytes) {
         return bytes % (1024 * 1024) == 0 ? bytes / (1024 * 1024) + " MB" : bytes / 1024 + " KB";
     }
 

@@ -5,8 +5,9 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.Language;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.engine.ExecutorStatus;
+import dev.codeexec.lang.Language;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -60,7 +61,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * Stateless runs are spread by load over healthy workers; session calls are pinned by consistent hashing on the
  * session key; a run that never started is retried elsewhere by grpc, a run lost after it started ends WORKER_LOST.
  */
-public final class RemoteExecutor implements Executor {
+public final class RemoteExecutor implements Executor, ExecutorStatus {
 
     private static final Logger LOG = LoggerFactory.getLogger(RemoteExecutor.class);
     private static final JsonMapper JSON = JsonMapper.builder().build();
@@ -350,6 +351,12 @@ public final class RemoteExecutor implements Executor {
     }
 
     /** Runs that a worker has accepted and not yet finished, from this gateway. */
+    /** This executor reports its own status. */
+    @Override
+    public ExecutorStatus status() {
+        return this;
+    }
+
     @Override
     public int running() {
         return (int) inFlight.stream().filter(RemoteRun::accepted).count();

@@ -111,8 +111,8 @@ final class AdminApi {
      */
     private void packages(String method, Principal who, String rest, HttpServletResponse resp) throws IOException {
         if (!who.admin()) throw new ApiException(403, "forbidden", "only an admin key may see or clear the package store");
-        PackageStore store = executor.packageStore().orElseThrow(() -> new ApiException(404, "not_found",
-                executor.remote() ? "the package stores are kept by the workers; this gateway has none"
+        PackageStore store = executor.status().packageStore().orElseThrow(() -> new ApiException(404, "not_found",
+                executor.status().remote() ? "the package stores are kept by the workers; this gateway has none"
                         : "this server has no package store (PACKAGES=off, or a sandbox other than bwrap)"));
         if (rest.isEmpty() && method.equals("GET")) {
             List<Map<String, Object>> entries = new ArrayList<>();
@@ -167,7 +167,7 @@ final class AdminApi {
         out.put("uptimeSeconds", Duration.between(started, Instant.now()).toSeconds());
         out.put("sandbox", setup.sandbox().name());
         // Workers are shared infrastructure like the queue: every key sees them, a tenant's view included.
-        List<WorkerStatus> workers = executor.workers();
+        List<WorkerStatus> workers = executor.status().workers();
         out.put("mode", ResultMaps.mode(executor, workers));
         out.put("workers", ResultMaps.workers(workers));
         Map<String, Object> ex = new LinkedHashMap<>();
@@ -183,11 +183,11 @@ final class AdminApi {
         duration.put("window", s.window());
         ex.put("durationMs", duration);
         out.put("executions", ex);
-        out.put("queue", Map.of("running", executor.running(), "queued", executor.queued(),
-                "maxConcurrent", executor.maxConcurrent()));
+        out.put("queue", Map.of("running", executor.status().running(), "queued", executor.status().queued(),
+                "maxConcurrent", executor.status().maxConcurrent()));
         Map<String, Object> info = executor.runtimeInfo();
         out.put("limits", info.getOrDefault("limits", Map.of()));
-        out.put("warmPool", executor.warmPoolLevels());
+        out.put("warmPool", executor.status().warmPoolLevels());
         out.put("sessions", ResultMaps.sessions(executor, info, scope));
         out.put("history", Map.of("size", s.size(), "capacity", s.capacity()));
         return out;

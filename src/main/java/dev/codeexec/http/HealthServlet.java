@@ -45,7 +45,7 @@ final class HealthServlet extends HttpServlet {
 
     @Override
     protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
-        List<WorkerStatus> workers = executor.workers();
+        List<WorkerStatus> workers = executor.status().workers();
         String mode = ResultMaps.mode(executor, workers);
         int healthy = (int) workers.stream().filter(WorkerStatus::healthy).count();
         String status;
@@ -57,11 +57,11 @@ final class HealthServlet extends HttpServlet {
         body.put("mode", mode);
         body.put("version", version);
         body.put("uptime", (System.nanoTime() - startNanos) / 1_000_000_000L);
-        body.put("running", executor.running());
-        body.put("maxConc", executor.maxConcurrent());
-        body.put("queued", executor.queued());
+        body.put("running", executor.status().running());
+        body.put("maxConc", executor.status().maxConcurrent());
+        body.put("queued", executor.status().queued());
         body.put("sandbox", sandbox.name());
-        body.put("warmPool", executor.warmPoolLevels());
+        body.put("warmPool", executor.status().warmPoolLevels());
         if (mode.equals(ResultMaps.GATEWAY)) {
             List<Map<String, Object>> list = new ArrayList<>();
             for (WorkerStatus w : workers) {

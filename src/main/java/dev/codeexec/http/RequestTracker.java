@@ -1,6 +1,6 @@
 package dev.codeexec.http;
 
-import dev.codeexec.engine.LogContext;
+import dev.codeexec.boot.LogContext;
 import dev.codeexec.ops.Metrics;
 import jakarta.servlet.http.HttpServletRequest;
 import org.eclipse.jetty.http.HttpFields;

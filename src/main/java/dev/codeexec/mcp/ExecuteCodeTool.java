@@ -11,7 +11,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.LogContext;
+import dev.codeexec.boot.LogContext;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;

@@ -66,7 +66,7 @@ final class RuntimeInfoTool {
             Map<String, Object> info = new LinkedHashMap<>(executor.runtimeInfo());
             if (info.containsKey("sessions")) info.put("sessions", ResultMaps.sessions(executor, info,
                     who.admin() ? Optional.empty() : Optional.of(who.tenant())));
-            List<WorkerStatus> workers = executor.workers();
+            List<WorkerStatus> workers = executor.status().workers();
             // A gateway's own description says "gateway" even before its first worker answered.
             String mode = ResultMaps.GATEWAY.equals(info.get("mode")) ? ResultMaps.GATEWAY
                     : ResultMaps.mode(executor, workers);

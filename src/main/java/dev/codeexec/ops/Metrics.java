@@ -1,8 +1,10 @@
 package dev.codeexec.ops;
 
+import dev.codeexec.engine.RunEnd;
 import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.ExecutorStatus;
 import dev.codeexec.engine.RunObserver;
 import dev.codeexec.engine.WorkerStatus;
 import io.micrometer.core.instrument.Counter;
@@ -29,7 +31,7 @@ import java.util.function.ToIntFunction;
 
 /**
  * The server's Prometheus metrics (served at /metrics): runs as an {@link RunObserver} and a sandbox
- * {@link Executor.StartListener}, engine levels as gauges read at scrape time, HTTP requests as the edge reports
+ * {@link ExecutorStatus.StartListener}, engine levels as gauges read at scrape time, HTTP requests as the edge reports
  * them, and the JVM's own binders. Every tag value comes from a small fixed set (language ids, outcomes, route
  * groups, methods, status classes, worker addresses), never from a URI or other client text, so the number of
  * series stays bounded.
@@ -61,7 +63,7 @@ import java.util.function.ToIntFunction;
  *   <li>{@code jvm_*}, {@code process_*}, {@code system_cpu_*}: memory, GC, threads, class loading, CPU, uptime.</li>
  * </ul>
  */
-public final class Metrics implements RunObserver, Executor.StartListener, AutoCloseable {
+public final class Metrics implements RunObserver, ExecutorStatus.StartListener, AutoCloseable {
 
     /** The Prometheus text exposition format, as /metrics answers it. */
     public static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -123,22 +125,22 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
         new ProcessorMetrics().bindTo(registry);
         new UptimeMetrics().bindTo(registry);
 
-        Gauge.builder("codeexec.queue.depth", executor, Executor::queued).strongReference(true)
+        Gauge.builder("codeexec.queue.depth", executor, e -> e.status().queued()).strongReference(true)
                 .description("Runs waiting for an execution slot").register(registry);
-        Gauge.builder("codeexec.running", executor, Executor::running).strongReference(true)
+        Gauge.builder("codeexec.running", executor, e -> e.status().running()).strongReference(true)
                 .description("Runs executing now").register(registry);
-        Gauge.builder("codeexec.max.concurrent", executor, Executor::maxConcurrent).strongReference(true)
+        Gauge.builder("codeexec.max.concurrent", executor, e -> e.status().maxConcurrent()).strongReference(true)
                 .description("Runs that may execute at once (MAX_CONCURRENT)").register(registry);
         Gauge.builder("codeexec.sessions.active", executor, e -> e.sessions().count()).strongReference(true)
                 .description("Stateful sessions open now, all tenants").register(registry);
         // The pool's languages are fixed when the executor starts; only their levels change.
-        for (String language : executor.warmPoolLevels().keySet()) {
+        for (String language : executor.status().warmPoolLevels().keySet()) {
             Gauge.builder("codeexec.warm.pool.ready", executor, e -> level(e, language, "ready")).strongReference(true)
                     .tag("language", language).description("Warm sandboxes ready to take a run").register(registry);
             Gauge.builder("codeexec.warm.pool.target", executor, e -> level(e, language, "target")).strongReference(true)
                     .tag("language", language).description("Warm sandboxes the pool keeps ready").register(registry);
         }
-        executor.packageStore().ifPresent(store -> {
+        executor.status().packageStore().ifPresent(store -> {
             // Prometheus names: codeexec_package_installs_total, codeexec_package_store_{hits,misses,evictions}_total,
             // codeexec_package_install_failures_total, codeexec_package_store_bytes
             io.micrometer.core.instrument.FunctionCounter.builder("codeexec.package.installs", store, st -> st.counter("installs"))
@@ -164,7 +166,7 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
                 .register(registry);
         workersByState = MultiGauge.builder("codeexec.workers").description("Workers the gateway knows, by health")
                 .register(registry);
-        executor.addStartListener(this);
+        executor.status().addStartListener(this);
     }
 
     /** Metrics of this executor's runs and levels; the caller adds it to the executor's observers. */
@@ -173,7 +175,7 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
     }
 
     private static double level(Executor executor, String language, String which) {
-        Map<String, Integer> levels = executor.warmPoolLevels().get(language);
+        Map<String, Integer> levels = executor.status().warmPoolLevels().get(language);
         Integer v = levels == null ? null : levels.get(which);
         return v == null ? Double.NaN : v;
     }
@@ -250,8 +252,8 @@ public final class Metrics implements RunObserver, Executor.StartListener, AutoC
      * once would otherwise interleave their rewrites.
      */
     private synchronized void refreshWorkers() {
-        List<WorkerStatus> workers = executor.workers();
-        if (!workerMeters && workers.isEmpty() && !executor.remote()) return;
+        List<WorkerStatus> workers = executor.status().workers();
+        if (!workerMeters && workers.isEmpty() && !executor.status().remote()) return;
         workerMeters = true;
         workerUp.register(rows(workers, w -> w.healthy() ? 1 : 0), true);
         workerRunning.register(rows(workers, WorkerStatus::running), true);

@@ -1,5 +1,6 @@
 package dev.codeexec.ops;
 
+import dev.codeexec.engine.RunEnd;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.RunObserver;

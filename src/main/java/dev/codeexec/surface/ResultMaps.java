@@ -40,7 +40,7 @@ public final class ResultMaps {
      * @param workers the executor's {@link Executor#workers()}, already read by the caller (one snapshot per answer)
      */
     public static String mode(Executor executor, List<WorkerStatus> workers) {
-        return !workers.isEmpty() || executor.remote() ? GATEWAY : LOCAL;
+        return !workers.isEmpty() || executor.status().remote() ? GATEWAY : LOCAL;
     }
 
     /**

@@ -54,7 +54,7 @@ final class LoadReport implements AutoCloseable {
 
     /** Runs on the sampler thread only. */
     private void sample() {
-        double now = (double) (executor.running() + executor.queued()) / Math.max(1, executor.maxConcurrent());
+        double now = (double) (executor.status().running() + executor.status().queued()) / Math.max(1, executor.status().maxConcurrent());
         utilization += ALPHA * (now - utilization);
         long total = arrived.get();
         perTick[tick] = total - lastArrived;

@@ -2,7 +2,7 @@ package dev.codeexec.worker;
 
 import dev.codeexec.boot.Version;
 import dev.codeexec.boot.Logging;
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import org.slf4j.Logger;

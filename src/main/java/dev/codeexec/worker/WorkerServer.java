@@ -169,8 +169,8 @@ public final class WorkerServer implements AutoCloseable {
      * then the rest killed, the engine closed and the server stopped. Closes the executor.
      */
     public void drain(Duration grace) {
-        log.info("draining: health NOT_SERVING, new runs refused; {} running, {} queued", executor.running(),
-                executor.queued());
+        log.info("draining: health NOT_SERVING, new runs refused; {} running, {} queued", executor.status().running(),
+                executor.status().queued());
         notServing();
         int bounced = service.startDraining();
         if (bounced > 0) log.info("draining: {} queued runs sent back to their gateways to run elsewhere", bounced);

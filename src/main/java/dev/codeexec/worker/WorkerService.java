@@ -5,7 +5,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.engine.RunHandle;
@@ -250,10 +250,10 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     public void status(StatusRequest req, StreamObserver<StatusResponse> out) {
         StatusResponse.Builder b = StatusResponse.newBuilder()
                 .setWorker(identity.name()).setInstanceId(identity.instanceId()).setVersion(identity.version())
-                .setRunning(executor.running()).setQueued(executor.queued()).setSlots(executor.maxConcurrent())
+                .setRunning(executor.status().running()).setQueued(executor.status().queued()).setSlots(executor.status().maxConcurrent())
                 .setSessions(executor.sessions().count()).setDraining(draining).setSandbox(identity.sandbox())
                 .setStartedEpochMs(identity.started().toEpochMilli());
-        executor.warmPoolLevels().forEach((lang, level) -> b.putWarmPool(lang, WarmLevel.newBuilder()
+        executor.status().warmPoolLevels().forEach((lang, level) -> b.putWarmPool(lang, WarmLevel.newBuilder()
                 .setReady(level.getOrDefault("ready", 0)).setTarget(level.getOrDefault("target", 0)).build()));
         out.onNext(b.build());
         out.onCompleted();

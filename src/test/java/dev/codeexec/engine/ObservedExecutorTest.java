@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.local.TestSupport;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -17,7 +18,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class ObservedExecutorTest {
 
     /** Hands out runs whose results the test completes by hand. */
-    private static final class ManualExecutor implements Executor {
+    private static final class ManualExecutor implements Executor, ExecutorStatus {
+        @Override
+        public ExecutorStatus status() {
+            return this;
+        }
+
         final List<CompletableFuture<ExecutionResult>> futures = new CopyOnWriteArrayList<>();
         boolean refuse;
 
@@ -136,9 +142,9 @@ class ObservedExecutorTest {
     void everythingElseIsTheDelegates() {
         ManualExecutor inner = new ManualExecutor();
         ObservedExecutor ex = new ObservedExecutor(inner, List.of());
-        assertThat(ex.running()).isEqualTo(3);
-        assertThat(ex.queued()).isEqualTo(2);
-        assertThat(ex.maxConcurrent()).isEqualTo(4);
+        assertThat(ex.status().running()).isEqualTo(3);
+        assertThat(ex.status().queued()).isEqualTo(2);
+        assertThat(ex.status().maxConcurrent()).isEqualTo(4);
         assertThat(ex.runtimeInfo()).containsEntry("k", "v");
         assertThat(ex.delegate()).isSameAs(inner);
     }

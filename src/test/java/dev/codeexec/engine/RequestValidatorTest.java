@@ -1,5 +1,6 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.config.Config;
 import org.junit.jupiter.api.Test;

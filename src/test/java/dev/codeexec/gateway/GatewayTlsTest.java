@@ -2,7 +2,7 @@ package dev.codeexec.gateway;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.WorkerStatus;

@@ -1,10 +1,10 @@
 package dev.codeexec.gateway;
 
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;

@@ -6,7 +6,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;

@@ -3,7 +3,7 @@ package dev.codeexec.gateway;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.WorkerStatus;

@@ -2,7 +2,7 @@ package dev.codeexec.http;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.LocalExecutor;
+import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.mcp.TestServers;
 import dev.codeexec.sandbox.Sandbox;
@@ -138,11 +138,11 @@ class PlaygroundRealRunTest {
             out.flush();
             InputStream in = s.getInputStream();
             assertThat(AdminApiTest.readUntil(in, "started")).startsWith("HTTP/1.1 200");
-            assertThat(executor.running()).isEqualTo(1);
+            assertThat(executor.status().running()).isEqualTo(1);
         }
         JsonNode run = Poll.until("the run ended", () -> get("/api/admin/executions").path("executions").get(0),
                 r -> !r.path("running").asBoolean());
         assertThat(run.path("outcome").asString()).as("killed, not ended by its 60 s sleep").isEqualTo("cancelled");
-        assertThat(executor.running()).isZero();
+        assertThat(executor.status().running()).isZero();
     }
 }

@@ -2,7 +2,7 @@ package dev.codeexec.http;
 
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.config.Config;
-import dev.codeexec.engine.LocalExecutor;
+import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.mcp.RawClient;
 import dev.codeexec.mcp.TestServers;
 import dev.codeexec.sandbox.Sandbox;

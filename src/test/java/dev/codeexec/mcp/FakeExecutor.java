@@ -4,6 +4,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.ExecutorStatus;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -33,7 +34,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * </ul>
  * Set {@link #workers}, {@link #remote} and {@link #worker} to look like a gateway to the surfaces.
  */
-public final class FakeExecutor implements Executor {
+public final class FakeExecutor implements Executor, ExecutorStatus {
+    @Override
+    public ExecutorStatus status() {
+        return this;
+    }
+
 
     public final List<ExecutionRequest> requests = new CopyOnWriteArrayList<>();
     public final AtomicInteger cancels = new AtomicInteger();

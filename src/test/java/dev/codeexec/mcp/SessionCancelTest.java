@@ -3,7 +3,7 @@ package dev.codeexec.mcp;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.LocalExecutor;
+import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;

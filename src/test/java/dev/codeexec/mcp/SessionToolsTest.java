@@ -2,7 +2,7 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
-import dev.codeexec.engine.LocalExecutor;
+import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxLeftovers;
 import dev.codeexec.sandbox.Sandboxes;

@@ -54,7 +54,7 @@ public final class TestServers {
      */
     public static ServerSetup real(Config config, dev.codeexec.sandbox.Sandbox sandbox,
             dev.codeexec.engine.Executor executor) {
-        dev.codeexec.engine.Languages languages = dev.codeexec.engine.Languages.load();
+        dev.codeexec.lang.Languages languages = dev.codeexec.lang.Languages.load();
         dev.codeexec.engine.RequestValidator validator = new dev.codeexec.engine.RequestValidator(config, languages);
         return new ServerSetup(config, executor,
                 a -> validator.fromArguments(a, dev.codeexec.engine.ExecutionRequest.AuditInfo.NONE), languages.names(),

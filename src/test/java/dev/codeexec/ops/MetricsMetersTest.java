@@ -7,6 +7,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.ExecutorStatus;
 import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
@@ -34,7 +35,7 @@ class MetricsMetersTest {
     final AtomicInteger sessions = new AtomicInteger(0);
     volatile List<WorkerStatus> workers = List.of();
     volatile boolean remote;
-    Executor.StartListener registered;
+    ExecutorStatus.StartListener registered;
     final StubExecutor executor = new StubExecutor();
     final Metrics metrics = Metrics.create(executor);
 
@@ -188,7 +189,12 @@ class MetricsMetersTest {
     }
 
     /** Levels the test sets; records the start listener the metrics register. */
-    final class StubExecutor implements Executor {
+    final class StubExecutor implements Executor, ExecutorStatus {
+        @Override
+        public ExecutorStatus status() {
+            return this;
+        }
+
         @Override
         public RunHandle submit(ExecutionRequest request, OutputListener listener) {
             throw new UnsupportedOperationException();
@@ -235,7 +241,7 @@ class MetricsMetersTest {
         }
 
         @Override
-        public void addStartListener(StartListener listener) {
+        public void addStartListener(ExecutorStatus.StartListener listener) {
             registered = listener;
         }
 

@@ -1,6 +1,6 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.testing.Poll;
@@ -63,7 +63,7 @@ class WorkerDrainTest {
         WorkerTesting.Recorded running = execute(channel, null, holding(ws));
         Poll.until("the running job accepted", running::accepted);
         WorkerTesting.Recorded queued = execute(channel, null, request("python", "print('queued')").build());
-        Poll.until("the second job queued", () -> engine.executor().queued() == 1);
+        Poll.until("the second job queued", () -> engine.executor().status().queued() == 1);
 
         CompletableFuture<Void> drained = CompletableFuture.runAsync(() -> server.drain(Duration.ofSeconds(30)));
         Poll.until("health NOT_SERVING", () -> WorkerTesting.health(channel, "") == ServingStatus.NOT_SERVING);
@@ -85,7 +85,7 @@ class WorkerDrainTest {
         assertThat(server.draining()).isTrue();
         // The engine is closed too.
         assertThatThrownBy(() -> engine.executor().submit(
-                new dev.codeexec.engine.RequestValidator(Config.of(), dev.codeexec.engine.Languages.load())
+                new dev.codeexec.engine.RequestValidator(Config.of(), dev.codeexec.lang.Languages.load())
                         .validate("python", "print(1)", null, null, null, null, null), null))
                 .isInstanceOf(ExecutionException.Unavailable.class);
     }

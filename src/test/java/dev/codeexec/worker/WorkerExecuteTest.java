@@ -1,6 +1,6 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.testing.Poll;
 import dev.codeexec.wire.v1.ExecuteEvent;
@@ -70,7 +70,7 @@ class WorkerExecuteTest {
     }
 
     private static boolean idle() {
-        return engine.executor().running() == 0 && engine.executor().queued() == 0;
+        return engine.executor().status().running() == 0 && engine.executor().status().queued() == 0;
     }
 
     @Test
@@ -109,7 +109,7 @@ class WorkerExecuteTest {
         WorkerTesting.Recorded first = execute(channel, null, holding(ws));
         Poll.until("the first run accepted", first::accepted);
         WorkerTesting.Recorded second = execute(channel, null, request("python", "print('second')").build());
-        Poll.until("the second run queued", () -> engine.executor().queued() == 1);
+        Poll.until("the second run queued", () -> engine.executor().status().queued() == 1);
         assertThat(second.headers).isFalse();
         assertThat(second.events).isEmpty();
 
@@ -127,11 +127,11 @@ class WorkerExecuteTest {
         Poll.until("the first run accepted", first::accepted);
         WorkerTesting.Recorded second = execute(channel, null,
                 request("bash", "touch ran").setWorkspace("queue").build());
-        Poll.until("the second run queued", () -> engine.executor().queued() == 1);
+        Poll.until("the second run queued", () -> engine.executor().status().queued() == 1);
         second.call.cancel("gateway gave up", null);
         assertThat(second.await().getCode()).isEqualTo(Status.Code.CANCELLED);
         assertThat(second.events).isEmpty();
-        Poll.until("the cancelled run out of the queue", () -> engine.executor().queued() == 0);
+        Poll.until("the cancelled run out of the queue", () -> engine.executor().status().queued() == 0);
         release(ws);
         assertThat(first.await().getCode()).isEqualTo(Status.Code.OK);
         // The slot was free after the first run: had the second still been waiting for it, it would have run.
@@ -207,7 +207,7 @@ class WorkerExecuteTest {
         WorkerTesting.Recorded call = execute(channel, null,
                 request("bash", "echo started; sleep 30; echo never").build());
         Poll.until("the run printed started", () -> call.stdout().contains("started"));
-        assertThat(engine.executor().running()).isEqualTo(1);
+        assertThat(engine.executor().status().running()).isEqualTo(1);
         call.call.cancel("client gave up", null);
         assertThat(call.await().getCode()).isEqualTo(Status.Code.CANCELLED);
         // The run's result holds its slot until it has ended: idle again, so the sleep 30 was killed.

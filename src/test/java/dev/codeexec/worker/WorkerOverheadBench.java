@@ -1,10 +1,10 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.Executor;
-import dev.codeexec.engine.Languages;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.mcp.FakeExecutor;

@@ -1,6 +1,6 @@
 package dev.codeexec.worker;
 
-import dev.codeexec.engine.LocalEngine;
+import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
 import dev.codeexec.wire.v1.ExecuteEvent;
 import dev.codeexec.wire.v1.ExecuteInput;
