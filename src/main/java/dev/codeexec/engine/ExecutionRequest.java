@@ -35,31 +35,6 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace,
         Optional<SessionRef> session, EgressPolicy egress, boolean egressAsked, Optional<PackageSet> packages) {
 
-    /** A request without declared packages. */
-    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
-            Limits limits, AuditInfo audit, Optional<Workspace> workspace, Optional<SessionRef> session,
-            EgressPolicy egress, boolean egressAsked) {
-        this(language, code, stdin, args, env, limits, audit, workspace, session, egress, egressAsked, Optional.empty());
-    }
-
-    /** A request without network access. */
-    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
-            Limits limits, AuditInfo audit, Optional<Workspace> workspace, Optional<SessionRef> session) {
-        this(language, code, stdin, args, env, limits, audit, workspace, session, EgressPolicy.OFF, false);
-    }
-
-    /** A request without a session. */
-    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
-            Limits limits, AuditInfo audit, Optional<Workspace> workspace) {
-        this(language, code, stdin, args, env, limits, audit, workspace, Optional.empty());
-    }
-
-    /** A stateless run. */
-    public ExecutionRequest(String language, String code, String stdin, List<String> args, Map<String, String> env,
-            Limits limits, AuditInfo audit) {
-        this(language, code, stdin, args, env, limits, audit, Optional.empty());
-    }
-
     public ExecutionRequest {
         Objects.requireNonNull(language, "language");
         Objects.requireNonNull(code, "code");
@@ -74,29 +49,124 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         packages = packages == null ? Optional.empty() : packages;
     }
 
+    /** A request for {@code code} in {@code language} under {@code limits}; the rest as the builder is told. */
+    public static Builder builder(String language, String code, Limits limits) {
+        return new Builder(language, code, limits);
+    }
+
+    /** A builder holding this request, to change some of it. */
+    public Builder toBuilder() {
+        return new Builder(language, code, limits).stdin(stdin).args(args).env(env).audit(audit).workspace(workspace)
+                .session(session).egress(egress, egressAsked).packages(packages);
+    }
+
     /** The same request, run in the given workspace. */
     public ExecutionRequest inWorkspace(Workspace ws) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, Optional.of(ws), session, egress, egressAsked, packages);
+        return toBuilder().workspace(Optional.of(ws)).build();
     }
 
     /** The same request, run in the tenant's session of that name (created by its first call). */
     public ExecutionRequest inSession(SessionRef ref) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, Optional.of(ref), egress, egressAsked, packages);
+        return toBuilder().session(Optional.of(ref)).build();
     }
 
     /** The same request with other audit information. */
     public ExecutionRequest withAudit(AuditInfo a) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, a, workspace, session, egress, egressAsked, packages);
+        return toBuilder().audit(a).build();
     }
 
     /** The same request with this network policy; {@code asked}: the call named it. */
     public ExecutionRequest withEgress(EgressPolicy policy, boolean asked) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, policy, asked, packages);
+        return toBuilder().egress(policy, asked).build();
     }
 
     /** The same request declaring these packages (empty: none). */
     public ExecutionRequest withPackages(Optional<PackageSet> set) {
-        return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, egress, egressAsked, set);
+        return toBuilder().packages(set).build();
+    }
+
+    /** Builds a request; what it is not told is the default of a stateless run without network or packages. */
+    public static final class Builder {
+        private String language;
+        private String code;
+        private Limits limits;
+        private String stdin = "";
+        private List<String> args = List.of();
+        private Map<String, String> env = Map.of();
+        private AuditInfo audit = AuditInfo.NONE;
+        private Optional<Workspace> workspace = Optional.empty();
+        private Optional<SessionRef> session = Optional.empty();
+        private EgressPolicy egress = EgressPolicy.OFF;
+        private boolean egressAsked;
+        private Optional<PackageSet> packages = Optional.empty();
+
+        private Builder(String language, String code, Limits limits) {
+            this.language = language;
+            this.code = code;
+            this.limits = limits;
+        }
+
+        public Builder language(String language) {
+            this.language = language;
+            return this;
+        }
+
+        public Builder code(String code) {
+            this.code = code;
+            return this;
+        }
+
+        public Builder limits(Limits limits) {
+            this.limits = limits;
+            return this;
+        }
+
+        public Builder stdin(String stdin) {
+            this.stdin = stdin;
+            return this;
+        }
+
+        public Builder args(List<String> args) {
+            this.args = args;
+            return this;
+        }
+
+        public Builder env(Map<String, String> env) {
+            this.env = env;
+            return this;
+        }
+
+        public Builder audit(AuditInfo audit) {
+            this.audit = audit;
+            return this;
+        }
+
+        public Builder workspace(Optional<Workspace> workspace) {
+            this.workspace = workspace;
+            return this;
+        }
+
+        public Builder session(Optional<SessionRef> session) {
+            this.session = session;
+            return this;
+        }
+
+        /** The hosts the run may reach; {@code asked}: the call named its policy (see the record's egressAsked). */
+        public Builder egress(EgressPolicy egress, boolean asked) {
+            this.egress = egress;
+            this.egressAsked = asked;
+            return this;
+        }
+
+        public Builder packages(Optional<PackageSet> packages) {
+            this.packages = packages;
+            return this;
+        }
+
+        public ExecutionRequest build() {
+            return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, egress,
+                    egressAsked, packages);
+        }
     }
 
     /**

@@ -54,89 +54,151 @@ public record ExecutionResult(String language, int exitCode, String stdout, Stri
         network = network == null ? Optional.empty() : network;
     }
 
-    /** A result without declared packages. */
-    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
-            Optional<NetworkReport> network, Optional<ToolCall.Report> toolCalls) {
-        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
-                files, filesTruncated, session, worker, network, toolCalls, Optional.empty());
+    /** A result of a run in {@code language} that ended as {@code outcome}; the rest as the builder is told. */
+    public static Builder builder(String language, Outcome outcome) {
+        return new Builder(language, outcome);
     }
 
-    /** A result without tool calls. */
-    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker,
-            Optional<NetworkReport> network) {
-        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
-                files, filesTruncated, session, worker, network, Optional.empty());
-    }
-
-    /** A result without network report. */
-    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session, Optional<String> worker) {
-        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
-                files, filesTruncated, session, worker, Optional.empty());
-    }
-
-    /** A result of a local run (no worker). */
-    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-            List<FileArtifact> files, boolean filesTruncated, Optional<SessionOutput> session) {
-        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
-                files, filesTruncated, session, Optional.empty());
-    }
-
-    /** A result without session output. */
-    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox,
-            List<FileArtifact> files, boolean filesTruncated) {
-        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
-                files, filesTruncated, Optional.empty());
-    }
-
-    /** A result without workspace files. */
-    public ExecutionResult(String language, int exitCode, String stdout, String stderr, long durationMs,
-            Outcome outcome, boolean truncated, OptionalLong peakMemoryBytes, OptionalDouble cpuTimeMs, String sandbox) {
-        this(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes, cpuTimeMs, sandbox,
-                List.of(), false);
+    /** A builder holding this result, to change some of it. */
+    public Builder toBuilder() {
+        return new Builder(language, outcome).exitCode(exitCode).stdout(stdout).stderr(stderr).durationMs(durationMs)
+                .truncated(truncated).peakMemoryBytes(peakMemoryBytes).cpuTimeMs(cpuTimeMs).sandbox(sandbox)
+                .files(files, filesTruncated).session(session).worker(worker).network(network).toolCalls(toolCalls)
+                .packages(packages);
     }
 
     /** The same result with the files a workspace run created or changed. */
     public ExecutionResult withFiles(List<FileArtifact> changed, boolean scanTruncated) {
-        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, changed, scanTruncated, session, worker, network, toolCalls, packages);
+        return toBuilder().files(changed, scanTruncated).build();
     }
 
     /** The same result with what a session call returned (final-expression value, figures). */
     public ExecutionResult withSession(SessionOutput out) {
-        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, Optional.of(out), worker, network, toolCalls, packages);
+        return toBuilder().session(Optional.of(out)).build();
     }
 
     /** The same result, naming the worker that ran it. */
     public ExecutionResult withWorker(String name) {
-        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, Optional.of(name), network, toolCalls, packages);
+        return toBuilder().worker(Optional.of(name)).build();
     }
 
     /** The same result with what the run did with its network. */
     public ExecutionResult withNetwork(NetworkReport report) {
-        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, worker, Optional.of(report), toolCalls, packages);
+        return toBuilder().network(Optional.of(report)).build();
     }
 
     /** The same result with the tool calls its code made. */
     public ExecutionResult withToolCalls(ToolCall.Report report) {
-        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, Optional.of(report), packages);
+        return toBuilder().toolCalls(Optional.of(report)).build();
     }
 
     /** The same result with the declared packages the run had. */
     public ExecutionResult withPackages(PackagesUsed used) {
-        return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated, peakMemoryBytes,
-                cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, toolCalls, Optional.of(used));
+        return toBuilder().packages(Optional.of(used)).build();
+    }
+
+    /** Builds a result; what it is not told is empty, zero or false. */
+    public static final class Builder {
+        private final String language;
+        private final Outcome outcome;
+        private int exitCode;
+        private String stdout = "";
+        private String stderr = "";
+        private long durationMs;
+        private boolean truncated;
+        private OptionalLong peakMemoryBytes = OptionalLong.empty();
+        private OptionalDouble cpuTimeMs = OptionalDouble.empty();
+        private String sandbox = "";
+        private List<FileArtifact> files = List.of();
+        private boolean filesTruncated;
+        private Optional<SessionOutput> session = Optional.empty();
+        private Optional<String> worker = Optional.empty();
+        private Optional<NetworkReport> network = Optional.empty();
+        private Optional<ToolCall.Report> toolCalls = Optional.empty();
+        private Optional<PackagesUsed> packages = Optional.empty();
+
+        private Builder(String language, Outcome outcome) {
+            this.language = language;
+            this.outcome = outcome;
+        }
+
+        public Builder exitCode(int exitCode) {
+            this.exitCode = exitCode;
+            return this;
+        }
+
+        public Builder stdout(String stdout) {
+            this.stdout = stdout;
+            return this;
+        }
+
+        public Builder stderr(String stderr) {
+            this.stderr = stderr;
+            return this;
+        }
+
+        public Builder durationMs(long durationMs) {
+            this.durationMs = durationMs;
+            return this;
+        }
+
+        public Builder truncated(boolean truncated) {
+            this.truncated = truncated;
+            return this;
+        }
+
+        public Builder peakMemoryBytes(OptionalLong peakMemoryBytes) {
+            this.peakMemoryBytes = peakMemoryBytes;
+            return this;
+        }
+
+        public Builder cpuTimeMs(OptionalDouble cpuTimeMs) {
+            this.cpuTimeMs = cpuTimeMs;
+            return this;
+        }
+
+        public Builder sandbox(String sandbox) {
+            this.sandbox = sandbox;
+            return this;
+        }
+
+        /** The files the run created or changed; {@code scanTruncated}: the workspace had more than a scan covers. */
+        public Builder files(List<FileArtifact> files, boolean scanTruncated) {
+            this.files = files;
+            this.filesTruncated = scanTruncated;
+            return this;
+        }
+
+        public Builder session(Optional<SessionOutput> session) {
+            this.session = session;
+            return this;
+        }
+
+        public Builder worker(Optional<String> worker) {
+            this.worker = worker;
+            return this;
+        }
+
+        public Builder network(Optional<NetworkReport> network) {
+            this.network = network;
+            return this;
+        }
+
+        public Builder toolCalls(Optional<ToolCall.Report> toolCalls) {
+            this.toolCalls = toolCalls;
+            return this;
+        }
+
+        public Builder packages(Optional<PackagesUsed> packages) {
+            this.packages = packages;
+            return this;
+        }
+
+        public ExecutionResult build() {
+            return new ExecutionResult(language, exitCode, stdout, stderr, durationMs, outcome, truncated,
+                    peakMemoryBytes, cpuTimeMs, sandbox, files, filesTruncated, session, worker, network, toolCalls,
+                    packages);
+        }
     }
 
     /**

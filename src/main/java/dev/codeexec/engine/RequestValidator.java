@@ -91,7 +91,8 @@ public final class RequestValidator {
             if (value.indexOf('\0') >= 0) throw invalid("'env." + name + "' contains a NUL character");
             checked.put(name, value);
         }
-        return new ExecutionRequest(lang.id(), code, stdin, argv, checked, limits(Duration.ofMillis(ms)), audit);
+        return ExecutionRequest.builder(lang.id(), code, limits(Duration.ofMillis(ms))).stdin(stdin).args(argv)
+                .env(checked).audit(audit).build();
     }
 
     /** The server's limits with the given timeout. */

@@ -208,8 +208,9 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
             err = err + sep + line;
             if (progress != null) progress.onOutput(OutputListener.Stream.STDERR, sep + line);
         }
-        return new ExecutionResult(language, exitCode, stdout.text(), err, durationMs, outcome,
-                stdout.truncated() || stderr.truncated(), peakMemoryBytes, cpuTimeMs, sandbox);
+        return ExecutionResult.builder(language, outcome).exitCode(exitCode).stdout(stdout.text()).stderr(err)
+                .durationMs(durationMs).truncated(stdout.truncated() || stderr.truncated())
+                .peakMemoryBytes(peakMemoryBytes).cpuTimeMs(cpuTimeMs).sandbox(sandbox).build();
     }
 
     /**
@@ -218,7 +219,7 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
      */
     public ExecutionResult result(String language, String sandbox, String message) {
         String err = message + line;
-        return new ExecutionResult(language, exitCode, "", err, 0, outcome, false, OptionalLong.empty(),
-                OptionalDouble.empty(), sandbox);
+        return ExecutionResult.builder(language, outcome).exitCode(exitCode).stderr(err).durationMs(0)
+                .sandbox(sandbox).build();
     }
 }

@@ -306,8 +306,8 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
 
     /** A session call whose code did not run: the message on stderr, failed_to_start, the session named. */
     private ExecutionResult sessionNotice(ExecutionRequest request, String message) {
-        return new ExecutionResult(request.language(), -1, "", message, 0, Outcome.FAILED_TO_START, false,
-                OptionalLong.empty(), OptionalDouble.empty(), sandboxName())
+        return ExecutionResult.builder(request.language(), Outcome.FAILED_TO_START).exitCode(-1).stderr(message)
+                .durationMs(0).sandbox(sandboxName()).build()
                 .withSession(new ExecutionResult.SessionOutput(request.session().orElseThrow().name(), false,
                         Optional.empty(), List.of()));
     }

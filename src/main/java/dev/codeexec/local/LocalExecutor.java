@@ -1,5 +1,11 @@
 package dev.codeexec.local;
 
+import dev.codeexec.codemode.CodeTools;
+import dev.codeexec.config.Config;
+import dev.codeexec.config.ConfigException;
+import dev.codeexec.config.DataDir;
+import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
@@ -13,23 +19,17 @@ import dev.codeexec.lang.Language;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.lang.Placeholders;
 import dev.codeexec.run.PackageInstalls;
+import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.session.SessionCall;
 import dev.codeexec.session.Sessions;
 import dev.codeexec.warm.GoCacheWarmer;
 import dev.codeexec.warm.StartupWork;
 import dev.codeexec.warm.WarmPool;
-import dev.codeexec.config.Config;
-import dev.codeexec.config.ConfigException;
-import dev.codeexec.config.DataDir;
-import dev.codeexec.codemode.CodeTools;
-import dev.codeexec.egress.EgressChannels;
-import dev.codeexec.egress.EgressSettings;
-import dev.codeexec.sandbox.Sandbox;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.nio.file.Path;
 import java.io.IOException;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -266,18 +266,15 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
      * slot, until the warm-up has ended (see {@link GoCacheWarmer} on why); cancelling the run ends the wait.
      */
     private void waitForGoCache(LocalRun run) {
-        run.waiter.begin();
         try {
-            if (!run.cancelled) {
+            run.scope.await(() -> {
                 startup.hurryGo();
-                startup.goWarmed().get();
-            }
+                return startup.goWarmed().get();
+            });
         } catch (InterruptedException | java.util.concurrent.ExecutionException e) {
             // cancel() interrupts the wait; a warm-up that failed leaves the cache cold and the run goes on cold
-        } finally {
-            run.waiter.end();
         }
-        if (run.cancelled) run.finishCancelledInQueue();
+        if (run.scope.cancelled()) run.finishCancelledInQueue();
         else enqueue(run);
     }
 
@@ -296,16 +293,14 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
 
     private void waitForSlot(LocalRun run) {
         boolean acquired = false;
-        run.waiter.begin();
         try {
-            if (!run.cancelled) acquired = slots.tryAcquire(queueTimeoutMs, TimeUnit.MILLISECONDS);
+            acquired = run.scope.await(() -> slots.tryAcquire(queueTimeoutMs, TimeUnit.MILLISECONDS));
         } catch (InterruptedException e) {
             // cancel() interrupts a waiting run; handled below.
         } finally {
-            run.waiter.end();
             queued.decrementAndGet();
         }
-        if (run.cancelled) {
+        if (run.scope.cancelled()) {
             if (acquired) slots.release();
             run.finishCancelledInQueue();
         } else if (!acquired) {

@@ -6,6 +6,7 @@ import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.egress.NetworkReport;
+import dev.codeexec.engine.OutputListener;
 import dev.codeexec.packages.InstallCommand;
 import dev.codeexec.packages.PackageSet;
 import dev.codeexec.packages.PackageStore;
@@ -21,9 +22,7 @@ import dev.codeexec.workspace.WorkspaceFs;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -292,44 +291,56 @@ public final class PackageInstalls {
         } catch (IOException e) {
             throw new PackageStore.InstallFailed("the server could not prepare the install: " + e.getMessage());
         }
-        SandboxSpec spec = new SandboxSpec(runId, cmd.argv(), WORK, Map.of(), List.of(), env, limits, Optional.of(into))
+        SandboxSpec spec = SandboxSpec.builder(runId, cmd.argv(), WORK, limits).env(env)
+                .workDirSource(Optional.of(into)).build()
                 .withWorkDirOwner(uid -> giveTo(into, uid));
         long t0 = System.nanoTime();
-        EgressStart.Started started;
-        try {
-            started = EgressStart.start(sandbox, spec, channels, policies.get(eco), tenant, null, null);
-        } catch (SandboxException e) {
-            throw new PackageStore.InstallFailed("the install could not start: " + e.getMessage());
-        }
         WorkspaceFs tree = new WorkspaceFs(into, -1, -1);
         String why = null;
         String stderr;
         String stdout;
-        NetworkReport network = null;
+        NetworkReport network;
         AtomicReference<String> stop = new AtomicReference<>();
-        try (SandboxProcess p = started.process()) {
+        try (RunScope s = new RunScope(runId)) {
+            EgressStart.Started started;
+            try {
+                started = EgressStart.start(sandbox, spec, channels, policies.get(eco), tenant, null, null);
+            } catch (SandboxException e) {
+                throw new PackageStore.InstallFailed("the install could not start: " + e.getMessage());
+            }
+            s.channel(started.channel(), started.library(), null, true);
+            SandboxProcess p = s.program(started.process(), true);
             // a certificate the installer does not trust fails at once, not after its retries (npm: about 70 s)
-            java.util.function.Consumer<String> watch = line -> {
-                if (CERTIFICATE_ERROR.matcher(line).find() && stop.compareAndSet(null, certificateMessage(eco))) p.kill();
-            };
-            Tail err = Tail.of(p.stderr(), watch);
-            Tail out = Tail.of(p.stdout(), watch);
-            p.stdin().close();
-            Thread watcher = Thread.ofVirtual().name(runId + "-disk").start(() -> watchDisk(tree, p, stop));
+            OutputListener lines = new LineWatch(line -> {
+                if (CERTIFICATE_ERROR.matcher(line)
+                        .find() && stop.compareAndSet(null, certificateMessage(eco))) p.kill();
+            });
+            OutputCollector.Drain drain = new OutputCollector.Drain(limits.drainBytes(), () -> {
+                stop.compareAndSet(null, "the install wrote more than " + (limits.drainBytes() >> 20)
+                        + " MiB of output and was stopped");
+                p.kill();
+            });
+            OutputCollector err = new OutputCollector(p.stderr(), limits.outputBytes(), OutputListener.Stream.STDERR, lines,
+                    drain);
+            OutputCollector out = new OutputCollector(p.stdout(), limits.outputBytes(), OutputListener.Stream.STDOUT, lines,
+                    drain);
+            s.readOutput(out, err, new byte[0], Thread.ofVirtual().name(runId + "-out", 0).factory());
+            DiskWatch disk = new DiskWatch(tree, p, stop);
+            s.beforeFiles(disk);
             boolean exited;
             try {
                 exited = p.waitFor(timeout);
             } finally {
-                watcher.interrupt();
+                disk.close();
             }
             if (!exited) {
-                p.kill();
                 why = "the install took longer than INSTALL_TIMEOUT_MS (" + timeout.toMillis() + " ms) and was stopped";
-                p.waitFor(Duration.ofSeconds(10));
+                s.stopProgram();
             }
-            network = started.channel() == null ? null : started.channel().finish();
-            stderr = err.text();
-            stdout = out.text();
+            s.joinOutput();
+            network = s.endNetwork().orElse(null);
+            stderr = err.captured().text();
+            stdout = out.captured().text();
             if (stop.get() == null && (stderr.contains("[Errno 27]") || stderr.contains("EFBIG")))
                 stop.set(diskCapMessage()); // one file over the cap: RLIMIT_FSIZE stopped it before the watcher
             if (stop.get() != null) why = stop.get();
@@ -339,14 +350,8 @@ public final class PackageInstalls {
                 if (t == null || t.exitCode() != 0)
                     why = "the installer failed (exit " + (t == null ? "unknown" : t.exitCode()) + ")";
             }
-        } catch (IOException e) {
-            why = "the install's output could not be read";
-            stderr = "";
-            stdout = "";
         } catch (InterruptedException e) {
             throw new PackageStore.InstallFailed("the install was stopped: no request waits for it any more");
-        } finally {
-            started.closeLink();
         }
         // from here on nothing of the install runs: its sandbox was closed, the whole tree killed
         long ms = (System.nanoTime() - t0) / 1_000_000;
@@ -404,26 +409,39 @@ public final class PackageInstalls {
                 + ", which an install may not (only the package index)";
     }
 
-    /** Stops the install when its tree grows past INSTALL_DISK_MB or MAX_ENTRIES. */
-    private void watchDisk(WorkspaceFs tree, SandboxProcess p, AtomicReference<String> stop) {
-        try {
-            while (!Thread.currentThread().isInterrupted()) {
-                Thread.sleep(200);
-                WorkspaceFs.Tally use;
-                try {
-                    use = tree.tally(PackageStore.MAX_ENTRIES);
-                } catch (WorkspaceException e) {
-                    continue; // a tree that changes under the walk: measured again next time
+    /** Stops the install when its tree grows past INSTALL_DISK_MB or MAX_ENTRIES; closing it ends the watch. */
+    private final class DiskWatch implements AutoCloseable {
+        private final Thread thread;
+
+        DiskWatch(WorkspaceFs tree, SandboxProcess p, AtomicReference<String> stop) {
+            thread = Thread.ofVirtual().start(() -> watch(tree, p, stop));
+        }
+
+        private void watch(WorkspaceFs tree, SandboxProcess p, AtomicReference<String> stop) {
+            try {
+                while (!Thread.currentThread().isInterrupted()) {
+                    Thread.sleep(200);
+                    WorkspaceFs.Tally use;
+                    try {
+                        use = tree.tally(PackageStore.MAX_ENTRIES);
+                    } catch (WorkspaceException e) {
+                        continue; // a tree that changes under the walk: measured again next time
+                    }
+                    if (use.bytes() > diskBytes || !use.complete()) {
+                        stop.compareAndSet(null, use.bytes() > diskBytes ? diskCapMessage() : "the install created more than "
+                                + PackageStore.MAX_ENTRIES + " files and was stopped");
+                        p.kill();
+                        return;
+                    }
                 }
-                if (use.bytes() > diskBytes || !use.complete()) {
-                    stop.compareAndSet(null, use.bytes() > diskBytes ? diskCapMessage()
-                            : "the install created more than " + PackageStore.MAX_ENTRIES + " files and was stopped");
-                    p.kill();
-                    return;
-                }
+            } catch (InterruptedException e) {
+                // the install ended
             }
-        } catch (InterruptedException e) {
-            // the install ended
+        }
+
+        @Override
+        public void close() {
+            thread.interrupt();
         }
     }
 
@@ -446,50 +464,28 @@ public final class PackageInstalls {
         return t.length() <= ERROR_CHARS ? t : "..." + t.substring(t.length() - ERROR_CHARS);
     }
 
-    /** The last 64 KiB of a stream, read on a virtual thread; each line (its first 4 KiB) is shown to a watcher. */
-    private static final class Tail {
+    /** Shows each line of the installer's output (its first 4 KiB) to a watcher, as the output is read. */
+    private static final class LineWatch implements OutputListener {
         private static final int LINE = 4096;
-        private final ByteArrayOutputStream buf = new ByteArrayOutputStream();
-        private final Thread reader;
+        private final java.util.function.Consumer<String> lines;
+        private final Map<OutputListener.Stream, StringBuilder> partial =
+                new java.util.EnumMap<>(OutputListener.Stream.class);
 
-        private Tail(InputStream in, java.util.function.Consumer<String> lines) {
-            reader = Thread.ofVirtual().start(() -> {
-                byte[] b = new byte[8192];
-                ByteArrayOutputStream line = new ByteArrayOutputStream();
-                try (in) {
-                    int n;
-                    while ((n = in.read(b)) > 0) {
-                        synchronized (buf) {
-                            if (buf.size() > 64 * 1024) {
-                                byte[] keep = buf.toByteArray();
-                                buf.reset();
-                                buf.write(keep, keep.length - 32 * 1024, 32 * 1024);
-                            }
-                            buf.write(b, 0, n);
-                        }
-                        for (int i = 0; i < n; i++) {
-                            if (b[i] == '\n') {
-                                lines.accept(line.toString(StandardCharsets.UTF_8));
-                                line.reset();
-                            } else if (line.size() < LINE) {
-                                line.write(b[i]);
-                            }
-                        }
-                    }
-                } catch (IOException e) {
-                    // the process is gone
+        LineWatch(java.util.function.Consumer<String> lines) {
+            this.lines = lines;
+        }
+
+        @Override
+        public synchronized void onOutput(OutputListener.Stream stream, String text) {
+            StringBuilder line = partial.computeIfAbsent(stream, k -> new StringBuilder());
+            for (int i = 0; i < text.length(); i++) {
+                char c = text.charAt(i);
+                if (c == '\n') {
+                    lines.accept(line.toString());
+                    line.setLength(0);
+                } else if (line.length() < LINE) {
+                    line.append(c);
                 }
-            });
-        }
-
-        static Tail of(InputStream in, java.util.function.Consumer<String> lines) {
-            return new Tail(in, lines);
-        }
-
-        String text() throws InterruptedException {
-            reader.join(Duration.ofSeconds(2));
-            synchronized (buf) {
-                return buf.toString(StandardCharsets.UTF_8);
             }
         }
     }

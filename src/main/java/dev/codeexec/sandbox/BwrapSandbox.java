@@ -591,8 +591,9 @@ final class BwrapSandbox implements Sandbox {
         // Without a pids cgroup the process limit is RLIMIT_NPROC, which counts every process of the sandbox uid on
         // the host (other runs, warm sandboxes, sessions): generous, so the self-test does not fail for them.
         Limits l = new Limits(Duration.ofSeconds(10), 5, 256L << 20, 1024, 1 << 16, 1 << 20);
-        SandboxSpec spec = new SandboxSpec("selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
-                List.of("/usr/bin/id", "-u"), "/work", Map.of(), List.of(), Map.of(), l);
+        SandboxSpec spec = SandboxSpec.builder("selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
+                List.of("/usr/bin/id", "-u"), "/work", l)
+                .build();
         try (SandboxProcess p = launch(spec, helper, ns)) {
             p.stdin().close();
             String out = new String(p.stdout().readAllBytes(), StandardCharsets.UTF_8).trim();

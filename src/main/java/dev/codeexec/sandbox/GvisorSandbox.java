@@ -201,8 +201,9 @@ final class GvisorSandbox implements Sandbox {
         if (!Files.isExecutable(Path.of(BwrapSandbox.SETPRIV))) return "setpriv is not installed";
         if (!BwrapSandbox.isRoot()) return "the server must run as root to drop sandboxed code to uid " + uid;
         Limits l = new Limits(Duration.ofSeconds(30), 10, 512L << 20, 512, 1 << 16, 1 << 20);
-        SandboxSpec spec = new SandboxSpec("gvisor-selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
-                List.of("/bin/echo", "ok"), "/work", Map.of(), List.of(), Map.of("PATH", "/usr/bin:/bin"), l);
+        SandboxSpec spec = SandboxSpec.builder("gvisor-selftest-" + ProcessHandle.current().pid() + "-" + System.nanoTime(),
+                List.of("/bin/echo", "ok"), "/work", l)
+                .env(Map.of("PATH", "/usr/bin:/bin")).build();
         try (SandboxProcess p = launch(spec)) {
             p.stdin().close();
             String out = new String(p.stdout().readAllBytes(), StandardCharsets.UTF_8).trim();

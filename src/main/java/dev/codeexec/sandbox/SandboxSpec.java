@@ -42,40 +42,10 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
         Map<String, Path> readOnlyMounts, Optional<String> lateReadOnlyDir) {
 
-    /** Without a late read-only directory. */
-    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
-            List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
-            boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
-            Map<String, Path> readOnlyMounts) {
-        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, control, lateWorkDir,
-                workDirOwner, egressSocket, readOnlyMounts, Optional.empty());
-    }
-
-    /** Without read-only mounts at other paths. */
-    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
-            List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
-            boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket) {
-        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, control, lateWorkDir,
-                workDirOwner, egressSocket, Map.of());
-    }
-
     /** The program's end of the control channel: server → program. */
     public static final int CONTROL_IN_FD = 8;
     /** The program's end of the control channel: program → server. */
     public static final int CONTROL_OUT_FD = 9;
-
-    /** A run without control channel. */
-    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
-            List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource) {
-        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, false, false,
-                WorkDirOwner.NONE, Optional.empty());
-    }
-
-    /** A run in a fresh tmpfs working directory. */
-    public SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
-            List<Path> readOnlyDirs, Map<String, String> env, Limits limits) {
-        this(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, Optional.empty());
-    }
 
     public SandboxSpec {
         if (!runId.matches("[a-z0-9-]{1,64}")) throw new IllegalArgumentException("bad runId: " + runId);
@@ -95,21 +65,19 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
             throw new IllegalArgumentException("a late working directory is mounted later, not given at start");
     }
 
-    /** The same spec with a control channel, and optionally a working directory mounted later. */
     /** Whether the command comes later, over the control channel. */
     public boolean awaitsCommand() {
         return command.isEmpty();
     }
 
+    /** The same spec with a control channel, and optionally a working directory mounted later. */
     public SandboxSpec withControl(boolean lateWorkDir) {
-        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource, true,
-                lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir);
+        return toBuilder().control(true).lateWorkDir(lateWorkDir).build();
     }
 
     /** The same spec with the given owner of its workDirSource. */
     public SandboxSpec withWorkDirOwner(WorkDirOwner owner) {
-        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                control, lateWorkDir, owner, egressSocket, readOnlyMounts, lateReadOnlyDir);
+        return toBuilder().workDirOwner(owner).build();
     }
 
     /** Search paths that a channel's variables and a language's own are joined in (the channel's first). */
@@ -130,8 +98,8 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         mergedFiles.putAll(readOnlyFiles);
         List<Path> mergedDirs = new java.util.ArrayList<>(readOnlyDirs);
         mergedDirs.addAll(egressDirs);
-        return new SandboxSpec(runId, command, workDir, mergedFiles, mergedDirs, mergedEnv, limits, workDirSource,
-                control, lateWorkDir, workDirOwner, Optional.of(socket), readOnlyMounts, lateReadOnlyDir);
+        return toBuilder().readOnlyFiles(mergedFiles).readOnlyDirs(mergedDirs).env(mergedEnv)
+                .egressSocket(Optional.of(socket)).build();
     }
 
     /**
@@ -145,13 +113,107 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
                 JOINED.contains(k) && !theirs.isEmpty() ? mine + ":" + theirs : theirs));
         Map<String, Path> merged = new java.util.LinkedHashMap<>(readOnlyMounts);
         merged.putAll(mounts);
-        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, mergedEnv, limits, workDirSource,
-                control, lateWorkDir, workDirOwner, egressSocket, merged, lateReadOnlyDir);
+        return toBuilder().env(mergedEnv).readOnlyMounts(merged).build();
     }
 
     /** The same spec with a late read-only directory at {@code inside} (it must have a late working directory). */
     public SandboxSpec withLateReadOnlyDir(String inside) {
-        return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, Optional.of(inside));
+        return toBuilder().lateReadOnlyDir(Optional.of(inside)).build();
+    }
+
+    /** A spec running {@code command} in {@code workDir} under {@code limits}; the rest as the builder is told. */
+    public static Builder builder(String runId, List<String> command, String workDir, Limits limits) {
+        return new Builder(runId, command, workDir, limits);
+    }
+
+    /** A builder holding this spec, to change some of it. */
+    public Builder toBuilder() {
+        return new Builder(runId, command, workDir, limits).readOnlyFiles(readOnlyFiles).readOnlyDirs(readOnlyDirs)
+                .env(env).workDirSource(workDirSource).control(control).lateWorkDir(lateWorkDir)
+                .workDirOwner(workDirOwner).egressSocket(egressSocket).readOnlyMounts(readOnlyMounts)
+                .lateReadOnlyDir(lateReadOnlyDir);
+    }
+
+    /**
+     * Builds a spec; what it is not told is that of a run in a fresh tmpfs working directory, with no files, no
+     * control channel, no way out and nothing mounted later.
+     */
+    public static final class Builder {
+        private final String runId;
+        private final List<String> command;
+        private final String workDir;
+        private final Limits limits;
+        private Map<String, Path> readOnlyFiles = Map.of();
+        private List<Path> readOnlyDirs = List.of();
+        private Map<String, String> env = Map.of();
+        private Optional<Path> workDirSource = Optional.empty();
+        private boolean control;
+        private boolean lateWorkDir;
+        private WorkDirOwner workDirOwner = WorkDirOwner.NONE;
+        private Optional<Path> egressSocket = Optional.empty();
+        private Map<String, Path> readOnlyMounts = Map.of();
+        private Optional<String> lateReadOnlyDir = Optional.empty();
+
+        private Builder(String runId, List<String> command, String workDir, Limits limits) {
+            this.runId = runId;
+            this.command = command;
+            this.workDir = workDir;
+            this.limits = limits;
+        }
+
+        public Builder readOnlyFiles(Map<String, Path> readOnlyFiles) {
+            this.readOnlyFiles = readOnlyFiles;
+            return this;
+        }
+
+        public Builder readOnlyDirs(List<Path> readOnlyDirs) {
+            this.readOnlyDirs = readOnlyDirs;
+            return this;
+        }
+
+        public Builder env(Map<String, String> env) {
+            this.env = env;
+            return this;
+        }
+
+        public Builder workDirSource(Optional<Path> workDirSource) {
+            this.workDirSource = workDirSource;
+            return this;
+        }
+
+        public Builder control(boolean control) {
+            this.control = control;
+            return this;
+        }
+
+        public Builder lateWorkDir(boolean lateWorkDir) {
+            this.lateWorkDir = lateWorkDir;
+            return this;
+        }
+
+        public Builder workDirOwner(WorkDirOwner workDirOwner) {
+            this.workDirOwner = workDirOwner;
+            return this;
+        }
+
+        public Builder egressSocket(Optional<Path> egressSocket) {
+            this.egressSocket = egressSocket;
+            return this;
+        }
+
+        public Builder readOnlyMounts(Map<String, Path> readOnlyMounts) {
+            this.readOnlyMounts = readOnlyMounts;
+            return this;
+        }
+
+        public Builder lateReadOnlyDir(Optional<String> lateReadOnlyDir) {
+            this.lateReadOnlyDir = lateReadOnlyDir;
+            return this;
+        }
+
+        public SandboxSpec build() {
+            return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
+                    control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir);
+        }
     }
 }

@@ -1,13 +1,13 @@
 package dev.codeexec.session;
 
+import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.lang.Language;
-import dev.codeexec.run.PackageInstalls;
-import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.packages.PackageSet;
 import dev.codeexec.packages.PackageStore;
+import dev.codeexec.run.PackageInstalls;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
@@ -120,7 +120,7 @@ public final class Session {
             if (closed || closing) return null;
             busy = true;
             lastUsed = Instant.now();
-            if (call.cancelled) return call.cancelledBeforeStart();
+            if (call.cancelled()) return call.cancelledBeforeStart();
             SessionInterpreter ip = proc;
             if (ip != null && ip.ended && ip.killedBecause == null) {
                 String why = ip.death();

@@ -1,26 +1,24 @@
 package dev.codeexec.session;
 
-import dev.codeexec.engine.ExecutionRequest;
-import dev.codeexec.engine.ExecutionResult;
-import dev.codeexec.engine.OutputListener;
-import dev.codeexec.engine.SessionRef;
-import dev.codeexec.lang.Language;
-import dev.codeexec.run.ListenerDispatcher;
-import dev.codeexec.run.OutputCollector;
-import dev.codeexec.engine.RunEnd;
-import dev.codeexec.run.Waiter;
-import dev.codeexec.run.WorkspaceDiff;
-import dev.codeexec.engine.ExecutionResult.Figure;
-import dev.codeexec.engine.ExecutionResult.SessionOutput;
 import dev.codeexec.codemode.CodeToolsRun;
 import dev.codeexec.egress.EgressPolicy;
-import dev.codeexec.egress.NetworkReport;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionResult.Figure;
+import dev.codeexec.engine.ExecutionResult.SessionOutput;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunEnd;
+import dev.codeexec.engine.SessionRef;
+import dev.codeexec.lang.Language;
 import dev.codeexec.packages.PackageStore;
+import dev.codeexec.run.ListenerDispatcher;
+import dev.codeexec.run.OutputCollector;
+import dev.codeexec.run.RunScope;
+import dev.codeexec.run.WorkspaceDiff;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.WorkspaceException;
-import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import tools.jackson.databind.JsonNode;
@@ -78,7 +76,13 @@ public final class SessionCall {
     private final ExecutionRequest request;
     private final Language language;
     private final OutputListener listener;
-    volatile boolean cancelled;
+    /** The call's id: its marker in the interpreter's streams. */
+    private final String id = SessionInterpreter.hex(16);
+    /**
+     * What the call holds from its wait for the session's packages to its result (its workspace, the session's
+     * channel for the call's duration, its output dispatch); the interpreter is the session's, borrowed.
+     */
+    private final RunScope scope = new RunScope("ses-call-" + id);
 
     SessionCall(Sessions sessions, ExecutionRequest request, Language language, OutputListener listener) {
         this.sessions = sessions;
@@ -104,12 +108,13 @@ public final class SessionCall {
         return sessions.execute(this);
     }
 
-    /** The thread waiting for the session's packages to be installed, so cancel() can wake it. */
-    private final Waiter installWaiter = new Waiter();
-
+    /** Cancels the call: a wait for the session's packages ends at once; a call in its interpreter is interrupted. */
     public void cancel() {
-        cancelled = true;
-        installWaiter.interrupt();
+        scope.cancel();
+    }
+
+    boolean cancelled() {
+        return scope.cancelled();
     }
 
     /**
@@ -118,15 +123,8 @@ public final class SessionCall {
      * @throws InterruptedException the call was cancelled meanwhile (the lease, if it came, is given back)
      */
     PackageStore.Lease whileInstalling(Install install) throws PackageStore.InstallFailed, InterruptedException {
-        PackageStore.Lease lease;
-        installWaiter.begin();
-        try {
-            if (cancelled) throw new InterruptedException("cancelled");
-            lease = install.acquire();
-        } finally {
-            installWaiter.end();
-        }
-        if (cancelled) {
+        PackageStore.Lease lease = scope.await(install::acquire);
+        if (scope.cancelled()) {
             lease.close();
             throw new InterruptedException("cancelled");
         }
@@ -165,55 +163,50 @@ public final class SessionCall {
      */
     Done run(SessionInterpreter ip, boolean created, Optional<Workspace> workspace, EgressPolicy egress) {
         Limits l = request.limits();
-        Workspaces.Hold hold = workspace.map(Workspace::hold).orElse(null);
-        ListenerDispatcher progress = new ListenerDispatcher(listener, sessions.threads(), sessions.progressInterval());
-        try {
-            WorkspaceDiff diff = workspace.map(WorkspaceDiff::before).orElse(null);
+        try (RunScope s = scope) {
+            WorkspaceDiff diff = workspace.isPresent() ? s.holdWorkspace(workspace.get()) : null;
             // the API or another run may have added files since the last call: the session's uid gets them all
             if (workspace.isPresent()) ip.process.hostUid().ifPresent(workspace.get()::handOver);
             long fileCap = diff == null ? l.diskBytes() : Math.min(l.diskBytes(), diff.spaceLeft());
             AtomicBoolean flood = new AtomicBoolean();
-            AtomicBoolean overLimit = new AtomicBoolean();
+            ListenerDispatcher progress = s.progress(listener, sessions.threads(), sessions.progressInterval());
             OutputCollector.Drain drain = new OutputCollector.Drain(l.drainBytes(), () -> flood.set(true));
             OutputCollector out = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDOUT, progress, drain);
             OutputCollector err = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDERR, progress, drain);
-            String id = SessionInterpreter.hex(16);
             CodeToolsRun codeRun = ip.egress == null ? null
-                    : sessions.codeTools().map(t -> t.open(ref().tenant(), "ses-call-" + id)).orElse(null);
-            if (ip.egress != null) ip.egress.arm(egress, ref().tenant(), "ses-call-" + id, codeRun);
+                    : sessions.codeTools().map(t -> t.open(ref().tenant(), s.id())).orElse(null);
+            if (ip.egress != null) ip.egress.arm(egress, ref().tenant(), s.id(), codeRun);
+            // the session's channel serves this call only; the session keeps it (and its interpreter) for the next
+            s.channel(ip.egress, null, codeRun, false);
+            s.program(ip.process, false);
             long t0 = System.nanoTime();
             CompletableFuture<Boolean> outDone = ip.out.begin(id, out);
             CompletableFuture<Boolean> errDone = ip.err.begin(id, err);
 
             Exchange x = new Exchange(ip, id, err);
-            try (Workspace.Watch watch = diff == null ? () -> { } : diff.watch(() -> overLimit.set(true))) {
-                x.run(fileCap, t0 + l.timeout().toNanos(), flood, overLimit);
-            }
+            s.watchWorkspace(() -> { }); // past the limits the exchange interrupts the call (the interpreter lives on)
+            x.run(fileCap, t0 + l.timeout().toNanos(), flood);
             long durationMs = (System.nanoTime() - t0) / 1_000_000;
 
             if (x.state != State.ANSWERED) {
-                ip.process.kill();
-                if (ip.egress != null) ip.egress.finish(); // the call's connections close with it
-                waitQuietly(ip, Duration.ofSeconds(10));
+                try {
+                    s.stopProgram(); // the interpreter is killed: the session ends with the call
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
             }
-            // a call's connections end with the call, and until the next call the channel refuses new ones (the
-            // session keeps it for the next call)
-            Optional<NetworkReport> network = ip.egress == null ? Optional.empty() : Optional.of(ip.egress.finish());
+            // a call's connections end with the call, and until the next call the channel refuses new ones
+            s.endNetwork();
             awaitMarker(outDone);
             awaitMarker(errDone);
             if (!ip.out.detach(out)) out.end();
             if (!ip.err.detach(err)) err.end();
 
-            ExecutionResult r = RunEnd.of(x.facts(), l).result(language.id(), out.captured(), err.captured(),
-                    durationMs, ip.process.peakMemoryBytes(), OptionalDouble.empty(), sessions.sandbox().name(), progress)
-                    .withSession(x.sessionOutput(ref().name(), created));
-            if (network.isPresent()) r = r.withNetwork(network.get());
-            if (codeRun != null) r = r.withToolCalls(codeRun.report());
-            if (diff != null) {
-                WorkspaceDiff.Changes changes = diff.after();
-                r = r.withFiles(changes.files(), changes.truncated());
-            }
-            progress.finish(Duration.ofSeconds(2));
+            ExecutionResult r = s.complete(RunEnd.of(x.facts(), l).result(language.id(), out.captured(), err.captured(),
+                    durationMs, ip.process.peakMemoryBytes(), OptionalDouble.empty(), sessions.sandbox()
+                            .name(), progress)
+                    .withSession(x.sessionOutput(ref().name(), created)));
+            s.finishProgress(Duration.ofSeconds(2));
             boolean gone = x.state != State.ANSWERED;
             return new Done(r, gone, gone && !x.endedByServer());
         } catch (WorkspaceException e) {
@@ -221,9 +214,6 @@ public final class SessionCall {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return new Done(failedToStart("the call was interrupted by the server"), false, false);
-        } finally {
-            progress.abandon();
-            if (hold != null) hold.close();
         }
     }
 
@@ -243,7 +233,7 @@ public final class SessionCall {
             this.err = err;
         }
 
-        void run(long fileCap, long deadline, AtomicBoolean flood, AtomicBoolean overLimit) {
+        void run(long fileCap, long deadline, AtomicBoolean flood) {
             try {
                 long cap = ip.process.limitProgramSoft(request.limits().cpuSeconds(), fileCap);
                 if (cap < fileCap) note("[session] files written by this call are capped at " + RunEnd.mb(cap)
@@ -259,7 +249,8 @@ public final class SessionCall {
             } catch (SandboxException | IOException e) {
                 // usually the interpreter died just now (an end like any other); if not, it is unusable
                 boolean died = ip.ended || ip.process.memoryLimitHit();
-                if (!died) log.warn("session {}: the call could not be handed to the interpreter: {}", ref().name(), e.toString());
+                if (!died) log.warn("session {}: the call could not be handed to the interpreter: {}", ref()
+                        .name(), e.toString());
                 state = died ? State.LOST : State.NOT_HANDED_OVER;
                 return;
             }
@@ -279,9 +270,7 @@ public final class SessionCall {
                         answer = n;
                         state = State.ANSWERED;
                     } else if (state == State.SENT) {
-                        stop = cancelled ? RunEnd.Stop.CANCELLED : overLimit.get() ? RunEnd.Stop.WORKSPACE_LIMIT
-                                : flood.get() ? RunEnd.Stop.OUTPUT_FLOOD
-                                : System.nanoTime() - deadline > 0 ? RunEnd.Stop.TIMEOUT : null;
+                        stop = scope.stopReason(flood.get(), System.nanoTime() - deadline > 0);
                         if (stop != null) {
                             state = State.INTERRUPTING;
                             graceEnd = System.nanoTime() + RunEnd.SESSION_INTERRUPT_GRACE.toNanos();
@@ -343,7 +332,8 @@ public final class SessionCall {
                     ? java.util.OptionalInt.of(answer.path("executionCount").asInt()) : java.util.OptionalInt.empty();
             JsonNode e = answer.path("errorInfo");
             Optional<ExecutionResult.CellError> error = e.isObject()
-                    ? Optional.of(new ExecutionResult.CellError(e.path("name").asString(""), e.path("value").asString(""),
+                    ? Optional.of(new ExecutionResult.CellError(e.path("name").asString(""), e.path("value")
+                            .asString(""),
                             e.path("traceback").asString("")))
                     : Optional.empty();
             List<ExecutionResult.RichOutput> outputs = new ArrayList<>();
@@ -352,7 +342,8 @@ public final class SessionCall {
                 o.path("data").properties().forEach(en -> {
                     if (en.getValue().isString()) data.put(en.getKey(), en.getValue().asString());
                 });
-                if (data.containsKey("text/plain")) outputs.add(new ExecutionResult.RichOutput(o.path("kind").asString("display"), data));
+                if (data.containsKey("text/plain")) outputs.add(new ExecutionResult.RichOutput(o.path("kind")
+                        .asString("display"), data));
             }
             return new SessionOutput(name, created, value, figures, count, error, outputs);
         }
@@ -363,14 +354,6 @@ public final class SessionCall {
             f.get(MARKER_WAIT.toMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
             // late or lost (the user's code closed its stdout): the output so far is the call's
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    private static void waitQuietly(SessionInterpreter ip, Duration d) {
-        try {
-            ip.process.waitFor(d);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

@@ -127,8 +127,10 @@ final class SessionInterpreter {
         Limits limits = new Limits(callLimits.timeout(),
                 callLimits.cpuSeconds() * LIFETIME_CPU_CALLS + START_CPU_SECONDS, callLimits.memoryBytes(),
                 callLimits.maxProcesses(), callLimits.outputBytes(), callLimits.diskBytes(), callLimits.drainBytes());
-        SandboxSpec spec = new SandboxSpec(runId, Placeholders.fill(recipe.argv(), ph), Placeholders.WORK_DIR,
-                Map.of(), List.of(Path.of(ph.get("runtimeDir"))), env, limits, workspace.map(w -> w.fs().root()))
+        SandboxSpec spec = SandboxSpec.builder(runId, Placeholders.fill(recipe.argv(), ph), Placeholders.WORK_DIR,
+                limits)
+                .readOnlyDirs(List.of(Path.of(ph.get("runtimeDir")))).env(env)
+                .workDirSource(workspace.map(w -> w.fs().root())).build()
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
         if (packages != null) spec = PackageInstalls.mount(spec, ecosystem, packages);
         // the channel serves nothing until a call arms it: a session has network only while a call runs

@@ -426,8 +426,9 @@ public final class WarmPool implements AutoCloseable {
         Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + (stdio ? 0 : PRELOAD_CPU_SECONDS),
                 limits.memoryBytes(), limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
         String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
-        SandboxSpec spec = new SandboxSpec(runId, r.command(), Placeholders.WORK_DIR, Map.of(), r.readOnlyDirs(), r.env(),
-                launch, Optional.empty(), true, lateWorkDir, dev.codeexec.sandbox.WorkDirOwner.NONE, Optional.empty());
+        SandboxSpec spec = SandboxSpec.builder(runId, r.command(), Placeholders.WORK_DIR, launch)
+                .readOnlyDirs(r.readOnlyDirs()).env(r.env()).control(true).lateWorkDir(lateWorkDir)
+                .workDirOwner(dev.codeexec.sandbox.WorkDirOwner.NONE).build();
         String packageMount = packageMounts.get(r.language());
         if (packageMount != null) spec = spec.withLateReadOnlyDir(packageMount);
         // with a channel, every pooled sandbox gets one serving nothing until a job arms it

@@ -92,10 +92,12 @@ public final class WireFormat {
         Optional<SessionRef> session = p.getSession().isEmpty() ? Optional.empty()
                 : Optional.of(new SessionRef(p.getTenant(), p.getSession()));
         // bad patterns, refused packages: IllegalArgumentException
-        return new ExecutionRequest(p.getLanguage(), p.getCode(), p.getStdin(), p.getArgsList(), p.getEnvMap(),
-                limits, audit, ws, session, EgressPolicy.of(p.getEgressAllowList()), p.getEgressAsked(),
-                p.getPackagesCount() == 0 ? Optional.empty()
-                        : Optional.of(dev.codeexec.packages.PackageSet.parse(p.getLanguage(), p.getPackagesList())));
+        return ExecutionRequest.builder(p.getLanguage(), p.getCode(), limits).stdin(p.getStdin())
+                .args(p.getArgsList()).env(p.getEnvMap()).audit(audit).workspace(ws).session(session)
+                .egress(EgressPolicy.of(p.getEgressAllowList()), p.getEgressAsked())
+                .packages(p.getPackagesCount() == 0 ? Optional.empty()
+                        : Optional.of(dev.codeexec.packages.PackageSet.parse(p.getLanguage(), p.getPackagesList())))
+                .build();
     }
 
     /** A result as the worker sends it, naming the worker. */
@@ -154,12 +156,17 @@ public final class WireFormat {
 
     /** A result as the gateway reads it; {@code worker} in the result names the worker that ran it. */
     public static ExecutionResult fromProto(Result p) {
-        ExecutionResult r = new ExecutionResult(p.getLanguage(), p.getExitCode(), p.getStdout(), p.getStderr(),
-                p.getDurationMs(), outcome(p.getOutcome()), p.getTruncated(),
-                p.hasPeakMemoryBytes() ? OptionalLong.of(p.getPeakMemoryBytes()) : OptionalLong.empty(),
-                p.hasCpuTimeMs() ? OptionalDouble.of(p.getCpuTimeMs()) : OptionalDouble.empty(), p.getSandbox(),
-                p.getFilesList().stream().map(f -> new ExecutionResult.FileArtifact(f.getPath(), f.getSize(),
-                        f.getMimeType(), f.getStatus())).toList(), p.getFilesTruncated());
+        ExecutionResult r = ExecutionResult.builder(p.getLanguage(), outcome(p.getOutcome()))
+                .exitCode(p.getExitCode()).stdout(p.getStdout()).stderr(p.getStderr()).durationMs(p.getDurationMs())
+                .truncated(p.getTruncated())
+                .peakMemoryBytes(p.hasPeakMemoryBytes() ? OptionalLong.of(p.getPeakMemoryBytes())
+                        : OptionalLong.empty())
+                .cpuTimeMs(p.hasCpuTimeMs() ? OptionalDouble.of(p.getCpuTimeMs()) : OptionalDouble.empty())
+                .sandbox(p.getSandbox())
+                .files(p.getFilesList().stream()
+                .map(f -> new ExecutionResult.FileArtifact(f.getPath(), f.getSize(), f.getMimeType(), f.getStatus()))
+                .toList(), p.getFilesTruncated())
+                .build();
         if (p.hasSession()) {
             SessionOutput s = p.getSession();
             r = r.withSession(new ExecutionResult.SessionOutput(s.getName(), s.getCreated(),
@@ -167,9 +174,11 @@ public final class WireFormat {
                     s.getFiguresList().stream().map(f -> new ExecutionResult.Figure(f.getMimeType(),
                             f.getData().toByteArray())).toList(),
                     s.hasExecutionCount() ? java.util.OptionalInt.of(s.getExecutionCount()) : java.util.OptionalInt.empty(),
-                    s.hasError() ? Optional.of(new ExecutionResult.CellError(s.getError().getName(), s.getError().getValue(),
+                    s.hasError() ? Optional.of(new ExecutionResult.CellError(s.getError().getName(), s.getError()
+                            .getValue(),
                             s.getError().getTraceback())) : Optional.empty(),
-                    s.getOutputsList().stream().map(o -> new ExecutionResult.RichOutput(o.getKind(), o.getDataMap())).toList()));
+                    s.getOutputsList().stream().map(o -> new ExecutionResult.RichOutput(o.getKind(), o.getDataMap()))
+                            .toList()));
         }
         if (p.hasNetwork()) {
             NetworkReport n = p.getNetwork();
@@ -182,11 +191,13 @@ public final class WireFormat {
             ToolCalls t = p.getToolCalls();
             r = r.withToolCalls(new dev.codeexec.codemode.ToolCall.Report(t.getCallsList().stream()
                     .map(c -> new dev.codeexec.codemode.ToolCall(c.getServer(), c.getTool(), c.getMs(), c.getOk(), c.getBytesIn(),
-                            c.getBytesOut(), c.getReason().isEmpty() ? Optional.empty() : Optional.of(c.getReason()))).toList(),
+                            c.getBytesOut(), c.getReason()
+                                    .isEmpty() ? Optional.empty() : Optional.of(c.getReason()))).toList(),
                     t.getLeftOut()));
         }
         if (p.hasPackages())
-            r = r.withPackages(new ExecutionResult.PackagesUsed(p.getPackages().getResolvedMap(), p.getPackages().getInstallMs()));
+            r = r.withPackages(new ExecutionResult.PackagesUsed(p.getPackages().getResolvedMap(), p.getPackages()
+                    .getInstallMs()));
         return p.getWorker().isEmpty() ? r : r.withWorker(p.getWorker());
     }
 

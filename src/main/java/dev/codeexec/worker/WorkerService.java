@@ -185,8 +185,9 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
                 limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit());
         // the gateway decided the caller's network policy; this worker's proxy enforces it (or refuses: EGRESS=off);
         // the declared packages were checked again by fromProto, for the language the worker runs
-        return new ExecutionRequest(checked.language(), checked.code(), checked.stdin(), checked.args(), checked.env(),
-                limits, wire.audit(), wire.workspace(), wire.session(), wire.egress(), wire.egressAsked(), wire.packages());
+        return ExecutionRequest.builder(checked.language(), checked.code(), limits).stdin(checked.stdin())
+                .args(checked.args()).env(checked.env()).audit(wire.audit()).workspace(wire.workspace())
+                .session(wire.session()).egress(wire.egress(), wire.egressAsked()).packages(wire.packages()).build();
     }
 
     static Limits clamp(Limits asked, Limits max) {

@@ -59,14 +59,14 @@ class ObservedExecutorTest {
     }
 
     private static ExecutionRequest request(String tenant) {
-        return new ExecutionRequest("python", "print(1)", "", List.of(), Map.of(),
-                RequestValidator.defaultLimits(TestSupport.config(), Duration.ofSeconds(5)),
-                new ExecutionRequest.AuditInfo(Optional.of(tenant), Optional.empty(), Optional.of("req-1")));
+        return ExecutionRequest.builder("python", "print(1)", RequestValidator.defaultLimits(TestSupport.config(), Duration.ofSeconds(5)))
+                .audit(new ExecutionRequest.AuditInfo(Optional.of(tenant), Optional.empty(), Optional.of("req-1")))
+                .build();
     }
 
     private static ExecutionResult result() {
-        return new ExecutionResult("python", 0, "1\n", "", 12, Outcome.EXITED, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "fake");
+        return ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).stdout("1\n").durationMs(12)
+                .sandbox("fake").build();
     }
 
     @Test

@@ -69,8 +69,8 @@ class RealWorkerGatewayTest {
     }
 
     private static ExecutionRequest python(String code, Duration timeout) {
-        return new ExecutionRequest("python", code, "", List.of(), Map.of(),
-                new Limits(timeout, 30, 512L << 20, 64, 256 << 10, 64L << 20), ExecutionRequest.AuditInfo.NONE);
+        return ExecutionRequest.builder("python", code, new Limits(timeout, 30, 512L << 20, 64, 256 << 10, 64L << 20))
+                .build();
     }
 
     @Test

@@ -72,8 +72,8 @@ class RemoteExecutorTest {
     }
 
     static ExecutionRequest request(Duration timeout) {
-        return new ExecutionRequest("python", "print(1)", "", List.of(), Map.of(),
-                new Limits(timeout, 10, 256L << 20, 64, 64 * 1024, 64L << 20), AuditInfo.NONE);
+        return ExecutionRequest.builder("python", "print(1)", new Limits(timeout, 10, 256L << 20, 64, 64 * 1024, 64L << 20))
+                .build();
     }
 
     static ExecutionResult run(RemoteExecutor e, ExecutionRequest r) throws Exception {

@@ -104,8 +104,8 @@ class WorkerDiscoveryTest {
     }
 
     private static String workerOf(RemoteExecutor gateway) throws Exception {
-        ExecutionRequest req = new ExecutionRequest("python", "print:x", "", null, null,
-                new Limits(Duration.ofSeconds(5), 5, 64 << 20, 16, 1 << 16, 1 << 20), null);
+        ExecutionRequest req = ExecutionRequest.builder("python", "print:x", new Limits(Duration.ofSeconds(5), 5, 64 << 20, 16, 1 << 16, 1 << 20))
+                .build();
         ExecutionResult r = gateway.submit(req, OutputListener.NONE).result().get(30, TimeUnit.SECONDS);
         return r.worker().orElse("");
     }

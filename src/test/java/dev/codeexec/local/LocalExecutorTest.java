@@ -175,8 +175,8 @@ class LocalExecutorTest {
     @Test
     void unknownLanguageIsRejectedAtSubmitWithTheSupportedList() {
         LocalExecutor e = executor();
-        var req = new ExecutionRequest("cobol", "x", null, null, null, new RequestValidator(e.config,
-                Languages.load()).limits(Duration.ofSeconds(1)), null);
+        var req = ExecutionRequest.builder("cobol", "x", new RequestValidator(e.config, Languages.load()).limits(Duration.ofSeconds(1)))
+                .build();
         assertThatThrownBy(() -> e.submit(req, OutputListener.NONE))
                 .isInstanceOf(dev.codeexec.engine.ExecutionException.InvalidRequest.class)
                 .hasMessageContaining("cobol").hasMessageContaining("python, nodejs, typescript, go, java");

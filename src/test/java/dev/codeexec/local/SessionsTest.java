@@ -295,8 +295,8 @@ class SessionsTest {
     void pythonCallsReadTheirStdin() throws Exception {
         String t = tenant();
         ExecutionRequest r = req(executor, "python", "name = input()\nname.upper()", t, "main");
-        r = new ExecutionRequest(r.language(), r.code(), "ada\n", r.args(), r.env(), r.limits(), r.audit(),
-                r.workspace(), r.session());
+        r = ExecutionRequest.builder(r.language(), r.code(), r.limits()).stdin("ada\n").args(r.args()).env(r.env())
+                .audit(r.audit()).workspace(r.workspace()).session(r.session()).build();
         assertThat(result(await(executor.submit(r, OutputListener.NONE)))).contains("'ADA'");
         assertThat(result(py(t, "import sys\nsys.stdin.read()"))).contains("''");
         executor.sessions().close(t, "main");
@@ -387,8 +387,8 @@ class SessionsTest {
         Limits small = first.limits();
         small = new Limits(small.timeout(), small.cpuSeconds(), 150L << 20, small.maxProcesses(), small.outputBytes(),
                 small.diskBytes());
-        first = new ExecutionRequest(first.language(), first.code(), "", List.of(), Map.of(), small, first.audit(),
-                first.workspace(), first.session());
+        first = ExecutionRequest.builder(first.language(), first.code(), small).audit(first.audit())
+                .workspace(first.workspace()).session(first.session()).build();
         assertThat(await(executor.submit(first, OutputListener.NONE)).exitCode()).isZero();
         ExecutionResult r = py(t, "b = b'x' * (600 << 20)\nlen(b)");
         assertThat(r.outcome()).isEqualTo(Outcome.MEMORY_LIMIT);
@@ -470,9 +470,8 @@ class SessionsTest {
 
         ExecutionRequest flood = req(executor, "python", "n = 0\nwhile True:\n    n += 1\n    print('y' * 100)", t, "main");
         Limits l = flood.limits();
-        flood = new ExecutionRequest("python", flood.code(), "", List.of(), Map.of(), new Limits(l.timeout(),
-                l.cpuSeconds(), l.memoryBytes(), l.maxProcesses(), 4096, l.diskBytes(), 1 << 20), flood.audit(),
-                Optional.empty(), flood.session());
+        flood = ExecutionRequest.builder("python", flood.code(), new Limits(l.timeout(), l.cpuSeconds(), l.memoryBytes(), l.maxProcesses(), 4096, l.diskBytes(), 1 << 20))
+                .audit(flood.audit()).session(flood.session()).build();
         ExecutionResult over = await(executor.submit(flood, OutputListener.NONE));
         assertThat(over.outcome()).isEqualTo(Outcome.OUTPUT_LIMIT);
         assertThat(over.truncated()).isTrue();
@@ -592,27 +591,26 @@ class SessionsTest {
         assertThatThrownBy(() -> executor.submit(req(executor, "go", "package main", t, "s"), OutputListener.NONE))
                 .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("python, nodejs, typescript and bash");
         ExecutionRequest base = req(executor, "python", "1", t, "s");
-        ExecutionRequest withArgs = new ExecutionRequest("python", "1", "", List.of("a"), Map.of(), base.limits(),
-                base.audit(), Optional.empty(), base.session());
+        ExecutionRequest withArgs = ExecutionRequest.builder("python", "1", base.limits()).args(List.of("a"))
+                .audit(base.audit()).session(base.session()).build();
         assertThatThrownBy(() -> executor.submit(withArgs, OutputListener.NONE))
                 .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'args'");
         // env: the creating call's is the interpreter's, for the session's life; a later, different one is refused
-        ExecutionRequest withEnv = new ExecutionRequest("python", "import os, subprocess\nprint(os.environ['A'], "
-                + "subprocess.run(['sh', '-c', 'echo $A'], capture_output=True, text=True).stdout.strip())", "", List.of(),
-                Map.of("A", "b"), base.limits(), base.audit(), Optional.empty(), base.session());
+        ExecutionRequest withEnv = ExecutionRequest.builder("python", "import os, subprocess\nprint(os.environ['A'], " + "subprocess.run(['sh', '-c', 'echo $A'], capture_output=True, text=True).stdout.strip())", base.limits())
+                .env(Map.of("A", "b")).audit(base.audit()).session(base.session()).build();
         assertThat(await(executor.submit(withEnv, OutputListener.NONE)).stdout()).isEqualTo("b b\n");
-        ExecutionRequest noEnv = new ExecutionRequest("python", "import os; print(os.environ['A'])", "", List.of(),
-                Map.of(), base.limits(), base.audit(), Optional.empty(), base.session());
+        ExecutionRequest noEnv = ExecutionRequest.builder("python", "import os; print(os.environ['A'])", base.limits())
+                .audit(base.audit()).session(base.session()).build();
         assertThat(await(executor.submit(noEnv, OutputListener.NONE)).stdout())
                 .as("a call without env keeps the session's").isEqualTo("b\n");
-        ExecutionRequest otherEnv = new ExecutionRequest("python", "1", "", List.of(), Map.of("A", "c"), base.limits(),
-                base.audit(), Optional.empty(), base.session());
+        ExecutionRequest otherEnv = ExecutionRequest.builder("python", "1", base.limits()).env(Map.of("A", "c"))
+                .audit(base.audit()).session(base.session()).build();
         assertThatThrownBy(() -> executor.submit(otherEnv, OutputListener.NONE))
                 .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'env'")
                 .hasMessageContaining("session_close");
         executor.sessions().close(t, "s");
-        ExecutionRequest nodeStdin = new ExecutionRequest("nodejs", "1", "x", List.of(), Map.of(), base.limits(),
-                base.audit(), Optional.empty(), base.session());
+        ExecutionRequest nodeStdin = ExecutionRequest.builder("nodejs", "1", base.limits()).stdin("x")
+                .audit(base.audit()).session(base.session()).build();
         assertThatThrownBy(() -> executor.submit(nodeStdin, OutputListener.NONE))
                 .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("'stdin'");
         assertThatThrownBy(() -> executor.submit(req(executor, "python", "1", t, "bad name!"), OutputListener.NONE))
@@ -782,7 +780,8 @@ class SessionsTest {
     }
 
     private static ExecutionRequest withTimeout(ExecutionRequest r, long ms) {
-        return new ExecutionRequest(r.language(), r.code(), r.stdin(), r.args(), r.env(),
-                r.limits().withTimeout(Duration.ofMillis(ms)), r.audit(), r.workspace(), r.session());
+        return ExecutionRequest.builder(r.language(), r.code(), r.limits().withTimeout(Duration.ofMillis(ms)))
+                .stdin(r.stdin()).args(r.args()).env(r.env()).audit(r.audit()).workspace(r.workspace())
+                .session(r.session()).build();
     }
 }

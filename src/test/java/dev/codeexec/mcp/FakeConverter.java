@@ -26,6 +26,6 @@ public final class FakeConverter implements RequestConverter {
             timeout = n.longValue();
         }
         Limits limits = new Limits(Duration.ofMillis(timeout), 30, 2048L << 20, 128, 256 << 10, 512L << 20);
-        return new ExecutionRequest(lang, code, (String) a.get("stdin"), null, null, limits, null);
+        return ExecutionRequest.builder(lang, code, limits).stdin((String) a.get("stdin")).build();
     }
 }

@@ -188,9 +188,10 @@ public final class FakeExecutor implements Executor, ExecutorStatus {
                 Thread.currentThread().interrupt();
             } finally {
                 active.remove(id);
-                ExecutionResult r = new ExecutionResult(request.language(), exit, out.toString(), err.toString(),
-                        (System.nanoTime() - start) / 1_000_000, outcome, false, OptionalLong.of(1234567),
-                        OptionalDouble.empty(), "fake");
+                ExecutionResult r = ExecutionResult.builder(request.language(), outcome).exitCode(exit)
+                        .stdout(out.toString()).stderr(err.toString())
+                        .durationMs((System.nanoTime() - start) / 1_000_000).peakMemoryBytes(OptionalLong.of(1234567))
+                        .sandbox("fake").build();
                 String by = worker;
                 result.complete(by == null ? r : r.withWorker(by));
             }

@@ -192,8 +192,10 @@ class UnitsTest {
 
     @Test
     void summaryPutsEachSectionOnItsOwnLine() {
-        ExecutionResult r = new ExecutionResult("python", 1, "a\n", "b", 12, dev.codeexec.engine.Outcome.EXITED, true,
-                java.util.OptionalLong.empty(), java.util.OptionalDouble.empty(), "bwrap");
+        ExecutionResult r = ExecutionResult.builder("python", dev.codeexec.engine.Outcome.EXITED).exitCode(1)
+                .stdout("a\n").stderr("b").durationMs(12).truncated(true)
+                .peakMemoryBytes(java.util.OptionalLong.empty()).cpuTimeMs(java.util.OptionalDouble.empty())
+                .sandbox("bwrap").build();
         assertThat(ExecuteCodeTool.summary(r)).isEqualTo("""
                 outcome: exited, exit code 1, 12 ms (python, sandbox bwrap)
                 output was truncated at the output limit
@@ -201,8 +203,9 @@ class UnitsTest {
                 a
                 --- stderr ---
                 b""");
-        ExecutionResult quiet = new ExecutionResult("go", 0, "", "", 3, dev.codeexec.engine.Outcome.TIMEOUT, false,
-                java.util.OptionalLong.empty(), java.util.OptionalDouble.empty(), "bwrap");
+        ExecutionResult quiet = ExecutionResult.builder("go", dev.codeexec.engine.Outcome.TIMEOUT).exitCode(0)
+                .durationMs(3).peakMemoryBytes(java.util.OptionalLong.empty())
+                .cpuTimeMs(java.util.OptionalDouble.empty()).sandbox("bwrap").build();
         assertThat(ExecuteCodeTool.summary(quiet)).endsWith("(go, sandbox bwrap)\n(no output)");
     }
 }

@@ -66,9 +66,9 @@ class MetricsMetersTest {
         NetworkReport n = new NetworkReport(List.of("pypi.org"), List.of(), 0,
                 Map.of("allowed/closed", 3, "refused/not_allowed", 2, "refused/loopback", 1), 1000, 250_000);
         Config config = Config.of();
-        ExecutionRequest request = new ExecutionRequest("python", "x", "", List.of(), Map.of(),
-                RequestValidator.defaultLimits(config, Duration.ofSeconds(1)),
-                new ExecutionRequest.AuditInfo(Optional.of("team-a"), Optional.empty(), Optional.empty()));
+        ExecutionRequest request = ExecutionRequest.builder("python", "x", RequestValidator.defaultLimits(config, Duration.ofSeconds(1)))
+                .audit(new ExecutionRequest.AuditInfo(Optional.of("team-a"), Optional.empty(), Optional.empty()))
+                .build();
         metrics.finished(new RunObserver.RunEnd(new RunObserver.RunStart("run-2", Instant.now(), request), Instant.now(),
                 Optional.of(result("python", Outcome.EXITED, 40).withNetwork(n)), Optional.empty()));
         metrics.finished(end("python", Optional.of(result("python", Outcome.EXITED, 40)), Optional.empty()));
@@ -178,14 +178,13 @@ class MetricsMetersTest {
     private static RunObserver.RunEnd end(String language, Optional<ExecutionResult> result,
             Optional<ExecutionException> error) {
         Config config = Config.of();
-        ExecutionRequest request = new ExecutionRequest(language, "x", "", List.of(), Map.of(),
-                RequestValidator.defaultLimits(config, Duration.ofSeconds(1)), ExecutionRequest.AuditInfo.NONE);
+        ExecutionRequest request = ExecutionRequest.builder(language, "x", RequestValidator.defaultLimits(config, Duration.ofSeconds(1)))
+                .build();
         return new RunObserver.RunEnd(new RunObserver.RunStart("run-1", Instant.now(), request), Instant.now(), result, error);
     }
 
     private static ExecutionResult result(String language, Outcome outcome, long durationMs) {
-        return new ExecutionResult(language, 0, "", "", durationMs, outcome, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "fake");
+        return ExecutionResult.builder(language, outcome).exitCode(0).durationMs(durationMs).sandbox("fake").build();
     }
 
     /** Levels the test sets; records the start listener the metrics register. */

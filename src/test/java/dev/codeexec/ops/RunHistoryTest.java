@@ -34,8 +34,9 @@ class RunHistoryTest {
     private int ids;
 
     private RunStart start(RunHistory h, String tenant, String language, String code) {
-        ExecutionRequest req = new ExecutionRequest(language, code, "", List.of(), java.util.Map.of(), LIMITS,
-                new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.empty(), Optional.of("req-" + (ids + 1))));
+        ExecutionRequest req = ExecutionRequest.builder(language, code, LIMITS)
+                .audit(new AuditInfo(Optional.of(tenant), Optional.empty(), Optional.empty(), Optional.of("req-" + (ids + 1))))
+                .build();
         return start(h, req);
     }
 
@@ -47,8 +48,9 @@ class RunHistoryTest {
     }
 
     private static void end(RunHistory h, RunStart s, Outcome outcome, int exit, long ms, String stdout, String stderr) {
-        ExecutionResult r = new ExecutionResult(s.request().language(), exit, stdout, stderr, ms, outcome, false,
-                OptionalLong.of(4096), OptionalDouble.of(1.5), "fake");
+        ExecutionResult r = ExecutionResult.builder(s.request().language(), outcome).exitCode(exit).stdout(stdout)
+                .stderr(stderr).durationMs(ms).peakMemoryBytes(OptionalLong.of(4096))
+                .cpuTimeMs(OptionalDouble.of(1.5)).sandbox("fake").build();
         h.finished(new RunEnd(s, s.submittedAt().plusMillis(ms), Optional.of(r), Optional.empty()));
     }
 
@@ -145,8 +147,8 @@ class RunHistoryTest {
         end(h, start(h, "alice", "python", "import numpy as np\nprint(np.pi)"), Outcome.EXITED, 0, 5);
         end(h, start(h, "alice", "nodejs", "console.log('NumPy is python')"), Outcome.EXITED, 2, 5);
         end(h, start(h, "bob", "python", "print('numpy')"), Outcome.TIMEOUT, 137, 5);
-        RunStart inWs = start(h, new ExecutionRequest("python", "open('f','w')", "", List.of(), java.util.Map.of(),
-                LIMITS, new AuditInfo(Optional.of("bob"), Optional.empty(), Optional.empty()))
+        RunStart inWs = start(h, ExecutionRequest.builder("python", "open('f','w')", LIMITS)
+                .audit(new AuditInfo(Optional.of("bob"), Optional.empty(), Optional.empty())).build()
                 .inWorkspace(ws.open("bob", "data", true)).inSession(new SessionRef("bob", "s1")));
         start(h, "alice", "go", "package main");
 
@@ -207,8 +209,8 @@ class RunHistoryTest {
     }
 
     private static void finish(RunHistory h, RunStart s, Outcome outcome, String worker) {
-        ExecutionResult r = new ExecutionResult(s.request().language(), outcome == Outcome.EXITED ? 0 : -1, "out", "",
-                7, outcome, false, OptionalLong.empty(), OptionalDouble.empty(), "bwrap").withWorker(worker);
+        ExecutionResult r = ExecutionResult.builder(s.request().language(), outcome)
+                .exitCode(outcome == Outcome.EXITED ? 0 : -1).stdout("out").durationMs(7).sandbox("bwrap").build().withWorker(worker);
         h.finished(new RunEnd(s, s.submittedAt().plusMillis(7), Optional.of(r), Optional.empty()));
     }
 

@@ -83,8 +83,8 @@ class BwrapSandboxTest {
      */
     @Test
     void aBindFromALeftOutMountStillWorks() throws Exception {
-        SandboxSpec s = new SandboxSpec(runId(), List.of("/bin/ls", "/sys/kernel"), "/work", Map.of(),
-                List.of(Path.of("/sys/kernel")), ENV, limits());
+        SandboxSpec s = SandboxSpec.builder(runId(), List.of("/bin/ls", "/sys/kernel"), "/work", limits())
+                .readOnlyDirs(List.of(Path.of("/sys/kernel"))).env(ENV).build();
         Result r = run(sandbox, s);
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out().lines().toList()).contains("mm");
@@ -127,9 +127,8 @@ class BwrapSandboxTest {
 
     @Test
     void environmentIsExactlyWhatTheSpecGives() throws Exception {
-        Result r = run(sandbox, new SandboxSpec(runId(), List.of("/bin/sh", "-c",
-                "tr '\\0' '\\n' < /proc/self/environ; echo ---; tr '\\0' '\\n' < /proc/1/environ"),
-                "/work", Map.of(), List.of(), Map.of("PATH", "/usr/bin:/bin", "FOO", "bar"), limits()));
+        Result r = run(sandbox, SandboxSpec.builder(runId(), List.of("/bin/sh", "-c", "tr '\\0' '\\n' < /proc/self/environ; echo ---; tr '\\0' '\\n' < /proc/1/environ"), "/work", limits())
+                .env(Map.of("PATH", "/usr/bin:/bin", "FOO", "bar")).build());
         String[] parts = r.out().split("---\n");
         // sh adds PWD to what it exports; nothing else may appear
         assertThat(parts[0].lines().filter(l -> !l.startsWith("PWD=")).sorted().toList())
@@ -277,8 +276,8 @@ class BwrapSandboxTest {
         Path code = Files.createTempFile("code-", ".sh");
         Files.writeString(code, "sleep 2 & p=$!; sleep 0.3; ls /proc/$p/fd; kill $p\n");
         try {
-            SandboxSpec s = new SandboxSpec(runId(), List.of("/bin/sh", "/work/main.sh"), "/work",
-                    Map.of("/work/main.sh", code), List.of(), ENV, limits());
+            SandboxSpec s = SandboxSpec.builder(runId(), List.of("/bin/sh", "/work/main.sh"), "/work", limits())
+                    .readOnlyFiles(Map.of("/work/main.sh", code)).env(ENV).build();
             Result r = run(sandbox, s);
             assertThat(r.out().lines().toList()).containsExactly("0", "1", "2");
         } finally {
@@ -296,10 +295,8 @@ class BwrapSandboxTest {
         Files.writeString(dir.resolve("data.txt"), "shared\n");
         Files.setPosixFilePermissions(dir.resolve("data.txt"), PosixFilePermissions.fromString("rw-r--r--"));
         try {
-            SandboxSpec s = new SandboxSpec(runId(), List.of("/bin/sh", "-c",
-                    PY + " /work/main.py; cat " + dir + "/data.txt; (echo x >> /work/main.py) 2>/dev/null || echo ro-file;"
-                            + " (echo x > " + dir + "/new) 2>/dev/null || echo ro-dir"),
-                    "/work", Map.of("/work/main.py", code), List.of(dir), ENV, limits());
+            SandboxSpec s = SandboxSpec.builder(runId(), List.of("/bin/sh", "-c", PY + " /work/main.py; cat " + dir + "/data.txt; (echo x >> /work/main.py) 2>/dev/null || echo ro-file;" + " (echo x > " + dir + "/new) 2>/dev/null || echo ro-dir"), "/work", limits())
+                    .readOnlyFiles(Map.of("/work/main.py", code)).readOnlyDirs(List.of(dir)).env(ENV).build();
             Result r = run(sandbox, s);
             assertThat(r.out().lines().toList()).containsExactly("1", "shared", "ro-file", "ro-dir");
         } finally {
@@ -473,8 +470,8 @@ class BwrapSandboxTest {
             Map<String, String> env = Map.of("PATH", "/usr/lib/go-1.23/bin:/usr/bin:/bin", "HOME", "/tmp",
                     "GOCACHE", "/tmp/gocache", "GOPATH", "/tmp/gopath", "GOTOOLCHAIN", "local", "GOTELEMETRY", "off",
                     "CGO_ENABLED", "0");
-            Result r = run(sandbox, new SandboxSpec(runId(), List.of("/usr/lib/go-1.23/bin/go", "run", "/work/main.go"),
-                    "/work", Map.of("/work/main.go", code), List.of(), env, l), "", Duration.ofSeconds(120));
+            Result r = run(sandbox, SandboxSpec.builder(runId(), List.of("/usr/lib/go-1.23/bin/go", "run", "/work/main.go"), "/work", l)
+                    .readOnlyFiles(Map.of("/work/main.go", code)).env(env).build(), "", Duration.ofSeconds(120));
             assertThat(r.exit()).as(r.err()).isZero();
             assertThat(r.out()).isEqualTo("hello from go\n");
         } finally {
@@ -484,19 +481,19 @@ class BwrapSandboxTest {
 
     @Test
     void rejectsBadSpecsWithoutLeavingAnything() {
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
-                        List.of("/bin/true"), "work/relative", Map.of(), List.of(), ENV, limits())))
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(SandboxSpec.builder(runId(), List.of("/bin/true"), "work/relative", limits())
+                .env(ENV).build()))
                 .isInstanceOf(SandboxException.class).hasMessageContaining("absolute");
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
-                        List.of("/bin/true"), "/usr/lib", Map.of(), List.of(), ENV, limits())))
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(SandboxSpec.builder(runId(), List.of("/bin/true"), "/usr/lib", limits())
+                .env(ENV).build()))
                 .isInstanceOf(SandboxException.class).hasMessageContaining("system directory");
         Map<String, Path> many = new java.util.HashMap<>();
         for (int i = 0; i < 5; i++) many.put("/work/f" + i, Path.of("/etc/hostname"));
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
-                        List.of("/bin/true"), "/work", many, List.of(), ENV, limits())))
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(SandboxSpec.builder(runId(), List.of("/bin/true"), "/work", limits())
+                .readOnlyFiles(many).env(ENV).build()))
                 .isInstanceOf(SandboxException.class).hasMessageContaining("at most 4");
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(new SandboxSpec(runId(),
-                        List.of("/bin/true"), "/work", Map.of(), List.of(), Map.of("A=B", "x"), limits())))
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> sandbox.start(SandboxSpec.builder(runId(), List.of("/bin/true"), "/work", limits())
+                .env(Map.of("A=B", "x")).build()))
                 .isInstanceOf(SandboxException.class).hasMessageContaining("environment");
     }
 

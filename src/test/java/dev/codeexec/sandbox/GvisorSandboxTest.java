@@ -65,8 +65,8 @@ class GvisorSandboxTest {
                     print(sorted(os.listdir("/work")), [p for p in ["/root", "/home", "/var", "/srv", "/work/briefs"] if os.path.exists(p)])
                     open("/work/out.txt", "w").write("x"); print("wrote")
                     """.formatted(server.getLocalPort()));
-            Result r = run(sandbox, new SandboxSpec(runId(), List.of(PY, "/work/main.py"), "/work",
-                    Map.of("/work/main.py", code), List.of(), ENV, limits()), "hi", java.time.Duration.ofSeconds(30));
+            Result r = run(sandbox, SandboxSpec.builder(runId(), List.of(PY, "/work/main.py"), "/work", limits())
+                    .readOnlyFiles(Map.of("/work/main.py", code)).env(ENV).build(), "hi", java.time.Duration.ofSeconds(30));
             assertThat(r.exit()).as("out=" + r.out() + " err=" + r.err()).isZero();
             assertThat(r.out()).startsWith("hi /work ['HOME', 'LANG', 'PATH']").doesNotContain("CONNECTED")
                     .contains("refused\nroutes []\nno shadow\n['main.py'] []\nwrote");
@@ -81,8 +81,8 @@ class GvisorSandboxTest {
         assumeTrue(sandbox.unavailableReason().isEmpty(), "runsc not installed");
         String workDir = "/code-exec-not-on-host-" + ProcessHandle.current().pid();
         assertThat(Path.of(workDir)).doesNotExist();
-        Result r = run(sandbox, new SandboxSpec(runId(), List.of(PY, "-c", "import os; print(os.getcwd())"), workDir,
-                Map.of(), List.of(), ENV, limits()), "", java.time.Duration.ofSeconds(30));
+        Result r = run(sandbox, SandboxSpec.builder(runId(), List.of(PY, "-c", "import os; print(os.getcwd())"), workDir, limits())
+                .env(ENV).build(), "", java.time.Duration.ofSeconds(30));
         assertThat(r.exit()).as("out=" + r.out() + " err=" + r.err()).isZero();
         assertThat(r.out()).isEqualTo(workDir + "\n");
         assertThat(Path.of(workDir)).doesNotExist();

@@ -39,8 +39,9 @@ class NoSandboxTest {
         Path code = Files.createTempFile("code-", ".sh");
         Files.writeString(code, "id -u; pwd; cat /work/data.txt 2>/dev/null || echo mapped; env | sort\n");
         try {
-            Result r = run(sandbox, new SandboxSpec(runId(), List.of("/bin/sh", "/work/main.sh"), "/work",
-                    Map.of("/work/main.sh", code), List.of(), Map.of("PATH", "/usr/bin:/bin", "X", "/work/y"), limits()));
+            Result r = run(sandbox, SandboxSpec.builder(runId(), List.of("/bin/sh", "/work/main.sh"), "/work", limits())
+                    .readOnlyFiles(Map.of("/work/main.sh", code)).env(Map.of("PATH", "/usr/bin:/bin", "X", "/work/y"))
+                    .build());
             List<String> lines = r.out().lines().toList();
             assertThat(lines.get(0)).isEqualTo("65534");
             assertThat(lines.get(1)).startsWith(System.getProperty("java.io.tmpdir") + "/code-exec-none-");

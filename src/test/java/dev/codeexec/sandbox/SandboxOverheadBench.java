@@ -43,7 +43,7 @@ class SandboxOverheadBench {
     }
 
     static void runOnce(Sandbox sb, List<String> cmd) throws Exception {
-        try (SandboxProcess p = sb.start(new SandboxSpec(runId(), cmd, "/work", Map.of(), List.of(), ENV, limits()))) {
+        try (SandboxProcess p = sb.start(SandboxSpec.builder(runId(), cmd, "/work", limits()).env(ENV).build())) {
             p.stdin().close();
             p.stdout().readAllBytes();
             p.stderr().readAllBytes();

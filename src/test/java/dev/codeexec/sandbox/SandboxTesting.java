@@ -35,7 +35,7 @@ final class SandboxTesting {
     }
 
     static SandboxSpec spec(Limits limits, String... command) {
-        return new SandboxSpec(runId(), List.of(command), "/work", Map.of(), List.of(), ENV, limits);
+        return SandboxSpec.builder(runId(), List.of(command), "/work", limits).env(ENV).build();
     }
 
     static SandboxSpec spec(String... command) {

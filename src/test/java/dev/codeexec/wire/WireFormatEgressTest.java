@@ -31,7 +31,7 @@ class WireFormatEgressTest {
 
     @Test
     void thePolicyAndWhetherTheCallNamedItTravelToTheWorker() {
-        ExecutionRequest r = new ExecutionRequest("python", "print(1)", "", List.of(), Map.of(), LIMITS, null)
+        ExecutionRequest r = ExecutionRequest.builder("python", "print(1)", LIMITS).build()
                 .withEgress(EgressPolicy.parse("pypi.org,*.pythonhosted.org,mirror.example:8443"), true);
         ExecuteRequest p = WireFormat.toProto(r, Optional.empty());
         assertThat(p.getEgressAllowList()).containsExactly("pypi.org", "*.pythonhosted.org", "mirror.example:8443");
@@ -40,14 +40,14 @@ class WireFormatEgressTest {
         assertThat(back.egressAsked()).isTrue();
 
         ExecutionRequest none = WireFormat.fromProto(WireFormat.toProto(
-                new ExecutionRequest("python", "1", "", List.of(), Map.of(), LIMITS, null), Optional.empty()), (t, n) -> null);
+                ExecutionRequest.builder("python", "1", LIMITS).build(), Optional.empty()), (t, n) -> null);
         assertThat(none.egress().isOff()).isTrue();
         assertThat(none.egressAsked()).isFalse();
     }
 
     @Test
     void aPatternAWorkerCannotReadIsRefusedNotWidened() {
-        ExecuteRequest p = WireFormat.toProto(new ExecutionRequest("python", "1", "", List.of(), Map.of(), LIMITS, null),
+        ExecuteRequest p = WireFormat.toProto(ExecutionRequest.builder("python", "1", LIMITS).build(),
                 Optional.empty()).toBuilder().addEgressAllow("10.0.0.1").build();
         assertThatThrownBy(() -> WireFormat.fromProto(p, (t, n) -> null)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("not IP addresses");
@@ -59,14 +59,13 @@ class WireFormatEgressTest {
                 new ConnectionRecord("fixture.test", 8080, "allowed", "closed", "closed", 120, 4567, 12),
                 new ConnectionRecord("evil.test", 443, "refused", "not_allowed", "evil.test:443 is not on ...", 0, 0, 1)),
                 3, Map.of("allowed/closed", 1, "refused/not_allowed", 4), 120, 4567);
-        ExecutionResult r = new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "bwrap").withNetwork(n);
+        ExecutionResult r = ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).durationMs(5)
+                .sandbox("bwrap").build().withNetwork(n);
         ExecutionResult back = WireFormat.fromProto(WireFormat.toProto(r, "w1"));
         assertThat(back.network()).contains(n);
         assertThat(back.worker()).contains("w1");
         ExecutionResult without = WireFormat.fromProto(WireFormat.toProto(
-                new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
-                        OptionalDouble.empty(), "bwrap"), "w1"));
+                ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).durationMs(5).sandbox("bwrap").build(), "w1"));
         assertThat(without.network()).isEmpty();
     }
 
@@ -75,11 +74,11 @@ class WireFormatEgressTest {
         ToolCall.Report t = new ToolCall.Report(List.of(
                 new ToolCall("github", "search_issues", 31, true, 2048, 120, Optional.empty()),
                 new ToolCall("github", "delete_repo", 0, false, 0, 40, Optional.of("not_allowed"))), 7);
-        ExecutionResult r = new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "bwrap").withToolCalls(t);
+        ExecutionResult r = ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).durationMs(5)
+                .sandbox("bwrap").build().withToolCalls(t);
         assertThat(WireFormat.fromProto(WireFormat.toProto(r, "w1")).toolCalls()).contains(t);
-        ExecutionResult none = new ExecutionResult("python", 0, "", "", 5, Outcome.EXITED, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "bwrap");
+        ExecutionResult none = ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).durationMs(5)
+                .sandbox("bwrap").build();
         assertThat(WireFormat.fromProto(WireFormat.toProto(none, "w1")).toolCalls()).isEmpty();
     }
 }

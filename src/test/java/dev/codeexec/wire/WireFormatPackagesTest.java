@@ -25,7 +25,7 @@ class WireFormatPackagesTest {
 
     @Test
     void theSetTravelsAndIsCheckedAgainByTheWorker() {
-        ExecutionRequest r = new ExecutionRequest("python", "print(1)", "", List.of(), Map.of(), LIMITS, null)
+        ExecutionRequest r = ExecutionRequest.builder("python", "print(1)", LIMITS).build()
                 .withPackages(Optional.of(PackageSet.parse("python", List.of("Requests == 2.32.3", "tinylib[Extra]>=1"))));
         ExecuteRequest p = WireFormat.toProto(r, Optional.empty());
         assertThat(p.getPackagesList()).containsExactly("requests==2.32.3", "tinylib[extra]>=1");
@@ -33,7 +33,7 @@ class WireFormatPackagesTest {
         assertThat(back.packages()).isEqualTo(r.packages());
 
         ExecutionRequest none = WireFormat.fromProto(WireFormat.toProto(
-                new ExecutionRequest("python", "1", "", List.of(), Map.of(), LIMITS, null), Optional.empty()), (t, n) -> null);
+                ExecutionRequest.builder("python", "1", LIMITS).build(), Optional.empty()), (t, n) -> null);
         assertThat(none.packages()).isEmpty();
 
         // a gateway never sends a URL, but a worker does not take one on trust either
@@ -44,13 +44,13 @@ class WireFormatPackagesTest {
 
     @Test
     void whatWasResolvedComesBack() {
-        ExecutionResult r = new ExecutionResult("python", 0, "1\n", "", 12, Outcome.EXITED, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "bwrap").withPackages(new ExecutionResult.PackagesUsed(
+        ExecutionResult r = ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).stdout("1\n").durationMs(12)
+                .sandbox("bwrap").build().withPackages(new ExecutionResult.PackagesUsed(
                 Map.of("tinylib", "2.0", "tinydep", "1.0"), 1234));
         ExecutionResult back = WireFormat.fromProto(WireFormat.toProto(r, "w1"));
         assertThat(back.packages()).contains(new ExecutionResult.PackagesUsed(Map.of("tinylib", "2.0", "tinydep", "1.0"), 1234));
-        ExecutionResult plain = WireFormat.fromProto(WireFormat.toProto(new ExecutionResult("python", 0, "", "", 1,
-                Outcome.EXITED, false, OptionalLong.empty(), OptionalDouble.empty(), "bwrap"), "w1"));
+        ExecutionResult plain = WireFormat.fromProto(WireFormat.toProto(ExecutionResult.builder("python", Outcome.EXITED)
+                .exitCode(0).durationMs(1).sandbox("bwrap").build(), "w1"));
         assertThat(plain.packages()).isEmpty();
     }
 }

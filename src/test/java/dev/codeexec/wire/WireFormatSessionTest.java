@@ -19,8 +19,8 @@ class WireFormatSessionTest {
     void theCellNumberAndTheErrorTravel() {
         ExecutionResult.CellError err = new ExecutionResult.CellError("NameError", "name 'xyz' is not defined",
                 "Traceback (most recent call last):\n  File \"<cell 3>\", line 1, in <module>\nNameError: name 'xyz' is not defined\n");
-        ExecutionResult r = new ExecutionResult("python", 1, "", err.traceback(), 5, Outcome.EXITED, false, OptionalLong.empty(),
-                OptionalDouble.empty(), "bwrap").withSession(new ExecutionResult.SessionOutput("s", false, Optional.empty(),
+        ExecutionResult r = ExecutionResult.builder("python", Outcome.EXITED).exitCode(1).stderr(err.traceback())
+                .durationMs(5).sandbox("bwrap").build().withSession(new ExecutionResult.SessionOutput("s", false, Optional.empty(),
                 List.of(), OptionalInt.of(3), Optional.of(err)));
         ExecutionResult.SessionOutput back = WireFormat.fromProto(WireFormat.toProto(r, "w1")).session().orElseThrow();
         assertThat(back.executionCount()).hasValue(3);
