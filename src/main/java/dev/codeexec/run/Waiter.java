@@ -6,17 +6,17 @@ package dev.codeexec.run;
  * before {@link #end} or finds no thread, and {@link #end} clears what arrived before. That matters where the thread
  * lives on: a slot's platform thread runs the next run.
  */
-public final class Waiter {
+final class Waiter {
 
     private Thread thread;
 
     /** The current thread waits from now on. */
-    public synchronized void begin() {
+    synchronized void begin() {
         thread = Thread.currentThread();
     }
 
     /** The wait is over: no interrupt reaches the thread from here on, and none that came is left set. */
-    public void end() {
+    void end() {
         synchronized (this) {
             thread = null;
         }
@@ -24,7 +24,7 @@ public final class Waiter {
     }
 
     /** Wakes the waiting thread, if one waits. */
-    public synchronized void interrupt() {
+    synchronized void interrupt() {
         if (thread != null) thread.interrupt();
     }
 }
