@@ -270,6 +270,40 @@ public final class PackageInstalls {
     private Map<String, String> install(PackageSet set, Path into, Limits runLimits, String tenant)
             throws PackageStore.InstallFailed {
         String eco = set.ecosystem();
+        String runId = "install-" + HexFormat.of().formatHex(randomBytes());
+        try {
+            Files.createDirectory(into.resolve(SCRATCH));
+        } catch (IOException e) {
+            throw new PackageStore.InstallFailed("the server could not prepare the install: " + e.getMessage());
+        }
+        WorkspaceFs tree = new WorkspaceFs(into, -1, -1);
+        Ran ran = run(spec(set, into, runLimits, runId), eco, tree, tenant);
+        // from here on nothing of the install runs: its sandbox was closed, the whole tree killed
+        if (ran.why() != null) {
+            String refused = refusedHosts(ran.network());
+            LOG.info("install {} of {} {} failed after {} ms: {}", runId, eco, set.specs(), ran.ms(), ran.why());
+            // pip and npm say most on stderr; pip's warnings about the index (an ignored host, retries) go to stdout;
+            // npm's log of each fetch (--loglevel http) is left out
+            String warnings = ran.stdout().lines().filter(l -> l.startsWith("WARNING") || l.startsWith("ERROR"))
+                    .collect(Collectors.joining("\n"));
+            String errors = ran.stderr().lines().filter(l -> !l.startsWith("npm http ")).collect(Collectors.joining("\n"));
+            throw new PackageStore.InstallFailed(ran.why() + refused + "\n"
+                    + shorten((warnings.isEmpty() ? "" : warnings + "\n") + errors));
+        }
+        try {
+            for (String scratch : List.of(SCRATCH, ".npm-cache", ".npm")) deleteIfPresent(tree, RelPath.parse(scratch));
+            InstallCommand.checkLayout(eco, tree);
+            Map<String, String> resolved = InstallCommand.resolved(eco, tree);
+            LOG.info("install {} of {} {}: {} in {} ms", runId, eco, set.specs(), resolved, ran.ms());
+            return resolved;
+        } catch (WorkspaceException e) {
+            throw new PackageStore.InstallFailed("the server could not take over the installed files: " + e.getMessage());
+        }
+    }
+
+    /** The install's sandbox: the installer's command in {@code into}, with a run's limits and the install's own. */
+    private SandboxSpec spec(PackageSet set, Path into, Limits runLimits, String runId) {
+        String eco = set.ecosystem();
         InstallCommand cmd = InstallCommand.of(set, WORK, indexes.get(eco), eco.equals("npm") ? npmGlobalConfig() : Optional.empty());
         Map<String, String> env = new LinkedHashMap<>();
         env.put("PATH", INSTALL_PATH);
@@ -285,23 +319,25 @@ public final class PackageInstalls {
         int cpu = (int) Math.max(runLimits.cpuSeconds(), timeout.toSeconds() + 1);
         Limits limits = new Limits(timeout, cpu, runLimits.memoryBytes(), runLimits.maxProcesses(), 1L << 20, diskBytes,
                 runLimits.drainBytes());
-        String runId = "install-" + HexFormat.of().formatHex(randomBytes());
-        try {
-            Files.createDirectory(into.resolve(SCRATCH));
-        } catch (IOException e) {
-            throw new PackageStore.InstallFailed("the server could not prepare the install: " + e.getMessage());
-        }
-        SandboxSpec spec = SandboxSpec.builder(runId, cmd.argv(), WORK, limits).env(env)
-                .workDirSource(Optional.of(into)).build()
+        return SandboxSpec.builder(runId, cmd.argv(), WORK, limits).env(env).workDirSource(Optional.of(into)).build()
                 .withWorkDirOwner(uid -> giveTo(into, uid));
+    }
+
+    /**
+     * How an install ran.
+     *
+     * @param why     why it failed; null: it succeeded
+     * @param network what its channel saw (null: it had none)
+     */
+    private record Ran(String why, String stdout, String stderr, NetworkReport network, long ms) {
+    }
+
+    /** Runs the installer in its scope, on a channel that reaches only the index, within the install's bounds. */
+    private Ran run(SandboxSpec spec, String eco, WorkspaceFs tree, String tenant) throws PackageStore.InstallFailed {
         long t0 = System.nanoTime();
-        WorkspaceFs tree = new WorkspaceFs(into, -1, -1);
-        String why = null;
-        String stderr;
-        String stdout;
-        NetworkReport network;
+        Limits limits = spec.limits();
         AtomicReference<String> stop = new AtomicReference<>();
-        try (RunScope s = new RunScope(runId)) {
+        try (RunScope s = new RunScope(spec.runId())) {
             EgressStart.Started started;
             try {
                 started = EgressStart.start(sandbox, spec, channels, policies.get(eco), tenant, null, null);
@@ -312,21 +348,21 @@ public final class PackageInstalls {
             SandboxProcess p = s.program(started.process(), true);
             // a certificate the installer does not trust fails at once, not after its retries (npm: about 70 s)
             OutputListener lines = new LineWatch(line -> {
-                if (CERTIFICATE_ERROR.matcher(line)
-                        .find() && stop.compareAndSet(null, certificateMessage(eco))) p.kill();
+                if (CERTIFICATE_ERROR.matcher(line).find() && stop.compareAndSet(null, certificateMessage(eco))) p.kill();
             });
             OutputCollector.Drain drain = new OutputCollector.Drain(limits.drainBytes(), () -> {
                 stop.compareAndSet(null, "the install wrote more than " + (limits.drainBytes() >> 20)
                         + " MiB of output and was stopped");
                 p.kill();
             });
-            OutputCollector err = new OutputCollector(p.stderr(), limits.outputBytes(), OutputListener.Stream.STDERR, lines,
-                    drain);
-            OutputCollector out = new OutputCollector(p.stdout(), limits.outputBytes(), OutputListener.Stream.STDOUT, lines,
-                    drain);
-            s.readOutput(out, err, new byte[0], Thread.ofVirtual().name(runId + "-out", 0).factory());
+            OutputCollector err = new OutputCollector(p.stderr(), limits.outputBytes(), OutputListener.Stream.STDERR,
+                    lines, drain);
+            OutputCollector out = new OutputCollector(p.stdout(), limits.outputBytes(), OutputListener.Stream.STDOUT,
+                    lines, drain);
+            s.readOutput(out, err, new byte[0], Thread.ofVirtual().name(spec.runId() + "-out", 0).factory());
             DiskWatch disk = new DiskWatch(tree, p, stop);
             s.beforeFiles(disk);
+            String why = null;
             boolean exited;
             try {
                 exited = p.waitFor(timeout);
@@ -338,9 +374,8 @@ public final class PackageInstalls {
                 s.stopProgram();
             }
             s.joinOutput();
-            network = s.endNetwork().orElse(null);
-            stderr = err.captured().text();
-            stdout = out.captured().text();
+            NetworkReport network = s.endNetwork().orElse(null);
+            String stderr = err.captured().text();
             if (stop.get() == null && (stderr.contains("[Errno 27]") || stderr.contains("EFBIG")))
                 stop.set(diskCapMessage()); // one file over the cap: RLIMIT_FSIZE stopped it before the watcher
             if (stop.get() != null) why = stop.get();
@@ -350,29 +385,9 @@ public final class PackageInstalls {
                 if (t == null || t.exitCode() != 0)
                     why = "the installer failed (exit " + (t == null ? "unknown" : t.exitCode()) + ")";
             }
+            return new Ran(why, out.captured().text(), stderr, network, (System.nanoTime() - t0) / 1_000_000);
         } catch (InterruptedException e) {
             throw new PackageStore.InstallFailed("the install was stopped: no request waits for it any more");
-        }
-        // from here on nothing of the install runs: its sandbox was closed, the whole tree killed
-        long ms = (System.nanoTime() - t0) / 1_000_000;
-        if (why != null) {
-            String refused = refusedHosts(network);
-            LOG.info("install {} of {} {} failed after {} ms: {}", runId, eco, set.specs(), ms, why);
-            // pip and npm say most on stderr; pip's warnings about the index (an ignored host, retries) go to stdout;
-            // npm's log of each fetch (--loglevel http) is left out
-            String warnings = stdout.lines().filter(l -> l.startsWith("WARNING") || l.startsWith("ERROR"))
-                    .collect(Collectors.joining("\n"));
-            String errors = stderr.lines().filter(l -> !l.startsWith("npm http ")).collect(Collectors.joining("\n"));
-            throw new PackageStore.InstallFailed(why + refused + "\n" + shorten((warnings.isEmpty() ? "" : warnings + "\n") + errors));
-        }
-        try {
-            for (String scratch : List.of(SCRATCH, ".npm-cache", ".npm")) deleteIfPresent(tree, RelPath.parse(scratch));
-            InstallCommand.checkLayout(eco, tree);
-            Map<String, String> resolved = InstallCommand.resolved(eco, tree);
-            LOG.info("install {} of {} {}: {} in {} ms", runId, eco, set.specs(), resolved, ms);
-            return resolved;
-        } catch (WorkspaceException e) {
-            throw new PackageStore.InstallFailed("the server could not take over the installed files: " + e.getMessage());
         }
     }
 
