@@ -81,7 +81,7 @@ class ConfigTest {
 
     /**
      * The configuration reference's tables list exactly the keys the server reads, with the same defaults (read
-     * from the file as a user reads it; ConfigReferenceTest checks the whole file).
+     * from the file as a user reads it; ConfigReferenceTest checks the whole file), and the README points to it.
      */
     @Test
     void theConfigurationReferenceListsEveryKeyWithItsDefault() throws Exception {
@@ -95,6 +95,7 @@ class ConfigTest {
             String def = k.defaultValue().isEmpty() ? "(unset)" : k.defaultValue();
             assertThat(documented.get(k.name())).as("documented default of " + k.name()).isEqualTo(def);
         }
+        assertThat(Files.readString(Path.of("README.md"))).contains("](docs/configuration.md)");
     }
 
     @Test
