@@ -7,7 +7,7 @@
 #
 # The server listens on 0.0.0.0 in the image, and it refuses a non-loopback bind without API_KEY (or
 # API_KEYS_FILE): the container exits at once with a message naming HOST unless one of them is set.
-# Why the --security-opt flags: see the README's "Container" section (bubblewrap must create namespaces, set a
+# Why the --security-opt flags: see docs/container.md (bubblewrap must create namespaces, set a
 # hostname and mount a fresh /proc inside the container). scripts/container-test.sh builds and tests the image
 # with podman from a local debootstrapped base (BASE_IMAGE) and a JDK image made from the host's JDK (JDK_IMAGE).
 

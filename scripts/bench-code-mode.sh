@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of code mode (README "Code mode"), in one run on one machine: one tool call from sandboxed code
+# Benchmark of code mode (docs/code-mode.md), in one run on one machine: one tool call from sandboxed code
 # (Python `mcp_tools.fx.add(...)`, Node `await fx.add(...)`, each call timed inside the sandbox) against the same call
 # made directly by the TypeScript MCP SDK client to the same upstream (e2e/fixtures/upstream-mcp.mjs over Streamable
 # HTTP on 127.0.0.1), interleaved rounds, per-call p50/p95 and the overhead (goal: p50 at most 2 ms more than

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of egress (README "Network access"), in one run on one machine: a 50 MiB download from a loopback HTTP
+# Benchmark of egress (docs/network.md), in one run on one machine: a 50 MiB download from a loopback HTTP
 # fixture through the proxy (curl in a sandbox) vs the host's curl directly (MB/s, ratio; goal >= 0.8x) and vs the
 # host's curl through a bare one-hop relay (e2e/bench/reference-relay.c, built with cc: the floor of any proxy); python hello
 # p50/p95 and throughput at concurrency 4 on a server with EGRESS off and one with EGRESS=on (calls with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of declared packages (README "Declared packages: installed once, shared read-only"), in one run on one
+# Benchmark of declared packages (docs/packages.md), in one run on one
 # machine, servers started fresh:
 # 1. python `print(6*7)` with packages ["tinylib==1.0"] already in the store against the same run without packages
 #    (goal: p50 at most 5 ms more), end to end from the client and the server's durationMs and sandbox start, beside

@@ -179,7 +179,7 @@ PORT=$(free_port)
 log "running $CTR on 127.0.0.1:$PORT"
 # podman runs HEALTHCHECKs from systemd timers; without systemd it logs an error and runs none (stderr to a file),
 # so the check is run by hand below with `podman healthcheck run`.
-# The two --security-opt are what bubblewrap needs inside a container (README, "Container"): an unmasked /proc to
+# The two --security-opt are what bubblewrap needs inside a container (docs/container.md): an unmasked /proc to
 # mount its own, and a runtime seccomp profile that lets it set the sandbox's hostname (podman's refuses
 # sethostname without CAP_SYS_ADMIN; Docker's also refuses the namespaces). Each run still gets the server's own
 # seccomp filter.

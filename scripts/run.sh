@@ -2,8 +2,12 @@
 # Sets up everything code-exec-mcp needs on a Debian 12 machine (as root), builds the jar if it is missing or
 # older than the sources, and starts the server in the foreground (Streamable HTTP on 127.0.0.1:8080 unless
 # HOST/PORT say otherwise; TRANSPORT=stdio for stdio). All configuration comes from environment variables.
+# Run by a normal user, it runs itself again through sudo, keeping those variables (scripts/lib/as-root.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib/as-root.sh"
+as_root "$here/run.sh" "$@"
+cd "$here/.."
 export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 ./scripts/install-deps.sh >&2
 jar=target/code-exec-mcp.jar

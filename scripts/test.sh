@@ -5,8 +5,13 @@
 #  2. scripts/e2e.sh — the real jar driven by the official TypeScript MCP SDK over HTTP and stdio;
 #  3. scripts/container-test.sh — the container image built with podman from a local Debian base, run and driven
 #     over MCP and REST, then compose.yaml up and down through docker-compose on the podman socket.
+# Run by a normal user, it runs itself again through sudo, keeping JAVA_HOME and the rest of the environment
+# (scripts/lib/as-root.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib/as-root.sh"
+as_root "$here/test.sh" "$@"
+cd "$here/.."
 export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 export PATH="$JAVA_HOME/bin:$PATH"
 ./scripts/install-deps.sh --test

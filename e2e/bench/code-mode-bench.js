@@ -1,4 +1,4 @@
-// Benchmark of code mode (README "Code mode"): what one tool call from sandboxed code costs next to the same call
+// Benchmark of code mode (docs/code-mode.md): what one tool call from sandboxed code costs next to the same call
 // made directly by an MCP client on the same machine. The goal: at most 2 ms more per call (p50, side by
 // side in one run). One machine, one run, samples interleaved so that machine drift hits every side alike:
 //   - the upstream: e2e/fixtures/upstream-mcp.mjs over Streamable HTTP on 127.0.0.1 (bearer token), started here;

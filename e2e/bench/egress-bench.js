@@ -1,4 +1,4 @@
-// Benchmark of egress (README "Network access"): what the checking proxy costs a run that uses the network, and
+// Benchmark of egress (docs/network.md): what the checking proxy costs a run that uses the network, and
 // that runs without it pay nothing. One machine, one run, each figure next to a bare reference measured in the
 // same run, samples interleaved so that machine drift hits every side alike:
 //   1. a 50 MiB download from a plain HTTP fixture on 127.0.0.1 (served by this process): the host's curl directly
@@ -224,7 +224,7 @@ async function download(fixture, results, notes) {
             results.download[`reference_${mode}`] = { mbPerSecondP50: mb, transferMs: summary(got[mode].map((x) => x.transferMs)),
                 ratio: mb / results.download.direct.mbPerSecondP50 };
         }
-        // One audit line per connection (README): the log is at info here, so they can be counted.
+        // One audit line per connection (docs/network.md): the log is at info here, so they can be counted.
         const audit = server.log().split('\n').filter((l) => /\begress run=/.test(l));
         const expected = EGRESS_N + EGRESS_WARMUP;
         results.download.auditLines = audit.length;

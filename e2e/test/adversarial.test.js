@@ -198,7 +198,7 @@ attack(`memory hog past MEMORY_LIMIT_MB=${LIMITS.MEMORY_LIMIT_MB} ends with outc
     assert.equal(r.sc.outcome, 'memory_limit', JSON.stringify({ outcome: r.sc.outcome, exit: r.sc.exitCode, stderr: r.sc.stderr.slice(-500) }));
     assert.match(r.sc.stderr, /memory/i);
     // A cgroup stops the run at its limit; a normal user's server has the watchdog, which sees the run every 10 ms
-    // once it is over half its limit: this loop allocates a few 16 MB chunks in between (README: what each mode holds).
+    // once it is over half its limit: this loop allocates a few 16 MB chunks in between (docs/desktop.md: what each mode holds).
     const slackMb = AS_USER ? 96 : 16;
     if (r.sc.peakMemoryBytes !== undefined) assert.ok(r.sc.peakMemoryBytes <= (LIMITS.MEMORY_LIMIT_MB + slackMb) * 1048576, `peak ${r.sc.peakMemoryBytes}`);
 });

@@ -1,4 +1,4 @@
-// Controlled internet access ("egress", README "Network access") end to end: the real jar, real HTTP, the official
+// Controlled internet access ("egress", docs/network.md) end to end: the real jar, real HTTP, the official
 // TypeScript MCP SDK client, real programs (curl, python requests/urllib/sockets, Node fetch, npm) in bubblewrap
 // sandboxes. The hosts the runs reach are fixtures in this test process on 127.0.0.1 (plain HTTP, HTTPS with a
 // certificate from a throw-away CA made with openssl, a UDP listener); the servers pin the names fixture.test and
@@ -605,7 +605,7 @@ describe('egress on: allow-list, pinned fixture names, 127.0.0.1/32 opened, test
             const refused = list.filter((c) => c.decision === 'refused');
             assert.ok(refused.length >= 1 && refused.every((c) => c.reason === 'connection_limit'), show(r));
             assert.ok(list.filter((c) => c.decision === 'allowed').length <= CAP);
-            // README: "A refusal is an HTTP error (403, 429 for the connection cap ...) whose body says what and why".
+            // docs/network.md: "A refusal is an HTTP error (403, 429 for the connection cap ...) whose body says what and why".
             await t.test('every connection over the cap gets its 429 answer (none is just closed)', () => {
                     assert.deepEqual({ eof: first.codes.eof ?? 0, 429: limited, 'no answer': first.codes['no answer'] },
                         { eof: 0, 429: 500 - ok, 'no answer': 0 }, JSON.stringify(first));
@@ -770,7 +770,7 @@ describe('egress on, loopback not opened (no 127.0.0.1 in EGRESS_ALLOW_CIDRS); n
     before(async () => {
         // Where this machine's resolver sends npm: a mirror may sit on a reserved or private address (here
         // registry.npmjs.org may resolve to 203.0.113.80), which the proxy refuses unless EGRESS_ALLOW_CIDRS opens
-        // it (README: on-prem mirrors). So the registry's own addresses are opened, loopback never: this server
+        // it (docs/network.md: on-prem mirrors). So the registry's own addresses are opened, loopback never: this server
         // shows loopback refused.
         const registryCidrs = (await lookup(registry.hostname, { all: true }).catch(() => []))
             .filter((a) => !/^127\./.test(a.address) && a.address !== '::1' && !a.address.startsWith('::ffff:127.'))

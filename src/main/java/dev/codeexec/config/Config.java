@@ -8,8 +8,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * All configuration, read once from environment variables, validated, then immutable. Every key is in
- * {@link #KEYS} with its default and description; the README table is tested against that list.
+ * All configuration, read once from environment variables, validated, then immutable. Every key is in one of
+ * {@link #SECTIONS} with its default and description; docs/configuration.md is generated from them.
  */
 public final class Config {
 
@@ -21,7 +21,8 @@ public final class Config {
             "`http` (Streamable HTTP at /mcp plus /healthz) or `stdio` (MCP over stdin/stdout; logs go to stderr).",
             "http", "stdio");
     public static final ConfigKey<String> API_KEY = ConfigKey.string("API_KEY", "",
-            "When set, every request except /healthz needs `Authorization: Bearer <key>`.");
+            "When set, every request except /healthz needs `Authorization: Bearer <key>` (compared in constant time): "
+                    + "one tenant, `default`, with admin rights.");
     public static final ConfigKey<Boolean> ALLOW_UNAUTHENTICATED = ConfigKey.bool("ALLOW_UNAUTHENTICATED", false,
             "Allow binding a non-loopback HOST without an API key.");
     public static final ConfigKey<String> CORS_ORIGINS = ConfigKey.string("CORS_ORIGINS", "",
@@ -40,7 +41,7 @@ public final class Config {
             "bwrap", "gvisor", "none");
     public static final ConfigKey<Integer> SANDBOX_UID = ConfigKey.integer("SANDBOX_UID", 65534, 1, Integer.MAX_VALUE,
             "The uid sandboxed code sees itself as, and the owner of files the server writes into workspaces (never 0); "
-                    + "on the host each sandbox runs as a uid of its own from SANDBOX_UID_RANGE.");
+                    + "on the host each sandbox runs as a uid of its own from `SANDBOX_UID_RANGE`.");
     public static final ConfigKey<Integer> SANDBOX_GID = ConfigKey.integer("SANDBOX_GID", 65534, 1, Integer.MAX_VALUE,
             "The host gid every sandbox runs as (never 0): the group through which a tenant's later runs use the "
                     + "files an earlier run left in a workspace.");
@@ -48,7 +49,7 @@ public final class Config {
             "Host uids for sandboxes, one per sandbox at a time (`FIRST-LAST`): the kernel counts epoll watches, "
                     + "inotify instances, pipe buffers and processes per uid, so runs that share one share those limits. "
                     + "`auto`: 2000000000-2000065535 where the server sees every uid (else the top 4096 below 65534 of "
-                    + "those it sees); `off`: every sandbox runs as SANDBOX_UID.");
+                    + "those it sees); `off`: every sandbox runs as `SANDBOX_UID`.");
     public static final ConfigKey<Integer> MAX_CONCURRENT = ConfigKey.integer("MAX_CONCURRENT", 4, 1, 1024,
             "Runs executing at once.");
     public static final ConfigKey<Integer> QUEUE_SIZE = ConfigKey.integer("QUEUE_SIZE", 64, 0, 100000,
@@ -66,24 +67,31 @@ public final class Config {
     public static final ConfigKey<Integer> MAX_PROCESSES = ConfigKey.integer("MAX_PROCESSES", 128, 4, 100000,
             "Processes and threads of a whole run (cgroup pids.max).");
     public static final ConfigKey<Integer> MAX_OUTPUT_KB = ConfigKey.integer("MAX_OUTPUT_KB", 256, 1, 1048576,
-            "What a result keeps of stdout and of stderr, each: over it, the head and the tail with a marker of what was "
-                    + "left out, truncated=true; the program runs on.");
+            "What a result keeps of stdout and of stderr, each: over it, the head and the tail (half each) with a "
+                    + "marker `[... N bytes left out ...]`, `truncated: true`; the program runs on and its exit code counts.");
     public static final ConfigKey<Integer> MAX_OUTPUT_DRAIN_MB = ConfigKey.integer("MAX_OUTPUT_DRAIN_MB", 64, 1, 1048576,
-            "Output of a run (stdout and stderr together) after which a program that floods without end is stopped "
-                    + "(outcome output_limit); at least MAX_OUTPUT_KB.");
+            "Output of a run (stdout and stderr together) after which a program that floods without end is stopped: "
+                    + "`outcome: output_limit` (a session call is interrupted, the session kept). At least `MAX_OUTPUT_KB`.");
     public static final ConfigKey<Integer> PROGRESS_INTERVAL_MS = ConfigKey.integer("PROGRESS_INTERVAL_MS", 100, 0, 10000,
             "After a progress notification, streamed output is gathered for this long, then sent one notification "
-                    + "per line (more than 64 lines: merged per stream switch; 0: as read). A stream streams at most MAX_OUTPUT_KB.");
+                    + "per line (more than 64 lines: merged per stream switch); 0: sent as read. Each stream streams at most "
+                    + "`MAX_OUTPUT_KB`, then one notice.");
     public static final ConfigKey<Integer> MAX_DISK_MB = ConfigKey.integer("MAX_DISK_MB", 512, 1, 1048576,
             "Size of a run's writable working directory and of its /tmp (each a size-capped tmpfs).");
     public static final ConfigKey<String> DATA_DIR = ConfigKey.string("DATA_DIR", "/var/lib/code-exec-mcp",
-            "Server state: seccomp filter, shared Go build cache, staging files. Not visible to sandboxed code.");
+            "Server state: seccomp filter, shared Go build cache, staging files, the package store. Run by a normal "
+                    + "user, the default is `$XDG_DATA_HOME/code-exec-mcp`, else `~/.local/share/code-exec-mcp`. "
+                    + "Sandboxed code reaches only what is bound into it read-only (the runner scripts and caches in "
+                    + "`runtime/`, the `/etc` whitelist, the Go build cache), whose host paths its mount table shows; "
+                    + "nothing else of it.");
     public static final ConfigKey<Integer> SHUTDOWN_GRACE_SECONDS = ConfigKey.integer("SHUTDOWN_GRACE_SECONDS", 10, 0, 3600,
             "On SIGTERM/SIGINT, how long running executions may finish before they are killed.");
     public static final ConfigKey<String> API_KEYS_FILE = ConfigKey.string("API_KEYS_FILE", "",
-            "File of tenant keys, one `TENANT SHA256HEX_OF_KEY [admin]` per line (`#` comments); re-read on change.");
+            "File of tenant keys, one `TENANT SHA256HEX_OF_KEY [admin] [egress=PATTERN,...]` per line (`#` comments); "
+                    + "re-read on change ([admin.md](admin.md#tenants-and-keys)).");
     public static final ConfigKey<String> WORKSPACE_ROOT = ConfigKey.string("WORKSPACE_ROOT", "/var/lib/code-exec-mcp/workspaces",
-            "Where workspaces live, as WORKSPACE_ROOT/<tenant>/<workspace>/.");
+            "Where workspaces live, as `WORKSPACE_ROOT/<tenant>/<workspace>/`. Run by a normal user, the default is "
+                    + "`workspaces/` in DATA_DIR.");
     public static final ConfigKey<Integer> WORKSPACE_QUOTA_MB = ConfigKey.integer("WORKSPACE_QUOTA_MB", 1024, 1, 10485760,
             "Size limit of one workspace: API writes over it get 507; code writing past it gets EFBIG/EDQUOT, or is stopped (`workspace_limit`) where the kernel cannot enforce it.");
     public static final ConfigKey<Integer> WORKSPACE_MAX_ENTRIES = ConfigKey.integer("WORKSPACE_MAX_ENTRIES", 50000, 1, 100000000,
@@ -97,7 +105,9 @@ public final class Config {
     // The names are the languages table's (languages with a warm interpreter); the engine checks them at start.
     public static final ConfigKey<Map<String, Integer>> WARM_POOL = ConfigKey.counts("WARM_POOL", "python=2,nodejs=1,typescript=1,shell=2,bash=2,c=1,go=1,java=1",
             null, 64,
-            "Pre-started single-use sandboxes per language (any language of the table), e.g. `python=2,nodejs=1,go=1`; `off` turns the pool off.");
+            "Pre-started single-use sandboxes per language (any language of the table), e.g. `python=2,nodejs=1,go=1`; "
+                    + "`off` turns the pool off. Under `SANDBOX=gvisor` only `python`, `nodejs` and `typescript` are kept "
+                    + "warm (stateless runs).");
     public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
             "[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*",
             "Modules a warm python sandbox imports before its code arrives, e.g. `numpy,pandas` (costs memory and refill CPU).");
@@ -112,16 +122,19 @@ public final class Config {
                     + "within its share, and a tenant at or over its share is refused a new session when nothing "
                     + "else can make room.");
     public static final ConfigKey<String> METRICS_TOKEN = ConfigKey.string("METRICS_TOKEN", "",
-            "Bearer token that may read /metrics (besides an admin key), for a Prometheus scraper; not a tenant key.");
+            "Bearer token that may read /metrics (besides an admin key), for a Prometheus scraper; never a tenant key. "
+                    + "Compared in constant time.");
     public static final ConfigKey<String> WORKERS = ConfigKey.string("WORKERS", "",
             "Gateway mode: run code on gRPC workers instead of here: `dns:///workers.<ns>.svc.cluster.local:30031` "
-                    + "(a headless Service) or `static:///h1:30031,h2:30031`. Empty: this server runs code itself.");
+                    + "(a headless Service) or `static:///h1:30031,h2:30031`. Empty: this server runs code itself. See "
+                    + "[cluster.md](cluster.md).");
     public static final ConfigKey<String> WORKER_HOST = ConfigKey.string("WORKER_HOST", "127.0.0.1",
             "Worker (`java -jar code-exec-mcp.jar worker`): address to bind. A non-loopback address needs WORKER_TOKEN.");
     public static final ConfigKey<Integer> WORKER_PORT = ConfigKey.integer("WORKER_PORT", 30031, 0, 65535,
             "Worker: gRPC port (0 = any free port, printed at start).");
     public static final ConfigKey<String> WORKER_TOKEN = ConfigKey.string("WORKER_TOKEN", "",
-            "Shared secret between gateways and workers: a worker requires it in every call; a gateway sends it.");
+            "Shared secret between gateways and workers: a worker requires it in every call (constant-time compare); "
+                    + "a gateway sends it.");
     public static final ConfigKey<String> WORKER_TLS_CERT = ConfigKey.string("WORKER_TLS_CERT", "",
             "PEM certificate chain: a worker's server certificate; on a gateway, its client certificate for mTLS.");
     public static final ConfigKey<String> WORKER_TLS_KEY = ConfigKey.string("WORKER_TLS_KEY", "",
@@ -207,17 +220,54 @@ public final class Config {
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
             "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");
 
-    public static final List<ConfigKey<?>> KEYS = List.of(HOST, PORT, TRANSPORT, API_KEY, ALLOW_UNAUTHENTICATED,
-            CORS_ORIGINS, ALLOWED_HOSTS, MAX_BODY_MB, BODY_MEMORY_MB, BODY_TIMEOUT_SECONDS, SANDBOX, SANDBOX_UID, SANDBOX_GID, SANDBOX_UID_RANGE, MAX_CONCURRENT, QUEUE_SIZE,
-            QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES,
-            MAX_OUTPUT_KB, MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_DISK_MB, DATA_DIR, SHUTDOWN_GRACE_SECONDS, API_KEYS_FILE, WORKSPACE_ROOT, WORKSPACE_QUOTA_MB,
-            WORKSPACE_MAX_ENTRIES, WORKSPACE_MAX_AGE_HOURS, MAX_UPLOAD_MB, MAX_IMAGE_KB, WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS,
-            MAX_SESSIONS, SESSIONS_MEMORY_MB, METRICS_TOKEN, WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
-            WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING, WORKER_MAX_CONNECTION_AGE_SECONDS,
-            EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_MB,
-            EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE, UPSTREAM_MCP_FILE, CODE_TOOLS_MAX_CALLS,
-            CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS, PACKAGES, PACKAGE_INDEX_PYTHON, PACKAGE_REGISTRY_NPM,
-            PACKAGE_INDEX_HOSTS, PACKAGE_STORE_MB, INSTALL_TIMEOUT_MS, INSTALL_DISK_MB, LOG_FORMAT, LOG_LEVEL);
+    /**
+     * Every key, grouped: the configuration reference, docs/configuration.md, is generated from this list
+     * ({@code ConfigReferenceTest} fails when the file differs). A new key goes into one section here, or it is not
+     * read at all.
+     */
+    public static final List<ConfigSection> SECTIONS = List.of(
+            new ConfigSection("Server", "Where the server listens, where it keeps its state, how it stops and logs.",
+                    List.of(HOST, PORT, TRANSPORT, DATA_DIR, SHUTDOWN_GRACE_SECONDS, LOG_FORMAT, LOG_LEVEL)),
+            new ConfigSection("Keys and the HTTP edge", "Who may call, and what the edge accepts "
+                    + "([http-api.md](http-api.md), [admin.md](admin.md#tenants-and-keys), "
+                    + "[security.md](security.md#the-http-edge)).",
+                    List.of(API_KEY, API_KEYS_FILE, METRICS_TOKEN, ALLOW_UNAUTHENTICATED, CORS_ORIGINS, ALLOWED_HOSTS,
+                            MAX_BODY_MB, BODY_MEMORY_MB, BODY_TIMEOUT_SECONDS)),
+            new ConfigSection("Sandbox", "How every run is isolated ([security.md](security.md#the-sandbox)).",
+                    List.of(SANDBOX, SANDBOX_UID, SANDBOX_GID, SANDBOX_UID_RANGE)),
+            new ConfigSection("Runs: slots, queue and limits", "How many runs execute at once, and what one run may "
+                    + "use ([architecture.md](architecture.md#where-each-limit-is-enforced) says where each limit is "
+                    + "enforced).",
+                    List.of(MAX_CONCURRENT, QUEUE_SIZE, QUEUE_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+                            CPU_LIMIT_SECONDS, MEMORY_LIMIT_MB, MAX_PROCESSES, MAX_DISK_MB, MAX_OUTPUT_KB,
+                            MAX_OUTPUT_DRAIN_MB, PROGRESS_INTERVAL_MS, MAX_IMAGE_KB)),
+            new ConfigSection("Workspaces", "Persistent per-tenant working directories "
+                    + "([tools.md](tools.md#workspaces-and-files)).",
+                    List.of(WORKSPACE_ROOT, WORKSPACE_QUOTA_MB, WORKSPACE_MAX_ENTRIES, WORKSPACE_MAX_AGE_HOURS,
+                            MAX_UPLOAD_MB)),
+            new ConfigSection("Warm pool and sessions", "Sandboxes started ahead of their runs "
+                    + "([warm-pool.md](warm-pool.md)) and interpreters that keep their state between calls "
+                    + "([sessions.md](sessions.md)).",
+                    List.of(WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS, MAX_SESSIONS, SESSIONS_MEMORY_MB)),
+            new ConfigSection("Network access", "Runs reach the hosts of an allow-list through the server's checking "
+                    + "proxy, and nothing else ([network.md](network.md)).",
+                    List.of(EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS,
+                            EGRESS_MAX_MB, EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE)),
+            new ConfigSection("Code mode", "Sandboxed code that calls upstream MCP servers' tools "
+                    + "([code-mode.md](code-mode.md)).",
+                    List.of(UPSTREAM_MCP_FILE, CODE_TOOLS_MAX_CALLS, CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS)),
+            new ConfigSection("Declared packages", "pip and npm packages a run declares, installed once per set and "
+                    + "shared read-only ([packages.md](packages.md)).",
+                    List.of(PACKAGES, PACKAGE_INDEX_PYTHON, PACKAGE_REGISTRY_NPM, PACKAGE_INDEX_HOSTS,
+                            PACKAGE_STORE_MB, INSTALL_TIMEOUT_MS, INSTALL_DISK_MB)),
+            new ConfigSection("Gateway and workers", "The same jar as a gateway in front of gRPC workers "
+                    + "([cluster.md](cluster.md)).",
+                    List.of(WORKERS, WORKER_HOST, WORKER_PORT, WORKER_TOKEN, WORKER_TLS_CERT, WORKER_TLS_KEY,
+                            WORKER_TLS_CA, WORKER_PLAINTEXT, WORKER_NAME, WORKER_BALANCING,
+                            WORKER_MAX_CONNECTION_AGE_SECONDS)));
+
+    /** Every key, in the order of {@link #SECTIONS}. */
+    public static final List<ConfigKey<?>> KEYS = SECTIONS.stream().<ConfigKey<?>>flatMap(s -> s.keys().stream()).toList();
 
     private final Map<ConfigKey<?>, Object> values;
 

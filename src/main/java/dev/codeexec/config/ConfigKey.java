@@ -13,7 +13,7 @@ import java.util.function.Function;
  *
  * @param name         environment variable name
  * @param defaultValue default as the user would write it ("" = unset)
- * @param description  one line for the README table
+ * @param description  what it does, in markdown (links relative to docs/): its row in docs/configuration.md
  * @param parser       turns the text into a typed value and checks it
  */
 public record ConfigKey<T>(String name, String defaultValue, String description, Function<String, T> parser) {

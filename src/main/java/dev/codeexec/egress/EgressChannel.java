@@ -45,9 +45,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * idle timeouts), every connection ends as a {@link ConnectionRecord} in the run's {@link NetworkReport} and as an
  * {@code egress} line in the audit log, and {@link #finish} closes whatever is still open the moment the run ends.
  *
- * <p>Threads: one virtual thread accepts; each connection gets a virtual thread per direction. One run's flood
- * only fills its own channel, up to its own caps, which the server enforces from accept on (see {@link #admit}):
- * a program that connects to the socket itself, past the sandbox relay's cap, is held to them as well.
+ * <p>Threads: one virtual thread accepts. Each connection gets a virtual thread that reads and decides its request,
+ * connects, and then carries what the program sends (a tunnel's bytes, a plain request's body); what the upstream
+ * sends back (a tunnel's bytes, a plain request's response) goes on a platform thread, {@code egress-pump-*}, since
+ * a virtual thread parked and woken for every socket buffer's worth halves a download's rate. A connection over the
+ * cap gets a virtual thread that answers it 429. One daemon thread for all channels, {@code egress-idle-sweeper},
+ * closes idle connections and refused ones that do not send their request in time. One run's flood only fills its
+ * own channel, up to its own caps, which the server enforces from accept on (see {@link #admit}): a program that
+ * connects to the socket itself, past the sandbox relay's cap, is held to them as well.
  */
 public final class EgressChannel implements AutoCloseable {
 

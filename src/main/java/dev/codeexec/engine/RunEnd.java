@@ -48,11 +48,13 @@ public record RunEnd(Outcome outcome, int exitCode, String line) {
     /**
      * A session's interpreter answered a call: the session lives on, whatever happened to the call.
      *
-     * @param stop   the call was interrupted for this reason and the interpreter answered within the grace; null when
-     *               the call ran to its end
-     * @param raised the code raised an exception (its traceback is on stderr)
+     * @param stop     why the server interrupted the call, when the interpreter answered within
+     *                 {@link #SESSION_INTERRUPT_GRACE} of being interrupted; null when it answered without being
+     *                 interrupted
+     * @param exitCode the call's exit code: the status the answer carries where the interpreter gives one (bash: the
+     *                 cell's exit status), else 1 when the code raised (Python, Node, TypeScript; the error is on
+     *                 stderr) and 0 when it did not
      */
-    /** @param exitCode the call's exit code: 1 when it raised (Python, Node), the cell's status in bash */
     public record SessionAnswered(Stop stop, int exitCode) implements Facts {
     }
 

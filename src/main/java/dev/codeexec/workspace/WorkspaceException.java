@@ -1,12 +1,14 @@
 package dev.codeexec.workspace;
 
 /**
- * Why a workspace operation was refused, named by cause; surfaces map each kind to one status (REST) or one
- * tool error (MCP). Messages are safe to show to clients: they name the user's relative path, never a host path.
+ * Why a workspace operation was refused, named by cause; each surface maps a kind in one switch: the REST API to an
+ * HTTP status ({@code http.ApiServlet.status}), MCP resources and prompts to a JSON-RPC error
+ * ({@code mcp.WorkspaceResources.error}), and the file tools answer a tool error carrying {@link #code()}. Messages
+ * are safe to show to clients: they name the user's relative path, never a host path.
  */
 public final class WorkspaceException extends RuntimeException {
 
-    /** The cause (the REST surface gives each one status: {@code http.ApiErrors}). */
+    /** The cause (the REST API gives each one HTTP status: {@code http.ApiServlet.status}). */
     public enum Kind {
         BAD_PATH, BAD_NAME, NOT_FOUND, CONFLICT, TOO_LARGE, QUOTA_EXCEEDED, IO
     }

@@ -53,7 +53,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 /**
  * deploy/kubernetes/ validated offline: every manifest parses into typed objects with no unknown field, and the
  * objects are wired to each other and to the server's configuration the way the gateway/worker design needs
- * (README "Scaling out: a gateway and gRPC workers").
+ * (docs/cluster.md).
  */
 class KubernetesManifestsTest {
 
@@ -124,7 +124,7 @@ class KubernetesManifestsTest {
             assertThat(o.getMetadata().getNamespace()).as(o.getKind() + " " + o.getMetadata().getName()).isEqualTo(ns);
         }
         assertThat(secret().getMetadata().getNamespace()).isEqualTo(ns);
-        // The workers are privileged (README): a namespace enforcing a stricter Pod Security level would refuse them.
+        // The workers are privileged (docs/cluster.md, "bubblewrap in a pod"): a namespace enforcing a stricter Pod Security level would refuse them.
         assertThat(namespaces.getFirst().getMetadata().getLabels())
                 .containsEntry("pod-security.kubernetes.io/enforce", "privileged");
     }
