@@ -94,12 +94,6 @@ public final class Secrets {
         };
     }
 
-    /** A JSON object scrubbed ({@link #scrubJson}); null stays null. */
-    @SuppressWarnings("unchecked")
-    public Map<String, Object> scrubObject(Map<String, Object> value) {
-        return value == null ? null : (Map<String, Object>) scrubJson(value);
-    }
-
     /** Never the values: how many forms are looked for. */
     @Override
     public String toString() {
