@@ -181,7 +181,6 @@ public final class CodeToolsRun implements LocalEndpoint {
         else leftOut++;
         AUDIT.info("tool_call run={} tenant={} server={} tool={} ok={} reason={} ms={} bytesIn={} bytesOut={}", runId, tenant,
                 c.server(), c.tool(), c.ok(), c.reason().orElse("-"), c.ms(), c.bytesIn(), c.bytesOut());
-        tools.counted(tenant, c);
     }
 
     private static long ms(long started) {
