@@ -240,7 +240,7 @@ public final class CodeTools implements AutoCloseable {
 
     /** The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}). */
     public Map<String, String> environment() {
-        return Map.of("CODE_TOOLS_URL", "http://127.0.0.1:3128" + CodeToolsRun.PREFIX);
+        return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL);
     }
 
     /** A new library directory for one sandbox; it is empty until {@link LibraryFiles#write}. */

@@ -1,5 +1,6 @@
 package dev.codeexec.codemode;
 
+import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.LocalEndpoint;
 import io.modelcontextprotocol.spec.McpSchema;
 import org.slf4j.Logger;
@@ -35,6 +36,8 @@ public final class CodeToolsRun implements LocalEndpoint {
 
     private static final Logger AUDIT = LoggerFactory.getLogger("audit");
     static final String PREFIX = "/code-tools/v1";
+    /** The endpoint as a run's code reaches it: through its channel's relay (CODE_TOOLS_URL). */
+    static final String URL = EgressChannel.PROXY_URL + PREFIX;
     private static final JsonMapper JSON = JsonMapper.shared();
 
     private final CodeTools tools;
