@@ -246,7 +246,7 @@ static void default_signal(int sig) {
 
 /* --- the egress relay: 127.0.0.1:3128 <-> the server's unix socket, run by init in its poll loop --- */
 
-#define RELAY_PORT 3128
+#define RELAY_PORT 3128 /* the server's egress.EgressChannel.PROXY_PORT (EgressChannelsTest compares them) */
 #define MAX_RELAYS 128
 #define RELAY_BUF (256 * 1024)
 

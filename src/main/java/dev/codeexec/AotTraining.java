@@ -4,6 +4,7 @@ import dev.codeexec.engine.Outcome;
 import dev.codeexec.auth.ApiKeys;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.DataDir;
+import dev.codeexec.config.Ids;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.mcp.StdioServer;
 import dev.codeexec.surface.ServerSetup;
@@ -26,7 +27,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -87,7 +87,7 @@ final class AotTraining {
     static Outcome train(Map<String, String> hostEnv) throws Exception {
         Path data = Files.createTempDirectory("code-exec-aot-training-");
         try {
-            String key = UUID.randomUUID().toString();
+            String key = Ids.hex(16);
             Map<String, String> env = new HashMap<>(hostEnv);
             // Only what the training needs from the host: its runtimes and sandbox settings; state and
             // credentials of its own.

@@ -12,7 +12,6 @@ import dev.codeexec.config.ConfigException;
 import dev.codeexec.gateway.RemoteExecutor;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.workspace.WorkspaceExpiry;
-import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.engine.RequestValidator;
@@ -200,7 +199,6 @@ public final class Main {
         boolean local = config.get(Config.WORKERS).isBlank();
         CompletableFuture<Sandbox> sandbox = local ? LocalEngine.startSandbox(config) : null;
         Languages languages = Languages.load();
-        RequestValidator validator = new RequestValidator(config, languages);
         Executor executor;
         Sandbox.Status sandboxStatus;
         Workspaces workspaces;
@@ -221,8 +219,7 @@ public final class Main {
             sandboxStatus = new Sandbox.Status("workers", Optional.empty());
             workspaces = Workspaces.configured(config);
         }
-        return new ServerSetup(config, executor, args -> validator.fromArguments(args, AuditInfo.NONE),
-                languages.names(), sandboxStatus, Version.of(Main.class), extensions, workspaces, EgressSettings.of(config),
-                codeTools);
+        return new ServerSetup(config, executor, new RequestValidator(config, languages), sandboxStatus,
+                Version.of(Main.class), extensions, workspaces, EgressSettings.of(config), codeTools);
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.auth;
 
+import dev.codeexec.config.Ids;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.Workspaces;
@@ -14,7 +15,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.security.SecureRandom;
 import java.util.Base64;
 import java.util.List;
 import java.util.Map;
@@ -30,7 +30,6 @@ public final class KeysCommand {
 
     /** Marks a key as ours in logs, configs and secret scanners. */
     static final String PREFIX = "cem_";
-    private static final SecureRandom RANDOM = new SecureRandom();
     private static final String USAGE = "usage: code-exec-mcp keys add TENANT [--admin] [--egress=PATTERN,...|off]   (needs API_KEYS_FILE)";
 
     private KeysCommand() {
@@ -88,9 +87,7 @@ public final class KeysCommand {
     }
 
     static String newKey() {
-        byte[] bytes = new byte[32];
-        RANDOM.nextBytes(bytes);
-        return PREFIX + Base64.getUrlEncoder().withoutPadding().encodeToString(bytes);
+        return PREFIX + Base64.getUrlEncoder().withoutPadding().encodeToString(Ids.bytes(32));
     }
 
     /** Appends under an exclusive lock, on a line of its own even when the file does not end with a newline. */

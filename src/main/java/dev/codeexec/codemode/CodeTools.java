@@ -3,6 +3,8 @@ package dev.codeexec.codemode;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.config.DataDir;
+import dev.codeexec.config.Ids;
+import dev.codeexec.linux.DeepWalk;
 import io.modelcontextprotocol.spec.McpSchema;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -12,16 +14,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.function.BiConsumer;
 import java.util.stream.Stream;
 
 /**
@@ -33,7 +31,6 @@ import java.util.stream.Stream;
 public final class CodeTools implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(CodeTools.class);
-    private static final SecureRandom RANDOM = new SecureRandom();
     static final String PYTHON_FILE = "python/mcp_tools/__init__.py";
     static final String NODE_FILE = "node/mcp-tools/index.js";
     static final String TYPES_FILE = "node/mcp-tools/index.d.ts";
@@ -45,7 +42,6 @@ public final class CodeTools implements AutoCloseable {
     private final int maxCalls;
     private final long maxBytes;
     private final Duration callTimeout;
-    private volatile BiConsumer<String, ToolCall> counter = (t, c) -> { };
 
     CodeTools(Upstreams upstreams, Path dir, int maxCalls, long maxBytes, Duration callTimeout) {
         this.upstreams = upstreams;
@@ -72,7 +68,7 @@ public final class CodeTools implements AutoCloseable {
             Files.createDirectories(dir);
             Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
             try (Stream<Path> old = Files.list(dir)) {
-                for (Path p : old.toList()) deleteTree(p); // left by a server that did not stop cleanly
+                for (Path p : old.toList()) DeepWalk.deleteTree(p); // left by a server that did not stop cleanly
             }
         } catch (IOException e) {
             throw new ConfigException("UPSTREAM_MCP_FILE is set, but " + dir + " cannot be prepared: " + e.getMessage());
@@ -97,15 +93,6 @@ public final class CodeTools implements AutoCloseable {
 
     Duration callTimeout() {
         return callTimeout;
-    }
-
-    /** Told of every call (metrics count them by server, tool and outcome). */
-    public void onCall(BiConsumer<String, ToolCall> counter) {
-        this.counter = counter;
-    }
-
-    void counted(String tenant, ToolCall call) {
-        counter.accept(tenant, call);
     }
 
     /**
@@ -253,14 +240,12 @@ public final class CodeTools implements AutoCloseable {
 
     /** The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}). */
     public Map<String, String> environment() {
-        return Map.of("CODE_TOOLS_URL", "http://127.0.0.1:3128" + CodeToolsRun.PREFIX);
+        return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL);
     }
 
     /** A new library directory for one sandbox; it is empty until {@link LibraryFiles#write}. */
     public LibraryFiles files() throws IOException {
-        byte[] b = new byte[8];
-        RANDOM.nextBytes(b);
-        Path d = dir.resolve(HexFormat.of().formatHex(b));
+        Path d = dir.resolve(Ids.hex(8));
         Files.createDirectory(d);
         for (String f : FILES) Files.createDirectories(d.resolve(f).getParent());
         try (Stream<Path> all = Files.walk(d)) {
@@ -313,17 +298,11 @@ public final class CodeTools implements AutoCloseable {
         @Override
         public void close() {
             try {
-                deleteTree(dir);
+                DeepWalk.deleteTree(dir);
             } catch (IOException e) {
-                LOG.warn("code mode: cannot delete {}: {}", dir, e.toString());
+                LOG.warn("code mode: {}", e.getMessage());
             }
         }
     }
 
-    private static void deleteTree(Path p) throws IOException {
-        if (!java.nio.file.Files.exists(p)) return;
-        try (Stream<Path> s = java.nio.file.Files.walk(p)) {
-            for (Path x : s.sorted(Comparator.reverseOrder()).toList()) java.nio.file.Files.deleteIfExists(x);
-        }
-    }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.codemode;
 
+import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.LocalEndpoint;
 import io.modelcontextprotocol.spec.McpSchema;
 import org.slf4j.Logger;
@@ -35,6 +36,8 @@ public final class CodeToolsRun implements LocalEndpoint {
 
     private static final Logger AUDIT = LoggerFactory.getLogger("audit");
     static final String PREFIX = "/code-tools/v1";
+    /** The endpoint as a run's code reaches it: through its channel's relay (CODE_TOOLS_URL). */
+    static final String URL = EgressChannel.PROXY_URL + PREFIX;
     private static final JsonMapper JSON = JsonMapper.shared();
 
     private final CodeTools tools;
@@ -181,7 +184,6 @@ public final class CodeToolsRun implements LocalEndpoint {
         else leftOut++;
         AUDIT.info("tool_call run={} tenant={} server={} tool={} ok={} reason={} ms={} bytesIn={} bytesOut={}", runId, tenant,
                 c.server(), c.tool(), c.ok(), c.reason().orElse("-"), c.ms(), c.bytesIn(), c.bytesOut());
-        tools.counted(tenant, c);
     }
 
     private static long ms(long started) {

@@ -172,7 +172,7 @@ public final class Library {
                 import socket as _socket
 
                 __all__ = ["McpToolError", "servers", "call"]
-                _URL = _os.environ.get("CODE_TOOLS_URL", "http://127.0.0.1:3128/code-tools/v1")
+                _URL = _os.environ.get("CODE_TOOLS_URL", "@CODE_TOOLS_URL@")
                 _MISSING = object()
 
 
@@ -295,7 +295,7 @@ public final class Library {
                         by_name.__name__ = by_name.__qualname__ = tool
                         return by_name
 
-                """);
+                """.replace("@CODE_TOOLS_URL@", CodeToolsRun.URL));
         List<String> moduleNames = new ArrayList<>();
         for (ServerView s : servers) {
             Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
@@ -404,7 +404,7 @@ public final class Library {
                 // resolves to the tool's structured result, else its text; a failed call rejects with McpToolError
                 // (.server, .tool, .reason). Calls go to the endpoint in CODE_TOOLS_URL.
                 const net = require('net');
-                const base = new URL(process.env.CODE_TOOLS_URL || 'http://127.0.0.1:3128/code-tools/v1');
+                const base = new URL(process.env.CODE_TOOLS_URL || '@CODE_TOOLS_URL@');
                 const HOST = base.hostname;
                 const PORT = Number(base.port || 80);
                 const PATH = base.pathname.replace(/\\/$/, '') + '/call';
@@ -508,7 +508,7 @@ public final class Library {
                   throw new McpToolError(data.error || '', server, tool, data.reason);
                 }
 
-                """);
+                """.replace("@CODE_TOOLS_URL@", CodeToolsRun.URL));
         List<String> exports = new ArrayList<>(List.of("McpToolError", "call"));
         List<String> moduleNames = new ArrayList<>();
         for (ServerView s : servers) {

@@ -353,10 +353,6 @@ public final class Config {
         return Path.of(get(DATA_DIR));
     }
 
-    public Duration defaultTimeout() {
-        return Duration.ofMillis(get(DEFAULT_TIMEOUT_MS));
-    }
-
     public Duration maxTimeout() {
         return Duration.ofMillis(get(MAX_TIMEOUT_MS));
     }

@@ -1,22 +1,20 @@
 package dev.codeexec.config;
 
+import dev.codeexec.linux.DeepWalk;
+
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Map;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.regex.Matcher;
@@ -269,7 +267,7 @@ public final class DataDir {
      */
     public static Path tempFor(Path target) {
         return target.resolveSibling("." + target.getFileName() + "." + ProcessHandle.current().pid() + "-"
-                + UUID.randomUUID().toString().substring(0, 8) + ".tmp");
+                + Ids.hex(4) + ".tmp");
     }
 
     /** Gives {@code written} its final mode and renames it over {@code target} in one step. */
@@ -336,37 +334,16 @@ public final class DataDir {
         }
     }
 
-    /** Deletes a tree without following symlinks (a sandboxed program may have planted some). */
+    /**
+     * Deletes a tree (or a file) that a sandboxed program may have written, never following a link
+     * ({@link DeepWalk#deleteTree}); null or nothing there, nothing done. What cannot be deleted is logged, not thrown.
+     */
     public static void deleteTree(Path root) {
-        if (root == null || !Files.exists(root, LinkOption.NOFOLLOW_LINKS)) return;
+        if (root == null) return;
         try {
-            Files.walkFileTree(root, new SimpleFileVisitor<>() {
-                @Override
-                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
-                    Files.deleteIfExists(file);
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult visitFileFailed(Path file, IOException exc) {
-                    return FileVisitResult.CONTINUE; // gone meanwhile
-                }
-
-                @Override
-                public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) throws IOException {
-                    // a program may have left a directory without write permission for its owner
-                    Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString(PRIVATE_DIR));
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
-                    Files.deleteIfExists(dir);
-                    return FileVisitResult.CONTINUE;
-                }
-            });
+            DeepWalk.deleteTree(root);
         } catch (IOException e) {
-            org.slf4j.LoggerFactory.getLogger(DataDir.class).warn("could not delete {}: {}", root, e.toString());
+            org.slf4j.LoggerFactory.getLogger(DataDir.class).warn("{}", e.getMessage());
         }
     }
 }

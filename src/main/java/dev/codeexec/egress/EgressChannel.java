@@ -58,8 +58,6 @@ public final class EgressChannel implements AutoCloseable {
 
     /** Where the sandbox's relay listens. */
     public static final int PROXY_PORT = 3128;
-    /** Where the channel's socket is bound inside the sandbox. */
-    public static final String SOCKET_IN_SANDBOX = "/run/codeexec/egress.sock";
     /** The proxy's URL as a run's environment names it. */
     public static final String PROXY_URL = "http://127.0.0.1:" + PROXY_PORT;
 

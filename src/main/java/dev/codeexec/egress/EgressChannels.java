@@ -1,11 +1,11 @@
 package dev.codeexec.egress;
 
+import dev.codeexec.config.Ids;
+
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.security.SecureRandom;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
@@ -19,7 +19,6 @@ public final class EgressChannels {
 
     /** A unix socket's path must fit in sun_path (108 bytes with its NUL). */
     private static final int MAX_SOCKET_PATH = 107;
-    private static final SecureRandom RANDOM = new SecureRandom();
     /** Inside the sandbox, when EGRESS_CA_FILE is set: the system's certificates plus the operator's. */
     static final String CA_BUNDLE_IN_SANDBOX = "/run/codeexec/ca-bundle.pem";
     /** Inside the sandbox, when EGRESS_CA_FILE is set: the operator's certificates alone (Node adds them to its own). */
@@ -82,14 +81,8 @@ public final class EgressChannels {
 
     /** A new channel on a socket of its own, serving {@code policy} until {@link EgressChannel#arm armed} again. */
     public EgressChannel open(EgressPolicy policy, String tenant, String runId) throws IOException {
-        return EgressChannel.open(settings, resolver, dir.resolve(HexFormat.of().formatHex(randomBytes()) + ".sock"),
+        return EgressChannel.open(settings, resolver, dir.resolve(Ids.hex(8) + ".sock"),
                 policy, tenant, runId);
-    }
-
-    private static byte[] randomBytes() {
-        byte[] b = new byte[8];
-        RANDOM.nextBytes(b);
-        return b;
     }
 
     /**

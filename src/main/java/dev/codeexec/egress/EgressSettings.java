@@ -151,7 +151,7 @@ public record EgressSettings(boolean enabled, EgressPolicy serverPolicy, Address
         else if (!enabled) m.put("note", "egress is off on this server: runs have no network (EGRESS=off)");
         else if (callerPolicy.isOff()) m.put("note", "your allow-list is empty: runs have no network");
         else {
-            m.put("proxy", "http://127.0.0.1:3128 (HTTP_PROXY and HTTPS_PROXY are set in the run's environment)");
+            m.put("proxy", EgressChannel.PROXY_URL + " (HTTP_PROXY and HTTPS_PROXY are set in the run's environment)");
             m.put("howTo", "pass network: false or a narrower list of patterns to execute_code; code that ignores the proxy has no network");
             m.put("maxConnections", maxConnections);
             m.put("maxBytesEachWay", maxBytes);

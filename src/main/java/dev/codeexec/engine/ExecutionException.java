@@ -1,13 +1,23 @@
 package dev.codeexec.engine;
 
 /**
- * Why a call could not run, named by cause. Surfaces map each subtype to an error in one place
- * (MCP: a tool result with isError; HTTP: a status code). Messages are safe to show to clients.
+ * Why a call could not run, named by cause. Abstract and sealed: a switch over it names every kind, so a new kind of
+ * failure cannot be forgotten by one surface (MCP: a tool error; HTTP: a status code; gRPC: a status). Messages are
+ * safe to show to clients.
  */
-public sealed class ExecutionException extends RuntimeException {
+public sealed abstract class ExecutionException extends RuntimeException {
 
     protected ExecutionException(String message) {
         super(message, null, false, false);
+    }
+
+    /** The kind's wire name, as clients see it: {@code invalid_request}, {@code busy}, {@code unavailable}. */
+    public final String code() {
+        return switch (this) {
+            case InvalidRequest x -> "invalid_request";
+            case Busy x -> "busy";
+            case Unavailable x -> "unavailable";
+        };
     }
 
     /** The request itself is wrong: unknown language, bad argument, value out of range. */

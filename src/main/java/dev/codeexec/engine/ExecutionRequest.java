@@ -70,11 +70,6 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         return toBuilder().session(Optional.of(ref)).build();
     }
 
-    /** The same request with other audit information. */
-    public ExecutionRequest withAudit(AuditInfo a) {
-        return toBuilder().audit(a).build();
-    }
-
     /** The same request with this network policy; {@code asked}: the call named it. */
     public ExecutionRequest withEgress(EgressPolicy policy, boolean asked) {
         return toBuilder().egress(policy, asked).build();

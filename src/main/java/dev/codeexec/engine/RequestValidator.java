@@ -1,9 +1,11 @@
 package dev.codeexec.engine;
 
+import dev.codeexec.config.Config;
 import dev.codeexec.lang.Language;
 import dev.codeexec.lang.Languages;
+import dev.codeexec.packages.PackageSet;
 import dev.codeexec.sandbox.Limits;
-import dev.codeexec.config.Config;
+import dev.codeexec.workspace.Workspaces;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -11,12 +13,17 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.regex.Pattern;
 
 /**
- * Turns the raw arguments of a surface (MCP tool call, REST body) into an {@link ExecutionRequest} with limits
- * resolved from the configuration. Every rejection is an {@link ExecutionException.InvalidRequest} whose message
- * names the argument and the accepted range, so a client (or an AI agent) can fix its call.
+ * The arguments of {@code execute_code}, defined once for every surface: each argument's name, JSON type, bounds and
+ * error text. {@link #inputSchema} is what clients are shown (the MCP tool's input schema); {@link #parse} reads the
+ * arguments of a call as JSON decodes them (an MCP tool call, a REST body) into the request; {@link #validate} checks
+ * the typed ones a worker gets over gRPC. Limits are resolved from the configuration (the server's, with the call's
+ * timeout). Every rejection is an {@link ExecutionException.InvalidRequest} whose message names the argument and the
+ * accepted range, so a client (or an AI agent) can fix its call; a {@code workspace} or {@code session} name that
+ * is not valid is a {@link dev.codeexec.workspace.WorkspaceException} ({@code bad_name}).
  */
 public final class RequestValidator {
 
@@ -26,7 +33,10 @@ public final class RequestValidator {
     static final int MAX_ARG_CHARS = 4096;
     static final int MAX_ENV = 64;
     static final int MAX_ENV_VALUE_CHARS = 8192;
-    private static final Pattern ENV_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,127}");
+    private static final String ENV_NAME_PATTERN = "[A-Za-z_][A-Za-z0-9_]{0,127}";
+    private static final Pattern ENV_NAME = Pattern.compile(ENV_NAME_PATTERN);
+    /** A workspace's or session's name, as {@link Workspaces#checkName} accepts it. */
+    private static final String NAME_PATTERN = "^[A-Za-z0-9_-]{1,64}$";
 
     private final Config config;
     private final Languages languages;
@@ -37,11 +47,23 @@ public final class RequestValidator {
     }
 
     /**
-     * Validates arguments as they come from JSON: {@code language} and {@code code} strings (required),
-     * {@code stdin} string, {@code timeout_ms} integer, {@code args} array of strings, {@code env} object of
-     * strings. Unknown keys are ignored (surfaces declare their schema).
+     * A call's arguments, checked: the request they ask for (without the caller's context), and what only that
+     * context resolves: the workspace's and the session's names (valid, the workspace not opened yet) and the network
+     * asked for, which must lie inside the caller's allow-list ({@code EgressSettings.forCall}).
+     *
+     * @param network null when not given, else {@link Boolean} or a list of host pattern strings
      */
-    public ExecutionRequest fromArguments(Map<String, ?> arguments, ExecutionRequest.AuditInfo audit) {
+    public record Arguments(ExecutionRequest request, Optional<String> workspace, Optional<String> session,
+            Object network) {
+    }
+
+    /**
+     * The arguments as JSON gives them: {@code language} and {@code code} strings (required), {@code stdin} string,
+     * {@code timeout_ms} integer, {@code args} array of strings, {@code env} object of strings, {@code packages}
+     * array of strings, {@code workspace} and {@code session} names, {@code network} false or an array of host
+     * patterns. Unknown keys are ignored (the schema says what there is).
+     */
+    public Arguments parse(Map<String, ?> arguments, ExecutionRequest.AuditInfo audit) {
         Map<String, ?> a = arguments == null ? Map.of() : arguments;
         String language = string(a.get("language"), "language");
         String code = string(a.get("code"), "code");
@@ -49,7 +71,11 @@ public final class RequestValidator {
         Long timeout = integer(a.get("timeout_ms"));
         List<String> args = stringList(a.get("args"));
         Map<String, String> env = stringMap(a.get("env"));
-        return validate(language, code, stdin, timeout, args, env, audit);
+        ExecutionRequest request = validate(language, code, stdin, timeout, args, env, audit);
+        request = request.withPackages(packages(request.language(), a.get("packages")));
+        Optional<String> workspace = name(a.get("workspace"), "workspace");
+        Optional<String> session = name(a.get("session"), "session");
+        return new Arguments(request, workspace, session, network(a.get("network")));
     }
 
     /** Validates typed arguments; null means "not given". */
@@ -95,6 +121,28 @@ public final class RequestValidator {
                 .env(checked).audit(audit).build();
     }
 
+    /**
+     * Declared packages ({@code packages} of execute_code, of session_reset), checked and normalised for the
+     * language; empty when absent or an empty list.
+     *
+     * @throws ExecutionException.InvalidRequest not a list of strings, or a requirement that is refused
+     */
+    public static Optional<PackageSet> packages(String language, Object value) {
+        if (value == null) return Optional.empty();
+        if (!(value instanceof List<?> list)) throw invalid("'packages' must be an array of strings");
+        if (list.isEmpty()) return Optional.empty();
+        List<String> specs = new ArrayList<>();
+        for (Object o : list) {
+            if (!(o instanceof String s)) throw invalid("'packages' must be an array of strings");
+            specs.add(s);
+        }
+        try {
+            return Optional.of(PackageSet.parse(language, specs));
+        } catch (IllegalArgumentException e) {
+            throw invalid(e.getMessage());
+        }
+    }
+
     /** The server's limits with the given timeout. */
     public Limits limits(Duration timeout) {
         return defaultLimits(config, timeout);
@@ -106,6 +154,49 @@ public final class RequestValidator {
         return new Limits(timeout, config.get(Config.CPU_LIMIT_SECONDS), config.get(Config.MEMORY_LIMIT_MB) * mb,
                 config.get(Config.MAX_PROCESSES), config.get(Config.MAX_OUTPUT_KB) * 1024L,
                 config.get(Config.MAX_DISK_MB) * mb, config.get(Config.MAX_OUTPUT_DRAIN_MB) * mb);
+    }
+
+    /** The language ids and aliases a call may name. */
+    public List<String> languageNames() {
+        return languages.names();
+    }
+
+    /** The JSON schema of the arguments, as clients are shown it: each argument's type, bounds and meaning. */
+    public Map<String, Object> inputSchema() {
+        Map<String, Object> props = new LinkedHashMap<>();
+        props.put("language", Map.of("type", "string", "enum", languageNames(),
+                "description", "Language of the code."));
+        props.put("code", Map.of("type", "string", "description", "The program text."));
+        props.put("stdin", Map.of("type", "string", "description", "Standard input for the program."));
+        props.put("timeout_ms", Map.of("type", "integer", "minimum", 1,
+                "maximum", config.get(Config.MAX_TIMEOUT_MS),
+                "default", config.get(Config.DEFAULT_TIMEOUT_MS),
+                "description", "Wall-clock timeout in milliseconds."));
+        props.put("args", Map.of("type", "array", "items", Map.of("type", "string", "maxLength", MAX_ARG_CHARS),
+                "maxItems", MAX_ARGS, "description", "Program arguments."));
+        props.put("env", Map.of("type", "object", "maxProperties", MAX_ENV,
+                "propertyNames", Map.of("pattern", "^" + ENV_NAME_PATTERN + "$"),
+                "additionalProperties", Map.of("type", "string", "maxLength", MAX_ENV_VALUE_CHARS),
+                "description", "Extra environment variables (names like [A-Za-z_][A-Za-z0-9_]*)."));
+        props.put("workspace", Map.of("type", "string", "pattern", NAME_PATTERN,
+                "description", "Persistent workspace to run in (its files are the working directory); "
+                        + "created if it does not exist. Without it the run gets a fresh empty directory."));
+        props.put("session", Map.of("type", "string", "pattern", NAME_PATTERN,
+                "description", "Stateful session to run in (python; nodejs and typescript: a REPL, declarations persist and static imports work; bash: a persistent shell whose variables and working directory stay); created by the first call with "
+                        + "a new name. State persists between calls; 'args' cannot be used with it, and 'env' only on the call that creates the session (it is the interpreter's environment)."));
+        props.put("network", Map.of("type", List.of("boolean", "array"), "items", Map.of("type", "string"),
+                "description", "Network access of this run: false for none, or a list of host patterns (`host`, "
+                        + "`*.suffix`, optionally `:port`) that must each lie inside your allow-list. Omitted: your "
+                        + "whole allow-list (none unless the server enables egress). A session keeps the access it "
+                        + "was created with."));
+        props.put("packages", Map.of("type", "array", "items", Map.of("type", "string"), "maxItems", PackageSet.MAX_SPECS,
+                "description", "Libraries the code needs that are not preinstalled: pip requirements for python "
+                        + "(`requests==2.32.3`, `pandas>=2`, extras allowed), npm packages for nodejs and typescript "
+                        + "(`left-pad@1.3.0`, `lodash`). Names and versions only, no URLs or options. Installed once "
+                        + "per set (the first call waits for it), then instant; the result lists what was resolved. "
+                        + "A session keeps the set it was created with (session_reset can change it)."));
+        return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
+                "additionalProperties", false);
     }
 
     private String supported() {
@@ -121,6 +212,12 @@ public final class RequestValidator {
     private static String string(Object v, String name) {
         if (v == null || v instanceof String) return (String) v;
         throw invalid("'" + name + "' must be a string");
+    }
+
+    /** A workspace's or session's name: a string, and a valid name ({@code bad_name} otherwise). */
+    private static Optional<String> name(Object v, String kind) {
+        String s = string(v, kind);
+        return s == null ? Optional.empty() : Optional.of(Workspaces.checkName(kind, s));
     }
 
     private static Long integer(Object v) {
@@ -156,6 +253,13 @@ public final class RequestValidator {
             out.put(String.valueOf(e.getKey()), s);
         }
         return out;
+    }
+
+    /** {@code network}: absent, a boolean, or a list of strings (whether each is a pattern the caller may use is the caller's policy's to say). */
+    private static Object network(Object v) {
+        if (v == null || v instanceof Boolean) return v;
+        if (v instanceof List<?> list && list.stream().allMatch(String.class::isInstance)) return List.copyOf(list);
+        throw invalid("'network' must be false or a list of host patterns");
     }
 
     private static String shorten(String s) {

@@ -1,6 +1,7 @@
 package dev.codeexec.gateway;
 
 import dev.codeexec.config.Config;
+import dev.codeexec.config.Ids;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
@@ -51,7 +52,6 @@ import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -201,7 +201,7 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
             md.put(WorkerChannels.SESSION_KEY, sessionKey(session.get()));
             channel = ClientInterceptors.intercept(sessionChannel, MetadataUtils.newAttachHeadersInterceptor(md));
         }
-        RemoteRun run = new RemoteRun(UUID.randomUUID().toString(), request, listener, this);
+        RemoteRun run = new RemoteRun("run-" + Ids.hex(8), request, listener, this);
         inFlight.add(run);
         // This gateway's workspace expiry must not remove a workspace a worker is running in (the sweep skips held
         // ones; the worker's own hold is in another process).

@@ -237,11 +237,6 @@ final class WorkerDirectory implements AutoCloseable {
         return nodes.values().stream().sorted(Comparator.comparing(n -> n.address.toString())).toList();
     }
 
-    /** The channel of a healthy worker, for questions any worker can answer (runtime info). */
-    Optional<ManagedChannel> anyHealthy() {
-        return nodes().stream().filter(n -> n.status.healthy()).map(n -> n.channel).findFirst();
-    }
-
     /** The worker name of a worker process, for messages; empty when no poll has seen it. */
     Optional<String> nameOfInstance(String instanceId) {
         return statusOfInstance(instanceId).flatMap(WorkerStatus::name);

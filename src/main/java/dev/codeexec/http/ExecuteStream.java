@@ -173,13 +173,9 @@ final class ExecuteStream implements OutputListener {
         return f;
     }
 
+    /** A run that was not attempted, named by its kind ({@link ExecutionException#code}). */
     static Map<String, Object> error(ExecutionException e) {
-        String code = switch (e) {
-            case ExecutionException.Busy x -> "busy";
-            case ExecutionException.InvalidRequest x -> "invalid_request";
-            default -> "unavailable";
-        };
-        return error(code, e.getMessage());
+        return error(e.code(), e.getMessage());
     }
 
     private static Map<String, Object> error(String code, String message) {
@@ -199,8 +195,8 @@ final class ExecuteStream implements OutputListener {
     }
 
     /**
-     * The route: validates the body with the engine's validator (execute_code's arguments), resolves workspace and
-     * session in the acting tenant, then streams. Everything that can be refused is refused with a JSON error
+     * The route: the body is execute_code's arguments ({@link ServerSetup#request}), resolved in the acting tenant;
+     * then the run streams. Everything that can be refused is refused with a JSON error
      * before the first line goes out.
      */
     static final class Endpoint {
@@ -237,7 +233,7 @@ final class ExecuteStream implements OutputListener {
                 request = setup.request(args, tenant, own, new AuditInfo(Optional.of(tenant), Optional.empty(),
                         Optional.empty(), RequestTracker.requestId(req)));
             } catch (ExecutionException.InvalidRequest e) {
-                throw new ApiException(400, "invalid_request", e.getMessage());
+                throw new ApiException(400, e.code(), e.getMessage());
             }
             Optional<String> wsName = request.workspace().map(Workspace::name);
             ExecuteStream stream = new ExecuteStream();
@@ -245,7 +241,7 @@ final class ExecuteStream implements OutputListener {
             try {
                 handle = executor.submit(request, stream);
             } catch (ExecutionException.InvalidRequest e) {
-                throw new ApiException(400, "invalid_request", e.getMessage());
+                throw new ApiException(400, e.code(), e.getMessage());
             } catch (ExecutionException e) {
                 start(resp);
                 resp.getOutputStream().write(line(error(e)));

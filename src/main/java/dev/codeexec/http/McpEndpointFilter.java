@@ -151,11 +151,6 @@ final class McpEndpointFilter extends HttpFilter {
         }
     }
 
-    /** Sessions bound to their keys now (tests). */
-    int boundSessions() {
-        return owners.size();
-    }
-
     /**
      * Lets successful responses (JSON, SSE) through untouched; from the moment the SDK sets an error status, its
      * body goes into a buffer that is thrown away, and {@link #finish()} writes our JSON error instead.

@@ -30,9 +30,4 @@ final class McpSessionOwners {
     void forget(String session) {
         owners.remove(session);
     }
-
-    /** Sessions bound now (tests). */
-    int size() {
-        return owners.size();
-    }
 }

@@ -1,6 +1,7 @@
 package dev.codeexec.http;
 
 import dev.codeexec.boot.LogContext;
+import dev.codeexec.config.Ids;
 import dev.codeexec.ops.Metrics;
 import jakarta.servlet.http.HttpServletRequest;
 import org.eclipse.jetty.http.HttpFields;
@@ -11,7 +12,6 @@ import org.eclipse.jetty.util.Callback;
 
 import java.time.Duration;
 import java.util.Optional;
-import java.util.UUID;
 import java.util.regex.Pattern;
 
 /**
@@ -49,7 +49,7 @@ final class RequestTracker extends EventsHandler {
 
     /** The incoming id when it is sane, else a new one. */
     static String idFor(String incoming) {
-        return incoming != null && SANE.matcher(incoming).matches() ? incoming : UUID.randomUUID().toString();
+        return incoming != null && SANE.matcher(incoming).matches() ? incoming : Ids.hex(16);
     }
 
     @Override

@@ -18,7 +18,7 @@ import java.lang.invoke.VarHandle;
  * below a workspace directory we hold open. Names are raw bytes: a file name on Linux is any bytes but '/' and NUL,
  * not necessarily UTF-8, and the JDK's own file API would decode and re-encode it (lossily, and in the C locale
  * every non-ASCII name);</li>
- * <li>{@code fsetxattr}/{@code fgetxattr} for POSIX ACLs ({@link #defaultAcl}) and {@code fstatfs};</li>
+ * <li>{@code fstatfs};</li>
  * <li>{@code mkfifo}, {@code kill}, {@code prlimit}, {@code mount} and {@code umount2}, for warm sandboxes and
  * sessions: a control channel into a sandbox, interrupting its program, resetting its CPU and file-size budget
  * when a run is handed to it, and mounting the run's working directory into it after it started;</li>
@@ -57,7 +57,6 @@ public final class Posix {
     public static final int ENOSYS = 38;
     public static final int ENOTEMPTY = 39;
     public static final int ELOOP = 40;
-    public static final int ENODATA = 61;
     public static final int EOPNOTSUPP = 95;
     public static final int EDQUOT = 122;
 
@@ -353,47 +352,6 @@ public final class Posix {
             }
         }
         return new DirBatch(out, next, end);
-    }
-
-    /** Sets an extended attribute on an open file or directory (not O_PATH). */
-    public static void fsetxattr(int fd, String name, byte[] value) throws Errno {
-        call("fsetxattr " + name, (a, s) -> {
-            MemorySegment v = a.allocate(Math.max(1, value.length));
-            v.copyFrom(MemorySegment.ofArray(value));
-            return (int) Sys.FSETXATTR.call(s, fd, a.allocateFrom(name).address(), v.address(), value.length, 0);
-        });
-    }
-
-    /** Whether an open file or directory has the extended attribute (ENODATA: no). */
-    public static boolean hasXattr(int fd, String name) throws Errno {
-        try {
-            call("fgetxattr " + name, (a, s) -> (int) Sys.FGETXATTR.call(s, fd, a.allocateFrom(name).address(), 0,
-                    0));
-            return true;
-        } catch (Errno e) {
-            if (e.errno == ENODATA) return false;
-            throw e;
-        }
-    }
-
-    /** The tags and permission bits of a POSIX ACL entry ({@code linux/posix_acl_xattr.h}). */
-    private static final int ACL_USER_OBJ = 0x01;
-    private static final int ACL_GROUP_OBJ = 0x04;
-    private static final int ACL_MASK = 0x10;
-    private static final int ACL_OTHER = 0x20;
-    public static final String ACL_DEFAULT_XATTR = "system.posix_acl_default";
-
-    /**
-     * The value of {@code system.posix_acl_default} for a minimal default ACL (owner, owning group, mask, others;
-     * permissions as the low 3 bits each): version 2, then {tag u16, perm u16, id u32} little-endian entries in
-     * tag order, ids undefined (-1) for these four.
-     */
-    public static byte[] defaultAcl(int user, int group, int mask, int other) {
-        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(4 + 4 * 8).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-        b.putInt(2);
-        int[][] entries = {{ACL_USER_OBJ, user}, {ACL_GROUP_OBJ, group}, {ACL_MASK, mask}, {ACL_OTHER, other}};
-        for (int[] e : entries) b.putShort((short) e[0]).putShort((short) (e[1] & 7)).putInt(-1);
-        return b.array();
     }
 
     /** {@code fstatfs}: the file system's magic number ({@code f_type}), and its inode and block counts. */

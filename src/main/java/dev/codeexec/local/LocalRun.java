@@ -4,6 +4,7 @@ import dev.codeexec.boot.LogContext;
 import dev.codeexec.boot.LogValues;
 import dev.codeexec.codemode.CodeTools;
 import dev.codeexec.codemode.CodeToolsRun;
+import dev.codeexec.config.Ids;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.engine.ExecutionException;
@@ -40,10 +41,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -65,7 +64,6 @@ final class LocalRun implements RunHandle {
 
     private static final Logger audit = LoggerFactory.getLogger("audit");
     private static final Logger log = LoggerFactory.getLogger(LocalRun.class);
-    private static final SecureRandom RANDOM = new SecureRandom();
     /** How long the result may wait for a slow listener to receive the last output. */
     private static final Duration LISTENER_GRACE = Duration.ofSeconds(2);
 
@@ -97,14 +95,8 @@ final class LocalRun implements RunHandle {
         this.request = request;
         this.language = language;
         this.listener = listener;
-        this.id = "run-" + hex(8);
+        this.id = "run-" + Ids.hex(8);
         this.scope = new RunScope(id);
-    }
-
-    private static String hex(int bytes) {
-        byte[] b = new byte[bytes];
-        RANDOM.nextBytes(b);
-        return HexFormat.of().formatHex(b);
     }
 
     @Override
@@ -169,7 +161,7 @@ final class LocalRun implements RunHandle {
         if (sessionCall != null) return sessionCall.execute();
         Optional<Workspace> ws = request.workspace();
         try (RunScope s = scope) {
-            String name = ws.map(LocalRun::unusedName).orElseGet(() -> "code_" + hex(4));
+            String name = ws.map(LocalRun::unusedName).orElseGet(() -> "code_" + Ids.hex(4));
             String fileName = name + "." + language.fileExtension();
             Path staged = executor.stagingDir.resolve(id + "-" + fileName);
             s.beforeFiles(() -> deleteStaged(staged));
@@ -217,7 +209,7 @@ final class LocalRun implements RunHandle {
     /** A code file name that no entry of the workspace has (neither the source nor a compiled binary). */
     private static String unusedName(Workspace ws) {
         while (true) {
-            String candidate = "code_" + hex(4);
+            String candidate = "code_" + Ids.hex(4);
             if (!ws.fs().hasNameStartingWith(candidate)) return candidate;
         }
     }

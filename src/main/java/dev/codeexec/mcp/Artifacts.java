@@ -59,7 +59,7 @@ public final class Artifacts {
 
     /**
      * A session call's figures as image content, with the same caps as saved images (MAX_IMAGE_KB each, at most
-     * {@link #MAX_INLINE_IMAGES}); a figure over a cap is left out, and {@link #omitted} says how many were.
+     * {@link #MAX_INLINE_IMAGES}); a figure over a cap is left out.
      */
     public List<Content> figures(List<dev.codeexec.engine.ExecutionResult.Figure> figures) {
         List<Content> out = new ArrayList<>();
@@ -69,11 +69,6 @@ public final class Artifacts {
             out.add(new ImageContent(null, Base64.getEncoder().encodeToString(f.data()), f.mimeType()));
         }
         return out;
-    }
-
-    /** How many of these figures {@link #figures} leaves out. */
-    public int omitted(List<dev.codeexec.engine.ExecutionResult.Figure> figures) {
-        return figures.size() - figures(figures).size();
     }
 
     /** Largest image shown inline, in KB. */

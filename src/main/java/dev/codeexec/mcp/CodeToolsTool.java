@@ -58,29 +58,34 @@ final class CodeToolsTool {
                 .annotations(ToolHints.readOnly().annotations("List code tools"))
                 .build();
         return new SyncToolSpecification(tool, (exchange, call) -> {
-            Principal who = MessageInterceptor.principalOf(call.meta());
-            Map<String, Object> args = call.arguments() == null ? Map.of() : call.arguments();
-            Optional<String> server, name;
             try {
-                server = text(args, "server");
-                name = text(args, "tool");
-            } catch (IllegalArgumentException e) {
-                return ExecuteCodeTool.error("Invalid request: " + e.getMessage());
-            }
-            try {
-                Map<String, Object> answer = tools.listing(who.tenant(), server, name);
-                return CallToolResult.builder().structuredContent(answer).addTextContent(PRETTY.writeValueAsString(answer))
-                        .isError(false).build();
-            } catch (IllegalArgumentException e) {
-                return ExecuteCodeTool.error(e.getMessage());
+                return call(MessageInterceptor.principalOf(call.meta()), call.arguments());
+            } catch (RuntimeException e) {
+                return ToolErrors.of(NAME, e);
             }
         });
+    }
+
+    /** The listing asked for; a server or tool the caller cannot see is {@code not_found}. */
+    private CallToolResult call(Principal who, Map<String, Object> arguments) {
+        Map<String, Object> args = arguments == null ? Map.of() : arguments;
+        Optional<String> server = text(args, "server");
+        Optional<String> name = text(args, "tool");
+        if (name.isPresent() && server.isEmpty()) throw new ToolArgs.Invalid("'tool' needs 'server'");
+        Map<String, Object> answer;
+        try {
+            answer = tools.listing(who.tenant(), server, name);
+        } catch (IllegalArgumentException e) {
+            return ToolErrors.error(ToolErrors.NOT_FOUND, e.getMessage());
+        }
+        return CallToolResult.builder().structuredContent(answer).addTextContent(PRETTY.writeValueAsString(answer))
+                .isError(false).build();
     }
 
     private static Optional<String> text(Map<String, Object> args, String key) {
         Object v = args.get(key);
         if (v == null) return Optional.empty();
-        if (!(v instanceof String s) || s.isBlank()) throw new IllegalArgumentException("'" + key + "' must be a non-empty string");
+        if (!(v instanceof String s) || s.isBlank()) throw new ToolArgs.Invalid("'" + key + "' must be a non-empty string");
         return Optional.of(s);
     }
 

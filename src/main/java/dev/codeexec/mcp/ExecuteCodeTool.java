@@ -3,10 +3,8 @@ package dev.codeexec.mcp;
 import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.NetworkReport;
-import dev.codeexec.packages.PackageSet;
 import dev.codeexec.surface.ResultMaps;
 import dev.codeexec.surface.ServerSetup;
-import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
@@ -17,7 +15,6 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.workspace.Workspace;
-import dev.codeexec.workspace.WorkspaceException;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
@@ -25,8 +22,6 @@ import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Content;
 import io.modelcontextprotocol.spec.McpSchema.TextContent;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -36,14 +31,13 @@ import java.util.Optional;
 import java.util.concurrent.CancellationException;
 
 /**
- * The {@code execute_code} tool: validate through the engine's converter, submit, stream output as progress,
- * register the run for cancellation, await the result. A program that fails is a normal result; {@code isError}
- * is only for calls that could not run, and its text is the engine's client-safe message, never a stack trace.
+ * The {@code execute_code} tool: its arguments checked by the one definition of them ({@link ServerSetup#request}),
+ * submit, stream output as progress, register the run for cancellation, await the result. A program that fails is a
+ * normal result; {@code isError} is only for calls that could not run ({@link ToolErrors}) and for a lost worker.
  */
 final class ExecuteCodeTool {
 
     static final String NAME = "execute_code";
-    private static final Logger LOG = LoggerFactory.getLogger(ExecuteCodeTool.class);
 
     /** Content items (images, links) a result carries at most; the structured {@code files} list has them all. */
     static final int MAX_FILE_CONTENTS = 50;
@@ -63,7 +57,7 @@ final class ExecuteCodeTool {
                 .name(NAME)
                 .title("Execute code")
                 .description(description(setup))
-                .inputSchema(inputSchema(setup))
+                .inputSchema(setup.arguments().inputSchema())
                 .outputSchema(outputSchema())
                 .annotations(ToolHints.additive().annotations("Execute code"))
                 .build();
@@ -103,41 +97,6 @@ final class ExecuteCodeTool {
 
     SyncToolSpecification specification() {
         return new SyncToolSpecification(tool, this::call);
-    }
-
-    private static Map<String, Object> inputSchema(ServerSetup setup) {
-        Map<String, Object> props = new LinkedHashMap<>();
-        props.put("language", Map.of("type", "string", "enum", setup.languages(),
-                "description", "Language of the code."));
-        props.put("code", Map.of("type", "string", "description", "The program text."));
-        props.put("stdin", Map.of("type", "string", "description", "Standard input for the program."));
-        props.put("timeout_ms", Map.of("type", "integer", "minimum", 1,
-                "maximum", setup.config().get(Config.MAX_TIMEOUT_MS),
-                "default", setup.config().get(Config.DEFAULT_TIMEOUT_MS),
-                "description", "Wall-clock timeout in milliseconds."));
-        props.put("args", Map.of("type", "array", "items", Map.of("type", "string"),
-                "description", "Program arguments."));
-        props.put("env", Map.of("type", "object", "additionalProperties", Map.of("type", "string"),
-                "description", "Extra environment variables (names like [A-Za-z_][A-Za-z0-9_]*)."));
-        props.put("workspace", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
-                "description", "Persistent workspace to run in (its files are the working directory); "
-                        + "created if it does not exist. Without it the run gets a fresh empty directory."));
-        props.put("session", Map.of("type", "string", "pattern", "^[A-Za-z0-9_-]{1,64}$",
-                "description", "Stateful session to run in (python; nodejs and typescript: a REPL, declarations persist and static imports work; bash: a persistent shell whose variables and working directory stay); created by the first call with "
-                        + "a new name. State persists between calls; 'args' cannot be used with it, and 'env' only on the call that creates the session (it is the interpreter's environment)."));
-        props.put("network", Map.of("type", List.of("boolean", "array"), "items", Map.of("type", "string"),
-                "description", "Network access of this run: false for none, or a list of host patterns (`host`, "
-                        + "`*.suffix`, optionally `:port`) that must each lie inside your allow-list. Omitted: your "
-                        + "whole allow-list (none unless the server enables egress). A session keeps the access it "
-                        + "was created with."));
-        props.put("packages", Map.of("type", "array", "items", Map.of("type", "string"), "maxItems", PackageSet.MAX_SPECS,
-                "description", "Libraries the code needs that are not preinstalled: pip requirements for python "
-                        + "(`requests==2.32.3`, `pandas>=2`, extras allowed), npm packages for nodejs and typescript "
-                        + "(`left-pad@1.3.0`, `lodash`). Names and versions only, no URLs or options. Installed once "
-                        + "per set (the first call waits for it), then instant; the result lists what was resolved. "
-                        + "A session keeps the set it was created with (session_reset can change it)."));
-        return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
-                "additionalProperties", false);
     }
 
     private static Map<String, Object> outputSchema() {
@@ -254,17 +213,12 @@ final class ExecuteCodeTool {
                 if (progress != null) progress.close();
                 return success(result, ws);
             }
-        } catch (ExecutionException e) {
-            return error(e);
-        } catch (WorkspaceException e) {
-            return error("Invalid request: " + e.getMessage());
         } catch (RuntimeException e) {
-            LOG.error("execute_code failed unexpectedly", e);
-            return error("Internal error: the call could not be completed (details are in the server log).");
+            return ToolErrors.of(NAME, e);
         }
     }
 
-    /** The caller's workspace named by the {@code workspace} argument, created if new; empty without one. */
+    /** The run's result; a run that was not attempted ends the call with its {@link ExecutionException}. */
     private static ExecutionResult await(RunHandle handle) {
         try {
             return handle.result().get();
@@ -411,19 +365,5 @@ final class ExecuteCodeTool {
             b.append('\n').append(c.decision()).append(' ').append(c.host()).append(':').append(c.port())
                     .append(" (").append(c.reason()).append("): ").append(c.message());
         }
-    }
-
-    static CallToolResult error(ExecutionException e) {
-        String label = switch (e) {
-            case ExecutionException.InvalidRequest x -> "Invalid request: ";
-            case ExecutionException.Busy x -> "Server busy: ";
-            case ExecutionException.Unavailable x -> "Cannot run code: ";
-            default -> "Cannot run code: ";
-        };
-        return error(label + e.getMessage());
-    }
-
-    static CallToolResult error(String text) {
-        return CallToolResult.builder().addTextContent(text).isError(true).build();
     }
 }

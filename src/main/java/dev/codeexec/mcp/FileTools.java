@@ -13,8 +13,6 @@ import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 import java.io.ByteArrayInputStream;
 import java.nio.charset.StandardCharsets;
@@ -28,12 +26,11 @@ import java.util.Set;
 /**
  * The workspace file tools: list_files, read_file, write_file, delete_file, workspace_info. Every call acts in the
  * caller's tenant, taken from the {@code _meta} the edge stamped ({@link MessageInterceptor#principalOf}), never
- * from the arguments; every path goes through {@link WorkspaceFs}. A refused operation is a tool error whose text
- * starts with the cause's wire code ({@code not_found}, {@code bad_path}, {@code quota_exceeded}, ...).
+ * from the arguments; every path goes through {@link WorkspaceFs}. A refused operation is a tool error naming the
+ * cause's kind ({@code not_found}, {@code bad_path}, {@code quota_exceeded}, ...: {@link ToolErrors}).
  */
 final class FileTools {
 
-    private static final Logger LOG = LoggerFactory.getLogger(FileTools.class);
     static final int DEFAULT_LIST_LIMIT = 1000;
     static final int MAX_LIST_LIMIT = 10000;
 
@@ -280,7 +277,7 @@ final class FileTools {
         CallToolResult handle(Principal who, ToolArgs args);
     }
 
-    /** The tool with its handler; bad arguments and unexpected failures become error results, never exceptions. */
+    /** The tool with its handler; whatever stops a call becomes its tool error ({@link ToolErrors}), never an exception. */
     static SyncToolSpecification spec(Tool tool, Set<String> known, Handler handler) {
         return new SyncToolSpecification(tool, (exchange, call) -> call(tool.name(), call, known, handler));
     }
@@ -289,19 +286,9 @@ final class FileTools {
         Principal who = MessageInterceptor.principalOf(call.meta());
         try {
             return handler.handle(who, new ToolArgs(call.arguments(), known));
-        } catch (WorkspaceException e) {
-            return error(e.code(), e.getMessage());
-        } catch (ToolArgs.Invalid e) {
-            return error("invalid_arguments", e.getMessage());
         } catch (RuntimeException e) {
-            LOG.error("{} failed unexpectedly", name, e);
-            return error("internal", "the call could not be completed (details are in the server log)");
+            return ToolErrors.of(name, e);
         }
-    }
-
-    /** A refused call: the wire code first, so a client (or a model) can tell the causes apart. */
-    static CallToolResult error(String code, String message) {
-        return CallToolResult.builder().addTextContent("Error [" + code + "]: " + message).isError(true).build();
     }
 
     static CallToolResult ok(Map<String, Object> structured, String text) {

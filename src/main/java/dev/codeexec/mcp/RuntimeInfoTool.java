@@ -9,8 +9,6 @@ import dev.codeexec.workspace.Workspaces;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import tools.jackson.databind.SerializationFeature;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -28,7 +26,6 @@ import java.util.Optional;
 final class RuntimeInfoTool {
 
     static final String NAME = "runtime_info";
-    private static final Logger LOG = LoggerFactory.getLogger(RuntimeInfoTool.class);
     private static final JsonMapper PRETTY = JsonMapper.builder().enable(SerializationFeature.INDENT_OUTPUT).build();
 
     private final Executor executor;
@@ -77,8 +74,7 @@ final class RuntimeInfoTool {
             return CallToolResult.builder().structuredContent(info).addTextContent(PRETTY.writeValueAsString(info))
                     .isError(false).build();
         } catch (RuntimeException e) {
-            LOG.error("runtime_info failed", e);
-            return ExecuteCodeTool.error("Internal error: runtime information is not available (details are in the server log).");
+            return ToolErrors.of(NAME, e);
         }
     }
 }

@@ -2,6 +2,7 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.auth.Principal;
+import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.engine.SessionControl.SessionInfo;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
@@ -13,8 +14,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import dev.codeexec.engine.ExecutionException;
-import dev.codeexec.surface.ServerSetup;
 import java.util.Set;
 
 /**
@@ -85,11 +84,7 @@ final class SessionTools {
         if (args.has("packages")) {
             Optional<SessionInfo> info = sessions.list(who.tenant()).stream().filter(i -> i.name().equals(name)).findFirst();
             if (info.isEmpty()) return notFound(name);
-            try {
-                found = sessions.reset(who.tenant(), name, ServerSetup.packages(info.get().language(), args.raw("packages")));
-            } catch (ExecutionException.InvalidRequest e) {
-                return FileTools.error("invalid_arguments", e.getMessage());
-            }
+            found = sessions.reset(who.tenant(), name, RequestValidator.packages(info.get().language(), args.raw("packages")));
         } else {
             found = sessions.reset(who.tenant(), name);
         }
@@ -104,7 +99,7 @@ final class SessionTools {
     }
 
     private static CallToolResult notFound(String name) {
-        return FileTools.error("not_found", "no session '" + name + "' (session_list shows yours)");
+        return ToolErrors.error(ToolErrors.NOT_FOUND, "no session '" + name + "' (session_list shows yours)");
     }
 
     private static Tool tool(String name, String title, String description, Map<String, Object> props,

@@ -1,5 +1,7 @@
 package dev.codeexec.packages;
 
+import dev.codeexec.config.Ids;
+import dev.codeexec.linux.DeepWalk;
 import dev.codeexec.linux.OwnIds;
 import dev.codeexec.workspace.WorkspaceException;
 import dev.codeexec.workspace.WorkspaceFs;
@@ -291,7 +293,7 @@ public final class PackageStore {
 
     private long build(PackageSet set, String key, Installer installer) throws InstallFailed {
         long t0 = System.nanoTime();
-        Path tmp = root.resolve(BUILDING + key + "-" + Long.toHexString(System.nanoTime()));
+        Path tmp = root.resolve(BUILDING + key + "-" + Ids.hex(8));
         boolean published = false;
         try {
             Files.createDirectory(tmp);
@@ -450,9 +452,9 @@ public final class PackageStore {
     /** Deletes a tree an install left or the store sealed, however deep, never following a link. */
     private static void deleteQuietly(Path p) {
         try {
-            WorkspaceFs.deleteTree(p);
-        } catch (WorkspaceException e) {
-            LOG.warn("package store: cannot delete {}: {}", p, e.getMessage());
+            DeepWalk.deleteTree(p);
+        } catch (IOException e) {
+            LOG.warn("package store: {}", e.getMessage());
         }
     }
 

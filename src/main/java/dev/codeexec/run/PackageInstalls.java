@@ -2,6 +2,7 @@ package dev.codeexec.run;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.config.DataDir;
+import dev.codeexec.config.Ids;
 import dev.codeexec.egress.ConnectionRecord;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
@@ -28,11 +29,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.security.SecureRandom;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -67,7 +66,6 @@ import java.util.stream.Stream;
 public final class PackageInstalls {
 
     private static final Logger LOG = LoggerFactory.getLogger(PackageInstalls.class);
-    private static final SecureRandom RANDOM = new SecureRandom();
     /** Where a run finds its set's entry. */
     static final String MOUNT = "/opt/codeexec-packages";
     private static final String WORK = "/work";
@@ -270,7 +268,7 @@ public final class PackageInstalls {
     private Map<String, String> install(PackageSet set, Path into, Limits runLimits, String tenant)
             throws PackageStore.InstallFailed {
         String eco = set.ecosystem();
-        String runId = "install-" + HexFormat.of().formatHex(randomBytes());
+        String runId = "install-" + Ids.hex(6);
         try {
             Files.createDirectory(into.resolve(SCRATCH));
         } catch (IOException e) {
@@ -407,12 +405,6 @@ public final class PackageInstalls {
         return "the install was stopped: the package " + (ecosystem.equals("pip") ? "index" : "registry")
                 + "'s TLS certificate is not trusted (a TLS-inspecting proxy on the way?); set EGRESS_CA_FILE to the "
                 + "PEM certificates to trust, which installs and runs with network access then use";
-    }
-
-    private static byte[] randomBytes() {
-        byte[] b = new byte[6];
-        RANDOM.nextBytes(b);
-        return b;
     }
 
     /** Connections the install tried that its policy refused, for the message (what a hostile script wanted). */

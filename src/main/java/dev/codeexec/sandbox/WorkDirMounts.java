@@ -1,6 +1,7 @@
 package dev.codeexec.sandbox;
 
 import dev.codeexec.config.DataDir;
+import dev.codeexec.config.Ids;
 import dev.codeexec.linux.Posix;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -35,7 +36,6 @@ import java.util.Optional;
 final class WorkDirMounts {
 
     private static final Logger log = LoggerFactory.getLogger(WorkDirMounts.class);
-    private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
 
     private final DataDir data;
     private final Path root;
@@ -51,7 +51,7 @@ final class WorkDirMounts {
     private WorkDirMounts(DataDir data, int uid, int gid) {
         this.data = data;
         this.root = data.late();
-        this.token = java.util.HexFormat.of().formatHex(java.nio.ByteBuffer.allocate(8).putLong(RANDOM.nextLong()).array());
+        this.token = Ids.hex(8);
         this.mine = data.lateFor(token);
         this.uid = uid;
         this.gid = gid;
@@ -100,8 +100,7 @@ final class WorkDirMounts {
     /** A fresh empty directory for one sandbox, owned by the sandbox's host uid. */
     synchronized Path create(String runId, int ownerUid) throws SandboxException {
         // a random name, not the run's id: the sandbox sees it in its mount table
-        Path d = mine.resolve(java.util.HexFormat.of().formatHex(
-                java.nio.ByteBuffer.allocate(8).putLong(RANDOM.nextLong()).array()));
+        Path d = mine.resolve(Ids.hex(8));
         try {
             if (closed || !Files.isDirectory(mine)) setUp();
             Files.createDirectory(d, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));

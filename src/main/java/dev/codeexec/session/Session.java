@@ -14,7 +14,6 @@ import dev.codeexec.workspace.Workspace;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.security.SecureRandom;
 import java.time.Instant;
 import java.util.Optional;
 import java.util.OptionalLong;
@@ -30,7 +29,6 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 public final class Session {
 
-    static final SecureRandom RANDOM = new SecureRandom();
     private static final Logger log = LoggerFactory.getLogger(Session.class);
 
     private final Sessions owner;

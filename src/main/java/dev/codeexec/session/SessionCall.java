@@ -1,6 +1,7 @@
 package dev.codeexec.session;
 
 import dev.codeexec.codemode.CodeToolsRun;
+import dev.codeexec.config.Ids;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult.Figure;
@@ -77,7 +78,7 @@ public final class SessionCall {
     private final Language language;
     private final OutputListener listener;
     /** The call's id: its marker in the interpreter's streams. */
-    private final String id = SessionInterpreter.hex(16);
+    private final String id = Ids.hex(16);
     /**
      * What the call holds from its wait for the session's packages to its result (its workspace, the session's
      * channel for the call's duration, its output dispatch); the interpreter is the session's, borrowed.

@@ -1,23 +1,24 @@
 package dev.codeexec.session;
 
+import dev.codeexec.codemode.CodeTools;
+import dev.codeexec.config.Ids;
+import dev.codeexec.egress.EgressChannel;
+import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.engine.RunEnd;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.lang.Language;
 import dev.codeexec.lang.Placeholders;
+import dev.codeexec.packages.PackageStore;
 import dev.codeexec.run.EgressStart;
 import dev.codeexec.run.PackageInstalls;
-import dev.codeexec.engine.RunEnd;
-import dev.codeexec.sandbox.WorkDirOwner;
 import dev.codeexec.sandbox.ControlChannel;
 import dev.codeexec.sandbox.Limits;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
-import dev.codeexec.codemode.CodeTools;
-import dev.codeexec.egress.EgressChannel;
-import dev.codeexec.egress.EgressChannels;
-import dev.codeexec.egress.EgressPolicy;
-import dev.codeexec.packages.PackageStore;
 import dev.codeexec.sandbox.SandboxSpec;
 import dev.codeexec.sandbox.Termination;
+import dev.codeexec.sandbox.WorkDirOwner;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 import org.slf4j.Logger;
@@ -29,7 +30,6 @@ import tools.jackson.databind.json.JsonMapper;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -118,7 +118,7 @@ final class SessionInterpreter {
                 .orElseThrow(() -> new SandboxException(language.id() + " has no session interpreter"));
         Map<String, String> ph = owner.placeholders();
         Map<String, String> env = new LinkedHashMap<>();
-        String runId = "ses-" + hex(8);
+        String runId = "ses-" + Ids.hex(8);
         CodeTools codeTools = owner.codeTools().orElse(null);
         EgressChannels channels = egress.isOff() && codeTools == null ? null : owner.egress().orElseThrow(() -> new SandboxException(
                 "network access is off on this server (EGRESS=off)"));
@@ -242,9 +242,4 @@ final class SessionInterpreter {
         if (l != null) l.close();
     }
 
-    static String hex(int bytes) {
-        byte[] b = new byte[bytes];
-        Session.RANDOM.nextBytes(b);
-        return HexFormat.of().formatHex(b);
-    }
 }

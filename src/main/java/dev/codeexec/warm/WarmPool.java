@@ -1,5 +1,6 @@
 package dev.codeexec.warm;
 
+import dev.codeexec.config.Ids;
 import dev.codeexec.lang.Language;
 import dev.codeexec.lang.Placeholders;
 import dev.codeexec.run.EgressStart;
@@ -19,11 +20,9 @@ import org.slf4j.LoggerFactory;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Deque;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -63,7 +62,6 @@ import java.util.function.Function;
 public final class WarmPool implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(WarmPool.class);
-    private static final SecureRandom RANDOM = new SecureRandom();
     /** CPU seconds an interpreter may spend before its code arrives (start-up and preload). */
     static final int PRELOAD_CPU_SECONDS = 30;
     /** How long a sandbox may take to say it is ready (a heavy preload on a busy machine). */
@@ -419,16 +417,13 @@ public final class WarmPool implements AutoCloseable {
     }
 
     private SandboxProcess start(Recipe r) throws SandboxException {
-        byte[] b = new byte[6];
-        RANDOM.nextBytes(b);
         // Over stdio (gVisor) the CPU limit holds the whole sandbox (gVisor's kernel included) from its start, as it
         // does for a cold run there, and cannot be moved later: no start-up allowance.
         Limits launch = new Limits(limits.timeout(), limits.cpuSeconds() + (stdio ? 0 : PRELOAD_CPU_SECONDS),
                 limits.memoryBytes(), limits.maxProcesses(), limits.outputBytes(), limits.diskBytes());
-        String runId = "warm-" + r.language() + "-" + HexFormat.of().formatHex(b);
+        String runId = "warm-" + r.language() + "-" + Ids.hex(6);
         SandboxSpec spec = SandboxSpec.builder(runId, r.command(), Placeholders.WORK_DIR, launch)
-                .readOnlyDirs(r.readOnlyDirs()).env(r.env()).control(true).lateWorkDir(lateWorkDir)
-                .workDirOwner(dev.codeexec.sandbox.WorkDirOwner.NONE).build();
+                .readOnlyDirs(r.readOnlyDirs()).env(r.env()).control(true).lateWorkDir(lateWorkDir).build();
         String packageMount = packageMounts.get(r.language());
         if (packageMount != null) spec = spec.withLateReadOnlyDir(packageMount);
         // with a channel, every pooled sandbox gets one serving nothing until a job arms it

@@ -3,6 +3,7 @@ package dev.codeexec.worker;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.config.Ids;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.wire.v1.WorkerGrpc;
 import dev.codeexec.workspace.Workspaces;
@@ -23,7 +24,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -80,7 +80,7 @@ public final class WorkerServer implements AutoCloseable {
     public static WorkerServer start(Config config, Executor executor, Workspaces workspaces, String version,
             Sandbox.Status sandbox) throws IOException {
         WorkerSecurity.check(config);
-        WorkerService.Identity identity = new WorkerService.Identity(name(config), UUID.randomUUID().toString(),
+        WorkerService.Identity identity = new WorkerService.Identity(name(config), Ids.hex(16),
                 version, sandbox.name(), Instant.now());
         LoadReport load = new LoadReport(executor);
         WorkerService service = new WorkerService(config, executor, workspaces, identity, load);

@@ -1,5 +1,7 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.config.Ids;
+import dev.codeexec.linux.DeepWalk;
 import dev.codeexec.linux.Posix;
 import dev.codeexec.linux.ProjectQuota;
 import dev.codeexec.workspace.WorkspaceException.Kind;
@@ -132,7 +134,7 @@ sealed interface Quota permits Quota.Kernel, Quota.Measured {
          * staging directory (outside every project, root only) is made. Null when all of it worked.
          */
         String selfCheck(int rootFd) {
-            byte[] probe = (".quota-check-" + Long.toHexString(ThreadLocalRandom.current().nextLong())).getBytes();
+            byte[] probe = (".quota-check-" + Ids.hex(8)).getBytes();
             int id = -1;
             try {
                 Posix.mkdirat(rootFd, probe, 0700);
@@ -235,7 +237,7 @@ sealed interface Quota permits Quota.Kernel, Quota.Measured {
 
         /** Gives a tree to a project: files and directories (links and sockets cannot be opened and stay out). */
         private static void charge(int rootFd, int id) throws Posix.Errno {
-            DeepWalk.walk(rootFd, new DeepWalk.Visitor() {
+            WorkspaceFs.walkTree(rootFd, new DeepWalk.Visitor() {
                 @Override
                 public boolean entry(int dirFd, byte[] name, int type) throws Posix.Errno {
                     if (type == Posix.DT_DIR) return true;

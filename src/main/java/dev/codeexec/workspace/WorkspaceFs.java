@@ -1,5 +1,7 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.config.Ids;
+import dev.codeexec.linux.DeepWalk;
 import dev.codeexec.linux.Posix;
 import dev.codeexec.workspace.WorkspaceException.Kind;
 
@@ -18,7 +20,6 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.Consumer;
 
 /**
@@ -431,7 +432,7 @@ public final class WorkspaceFs {
         long[] n = {0};
         boolean[] refused = {false};
         try (Dir d = openRoot()) {
-            DeepWalk.walk(d.fd, new DeepWalk.Visitor() {
+            walkTree(d.fd, new DeepWalk.Visitor() {
                 @Override
                 public boolean entry(int dirFd, byte[] name, int type) throws Posix.Errno {
                     n[0]++;
@@ -486,7 +487,7 @@ public final class WorkspaceFs {
         Deque<String> at = new ArrayDeque<>(); // the directory being walked, as names from the root
         String[] entering = {""};
         try (Dir d = openRoot(); Posix.Stats stats = new Posix.Stats()) {
-            DeepWalk.walk(d.fd, new DeepWalk.Visitor() {
+            walkTree(d.fd, new DeepWalk.Visitor() {
                 @Override
                 public boolean entry(int dirFd, byte[] name, int type) throws Posix.Errno {
                     if (++tally[1] > maxEntries)
@@ -550,7 +551,7 @@ public final class WorkspaceFs {
     Tally tally(long maxEntries, boolean sizes) {
         long[] tally = new long[4]; // bytes, entries, files, directories
         try (Dir d = openRoot(); Posix.Stats stats = new Posix.Stats()) {
-            DeepWalk.walk(d.fd, new DeepWalk.Visitor() {
+            walkTree(d.fd, new DeepWalk.Visitor() {
                 @Override
                 public boolean entry(int dirFd, byte[] name, int type) {
                     tally[1]++;
@@ -624,11 +625,6 @@ public final class WorkspaceFs {
         }
     }
 
-    /** Creates the directory and its missing parents. */
-    public void mkdirs(RelPath dir) {
-        walk(dir, true).close();
-    }
-
     /**
      * Writes a file from a stream, atomically: the data goes to a temporary file that replaces the target only
      * when complete, so a failed or refused write (quota, client gone) leaves the old file as it was. Missing
@@ -642,7 +638,7 @@ public final class WorkspaceFs {
             byte[] name = Names.encode(path.name());
             if (isDirectory(parent.fd, name)) throw new WorkspaceException(Kind.CONFLICT, "is a directory: " + path);
             int tmpDir = staging == null ? parent.fd : staging.dirFd();
-            byte[] tmp = (".upload-" + Long.toHexString(ThreadLocalRandom.current().nextLong()) + ".part").getBytes();
+            byte[] tmp = (".upload-" + Ids.hex(8) + ".part").getBytes();
             boolean moved = false;
             try {
                 int fd = Posix.openat(tmpDir, tmp, Posix.O_WRONLY | Posix.O_CREAT | Posix.O_EXCL | Posix.O_NOFOLLOW, 0600);
@@ -724,58 +720,28 @@ public final class WorkspaceFs {
     }
 
     /**
-     * Deletes a directory tree that untrusted code may have written (or that {@link #seal} sealed), however deep,
-     * never following a link; nothing there, nothing done.
+     * {@link DeepWalk#walk}, with a walk that could not go on as this package's exception: CONFLICT when the tree
+     * changed under it, IO otherwise.
      */
-    public static void deleteTree(Path dir) {
+    static void walkTree(int dirFd, DeepWalk.Visitor visitor) {
         try {
-            new WorkspaceFs(dir, -1, -1).deleteAll();
-        } catch (WorkspaceException e) {
-            if (e.kind() != Kind.NOT_FOUND) throw e;
+            DeepWalk.walk(dirFd, visitor);
+        } catch (DeepWalk.Failed e) {
+            throw failed(e);
         }
     }
 
-    /**
-     * Removes everything below an open directory, however deep ({@link DeepWalk}). Each directory is made writable
-     * by its owner as it is entered, so that a sealed tree empties for a server that is not root too.
-     */
+    /** Removes everything below an open directory, however deep ({@link DeepWalk#clear}). */
     static void clear(int dirFd) {
-        DeepWalk.walk(dirFd, new DeepWalk.Visitor() {
-            @Override
-            public void entered(int fd) throws Posix.Errno {
-                try {
-                    Posix.fchmod(fd, 0700);
-                } catch (Posix.Errno e) {
-                    if (e.errno != Posix.EPERM) throw e; // not ours (a server that is not root): as it is
-                }
-            }
+        try {
+            DeepWalk.clear(dirFd);
+        } catch (DeepWalk.Failed e) {
+            throw failed(e);
+        }
+    }
 
-            @Override
-            public boolean entry(int fd, byte[] name, int type) throws Posix.Errno {
-                if (type == Posix.DT_DIR) return true;
-                try {
-                    Posix.unlinkat(fd, name, 0);
-                } catch (Posix.Errno e) {
-                    if (e.errno == Posix.EISDIR) return true; // became a directory since it was read
-                    if (e.errno != Posix.ENOENT) throw e;
-                }
-                return false;
-            }
-
-            @Override
-            public void left(int parentFd, byte[] name) throws Posix.Errno {
-                try {
-                    Posix.unlinkat(parentFd, name, Posix.AT_REMOVEDIR);
-                } catch (Posix.Errno e) {
-                    if (e.errno != Posix.ENOENT) throw e;
-                }
-            }
-
-            @Override
-            public boolean untilEmpty() {
-                return true;
-            }
-        });
+    private static WorkspaceException failed(DeepWalk.Failed e) {
+        return new WorkspaceException(e.changed() ? Kind.CONFLICT : Kind.IO, e.getMessage());
     }
 
     /** Deletes the whole workspace directory, however deep its tree. */

@@ -494,7 +494,7 @@ class EgressChannelTest {
         ch.arm(EgressPolicy.OFF, "tenant", "run-2", local);
         SocketChannel c = client(ch);
         // the body arrives after the head, in two writes
-        send(c, "POST /code-tools/v1/call HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nConnection: close\r\nContent-Length: 11\r\n\r\nhello");
+        send(c, "POST /code-tools/v1/call HTTP/1.1\r\nHost: 127.0.0.1:" + EgressChannel.PROXY_PORT + "\r\nConnection: close\r\nContent-Length: 11\r\n\r\nhello");
         send(c, " world");
         assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 200").contains("Content-Length: 36", "Connection: close")
                 .endsWith("POST /code-tools/v1/call hello world");

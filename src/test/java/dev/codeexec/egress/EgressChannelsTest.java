@@ -62,11 +62,21 @@ class EgressChannelsTest {
     }
 
     @Test
+    void theProxysPortIsTheOneTheSandboxsRelayListensOn() throws IOException {
+        // the relay is C (codeexec-helper init --relay): its port is compiled in, so the two are compared here
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("(?m)^#define RELAY_PORT (\\d+)\\b")
+                .matcher(Files.readString(Path.of("src/main/c/codeexec-helper.c")));
+        assertThat(m.find()).as("codeexec-helper.c defines RELAY_PORT").isTrue();
+        assertThat(Integer.parseInt(m.group(1))).isEqualTo(EgressChannel.PROXY_PORT);
+        assertThat(EgressChannel.PROXY_URL).isEqualTo("http://127.0.0.1:" + EgressChannel.PROXY_PORT);
+    }
+
+    @Test
     void aRunsEnvironmentPointsEveryToolAtTheProxy() throws IOException {
         EgressChannels channels = EgressChannels.of(on(), dir.resolve("egress"), dir.resolve("p.js")).orElseThrow();
         Map<String, String> env = channels.environment();
         for (String k : new String[] {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"})
-            assertThat(env).containsEntry(k, "http://127.0.0.1:3128");
+            assertThat(env).containsEntry(k, EgressChannel.PROXY_URL);
         assertThat(env).containsEntry("NO_PROXY", "localhost,127.0.0.1").containsKey("NODE_OPTIONS")
                 .doesNotContainKeys("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS");
         assertThat(channels.readOnlyFiles()).containsOnlyKeys(EgressChannels.NODE_PRELOAD_IN_SANDBOX);

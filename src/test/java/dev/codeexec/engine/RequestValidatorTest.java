@@ -21,7 +21,7 @@ class RequestValidatorTest {
     private final RequestValidator v = new RequestValidator(config, Languages.load());
 
     private ExecutionRequest args(Map<String, Object> a) {
-        return v.fromArguments(a, null);
+        return v.parse(a, null).request();
     }
 
     private static Map<String, Object> map(Object... kv) {
@@ -112,5 +112,64 @@ class RequestValidatorTest {
         assertThat(args(map("language", "sh", "code", "a".repeat(1024 * 1024))).code()).hasSize(1024 * 1024);
         assertThatThrownBy(() -> args(map("language", "sh", "code", "", "stdin", "s".repeat(1024 * 1024 + 1))))
                 .hasMessage("'stdin' is larger than 1024 KB");
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void everyArgumentTheSchemaNamesIsReadAndAWrongTypeNamesIt() {
+        Map<String, Object> props = (Map<String, Object>) v.inputSchema().get("properties");
+        assertThat(props).containsOnlyKeys("language", "code", "stdin", "timeout_ms", "args", "env", "workspace",
+                "session", "network", "packages");
+        for (String name : props.keySet()) {
+            // a type no argument takes for all but env, whose wrong type is a string
+            Object wrong = name.equals("env") ? "A=1" : Map.of("x", 1);
+            Map<String, Object> a = map("language", "python", "code", "");
+            a.put(name, wrong);
+            assertThatThrownBy(() -> v.parse(a, null)).as(name)
+                    .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageStartingWith("'" + name + "' must be");
+        }
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void theSchemasBoundsAreTheOnesEnforced() {
+        Map<String, Object> props = (Map<String, Object>) v.inputSchema().get("properties");
+        int maxArgs = (Integer) ((Map<String, Object>) props.get("args")).get("maxItems");
+        assertThat(args(map("language", "sh", "code", "", "args", java.util.Collections.nCopies(maxArgs, "a"))).args())
+                .hasSize(maxArgs);
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "args", java.util.Collections.nCopies(maxArgs + 1, "a"))))
+                .isInstanceOf(ExecutionException.InvalidRequest.class);
+        int maxEnv = (Integer) ((Map<String, Object>) props.get("env")).get("maxProperties");
+        Map<String, String> env = new HashMap<>();
+        for (int i = 0; i < maxEnv; i++) env.put("V" + i, "x");
+        assertThat(args(map("language", "sh", "code", "", "env", env)).env()).hasSize(maxEnv);
+        env.put("ONE_MORE", "x");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", env)))
+                .isInstanceOf(ExecutionException.InvalidRequest.class);
+        Map<String, Object> timeout = (Map<String, Object>) props.get("timeout_ms");
+        assertThat(timeout).containsEntry("maximum", 60000).containsEntry("default", 5000);
+        assertThat(args(map("language", "sh", "code", "")).limits().timeout()).isEqualTo(Duration.ofMillis(5000));
+        assertThat((List<String>) ((Map<String, Object>) props.get("language")).get("enum")).contains("python", "py", "bash");
+    }
+
+    @Test
+    void workspaceSessionAndNetworkAreCheckedAndLeftToTheCallersContext() {
+        RequestValidator.Arguments a = v.parse(map("language", "python", "code", "", "workspace", "proj",
+                "session", "s-1", "network", List.of("pypi.org")), null);
+        assertThat(a.workspace()).contains("proj");
+        assertThat(a.session()).contains("s-1");
+        assertThat(a.network()).isEqualTo(List.of("pypi.org"));
+        assertThat(a.request().workspace()).as("opened by the caller, for its tenant").isEmpty();
+        assertThat(v.parse(map("language", "python", "code", "", "network", false), null).network()).isEqualTo(false);
+        assertThat(v.parse(map("language", "python", "code", ""), null).network()).isNull();
+        assertThatThrownBy(() -> v.parse(map("language", "python", "code", "", "session", "../x"), null))
+                .isInstanceOf(dev.codeexec.workspace.WorkspaceException.class).hasMessageStartingWith("bad session name '../x'");
+        assertThatThrownBy(() -> v.parse(map("language", "python", "code", "", "network", List.of("a.test", 7)), null))
+                .isInstanceOf(ExecutionException.InvalidRequest.class)
+                .hasMessage("'network' must be false or a list of host patterns");
+        assertThatThrownBy(() -> v.parse(map("language", "python", "code", "", "packages", List.of("x @ http://e.test/x.whl")), null))
+                .isInstanceOf(ExecutionException.InvalidRequest.class).hasMessageContaining("refused");
+        assertThat(v.parse(map("language", "python", "code", "", "packages", List.of("requests==2.32.3")), null)
+                .request().packages()).isPresent();
     }
 }

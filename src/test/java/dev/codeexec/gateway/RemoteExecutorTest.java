@@ -435,7 +435,7 @@ class RemoteExecutorTest {
         assertThat(setup.sandbox().name()).isEqualTo("workers");
         assertThat(setup.sandbox().available()).isTrue();
         assertThat(setup.languages()).contains("python");
-        assertThatThrownBy(() -> setup.converter().convert(Map.of("language", "cobol", "code", "x")))
+        assertThatThrownBy(() -> setup.arguments().parse(Map.of("language", "cobol", "code", "x"), null))
                 .as("requests are validated at the gateway").isInstanceOf(ExecutionException.InvalidRequest.class);
         assertThat(run((RemoteExecutor) setup.executor(), request(Duration.ofSeconds(5))).worker()).contains("w");
     }

@@ -60,7 +60,7 @@ class EdgeTest {
     @Test
     void healthzSaysDegradedWhenTheSandboxCannotRunCode() throws Exception {
         ServerSetup ok = TestServers.setup(executor, List.of());
-        server = HttpServer.start(new ServerSetup(ok.config(), executor, ok.converter(), ok.languages(),
+        server = HttpServer.start(new ServerSetup(ok.config(), executor, ok.arguments(),
                 new Sandbox.Status("bwrap", Optional.of("bubblewrap cannot create a user namespace")), "test", List.of(),
                 ok.workspaces()));
         raw = new RawClient(server.port());

@@ -49,7 +49,7 @@ class PackageInstallScriptsTest {
     @BeforeEach
     void start() throws Exception {
         // a store of its own for each test (the test DATA_DIR outlives the executors)
-        dev.codeexec.workspace.WorkspaceFs.deleteTree(Path.of(TestSupport.DATA_DIR, "packages"));
+        dev.codeexec.config.DataDir.deleteTree(Path.of(TestSupport.DATA_DIR, "packages"));
         registry = NpmRegistry.http();
     }
 

@@ -57,7 +57,7 @@ class PackageInstallsTest {
     @BeforeEach
     void serveIndex() throws IOException {
         // a store of its own for each test (the test DATA_DIR outlives the executors)
-        dev.codeexec.workspace.WorkspaceFs.deleteTree(Path.of(TestSupport.DATA_DIR, "packages"));
+        dev.codeexec.config.DataDir.deleteTree(Path.of(TestSupport.DATA_DIR, "packages"));
         wheel("tinylib", "1.0", "VERSION = '1.0'\n", List.of());
         wheel("tinylib", "2.0", "VERSION = '2.0'\nfrom tinydep import DEP\n", List.of("tinydep"));
         wheel("tinydep", "1.0", "DEP = 'dep'\n", List.of());

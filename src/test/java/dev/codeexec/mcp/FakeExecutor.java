@@ -31,6 +31,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <li>{@code block} runs until cancelled (outcome cancelled)</li>
  *   <li>{@code sleep:MS} prints nothing for MS milliseconds, then "done"</li>
  *   <li>{@code busy} / {@code unavailable}: submit throws Busy / Unavailable</li>
+ *   <li>{@code crash}: submit fails as a bug would, with {@link #CRASH} in its message</li>
  * </ul>
  * Set {@link #workers}, {@link #remote} and {@link #worker} to look like a gateway to the surfaces.
  */
@@ -55,6 +56,8 @@ public final class FakeExecutor implements Executor, ExecutorStatus {
     public volatile Map<String, Integer> sessionsByTenant = Map.of();
     private final Map<String, FakeRun> active = new ConcurrentHashMap<>();
     private final AtomicInteger ids = new AtomicInteger();
+    /** The message of the {@code crash} fault: a server's internals, which no client may see. */
+    public static final String CRASH = "index 7 out of bounds in /srv/secret/Engine.java";
 
     @Override
     public RunHandle submit(ExecutionRequest request, OutputListener listener) {
@@ -62,6 +65,7 @@ public final class FakeExecutor implements Executor, ExecutorStatus {
         String code = request.code();
         if (code.equals("busy")) throw new ExecutionException.Busy("all 4 slots are busy and the queue is full");
         if (code.equals("unavailable")) throw new ExecutionException.Unavailable("sandbox bwrap is not usable: no user namespaces");
+        if (code.equals("crash")) throw new IllegalStateException(CRASH);
         requests.add(request);
         FakeRun run = new FakeRun("run-" + ids.incrementAndGet(), request, listener);
         active.put(run.id, run);

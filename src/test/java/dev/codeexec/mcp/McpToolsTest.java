@@ -119,7 +119,7 @@ class McpToolsTest {
         client.initialize();
         CallToolResult r = execute(Map.of("language", "python", "code", "print:x", "timeout_ms", 999999));
         assertThat(r.isError()).isTrue();
-        assertThat(text(r)).isEqualTo("Invalid request: timeout_ms must be an integer between 1 and 120000, got 999999");
+        assertThat(text(r)).isEqualTo("Error [invalid_request]: 'timeout_ms' must be between 1 and 120000, got 999999");
     }
 
     @Test
@@ -127,7 +127,7 @@ class McpToolsTest {
         client.initialize();
         CallToolResult r = execute(Map.of("language", "cobol", "code", "x"));
         assertThat(r.isError()).isTrue();
-        assertThat(text(r)).startsWith("Invalid request: unknown language 'cobol'").doesNotContain("Exception");
+        assertThat(text(r)).startsWith("Error [invalid_request]: unknown language 'cobol'").doesNotContain("Exception");
     }
 
     @Test
@@ -135,10 +135,21 @@ class McpToolsTest {
         client.initialize();
         CallToolResult busy = execute(Map.of("language", "python", "code", "busy"));
         assertThat(busy.isError()).isTrue();
-        assertThat(text(busy)).isEqualTo("Server busy: all 4 slots are busy and the queue is full");
+        assertThat(text(busy)).isEqualTo("Error [busy]: all 4 slots are busy and the queue is full");
         CallToolResult down = execute(Map.of("language", "python", "code", "unavailable"));
         assertThat(down.isError()).isTrue();
-        assertThat(text(down)).isEqualTo("Cannot run code: sandbox bwrap is not usable: no user namespaces");
+        assertThat(text(down)).isEqualTo("Error [unavailable]: sandbox bwrap is not usable: no user namespaces");
+    }
+
+    @Test
+    void aWorkspaceRefusalNamesItsKindAndAFaultOfTheServersShowsNothingOfIt() {
+        client.initialize();
+        CallToolResult badName = execute(Map.of("language", "python", "code", "print:x", "workspace", "../up"));
+        assertThat(badName.isError()).isTrue();
+        assertThat(text(badName)).startsWith("Error [bad_name]: bad workspace name '../up'");
+        CallToolResult crash = execute(Map.of("language", "python", "code", "crash"));
+        assertThat(crash.isError()).isTrue();
+        assertThat(text(crash)).isEqualTo("Error [internal]: the call could not be completed (details are in the server log)");
     }
 
     @Test

@@ -156,7 +156,7 @@ class SessionToolsTest {
     void requestsASessionCannotServeAreToolErrors() {
         CallToolResult go = call(alice, "execute_code", "language", "go", "session", "g", "code", "package main");
         assertThat(go.isError()).isTrue();
-        assertThat(text(go)).startsWith("Invalid request: ").contains("python, nodejs, typescript and bash");
+        assertThat(text(go)).startsWith("Error [invalid_request]: ").contains("python, nodejs, typescript and bash");
         CallToolResult args = call(alice, "execute_code", "language", "python", "session", "g", "code", "1",
                 "args", List.of("x"));
         assertThat(args.isError()).isTrue();

@@ -3,6 +3,8 @@ package dev.codeexec.mcp;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.config.Config;
+import dev.codeexec.engine.RequestValidator;
+import dev.codeexec.lang.Languages;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.workspace.Workspaces;
 
@@ -44,7 +46,7 @@ public final class TestServers {
 
     public static ServerSetup setup(Config config, FakeExecutor executor, List<McpExtension> extensions,
             Workspaces workspaces) {
-        return new ServerSetup(config, executor, new FakeConverter(), FakeConverter.LANGUAGES,
+        return new ServerSetup(config, executor, new RequestValidator(config, Languages.load()),
                 new Sandbox.Status("fake", Optional.empty()), "test", extensions, workspaces);
     }
 
@@ -54,10 +56,7 @@ public final class TestServers {
      */
     public static ServerSetup real(Config config, dev.codeexec.sandbox.Sandbox sandbox,
             dev.codeexec.engine.Executor executor) {
-        dev.codeexec.lang.Languages languages = dev.codeexec.lang.Languages.load();
-        dev.codeexec.engine.RequestValidator validator = new dev.codeexec.engine.RequestValidator(config, languages);
-        return new ServerSetup(config, executor,
-                a -> validator.fromArguments(a, dev.codeexec.engine.ExecutionRequest.AuditInfo.NONE), languages.names(),
+        return new ServerSetup(config, executor, new RequestValidator(config, Languages.load()),
                 new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(), workspaces(config),
                 dev.codeexec.egress.EgressSettings.of(config));
     }

@@ -2,7 +2,6 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.config.Config;
-import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.engine.RequestValidator;
@@ -44,10 +43,8 @@ class WorkspaceExecutionTest {
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "MAX_IMAGE_KB", "64");
         Sandbox sandbox = Sandboxes.create(config);
         assumeTrue(sandbox.unavailableReason().isEmpty(), "the sandbox cannot run code here");
-        Languages languages = Languages.load();
-        RequestValidator validator = new RequestValidator(config, languages);
         ServerSetup setup = new ServerSetup(config, LocalExecutor.create(config, sandbox),
-                a -> validator.fromArguments(a, AuditInfo.NONE), languages.names(),
+                new RequestValidator(config, Languages.load()),
                 new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(),
                 TestServers.workspaces(config));
         server = HttpServer.start(setup);

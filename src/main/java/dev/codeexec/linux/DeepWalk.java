@@ -1,15 +1,15 @@
-package dev.codeexec.workspace;
+package dev.codeexec.linux;
 
-import dev.codeexec.linux.Posix;
-import dev.codeexec.workspace.WorkspaceException.Kind;
-
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.List;
 
 /**
  * A walk of a whole directory tree, however deep, with three descriptors open at most: for measuring a workspace,
- * deleting one and fixing up its permissions. A program can make a chain of 25,000 directories in a few seconds;
+ * fixing up its permissions, and deleting any tree a program may have written ({@link #deleteTree}, the server's one
+ * way to delete a tree). A program can make a chain of 25,000 directories in a few seconds;
  * a recursive walk overflows the stack on it, a walk that keeps one descriptor per level runs out of descriptors,
  * and a path to its bottom is longer than PATH_MAX. So this walk holds only the directory it is in: it goes down
  * with {@code openat(name, O_NOFOLLOW)} and up with {@code openat("..")}, and checks that ".." is the very
@@ -19,16 +19,34 @@ import java.util.List;
  * Per level it keeps the names still to visit, read in batches of {@link #BATCH} (the next batch continues at
  * the directory position where the last one ended), so memory is bounded by the batch size times the depth.
  */
-final class DeepWalk {
+public final class DeepWalk {
 
     /** Names read from a directory at a time. */
-    static final int BATCH = 4096;
+    public static final int BATCH = 4096;
 
     private DeepWalk() {
     }
 
-    /** What the walk does with each name. Each method may throw WorkspaceException to end the walk. */
-    interface Visitor {
+    /**
+     * A walk that could not go on: a directory could not be read ({@code changed} false), or the tree changed under
+     * it so that it cannot tell where it is ({@code changed} true). The message says which, without a host path.
+     */
+    public static final class Failed extends RuntimeException {
+        private final boolean changed;
+
+        Failed(boolean changed, String message) {
+            super(message, null, false, false);
+            this.changed = changed;
+        }
+
+        /** Whether the tree was changed meanwhile (moved around, refilled while emptied). */
+        public boolean changed() {
+            return changed;
+        }
+    }
+
+    /** What the walk does with each name. Each method may throw an unchecked exception to end the walk. */
+    public interface Visitor {
         /**
          * A name in the directory {@code dirFd} (O_RDONLY) with its type from {@code getdents64} (DT_UNKNOWN
          * resolved with statx). Returns whether to descend, which only a directory can.
@@ -77,13 +95,17 @@ final class DeepWalk {
     /** How often a directory that keeps getting new entries while it is emptied is read again. */
     private static final int MAX_REREADS = 3;
 
-    /** Walks the tree below {@code startFd} (any descriptor of the directory, O_PATH too). */
-    static void walk(int startFd, Visitor v) {
+    /**
+     * Walks the tree below {@code startFd} (any descriptor of the directory, O_PATH too).
+     *
+     * @throws Failed the walk could not go on
+     */
+    public static void walk(int startFd, Visitor v) {
         int cur;
         try {
             cur = Posix.openat(startFd, DOT, DIR_FLAGS, 0);
         } catch (Posix.Errno e) {
-            throw new WorkspaceException(Kind.IO, "the directory cannot be read (errno " + e.errno + ")");
+            throw new Failed(false, "the directory cannot be read (errno " + e.errno + ")");
         }
         Deque<Level> stack = new ArrayDeque<>();
         try {
@@ -121,7 +143,7 @@ final class DeepWalk {
                     // removed (a mount point): then stop, and removing the directory says why
                     if (!again.entries().isEmpty() && (more || !sameNames(again, top.batch))) {
                         if (!more && ++top.rereads > MAX_REREADS)
-                            throw new WorkspaceException(Kind.CONFLICT, "a directory kept changing while it was emptied");
+                            throw new Failed(true, "a directory kept changing while it was emptied");
                         top.batch = again;
                         top.next = 0;
                         continue;
@@ -133,14 +155,14 @@ final class DeepWalk {
                 Level up = stack.peek();
                 if (parent.st().ino() != up.ino || parent.st().dev() != up.dev) {
                     Posix.close(parent.fd());
-                    throw new WorkspaceException(Kind.CONFLICT, "the tree was moved around while it was walked");
+                    throw new Failed(true, "the tree was moved around while it was walked");
                 }
                 Posix.close(cur);
                 cur = parent.fd();
                 v.left(cur, top.name);
             }
         } catch (Posix.Errno e) {
-            throw new WorkspaceException(Kind.IO, "the tree cannot be walked (errno " + e.errno + ")");
+            throw new Failed(false, "the tree cannot be walked (errno " + e.errno + ")");
         } finally {
             Posix.close(cur);
         }
@@ -184,7 +206,7 @@ final class DeepWalk {
     }
 
     /** The d_type of a name from statx; -1 when it is gone. */
-    static int typeOf(int dirFd, byte[] name) {
+    private static int typeOf(int dirFd, byte[] name) {
         try {
             return switch (Posix.statx(dirFd, name, 0).type()) {
                 case Posix.S_IFDIR -> Posix.DT_DIR;
@@ -195,5 +217,92 @@ final class DeepWalk {
         } catch (Posix.Errno e) {
             return -1;
         }
+    }
+
+    /**
+     * Deletes what is at {@code path}, never following a link (a sandboxed program may have planted some): a
+     * directory with its whole tree however deep ({@link #clear}), or a file, a link (the link itself) or a special
+     * file; nothing there, nothing done. Only the last component of {@code path} is not trusted: the directories
+     * above it are the server's.
+     *
+     * @throws IOException what could not be deleted
+     */
+    public static void deleteTree(Path path) throws IOException {
+        String where = path.toAbsolutePath().toString();
+        int fd;
+        try {
+            fd = Posix.openat(Posix.AT_FDCWD, where, DIR_FLAGS);
+        } catch (Posix.Errno e) {
+            if (e.errno == Posix.ENOENT) return;
+            if (e.errno != Posix.ENOTDIR && e.errno != Posix.ELOOP) throw failed(path, "errno " + e.errno);
+            unlink(where, 0, path); // not a directory: a file, a link or a special file, removed itself
+            return;
+        }
+        try {
+            clear(fd);
+        } catch (Failed e) {
+            throw failed(path, e.getMessage());
+        } finally {
+            Posix.close(fd);
+        }
+        unlink(where, Posix.AT_REMOVEDIR, path);
+    }
+
+    private static void unlink(String where, int flags, Path path) throws IOException {
+        try {
+            Posix.unlinkat(Posix.AT_FDCWD, where.getBytes(java.nio.charset.StandardCharsets.UTF_8), flags);
+        } catch (Posix.Errno e) {
+            if (e.errno != Posix.ENOENT) throw failed(path, "errno " + e.errno);
+        }
+    }
+
+    private static IOException failed(Path path, String why) {
+        return new IOException("cannot delete " + path + ": " + why);
+    }
+
+    /**
+     * Removes everything below an open directory, however deep. Each directory is made writable by its owner as it
+     * is entered, so that a sealed tree, or one a program left without write permission, empties for a server that
+     * is not root too.
+     *
+     * @throws Failed the tree could not be walked, or kept changing while it was emptied
+     */
+    public static void clear(int dirFd) {
+        walk(dirFd, new Visitor() {
+            @Override
+            public void entered(int fd) throws Posix.Errno {
+                try {
+                    Posix.fchmod(fd, 0700);
+                } catch (Posix.Errno e) {
+                    if (e.errno != Posix.EPERM) throw e; // not ours (a server that is not root): as it is
+                }
+            }
+
+            @Override
+            public boolean entry(int fd, byte[] name, int type) throws Posix.Errno {
+                if (type == Posix.DT_DIR) return true;
+                try {
+                    Posix.unlinkat(fd, name, 0);
+                } catch (Posix.Errno e) {
+                    if (e.errno == Posix.EISDIR) return true; // became a directory since it was read
+                    if (e.errno != Posix.ENOENT) throw e;
+                }
+                return false;
+            }
+
+            @Override
+            public void left(int parentFd, byte[] name) throws Posix.Errno {
+                try {
+                    Posix.unlinkat(parentFd, name, Posix.AT_REMOVEDIR);
+                } catch (Posix.Errno e) {
+                    if (e.errno != Posix.ENOENT) throw e;
+                }
+            }
+
+            @Override
+            public boolean untilEmpty() {
+                return true;
+            }
+        });
     }
 }
