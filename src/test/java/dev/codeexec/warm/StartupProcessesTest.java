@@ -1,5 +1,6 @@
 package dev.codeexec.warm;
 
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Test;
 
 import java.nio.charset.StandardCharsets;
@@ -8,7 +9,6 @@ import java.nio.file.Path;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Start-time work runs below the runs: in a scheduler group of its own at nice 19, and at nice 10 inside it. */
 class StartupProcessesTest {
@@ -23,7 +23,7 @@ class StartupProcessesTest {
     @Test
     void backgroundWorkRunsInALowestPriorityGroupOfItsOwnAndPassesItsExitStatusOn() throws Exception {
         Path own = Path.of("/proc/self/autogroup");
-        assumeTrue(Files.exists(own), "the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP)");
+        Requires.onlyWhere(Files.exists(own), "the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP)");
         String server = Files.readString(own).trim(); // "/autogroup-N nice 0"
         String[] got = run(StartupProcesses.background(List.of("/bin/sh", "-c",
                 "cat /proc/self/autogroup; cut -d' ' -f19 /proc/self/stat"))).trim().split("\n");
@@ -37,8 +37,9 @@ class StartupProcessesTest {
 
     @Test
     void workARunWaitsForIsRaisedToTheDefaultWeightAndLaterStepsStartThere() throws Exception {
-        assumeTrue(Files.exists(Path.of("/proc/self/autogroup")), "the kernel groups tasks by session");
-        assumeTrue(new com.sun.security.auth.module.UnixSystem().getUid() == 0, "raising a group needs CAP_SYS_NICE");
+        Requires.onlyWhere(Files.exists(Path.of("/proc/self/autogroup")),
+                "the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP)");
+        Requires.that(new com.sun.security.auth.module.UnixSystem().getUid() == 0, "root: raising a group needs CAP_SYS_NICE");
         Process p = new ProcessBuilder(StartupProcesses.background(List.of("/bin/sleep", "30"))).start();
         try {
             Path group = Path.of("/proc", Long.toString(p.pid()), "autogroup");
