@@ -1,5 +1,6 @@
 package dev.codeexec.warm;
 
+import dev.codeexec.testing.Poll;
 import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Test;
 
@@ -43,9 +44,7 @@ class StartupProcessesTest {
         Process p = new ProcessBuilder(StartupProcesses.background(List.of("/bin/sleep", "30"))).start();
         try {
             Path group = Path.of("/proc", Long.toString(p.pid()), "autogroup");
-            long end = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
-            while (!Files.readString(group).trim().endsWith("nice 19") && System.nanoTime() < end) Thread.sleep(10);
-            assertThat(Files.readString(group).trim()).endsWith("nice 19");
+            Poll.until("the background group is lowered to nice 19", () -> Files.readString(group).trim().endsWith("nice 19"));
             assertThat(StartupProcesses.raise(p)).isTrue();
             assertThat(Files.readString(group).trim()).endsWith("nice 0");
         } finally {
