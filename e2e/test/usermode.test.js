@@ -19,6 +19,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { JAR, JAVA, exec, freePort, randomSecret, sleep } from '../lib/server.js';
 import { TEST_USER, ensureUser, asUserArgv, seedGoCache } from '../lib/user.js';
+import { skipUnless } from '../lib/requires.js';
 
 const E2E = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const NODE22 = join(E2E, 'node_modules', 'node', 'bin', 'node');
@@ -98,7 +99,7 @@ after(() => {
     if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('a server started by a normal user, over stdio', { skip: !isRoot && 'needs root to create the test user' }, () => {
+describe('a server started by a normal user, over stdio', { skip: skipUnless(isRoot, 'root, to create the test user') }, () => {
     let s;
     let victim; // a process of the user's own, outside any sandbox
     const victimMarker = `victim-${randomSecret('')}`;
@@ -311,7 +312,7 @@ describe('a server started by a normal user, over stdio', { skip: !isRoot && 'ne
     });
 });
 
-describe('egress through the checking proxy, as a normal user', { skip: !isRoot && 'needs root to create the test user' }, () => {
+describe('egress through the checking proxy, as a normal user', { skip: skipUnless(isRoot, 'root, to create the test user') }, () => {
     test('an allowed name reaches a loopback fixture through the proxy; a direct connection does not', { timeout: 120_000 }, async () => {
         const { createServer: createHttpServer } = await import('node:http');
         const hits = [];
@@ -339,7 +340,7 @@ describe('egress through the checking proxy, as a normal user', { skip: !isRoot 
     });
 });
 
-describe('a server started by a normal user, over HTTP', { skip: !isRoot && 'needs root to create the test user' }, () => {
+describe('a server started by a normal user, over HTTP', { skip: skipUnless(isRoot, 'root, to create the test user') }, () => {
     let child;
     let log = '';
     let url;
@@ -391,7 +392,7 @@ describe('a server started by a normal user, over HTTP', { skip: !isRoot && 'nee
     });
 });
 
-describe('the MCP Inspector CLI, starting the server as a normal user over stdio', { skip: !isRoot && 'needs root to create the test user' }, () => {
+describe('the MCP Inspector CLI, starting the server as a normal user over stdio', { skip: skipUnless(isRoot, 'root, to create the test user') }, () => {
     test('tools/list and a python call', { timeout: 120_000 }, async () => {
         // the Inspector starts the server itself: through a script, so runuser's options are not the Inspector's
         const script = join(dir, 'start-as-user.sh');
@@ -413,7 +414,7 @@ describe('the MCP Inspector CLI, starting the server as a normal user over stdio
     });
 });
 
-describe('a kernel without unprivileged user namespaces', { skip: !isRoot && 'needs root to make the user namespace' }, () => {
+describe('a kernel without unprivileged user namespaces', { skip: skipUnless(isRoot, 'root, to make the user namespace') }, () => {
     test('the server starts, says why on stderr and in runtime_info, and refuses to run code', { timeout: 120_000 }, async () => {
         // user.max_user_namespaces = 0, set in a user namespace of the test's own (fixtures/without-userns.py): the
         // host's sysctl may not be writable even by root (a container host), and other servers keep theirs

@@ -13,8 +13,11 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -24,7 +27,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * with a 500 whose body is the request's headers (as a proxy that shows what it got would). Its tools: {@code add}
  * (structured {@code {sum}}), {@code echo}, and {@code headers*}, which give the request's headers back in a text
  * result, a structured result, an error result, a JSON-RPC error or a 500 body; {@code leaky} has them in its
- * description.
+ * description; {@code hang} answers only once the client cancels the call (notifications/cancelled) or the fixture
+ * closes. It keeps the notifications it gets.
  */
 final class FakeUpstream implements AutoCloseable {
 
@@ -37,6 +41,11 @@ final class FakeUpstream implements AutoCloseable {
     private final CountDownLatch closing = new CountDownLatch(1);
     private final CountDownLatch initializeHeld = new CountDownLatch(1);
     private final AtomicInteger held = new AtomicInteger();
+    private final List<JsonNode> notifications = new CopyOnWriteArrayList<>();
+    /** The JSON-RPC ids (as JSON text) of the hang calls that arrived, in order. */
+    private final LinkedBlockingQueue<String> hanging = new LinkedBlockingQueue<>();
+    /** By request id (JSON text): counted down when the client cancels that request, or when the fixture closes. */
+    private final Map<String, CountDownLatch> cancelled = new ConcurrentHashMap<>();
 
     private FakeUpstream(HttpServer server, Initialize initialize) {
         this.server = server;
@@ -71,9 +80,35 @@ final class FakeUpstream implements AutoCloseable {
         return held.get();
     }
 
+    /** Waits for the next call of {@code hang} to arrive; its JSON-RPC id (as JSON text). */
+    String awaitHangingCall() throws InterruptedException {
+        String id = hanging.poll(60, TimeUnit.SECONDS);
+        if (id == null) throw new AssertionError("no call of hang arrived");
+        return id;
+    }
+
+    /** Waits until the client cancels request {@code id} (JSON text); the notification's reason. */
+    String awaitCancelled(String id) throws InterruptedException {
+        if (!cancelLatch(id).await(60, TimeUnit.SECONDS)) throw new AssertionError("request " + id + " was not cancelled: "
+                + notifications);
+        return notifications.stream().filter(n -> n.path("method").asString().equals("notifications/cancelled")
+                        && n.path("params").path("requestId").toString().equals(id))
+                .map(n -> n.path("params").path("reason").asString()).findFirst().orElseThrow();
+    }
+
+    /** The notifications the client sent so far, each the whole JSON-RPC message. */
+    List<JsonNode> notifications() {
+        return List.copyOf(notifications);
+    }
+
+    private CountDownLatch cancelLatch(String id) {
+        return cancelled.computeIfAbsent(id, k -> new CountDownLatch(1));
+    }
+
     @Override
     public void close() {
         closing.countDown();
+        cancelled.values().forEach(CountDownLatch::countDown);
         server.stop(0);
     }
 
@@ -85,6 +120,9 @@ final class FakeUpstream implements AutoCloseable {
             }
             JsonNode msg = JSON.readTree(x.getRequestBody().readAllBytes());
             if (!msg.has("id") || !msg.has("method")) {
+                if (msg.has("method")) notifications.add(msg);
+                if (msg.path("method").asString().equals("notifications/cancelled"))
+                    cancelLatch(msg.path("params").path("requestId").toString()).countDown();
                 reply(x, 202, "text/plain", ""); // a notification
                 return;
             }
@@ -115,8 +153,10 @@ final class FakeUpstream implements AutoCloseable {
                         tool("headers_error_result", "An error result carrying the request's headers.", Map.of()),
                         tool("headers_rpc_error", "A JSON-RPC error carrying the request's headers.", Map.of()),
                         tool("headers_500", "A 500 whose body is the request's headers.", Map.of()),
-                        tool("leaky", "Listed with the headers it was listed with: " + headers, Map.of())));
-                case "tools/call" -> call(params, headers);
+                        tool("leaky", "Listed with the headers it was listed with: " + headers, Map.of()),
+                        tool("hang", "Answers only once the call is cancelled.", Map.of())));
+                case "tools/call" -> params.path("name").asString().equals("hang") ? hang(msg.get("id").toString())
+                        : call(params, headers);
                 case "ping" -> Map.of();
                 default -> null;
             };
@@ -137,6 +177,19 @@ final class FakeUpstream implements AutoCloseable {
     }
 
     private record RpcError(String message) {
+    }
+
+    /** The answer to a call of hang, once the client cancelled it (or the fixture closes). */
+    private Object hang(String id) {
+        CountDownLatch cancel = cancelLatch(id);
+        if (closing.getCount() == 0) cancel.countDown();
+        hanging.add(id);
+        try {
+            cancel.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return Map.of("content", List.of(text("answered after the cancel")));
     }
 
     private record Fail500() {

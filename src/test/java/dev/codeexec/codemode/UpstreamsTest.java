@@ -1,6 +1,7 @@
 package dev.codeexec.codemode;
 
 import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import io.modelcontextprotocol.spec.McpSchema;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -19,7 +20,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assumptions.assumeThat;
 
 /** {@link Upstreams} against upstreams of the test's own: a stdio script (python3) and HTTP fixtures on 127.0.0.1. */
 class UpstreamsTest {
@@ -57,8 +57,8 @@ class UpstreamsTest {
     @SuppressWarnings("unchecked")
     void aStdioUpstreamGetsOnlyPathLangAndItsOwnEnvAndStartsInItsCwd(@TempDir Path dir) throws Exception {
         // the server's own environment (this JVM's: HOME, JAVA_HOME, ...) is what leaked before
-        assumeThat(System.getenv().keySet()).as("the server has more variables than PATH and LANG").anyMatch(
-                k -> !k.equals("PATH") && !k.equals("LANG"));
+        Requires.onlyWhere(System.getenv().keySet().stream().anyMatch(k -> !k.equals("PATH") && !k.equals("LANG")),
+                "a server with more variables than PATH and LANG");
         String own = secret("own-");
         UpstreamConfig cfg = config(Map.of(
                 "other", Map.of("command", "/usr/bin/python3", "args", new String[] {stdioScript().toString()},
@@ -117,6 +117,89 @@ class UpstreamsTest {
             // every attempt ran on the upstream's own thread, none on this one (the caller's)
             assertThat(log.lines("cannot connect")).isNotEmpty().allSatisfy(l -> assertThat(l.thread()).startsWith("upstream-"));
             assertThat(log.lines(": connected,")).hasSize(2).allSatisfy(l -> assertThat(l.thread()).startsWith("upstream-"));
+        }
+    }
+
+    @Test
+    void aConnectedUpstreamListsItsToolsAndAnswersWithResultsErrorResultsIncluded() throws Exception {
+        try (FakeUpstream fx = FakeUpstream.start(0, FakeUpstream.Initialize.ANSWER);
+             Upstreams u = new Upstreams(config(Map.of("fx", Map.of("url", fx.url())), Map.of())).start()) {
+            Poll.until("fx connected", () -> u.connected("fx"));
+            assertThat(u.problem("fx")).isEmpty();
+            assertThat(u.tools("fx")).extracting(McpSchema.Tool::name).startsWith("add", "echo", "headers").contains("hang");
+            assertThat(u.tools("fx").getFirst().description()).isEqualTo("Adds a and b.");
+            assertThat(result(u.call("fx", "add", Map.of("a", 2, "b", 3))).structuredContent()).isEqualTo(Map.of("sum", 5.0));
+            McpSchema.CallToolResult echo = result(u.call("fx", "echo", Map.of("text", "hi")));
+            assertThat(CodeToolsRun.text(echo)).isEqualTo("hi");
+            assertThat(echo.isError()).isNotEqualTo(Boolean.TRUE);
+            // an error result is the tool's answer, not a failed call
+            McpSchema.CallToolResult error = result(u.call("fx", "headers_error_result", Map.of()));
+            assertThat(error.isError()).isTrue();
+            assertThat(CodeToolsRun.text(error)).startsWith("refused; the request was:");
+        }
+    }
+
+    @Test
+    void aCallThatFailsSaysWhichServerAndWhyAndALostConnectionIsMadeAgain() throws Exception {
+        try (FakeUpstream fx = FakeUpstream.start(0, FakeUpstream.Initialize.ANSWER);
+             Upstreams u = new Upstreams(config(Map.of("fx", Map.of("url", fx.url())), Map.of()), Duration.ZERO).start()) {
+            Poll.until("fx connected", () -> u.connected("fx"));
+            // a JSON-RPC error answer: the upstream refused the call
+            CompletableFuture<McpSchema.CallToolResult> unknown = u.call("fx", "nosuch", Map.of());
+            assertThat(unknown).failsWithin(BOUND);
+            assertThat(unknown.exceptionNow()).isInstanceOf(Upstreams.UpstreamRefused.class).hasMessageContaining("no tool nosuch");
+            assertThat(u.connected("fx")).as("a refusal is an answer: the connection stays").isTrue();
+
+            // a 500: the call failed on the way; the connection counts as lost, its tools are kept
+            CompletableFuture<McpSchema.CallToolResult> broken = u.call("fx", "headers_500", Map.of());
+            assertThat(broken).failsWithin(BOUND);
+            assertThat(broken.exceptionNow()).isInstanceOf(Upstreams.UpstreamUnavailable.class).hasMessageStartingWith("fx: ");
+            assertThat(u.problem("fx")).hasValueSatisfying(p -> assertThat(p).startsWith("the connection was lost: "));
+            assertThat(u.tools("fx")).as("as last listed").extracting(McpSchema.Tool::name).contains("add");
+            // the next use connects again (retry 0 here), and calls work
+            Poll.until("fx connected again", () -> {
+                u.tools("fx");
+                return u.connected("fx");
+            });
+            assertThat(result(u.call("fx", "echo", Map.of("text", "back"))).content()).hasSize(1);
+
+            // a server the file does not name
+            assertThat(u.tools("nosuch")).isEmpty();
+            assertThat(u.connected("nosuch")).isFalse();
+            assertThat(u.problem("nosuch")).hasValue("no such server");
+            assertThat(u.call("nosuch", "add", Map.of())).failsWithin(BOUND).withThrowableThat()
+                    .withCauseInstanceOf(Upstreams.UpstreamUnavailable.class).withMessageContaining("nosuch is not configured");
+        }
+    }
+
+    @Test
+    void cancellingACallTellsTheUpstreamWhichRequestEnded() throws Exception {
+        try (FakeUpstream fx = FakeUpstream.start(0, FakeUpstream.Initialize.ANSWER);
+             Upstreams u = new Upstreams(config(Map.of("fx", Map.of("url", fx.url())), Map.of())).start()) {
+            CompletableFuture<McpSchema.CallToolResult> call = u.call("fx", "hang", Map.of());
+            String id = fx.awaitHangingCall();
+            assertThat(call).isNotDone();
+            call.cancel(true);
+            assertThat(fx.awaitCancelled(id)).isEqualTo("the run that made the call ended");
+            // the connection serves the next call
+            assertThat(result(u.call("fx", "echo", Map.of("text", "after"))).content()).hasSize(1);
+        }
+    }
+
+    @Test
+    void onceClosedNoUpstreamIsConnectedAndACallFailsAtOnce() throws Exception {
+        try (FakeUpstream fx = FakeUpstream.start(0, FakeUpstream.Initialize.ANSWER); UpstreamLog log = new UpstreamLog()) {
+            // a name of its own: the log is the JVM's, and other tests' closed upstreams may still log a failed attempt
+            Upstreams u = new Upstreams(config(Map.of("shut", Map.of("url", fx.url())), Map.of()), Duration.ZERO).start();
+            Poll.until("shut connected (and its attempt logged)", () -> !log.lines("upstream shut: connected,").isEmpty());
+            u.close();
+            assertThat(u.connected("shut")).isFalse();
+            CompletableFuture<McpSchema.CallToolResult> call = u.call("shut", "echo", Map.of("text", "x"));
+            assertThat(call).isCompletedExceptionally();
+            assertThat(call.exceptionNow()).isInstanceOf(Upstreams.UpstreamUnavailable.class)
+                    .hasMessageStartingWith("shut is not reachable");
+            u.tools("shut");
+            assertThat(log.lines("upstream shut: ")).as("no attempt after the close").hasSize(1);
         }
     }
 }

@@ -1,5 +1,6 @@
 package dev.codeexec.config;
 
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -13,9 +14,12 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -117,15 +121,25 @@ class DataDirTest {
         DataDir data = DataDir.at(dir);
         AtomicInteger inside = new AtomicInteger();
         AtomicInteger most = new AtomicInteger();
-        try (ExecutorService threads = Executors.newFixedThreadPool(4)) {
+        CountDownLatch release = new CountDownLatch(1);
+        List<Thread> threads = new CopyOnWriteArrayList<>();
+        try (ExecutorService pool = Executors.newThreadPerTaskExecutor(r -> {
+            Thread t = Thread.ofPlatform().unstarted(r);
+            threads.add(t);
+            return t;
+        })) {
             List<Future<Integer>> all = new java.util.ArrayList<>();
             for (int i = 0; i < 8; i++) {
-                all.add(threads.submit(() -> data.locked("x", () -> {
+                all.add(pool.submit(() -> data.locked("x", () -> {
                     most.accumulateAndGet(inside.incrementAndGet(), Math::max);
-                    Thread.sleep(20);
+                    release.await(); // the first one in holds the lock until all eight are there
                     return inside.decrementAndGet();
                 })));
             }
+            // one holds the lock, seven wait for it: every thread of the eight is parked, one of them inside
+            Poll.until("one thread inside, seven waiting for the lock", () -> threads.size() == 8 && inside.get() == 1
+                    && threads.stream().allMatch(t -> t.getState() == Thread.State.WAITING));
+            release.countDown();
             for (Future<Integer> f : all) f.get();
         }
         assertThat(most.get()).isEqualTo(1);
@@ -138,17 +152,26 @@ class DataDirTest {
         DataDir data = DataDir.at(dir);
         data.locked("x", () -> null); // creates locks/x.lock
         Path lock = dir.resolve("locks/x.lock");
+        long inode = (Long) Files.getAttribute(lock, "unix:ino");
         Process other = new ProcessBuilder("/usr/bin/python3", "-c", String.join("\n",
-                "import fcntl, sys, time",
+                "import fcntl, sys",
                 "f = open(sys.argv[1], 'w')",
                 "fcntl.lockf(f, fcntl.LOCK_EX)",
                 "print('locked', flush=True)",
-                "time.sleep(1)"), lock.toString()).redirectErrorStream(true).start();
-        try (var out = new BufferedReader(new InputStreamReader(other.getInputStream(), StandardCharsets.UTF_8))) {
+                "sys.stdin.readline()"), lock.toString()).redirectErrorStream(true).start();
+        AtomicBoolean released = new AtomicBoolean();
+        try (var out = new BufferedReader(new InputStreamReader(other.getInputStream(), StandardCharsets.UTF_8));
+             ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
             assertThat(out.readLine()).isEqualTo("locked");
-            long t0 = System.nanoTime();
-            long waitedMs = data.locked("x", () -> (System.nanoTime() - t0) / 1_000_000);
-            assertThat(waitedMs).as("the other process holds the lock for a second").isGreaterThan(800);
+            Future<Boolean> mine = pool.submit(() -> data.locked("x", released::get));
+            // the kernel lists this server's request as blocked behind the other process's lock
+            Poll.until("this server's lock request is blocked (/proc/locks)", () -> Files.readAllLines(Path.of("/proc/locks"))
+                    .stream().anyMatch(l -> l.contains("->") && l.contains(":" + inode + " ")));
+            assertThat(mine).isNotDone();
+            released.set(true);
+            other.getOutputStream().write('\n'); // the other process ends, and its lock with it
+            other.getOutputStream().flush();
+            assertThat(mine.get()).as("the work ran only once the other process let go").isTrue();
         } finally {
             other.destroyForcibly();
         }

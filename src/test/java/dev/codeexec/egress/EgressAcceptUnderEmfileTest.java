@@ -1,5 +1,6 @@
 package dev.codeexec.egress;
 
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -10,7 +11,6 @@ import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * A process out of descriptors (EMFILE) does not cost a run its proxy: the channel's accept loop waits and tries
@@ -24,7 +24,7 @@ class EgressAcceptUnderEmfileTest {
 
     @Test
     void aChannelAcceptsAgainOnceDescriptorsAreFreeAfterRunningOut() throws Exception {
-        assumeTrue(Files.isExecutable(Path.of("/usr/bin/prlimit")), "prlimit (util-linux) is needed");
+        Requires.that(Files.isExecutable(Path.of("/usr/bin/prlimit")), "prlimit (util-linux)");
         Path out = tmp.resolve("out.txt");
         ProcessBuilder pb = new ProcessBuilder("/usr/bin/prlimit", "--nofile=1024:1024",
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", System.getProperty("java.class.path"),

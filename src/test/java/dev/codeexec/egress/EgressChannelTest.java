@@ -222,14 +222,17 @@ class EgressChannelTest {
         return (NetworkReport) m.invoke(run);
     }
 
+    /** How many connections the channel holds open now (test-only reflection, as {@link #peek}). */
+    static int openConnections(EgressChannel ch) throws Exception {
+        Field f = EgressChannel.class.getDeclaredField("open");
+        f.setAccessible(true);
+        return ((java.util.Set<?>) f.get(ch)).size();
+    }
+
     /** Waits until the run has a record that matches, and returns it. */
     static ConnectionRecord awaitRecord(EgressChannel ch, Predicate<ConnectionRecord> p) throws Exception {
-        long deadline = System.nanoTime() + WAIT.toNanos();
-        while (System.nanoTime() < deadline) {
-            for (ConnectionRecord r : peek(ch).connections()) if (p.test(r)) return r;
-            Thread.sleep(20);
-        }
-        return fail("no matching record in " + peek(ch).connections());
+        return Poll.until("a matching record in the run's report", WAIT, () -> peek(ch).connections(),
+                rs -> rs.stream().anyMatch(p)).stream().filter(p).findFirst().orElseThrow();
     }
 
     static Predicate<ConnectionRecord> reason(String reason) {
@@ -644,8 +647,8 @@ class EgressChannelTest {
             assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 403");
             c.close();
         }
-        long deadline = System.nanoTime() + WAIT.toNanos();
-        while (peek(ch).counts().getOrDefault("refused/not_allowed", 0) < n && System.nanoTime() < deadline) Thread.sleep(20);
+        Poll.until("every refusal is in the run's report",
+                () -> peek(ch).counts().getOrDefault("refused/not_allowed", 0) >= n);
         NetworkReport report = ch.finish();
         assertThat(report.connections()).hasSize(NetworkReport.MAX_RECORDS);
         assertThat(report.leftOut()).isEqualTo(3);
@@ -1095,10 +1098,13 @@ class EgressChannelTest {
         assertThat(socket).exists();
         SocketChannel waiting = client(ch);
         send(waiting, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\n");
-        Thread.sleep(200); // let the accept loop take it
+        Poll.until("the channel accepted the connection and holds it open", () -> openConnections(ch) == 1);
         ch.close();
         assertThat(socket).doesNotExist();
         assertThat(readToEnd(waiting)).isEmpty();
+        assertThat(openConnections(ch)).isZero();
+        assertThat(ch.finish().connections()).as("close ended the open connection and recorded it")
+                .singleElement().satisfies(r -> assertThat(r.reason()).isEqualTo("run_ended"));
         assertThatThrownBy(() -> SocketChannel.open(UnixDomainSocketAddress.of(socket))).isInstanceOf(IOException.class);
         ch.close(); // twice is harmless
     }

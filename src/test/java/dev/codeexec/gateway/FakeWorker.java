@@ -15,6 +15,7 @@ import dev.codeexec.wire.v1.SessionResponse;
 import dev.codeexec.wire.v1.StatusRequest;
 import dev.codeexec.wire.v1.StatusResponse;
 import dev.codeexec.wire.v1.WorkerGrpc;
+import io.grpc.ForwardingServerCall;
 import io.grpc.Metadata;
 import io.grpc.Server;
 import io.grpc.ServerCall;
@@ -26,6 +27,7 @@ import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.protobuf.services.HealthStatusManager;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
+import io.grpc.health.v1.HealthGrpc;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 
@@ -82,6 +84,11 @@ final class FakeWorker implements AutoCloseable {
         startSignals.get(out).thenRun(then);
     }
     final AtomicInteger statusCalls = new AtomicInteger();
+    /**
+     * Answers sent on health Watch streams: a balanced channel with health checking (the gateway's stateless one)
+     * watches each worker once its connection is up, so a first answer here means that connection can take calls.
+     */
+    final AtomicInteger healthWatchAnswers = new AtomicInteger();
     /** Like a SIGSTOPped process: the connection stays up, status questions get no answer. */
     volatile boolean hung;
     final List<String> authHeaders = new CopyOnWriteArrayList<>();
@@ -132,8 +139,26 @@ final class FakeWorker implements AutoCloseable {
                 .permitKeepAliveTime(1, TimeUnit.SECONDS)
                 .permitKeepAliveWithoutCalls(true)
                 .addService(ServerInterceptors.intercept(new Service(), auth))
-                .addService(health.getHealthService())
+                .addService(ServerInterceptors.intercept(health.getHealthService(), countWatchAnswers()))
                 .build().start();
+    }
+
+    private ServerInterceptor countWatchAnswers() {
+        return new ServerInterceptor() {
+            @Override
+            public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+                    ServerCallHandler<Q, R> next) {
+                if (!call.getMethodDescriptor().getFullMethodName().equals(HealthGrpc.getWatchMethod().getFullMethodName()))
+                    return next.startCall(call, headers);
+                return next.startCall(new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
+                    @Override
+                    public void sendMessage(R message) {
+                        super.sendMessage(message);
+                        healthWatchAnswers.incrementAndGet();
+                    }
+                }, headers);
+            }
+        };
     }
 
     String address() {

@@ -12,6 +12,7 @@ import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.worker.WorkerServer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -27,7 +28,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** The gateway in front of real WorkerServers, each over a real local engine in bubblewrap. */
 @Tag("sandbox")
@@ -53,7 +53,8 @@ class RealWorkerGatewayTest {
         Config c = workerConfig(name);
         LocalEngine engine = LocalEngine.create(c);
         toClose.add(engine.executor());
-        assumeTrue(engine.sandbox().unavailableReason().isEmpty(), "the sandbox cannot run code here");
+        Requires.that(engine.sandbox().unavailableReason().isEmpty(), "a sandbox that can run code here ("
+                + engine.sandbox().unavailableReason().orElse("") + ")");
         WorkerServer w = WorkerServer.start(c, engine.executor(), engine.workspaces(), "test", engine.sandbox().status());
         toClose.add(w);
         return w;

@@ -80,6 +80,13 @@ class RemoteExecutorTest {
         return e.submit(r, OutputListener.NONE).result().get(20, TimeUnit.SECONDS);
     }
 
+    /** The gateway's session pins (test-only reflection: it offers no view of them). */
+    private static Map<?, ?> pins(RemoteExecutor gw) throws Exception {
+        java.lang.reflect.Field f = RemoteExecutor.class.getDeclaredField("pins");
+        f.setAccessible(true);
+        return (Map<?, ?>) f.get(gw);
+    }
+
     private static Throwable failureOf(RunHandle h) throws Exception {
         try {
             h.result().get(20, TimeUnit.SECONDS);
@@ -114,7 +121,9 @@ class RemoteExecutorTest {
         Poll.until("the stateless channel connected without a call",
                 () -> gw.statelessState() == io.grpc.ConnectivityState.READY);
         assertThat(ws.stream().mapToInt(w -> w.calls.get()).sum()).as("no Execute call yet").isZero();
-        Thread.sleep(300); // every worker's connection, not only the first
+        // every worker's connection, not only the first: each worker answered its health watch
+        Poll.until("every worker's connection of the stateless channel is up",
+                () -> ws.stream().allMatch(w -> w.healthWatchAnswers.get() > 0));
         List<RunHandle> burst = new ArrayList<>();
         for (int i = 0; i < 30; i++) burst.add(gw.submit(request(Duration.ofSeconds(5)), OutputListener.NONE));
         Map<String, Integer> counts = new HashMap<>();
@@ -589,7 +598,7 @@ class RemoteExecutorTest {
         assertThat(w.requests.getLast().getSessionWorker()).isEmpty();
         // The session idled out on its worker long ago, then the worker restarted (a new process): the next call
         // is a plain new session, not a "[session lost]" about state that had expired anyway.
-        Thread.sleep(1500);
+        Poll.until("a status poll after SESSION_IDLE_SECONDS dropped the pin", () -> pins(gw).isEmpty());
         w.instanceId = java.util.UUID.randomUUID().toString();
         w.sessions.clear();
         ExecutionResult r = run(gw, request(Duration.ofSeconds(5)).inSession(ref));

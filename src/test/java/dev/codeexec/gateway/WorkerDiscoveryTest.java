@@ -9,6 +9,7 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.WorkerStatus;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.worker.WorkerServer;
 import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.Tag;
@@ -26,7 +27,6 @@ import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@code WORKERS=dns:///...} the way a Kubernetes headless Service behaves: the name's addresses change as pods come
@@ -44,7 +44,7 @@ class WorkerDiscoveryTest {
 
     @Test
     void aWorkerAddedToTheNameGetsRunsAndARemovedOneIsDropped() throws Exception {
-        assumeTrue(Files.isWritable(HOSTS), "needs a writable /etc/hosts (root)");
+        Requires.that(Files.isWritable(HOSTS), "a writable /etc/hosts (root)");
         String name = "cx-workers-" + UUID.randomUUID().toString().substring(0, 8) + ".test";
         String original = Files.readString(HOSTS);
         int port;

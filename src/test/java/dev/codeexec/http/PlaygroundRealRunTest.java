@@ -8,6 +8,7 @@ import dev.codeexec.mcp.TestServers;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
 import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -29,7 +30,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** POST /api/execute with the real engine and sandbox: python output streams as it is printed; a disconnect kills the run. */
 @Tag("sandbox")
@@ -46,7 +46,8 @@ class PlaygroundRealRunTest {
         Files.setPosixFilePermissions(data, PosixFilePermissions.fromString("rwx--x--x"));
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "WARM_POOL", "off");
         Sandbox sandbox = Sandboxes.create(config);
-        assumeTrue(sandbox.unavailableReason().isEmpty(), "needs a working sandbox");
+        Requires.that(sandbox.unavailableReason().isEmpty(), "a sandbox that can run code here ("
+                + sandbox.unavailableReason().orElse("") + ")");
         executor = LocalExecutor.create(config, sandbox);
         ServerSetup setup = TestServers.real(config, sandbox, executor);
         server = HttpServer.start(setup);

@@ -7,6 +7,7 @@ import dev.codeexec.mcp.RawClient;
 import dev.codeexec.mcp.TestServers;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
+import dev.codeexec.testing.Requires;
 
 import java.io.IOException;
 import java.net.http.HttpRequest;
@@ -17,7 +18,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The whole server as production wires it (real sandbox, {@link LocalExecutor}, validator, HTTP stack) on a free
@@ -46,7 +46,8 @@ final class RealServer implements AutoCloseable {
         pairs.addAll(List.of(config));
         Config c = Config.of(pairs.toArray(String[]::new));
         Sandbox sandbox = Sandboxes.create(c);
-        assumeTrue(sandbox.unavailableReason().isEmpty(), "needs a sandbox that can run code here");
+        Requires.that(sandbox.unavailableReason().isEmpty(), "a sandbox that can run code here ("
+                + sandbox.unavailableReason().orElse("") + ")");
         executor = LocalExecutor.create(c, sandbox);
         server = HttpServer.start(TestServers.real(c, sandbox, executor));
         raw = new RawClient(server.port());

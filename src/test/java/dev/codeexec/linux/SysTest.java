@@ -1,5 +1,6 @@
 package dev.codeexec.linux;
 
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -14,7 +15,6 @@ import java.util.regex.Pattern;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.assertj.core.api.Assumptions.assumeThat;
 
 /** {@link Sys}: its numbers are the kernel's, and a call's result and errno come back through the one handle. */
 class SysTest {
@@ -24,7 +24,7 @@ class SysTest {
 
     @Test
     void everyX8664NumberIsTheKernels() throws Exception {
-        assumeThat(Files.isRegularFile(X86_64_HEADER)).as("the kernel's x86_64 header is installed").isTrue();
+        Requires.that(Files.isRegularFile(X86_64_HEADER), "the kernel's x86_64 header " + X86_64_HEADER + " (linux-libc-dev)");
         Map<String, Integer> kernel = new HashMap<>();
         Matcher m = Pattern.compile("#define __NR_(\\w+) (\\d+)").matcher(Files.readString(X86_64_HEADER));
         while (m.find()) kernel.put(m.group(1), Integer.parseInt(m.group(2)));

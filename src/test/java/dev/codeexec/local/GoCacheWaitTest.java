@@ -5,6 +5,7 @@ import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import dev.codeexec.lang.Languages;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.warm.GoCacheWarmer;
 import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
@@ -20,13 +21,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
 import static dev.codeexec.local.TestSupport.await;
 import static dev.codeexec.local.TestSupport.request;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * A Go run that arrives while the shared build cache is still being warmed waits for the warm-up, holding no slot,
@@ -140,10 +139,9 @@ class GoCacheWaitTest {
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
         Config config = TestSupport.config("DATA_DIR", dir.resolve("data").toString(), "MAX_DISK_MB", "16",
                 "WARM_POOL", "off");
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent(), "the configured sandbox cannot run code on this machine");
-        assumeTrue(Files.isExecutable(Path.of("/usr/lib/go-1.23/bin/go")), "Go is not installed");
-        executor = new LocalExecutor(config, real.get(), Languages.load());
+        Sandbox real = TestSandboxes.required(config);
+        Requires.that(Files.isExecutable(Path.of("/usr/lib/go-1.23/bin/go")), "Go 1.23 (/usr/lib/go-1.23/bin/go)");
+        executor = new LocalExecutor(config, real, Languages.load());
         RunHandle go = executor.submit(request(config, "go",
                 "package main\nimport \"fmt\"\nfunc main() { fmt.Println(\"hello\") }"), OutputListener.NONE);
         ExecutionResult r = go.result().get(15, TimeUnit.MINUTES);

@@ -54,7 +54,7 @@ class GvisorWarmPoolTest {
     private LocalExecutor executor(String... pairs) throws Exception {
         List<String> all = new ArrayList<>(List.of("SANDBOX", "gvisor"));
         all.addAll(List.of(pairs));
-        return WarmRuns.executor(executors, sb -> true, "gVisor is not usable here",
+        return WarmRuns.executor(executors, sb -> true, "the gVisor sandbox",
                 TestSupport.config(all.toArray(String[]::new)));
     }
 

@@ -7,6 +7,7 @@ import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.SessionRef;
 import com.sun.net.httpserver.HttpServer;
 import dev.codeexec.packages.PackageSet;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -15,6 +16,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -29,8 +31,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Future;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipOutputStream;
 
@@ -53,6 +57,8 @@ class PackageInstallsTest {
     private HttpServer index;
     private final List<String> fetched = new CopyOnWriteArrayList<>();
     private final Map<String, Map<String, byte[]>> wheels = new LinkedHashMap<>(); // project → file name → bytes
+    /** When set, the index answers no file download until it is counted down. */
+    private volatile CountDownLatch holdDownloads;
 
     @BeforeEach
     void serveIndex() throws IOException {
@@ -77,6 +83,12 @@ class PackageInstallsTest {
                     body = html.append("</body></html>\n").toString().getBytes(StandardCharsets.UTF_8);
                 }
             } else if (path.startsWith("/files/")) {
+                CountDownLatch hold = holdDownloads;
+                try {
+                    if (hold != null && !hold.await(60, TimeUnit.SECONDS)) throw new IOException("never released");
+                } catch (InterruptedException stopped) {
+                    Thread.currentThread().interrupt();
+                }
                 String name = path.substring("/files/".length());
                 for (Map<String, byte[]> files : wheels.values()) if (files.containsKey(name)) body = files.get(name);
                 type = "application/octet-stream";
@@ -198,9 +210,13 @@ class PackageInstallsTest {
     void eightIdenticalFirstRequestsShareOneInstall() throws Exception {
         LocalExecutor e = executor();
         List<Future<ExecutionResult>> all = new ArrayList<>();
+        CountDownLatch release = new CountDownLatch(1);
+        holdDownloads = release; // the install cannot end before all eight requests wait for it
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {
             for (int i = 0; i < 8; i++)
                 all.add(pool.submit(() -> await(e.submit(withPackages(e, "import tinydep; print(tinydep.DEP)", "tinydep==1.0"), null))));
+            Poll.until("the eight requests wait for one install", () -> waitingForInstalls(e) == 8);
+            release.countDown();
         }
         int installed = 0;
         for (Future<ExecutionResult> f : all) {
@@ -211,6 +227,26 @@ class PackageInstallsTest {
         assertThat(installed).isEqualTo(1);
         assertThat(fetched.stream().filter(p -> p.startsWith("/files/tinydep")).count()).isEqualTo(1);
         assertThat(e.status().packageStore().orElseThrow().counts().get("installs")).isEqualTo(1L);
+    }
+
+    /**
+     * Requests waiting now for installs under way in the executor's package store (test-only reflection: the store
+     * tells only its own package).
+     */
+    private static int waitingForInstalls(LocalExecutor e) throws Exception {
+        Object store = e.status().packageStore().orElseThrow();
+        Field f = store.getClass().getDeclaredField("building");
+        f.setAccessible(true);
+        Map<?, ?> building = (Map<?, ?>) f.get(store);
+        int n = 0;
+        synchronized (building) { // the store's own lock of the table and its counts
+            for (Object b : building.values()) {
+                Field waiters = b.getClass().getDeclaredField("waiters");
+                waiters.setAccessible(true);
+                n += waiters.getInt(b);
+            }
+        }
+        return n;
     }
 
     @Test

@@ -17,7 +17,6 @@ import java.util.concurrent.TimeUnit;
 import static dev.codeexec.local.TestSupport.await;
 import static dev.codeexec.local.TestSupport.request;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The kernel counts epoll watches, inotify instances and pipe buffer pages per host uid, across every namespace.

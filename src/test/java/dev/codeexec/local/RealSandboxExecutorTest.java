@@ -10,11 +10,9 @@ import org.junit.jupiter.api.Tag;
 import dev.codeexec.sandbox.Termination;
 import org.junit.jupiter.api.Test;
 
-import java.util.Optional;
 
 import static dev.codeexec.local.TestSupport.await;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Every {@link LocalExecutorTest} again, in the real default sandbox (bubblewrap as uid 65534 here): the
@@ -26,9 +24,7 @@ class RealSandboxExecutorTest extends LocalExecutorTest {
 
     @Override
     Sandbox baseSandbox(Config config) {
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent(), "the configured sandbox cannot run code on this machine");
-        return real.get();
+        return TestSandboxes.required(config);
     }
 
     /** The sandbox's init reports the real wait status: an exit status above 128 is not taken for a signal. */

@@ -13,7 +13,6 @@ import java.util.Map;
 import static dev.codeexec.local.TestSupport.await;
 import static dev.codeexec.local.TestSupport.request;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Outcomes only the real sandbox can produce (the kernel enforces memory and CPU limits) and process-tree

@@ -27,13 +27,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static dev.codeexec.local.TestSupport.await;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * A session's network against the real bwrap sandbox and the egress proxy: it has network only while a call runs
@@ -75,9 +73,7 @@ class SessionEgressTest {
         Config config = TestSupport.config("DATA_DIR", dataDir.toString(), "WARM_POOL", "off", "SESSION_IDLE_SECONDS", "3600",
                 "EGRESS", "on", "EGRESS_ALLOW", "fixture.test:" + port, "EGRESS_ALLOW_CIDRS", "127.0.0.1/32",
                 "EGRESS_RESOLVE", "fixture.test=127.0.0.1");
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent() && real.get().supportsControl(), "needs the bwrap sandbox");
-        sandbox = real.get();
+        sandbox = TestSandboxes.required(config, Sandbox::supportsControl, "a sandbox with a control channel (bwrap)");
         executor = new LocalExecutor(config, sandbox, Languages.load());
     }
 

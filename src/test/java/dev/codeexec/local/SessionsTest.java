@@ -15,6 +15,7 @@ import dev.codeexec.config.Config;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxLeftovers;
 import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 import org.junit.jupiter.api.AfterAll;
@@ -35,7 +36,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import static dev.codeexec.local.TestSupport.await;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Stateful sessions against the real bwrap sandbox: state persists between calls, sessions are isolated per name
@@ -68,9 +68,7 @@ class SessionsTest {
         dataDir = Files.createTempDirectory("code-exec-sessions-test-");
         Files.setPosixFilePermissions(dataDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         Config config = config("MAX_SESSIONS", "100", "WARM_POOL", "off");
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent() && real.get().supportsControl(), "needs the bwrap sandbox");
-        sandbox = real.get();
+        sandbox = TestSandboxes.required(config, Sandbox::supportsControl, "a sandbox with a control channel (bwrap)");
         executor = new LocalExecutor(config, sandbox, Languages.load());
     }
 
@@ -651,7 +649,7 @@ class SessionsTest {
         try {
             String hold = "held = b'x' * (120 << 20)\nlen(held)";
             assertThat(call(e, "python", hold, "alice", "big").exitCode()).isZero();
-            assumeTrue(e.sessions().list("alice").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            Requires.that(e.sessions().list("alice").getFirst().memoryBytes().isPresent(), "a memory cgroup for the session");
             assertThat(call(e, "python", "1", "carol", "small").exitCode()).isZero();
             assertThat(e.sessions().list("alice")).as("alice's session fits beside a small one").hasSize(1);
 
@@ -690,7 +688,7 @@ class SessionsTest {
         LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
         try {
             assertThat(call(e, "python", "x = 41", "bob", "small").exitCode()).isZero();
-            assumeTrue(e.sessions().list("bob").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            Requires.that(e.sessions().list("bob").getFirst().memoryBytes().isPresent(), "a memory cgroup for the session");
             String hold = "held = b'x' * (100 << 20)\nlen(held)";
             for (String name : List.of("one", "two", "three"))
                 assertThat(call(e, "python", hold, "alice", name).exitCode()).isZero();
@@ -716,7 +714,7 @@ class SessionsTest {
         LocalExecutor e = new LocalExecutor(c, TestSandboxes.real(c).orElseThrow(), Languages.load());
         try {
             assertThat(call(e, "python", "x = 41", "bob", "small").exitCode()).isZero();
-            assumeTrue(e.sessions().list("bob").getFirst().memoryBytes().isPresent(), "needs a memory cgroup");
+            Requires.that(e.sessions().list("bob").getFirst().memoryBytes().isPresent(), "a memory cgroup for the session");
             StartedListener started = new StartedListener();
             RunHandle holding = e.submit(req(e, "python", "held = b'x' * (110 << 20)\nprint('started', flush=True)\n"
                     + "import time\nwhile True: time.sleep(0.05)", "alice", "one"), started);

@@ -51,7 +51,7 @@ class WarmPoolTest {
     }
 
     private LocalExecutor executor(String... pairs) throws Exception {
-        return WarmRuns.executor(executors, Sandbox::supportsControl, "bwrap is not usable here", TestSupport.config(pairs));
+        return WarmRuns.executor(executors, Sandbox::supportsControl, "a sandbox with a control channel (bwrap)", TestSupport.config(pairs));
     }
 
     @Test

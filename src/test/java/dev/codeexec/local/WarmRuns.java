@@ -11,12 +11,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.function.Predicate;
 
 import static dev.codeexec.local.TestSupport.await;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** What the warm-pool tests (bubblewrap, gVisor) share: starting executors, warm runs asserted warm, warm against cold. */
 final class WarmRuns {
@@ -26,13 +24,11 @@ final class WarmRuns {
 
     /**
      * An executor on the configured real sandbox with its pool filled, added to {@code into} (the test closes them);
-     * the test is skipped when the sandbox is not usable here or lacks what {@code usable} asks.
+     * the test is skipped (failed when strict) when the sandbox is not usable here or lacks what {@code usable} asks ({@code what}).
      */
-    static LocalExecutor executor(List<LocalExecutor> into, Predicate<Sandbox> usable, String whyNot, Config config)
+    static LocalExecutor executor(List<LocalExecutor> into, Predicate<Sandbox> usable, String what, Config config)
             throws Exception {
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent() && usable.test(real.get()), whyNot);
-        LocalExecutor e = new LocalExecutor(config, real.get(), Languages.load());
+        LocalExecutor e = new LocalExecutor(config, TestSandboxes.required(config, usable, what), Languages.load());
         into.add(e);
         assertThat(e.awaitWarmPool(Duration.ofSeconds(90))).as("pool filled").isTrue();
         return e;

@@ -5,7 +5,7 @@ import dev.codeexec.engine.Outcome;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.config.Config;
-import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.workspace.RelPath;
 import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
@@ -20,13 +20,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.Optional;
 import java.util.stream.Stream;
 
 import static dev.codeexec.local.TestSupport.await;
 import static dev.codeexec.local.TestSupport.request;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Runs in a persistent workspace, in the real sandbox: files persist, code files never clash, quota holds. */
 @Tag("sandbox")
@@ -42,9 +40,7 @@ class WorkspaceRunTest {
     void setUp() throws Exception {
         Files.setPosixFilePermissions(tmp, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         Config config = TestSupport.config();
-        Optional<Sandbox> real = TestSandboxes.real(config);
-        assumeTrue(real.isPresent(), "the configured sandbox cannot run code on this machine");
-        executor = new LocalExecutor(config, real.get(), Languages.load());
+        executor = new LocalExecutor(config, TestSandboxes.required(config), Languages.load());
         workspaces = new Workspaces(tmp.resolve("ws"), 16 << 20, Duration.ofHours(1), 65534, 65534);
         ws = workspaces.open("alice", "proj", true);
     }
@@ -185,7 +181,7 @@ class WorkspaceRunTest {
     @Test
     void aRunFloodingTheWorkspaceWithFilesIsStoppedPastTheEntryLimit() throws Exception {
         Workspaces small = new Workspaces(tmp.resolve("small"), 16 << 20, 2000, Duration.ofHours(1), 65534, 65534);
-        assumeTrue(small.enforcement().equals("measured"), "the kernel enforces the limit here: EDQUOT, not a stop");
+        Requires.onlyWhere(small.enforcement().equals("measured"), "a workspace root without a kernel quota (here EDQUOT, not a stop)");
         ws = small.open("alice", "flood", true);
         ExecutionResult r = run("python", """
                 import os
@@ -210,7 +206,7 @@ class WorkspaceRunTest {
     /** Many files, each under the per-file cap (RLIMIT_FSIZE), that together go past the quota: the run is stopped. */
     @Test
     void aRunWritingPastTheQuotaInManyFilesIsStopped() throws Exception {
-        assumeTrue(workspaces.enforcement().equals("measured"), "the kernel enforces the quota here: EDQUOT, not a stop");
+        Requires.onlyWhere(workspaces.enforcement().equals("measured"), "a workspace root without a kernel quota (here EDQUOT, not a stop)");
         ExecutionResult r = run("python", """
                 import time
                 for i in range(64):

@@ -1,6 +1,6 @@
 package dev.codeexec.mcp;
 
-import org.junit.jupiter.api.Assumptions;
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -16,7 +16,7 @@ class PythonLibrariesTest {
     @Test
     void probeAgreesWithTheInterpreter() throws Exception {
         Path python = Path.of("/usr/bin/python3");
-        Assumptions.assumeTrue(Files.isExecutable(python), "no /usr/bin/python3 here");
+        Requires.that(Files.isExecutable(python), "/usr/bin/python3");
         var found = PythonLibraries.available();
         assertThat(found.keySet()).containsExactly("numpy", "pandas", "matplotlib", "scipy", "requests", "pyyaml", "pillow");
         for (var e : PythonLibraries.EXPECTED.entrySet()) {

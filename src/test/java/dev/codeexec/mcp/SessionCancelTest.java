@@ -7,6 +7,7 @@ import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -17,7 +18,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** notifications/cancelled over real HTTP interrupts a call in a session, which keeps its state. */
 @Tag("sandbox")
@@ -34,7 +34,7 @@ class SessionCancelTest {
         Files.setPosixFilePermissions(data, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "WARM_POOL", "off");
         Sandbox sandbox = Sandboxes.create(config);
-        assumeTrue(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "needs the bwrap sandbox");
+        Requires.that(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "the bwrap sandbox, usable here");
         executor = LocalExecutor.create(config, sandbox);
         ServerSetup setup = TestServers.real(config, sandbox, executor);
         server = HttpServer.start(setup);

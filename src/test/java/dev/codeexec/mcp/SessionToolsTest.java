@@ -6,6 +6,7 @@ import dev.codeexec.local.LocalExecutor;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxLeftovers;
 import dev.codeexec.sandbox.Sandboxes;
+import dev.codeexec.testing.Requires;
 import io.modelcontextprotocol.client.McpSyncClient;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.ImageContent;
@@ -26,7 +27,6 @@ import static dev.codeexec.mcp.FileToolsTest.call;
 import static dev.codeexec.mcp.FileToolsTest.data;
 import static dev.codeexec.mcp.FileToolsTest.text;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Stateful sessions end to end: real MCP clients of two tenants, the real engine and the bwrap sandbox.
@@ -47,7 +47,7 @@ class SessionToolsTest {
         Files.setPosixFilePermissions(data, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "MAX_SESSIONS", "3", "WARM_POOL", "off");
         sandbox = Sandboxes.create(config);
-        assumeTrue(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "needs the bwrap sandbox");
+        Requires.that(sandbox.unavailableReason().isEmpty() && sandbox.supportsControl(), "the bwrap sandbox, usable here");
         executor = LocalExecutor.create(config, sandbox);
         ServerSetup setup = TestServers.real(config, sandbox, executor);
         server = new TenantServer(setup);

@@ -8,6 +8,7 @@ import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.http.HttpServer;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.Sandboxes;
+import dev.codeexec.testing.Requires;
 import io.modelcontextprotocol.client.McpSyncClient;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.ImageContent;
@@ -27,7 +28,6 @@ import static dev.codeexec.mcp.FileToolsTest.call;
 import static dev.codeexec.mcp.FileToolsTest.data;
 import static dev.codeexec.mcp.FileToolsTest.text;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** execute_code with a workspace, end to end through a real MCP client, the real engine and the real sandbox. */
 @Tag("sandbox")
@@ -42,7 +42,8 @@ class WorkspaceExecutionTest {
         Files.setPosixFilePermissions(data, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
         Config config = Config.of("PORT", "0", "DATA_DIR", data.toString(), "MAX_IMAGE_KB", "64");
         Sandbox sandbox = Sandboxes.create(config);
-        assumeTrue(sandbox.unavailableReason().isEmpty(), "the sandbox cannot run code here");
+        Requires.that(sandbox.unavailableReason().isEmpty(), "a sandbox that can run code here ("
+                + sandbox.unavailableReason().orElse("") + ")");
         ServerSetup setup = new ServerSetup(config, LocalExecutor.create(config, sandbox),
                 new RequestValidator(config, Languages.load()),
                 new Sandbox.Status(sandbox.name(), sandbox.unavailableReason()), "test", List.of(),

@@ -1,5 +1,6 @@
 package dev.codeexec.packages;
 
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
@@ -14,7 +15,6 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * npm specs that {@link PackageSet} accepts are exactly what npm itself reads as a package from the registry: each
@@ -69,7 +69,7 @@ class PackageSetNpmParityTest {
 
     /** npm-package-arg of the npm that runs and installs use. */
     private static Path npmPackageArg() throws Exception {
-        assumeTrue(new File("/usr/bin/node").canExecute() && new File("/usr/bin/npm").canExecute(), "node and npm are installed");
+        Requires.that(new File("/usr/bin/node").canExecute() && new File("/usr/bin/npm").canExecute(), "node and npm (/usr/bin)");
         Process p = new ProcessBuilder("npm", "root", "-g").redirectErrorStream(true).start();
         String root = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();

@@ -1,11 +1,13 @@
 package dev.codeexec.run;
 
 import dev.codeexec.engine.OutputListener;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ThreadFactory;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -29,13 +31,33 @@ class ListenerDispatcherTest {
         }
     }
 
+    /** Makes the dispatcher's one thread and keeps it, so a test can see where it waits. */
+    static final class Threads implements ThreadFactory {
+        volatile Thread thread;
+
+        @Override
+        public Thread newThread(Runnable r) {
+            thread = Thread.ofPlatform().name("dispatcher").daemon().unstarted(r);
+            return thread;
+        }
+
+        /** Waits until the thread waits for a first chunk (untimed, in the queue's take). */
+        void awaitIdle() throws InterruptedException {
+            Poll.until("the dispatcher waits for a first chunk", () -> thread.getState(), s -> s == Thread.State.WAITING);
+        }
+    }
+
     /**
      * A dispatcher whose line ends may come up to 5 s late (production waits 10 ms): the cases below write a line in
      * pieces a moment apart, and a loaded machine can make that moment longer than 10 ms. What the 10 ms do is
      * checked where a line never ends.
      */
+    private static ListenerDispatcher dispatcher(Recorder r, ThreadFactory threads, long intervalMs) {
+        return new ListenerDispatcher(r, threads, Duration.ofMillis(intervalMs), Duration.ofSeconds(5));
+    }
+
     private static ListenerDispatcher dispatcher(Recorder r, long intervalMs) {
-        return new ListenerDispatcher(r, Thread.ofVirtual().factory(), Duration.ofMillis(intervalMs), Duration.ofSeconds(5));
+        return dispatcher(r, Thread.ofVirtual().factory(), intervalMs);
     }
 
     @Test
@@ -56,31 +78,32 @@ class ListenerDispatcherTest {
     @Test
     void aLineWrittenInTwoPiecesIsOneDeliveryAndALineWithoutItsEndGoesOutAfterTheGrace() throws Exception {
         Recorder r = new Recorder();
-        ListenerDispatcher d = dispatcher(r, 0);
-        // print(1) in Python: "1", then "\n" a moment later
+        Threads threads = new Threads();
+        ListenerDispatcher d = dispatcher(r, threads, 0);
+        // print(1) in Python: "1", then "\n" once the dispatcher has taken the "1" and waits (timed) for the rest
         d.onOutput(OutputListener.Stream.STDOUT, "1");
-        Thread.sleep(2);
+        Poll.until("the dispatcher took the \"1\" and waits for its line's end (or delivered it)",
+                () -> threads.thread.getState() == Thread.State.TIMED_WAITING || !r.got.isEmpty());
         d.onOutput(OutputListener.Stream.STDOUT, "\n");
-        long until = System.nanoTime() + 5_000_000_000L;
-        while (r.got.isEmpty() && System.nanoTime() < until) Thread.sleep(5);
-        Thread.sleep(50);
+        d.finish(Duration.ofSeconds(5)); // every delivery made
         assertThat(r.got).extracting(Got::text).containsExactly("1\n");
-        d.finish(Duration.ofSeconds(5));
-        // a progress bar's redraw never ends its line: it still goes out, after production's grace, with no end
+        // a progress bar's redraw never ends its line: it still goes out, after production's grace, with no end and
+        // before the run's end
         Recorder bar = new Recorder();
         ListenerDispatcher p = new ListenerDispatcher(bar, Thread.ofVirtual().factory(), Duration.ZERO);
         p.onOutput(OutputListener.Stream.STDOUT, "50%\r");
-        until = System.nanoTime() + 5_000_000_000L;
-        while (bar.got.isEmpty() && System.nanoTime() < until) Thread.sleep(5);
+        Poll.until("the redraw is delivered", () -> !bar.got.isEmpty());
         assertThat(bar.got).extracting(Got::text).containsExactly("50%\r");
         p.finish(Duration.ofSeconds(5));
+        assertThat(bar.got).hasSize(1);
     }
 
     @Test
     void aFloodIsMergedPerStreamSwitch() throws Exception {
         Recorder r = new Recorder();
-        ListenerDispatcher d = dispatcher(r, 200);
-        Thread.sleep(10);
+        Threads threads = new Threads();
+        ListenerDispatcher d = dispatcher(r, threads, 200);
+        threads.awaitIdle();
         StringBuilder all = new StringBuilder();
         // the first chunk goes out at once; the rest gathers for the interval
         d.onOutput(OutputListener.Stream.STDOUT, "first\n");

@@ -1,6 +1,7 @@
 package dev.codeexec.sandbox;
 
 import dev.codeexec.config.DataDir;
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -14,7 +15,6 @@ import java.util.Map;
 
 import static dev.codeexec.sandbox.SandboxTesting.*;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** gVisor where runsc is installed; elsewhere only that it explains why it cannot run. */
 @Tag("sandbox")
@@ -46,7 +46,8 @@ class GvisorSandboxTest {
 
     @Test
     void runsCodeWithFilesStdinAndNoNetwork() throws Exception {
-        assumeTrue(sandbox.unavailableReason().isEmpty(), "runsc not installed");
+        Requires.that(sandbox.unavailableReason().isEmpty(), "gVisor (runsc, which install-deps.sh installs) usable here ("
+                + sandbox.unavailableReason().orElse("") + ")");
         Path code = Files.createTempFile("code-", ".py");
         try (ServerSocket server = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
             Files.writeString(code, """
@@ -78,7 +79,8 @@ class GvisorSandboxTest {
 
     @Test
     void theWorkDirNeedNotExistOnTheHost() throws Exception {
-        assumeTrue(sandbox.unavailableReason().isEmpty(), "runsc not installed");
+        Requires.that(sandbox.unavailableReason().isEmpty(), "gVisor (runsc, which install-deps.sh installs) usable here ("
+                + sandbox.unavailableReason().orElse("") + ")");
         String workDir = "/code-exec-not-on-host-" + ProcessHandle.current().pid();
         assertThat(Path.of(workDir)).doesNotExist();
         Result r = run(sandbox, SandboxSpec.builder(runId(), List.of(PY, "-c", "import os; print(os.getcwd())"), workDir, limits())

@@ -4,6 +4,7 @@ import dev.codeexec.lang.Language;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.config.DataDir;
 import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -17,7 +18,6 @@ import java.util.Map;
 import java.util.stream.Stream;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 @Tag("slow")
 class GoCacheWarmerTest {
@@ -31,7 +31,7 @@ class GoCacheWarmerTest {
 
     @Test
     void warmsOnceWorldReadableAndAgainWhenWhatItWasWarmedForChanges(@TempDir Path dir) throws Exception {
-        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        Requires.that(Files.isExecutable(Path.of(GO)), "Go 1.23 (" + GO + ")");
         Path cache = DataDir.at(dir).goCache();
         GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("errors"), new StartupProcesses());
@@ -96,9 +96,9 @@ class GoCacheWarmerTest {
 
     /** A cache warmed with one package in dir's go-cache, for builds as uid 65534 (needs Go, root and setpriv). */
     private static GoCacheWarmer warmedForAnotherUid(Path dir) {
-        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
-        assumeTrue("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
-                "needs root and setpriv to act as another uid");
+        Requires.that(Files.isExecutable(Path.of(GO)), "Go 1.23 (" + GO + ")");
+        Requires.that("root".equals(System.getProperty("user.name")) && Files.isExecutable(Path.of("/usr/bin/setpriv")),
+                "root and setpriv, to act as another uid");
         GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("errors"), new StartupProcesses());
         w.warm();
@@ -131,7 +131,7 @@ class GoCacheWarmerTest {
 
     @Test
     void aProgramThatDoesNotBuildLeavesTheCacheCold(@TempDir Path dir) {
-        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        Requires.that(Files.isExecutable(Path.of(GO)), "Go 1.23 (" + GO + ")");
         GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 List.of("no/such/package"), new StartupProcesses());
         w.warm();
@@ -141,7 +141,7 @@ class GoCacheWarmerTest {
 
     @Test
     void stoppingEndsTheWarmUpAndRemovesItsScratchDirectory(@TempDir Path dir) throws Exception {
-        assumeTrue(Files.isExecutable(Path.of(GO)), "Go is not installed");
+        Requires.that(Files.isExecutable(Path.of(GO)), "Go 1.23 (" + GO + ")");
         StartupProcesses processes = new StartupProcesses();
         GoCacheWarmer w = new GoCacheWarmer(DataDir.at(dir), GO, goEnv(),
                 GoCacheWarmer.PACKAGES, processes);

@@ -1,5 +1,7 @@
 package dev.codeexec.warm;
 
+import dev.codeexec.testing.Poll;
+import dev.codeexec.testing.Requires;
 import org.junit.jupiter.api.Test;
 
 import java.nio.charset.StandardCharsets;
@@ -8,7 +10,6 @@ import java.nio.file.Path;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Start-time work runs below the runs: in a scheduler group of its own at nice 19, and at nice 10 inside it. */
 class StartupProcessesTest {
@@ -23,7 +24,7 @@ class StartupProcessesTest {
     @Test
     void backgroundWorkRunsInALowestPriorityGroupOfItsOwnAndPassesItsExitStatusOn() throws Exception {
         Path own = Path.of("/proc/self/autogroup");
-        assumeTrue(Files.exists(own), "the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP)");
+        Requires.onlyWhere(Files.exists(own), "the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP)");
         String server = Files.readString(own).trim(); // "/autogroup-N nice 0"
         String[] got = run(StartupProcesses.background(List.of("/bin/sh", "-c",
                 "cat /proc/self/autogroup; cut -d' ' -f19 /proc/self/stat"))).trim().split("\n");
@@ -37,14 +38,13 @@ class StartupProcessesTest {
 
     @Test
     void workARunWaitsForIsRaisedToTheDefaultWeightAndLaterStepsStartThere() throws Exception {
-        assumeTrue(Files.exists(Path.of("/proc/self/autogroup")), "the kernel groups tasks by session");
-        assumeTrue(new com.sun.security.auth.module.UnixSystem().getUid() == 0, "raising a group needs CAP_SYS_NICE");
+        Requires.onlyWhere(Files.exists(Path.of("/proc/self/autogroup")),
+                "the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP)");
+        Requires.that(new com.sun.security.auth.module.UnixSystem().getUid() == 0, "root: raising a group needs CAP_SYS_NICE");
         Process p = new ProcessBuilder(StartupProcesses.background(List.of("/bin/sleep", "30"))).start();
         try {
             Path group = Path.of("/proc", Long.toString(p.pid()), "autogroup");
-            long end = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
-            while (!Files.readString(group).trim().endsWith("nice 19") && System.nanoTime() < end) Thread.sleep(10);
-            assertThat(Files.readString(group).trim()).endsWith("nice 19");
+            Poll.until("the background group is lowered to nice 19", () -> Files.readString(group).trim().endsWith("nice 19"));
             assertThat(StartupProcesses.raise(p)).isTrue();
             assertThat(Files.readString(group).trim()).endsWith("nice 0");
         } finally {

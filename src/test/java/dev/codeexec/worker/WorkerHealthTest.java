@@ -61,7 +61,7 @@ class WorkerHealthTest {
             try (java.net.Socket client = new java.net.Socket("127.0.0.1", port)) {
                 // the server's side closes first, as a stopping worker does: its end stays in TIME_WAIT on the port
                 last.accept().close();
-                Thread.sleep(100);
+                assertThat(client.getInputStream().read()).as("the server's close reached the client").isEqualTo(-1);
             }
         }
         FakeExecutor executor = new FakeExecutor();

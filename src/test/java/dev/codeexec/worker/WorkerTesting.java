@@ -2,6 +2,7 @@ package dev.codeexec.worker;
 
 import dev.codeexec.local.LocalEngine;
 import dev.codeexec.config.Config;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.wire.v1.ExecuteEvent;
 import dev.codeexec.wire.v1.ExecuteInput;
 import dev.codeexec.wire.v1.ExecuteRequest;
@@ -28,7 +29,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Shared helpers of the worker tests: configuration, a real engine, channels and a recording Execute call. */
 final class WorkerTesting {
@@ -51,7 +51,7 @@ final class WorkerTesting {
         LocalEngine e = LocalEngine.create(config);
         if (e.sandbox().unavailableReason().isPresent()) {
             e.executor().close();
-            assumeTrue(false, "the sandbox cannot run code here: " + e.sandbox().unavailableReason().get());
+            Requires.that(false, "a sandbox that can run code here (" + e.sandbox().unavailableReason().get() + ")");
         }
         return e;
     }

@@ -2,6 +2,7 @@ package dev.codeexec.worker;
 
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.mcp.FakeExecutor;
+import dev.codeexec.testing.Requires;
 import dev.codeexec.wire.v1.StatusRequest;
 import dev.codeexec.workspace.Workspaces;
 import io.grpc.ChannelCredentials;
@@ -25,7 +26,6 @@ import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * TLS and mutual TLS with certificates made here by the openssl CLI: a CA, a server certificate for localhost and
@@ -43,7 +43,7 @@ class WorkerTlsTest {
 
     @BeforeAll
     static void makeCertificates() throws Exception {
-        assumeTrue(new File("/usr/bin/openssl").canExecute(), "openssl is not installed");
+        Requires.that(new File("/usr/bin/openssl").canExecute(), "openssl (/usr/bin/openssl)");
         Files.writeString(certs.resolve("server.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
         ca("ca");
         ca("other-ca");

@@ -1,5 +1,6 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.testing.Requires;
 import dev.codeexec.testing.Trees;
 import dev.codeexec.workspace.WorkspaceException.Kind;
 import org.junit.jupiter.api.AfterEach;
@@ -29,7 +30,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 class WorkspaceFsTest {
 
@@ -348,7 +348,7 @@ class WorkspaceFsTest {
     @Test
     @Tag("slow")
     void expiryRemovesADeepWorkspaceAndGoesOnPastOneItCannotRemove() throws Exception {
-        assumeTrue(isRoot(), "mounting needs root");
+        Requires.that(isRoot(), "root: mounting");
         Workspace deep = workspaces.open("a-deep", "chain", true);
         Trees.chain(deep.fs().root(), "d", 25_000);
         Workspace busy = workspaces.open("b-mount", "busy", true);

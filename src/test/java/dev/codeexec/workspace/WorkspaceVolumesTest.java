@@ -1,5 +1,6 @@
 package dev.codeexec.workspace;
 
+import dev.codeexec.testing.Requires;
 import dev.codeexec.workspace.WorkspaceException.Kind;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -17,7 +18,6 @@ import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * WORKSPACE_ROOT on file systems of its own, made here as loop-mounted images (root, mkfs.xfs and mkfs.ext4
@@ -36,9 +36,9 @@ class WorkspaceVolumesTest {
 
     @BeforeAll
     static void mountVolumes() throws Exception {
-        assumeTrue("root".equals(System.getProperty("user.name")), "loop mounts need root");
-        assumeTrue(Files.isExecutable(Path.of("/usr/sbin/mkfs.xfs")) || Files.isExecutable(Path.of("/sbin/mkfs.xfs")),
-                "mkfs.xfs (xfsprogs) is not installed");
+        Requires.that("root".equals(System.getProperty("user.name")), "root: loop mounts");
+        Requires.that(Files.isExecutable(Path.of("/usr/sbin/mkfs.xfs")) || Files.isExecutable(Path.of("/sbin/mkfs.xfs")),
+                "mkfs.xfs (xfsprogs, which install-deps.sh --test installs)");
         base = Files.createTempDirectory("ws-volumes");
         Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwx--x--x"));
         xfs = volume("xfs", "320M", List.of("mkfs.xfs", "-q"), "prjquota");
@@ -95,7 +95,7 @@ class WorkspaceVolumesTest {
 
     @Test
     void onXfsWithoutQuotaSupportTheLimitsAreMeasuredAndTheReasonIsSaid() {
-        assumeTrue(!xfsQuota, "this kernel mounts XFS with prjquota: the kernel enforces the limits");
+        Requires.onlyWhere(!xfsQuota, "a kernel that cannot mount XFS with prjquota (here the kernel enforces the limits)");
         Workspaces w = new Workspaces(xfs.resolve("ws"), 1 << 20, 100, Duration.ZERO, 65534, 65534);
         assertThat(w.enforcement()).isEqualTo("measured");
         assertThat((String) w.describe().get("enforcementNote")).contains("XFS")
@@ -105,7 +105,7 @@ class WorkspaceVolumesTest {
     /** Where the kernel has XFS project quotas, a program gets EDQUOT at the entry limit, whatever its uid. */
     @Test
     void onXfsWithProjectQuotasTheKernelRefusesEntriesAndBytesPastTheLimits() throws Exception {
-        assumeTrue(xfsQuota, "this kernel cannot mount XFS with prjquota (no CONFIG_XFS_QUOTA)");
+        Requires.onlyWhere(xfsQuota, "a kernel that mounts XFS with prjquota (CONFIG_XFS_QUOTA)");
         Workspaces w = new Workspaces(xfs.resolve("ws"), 1 << 20, 5, Duration.ZERO, 65534, 65534);
         assertThat(w.enforcement()).isEqualTo("xfs-project-quota");
         Workspace ws = w.open("alice", "proj", true);
@@ -124,7 +124,7 @@ class WorkspaceVolumesTest {
     /** On a file system of its own, a flood of files runs out of that file system's inodes, never the host's. */
     @Test
     void aWorkspaceRootOnItsOwnFileSystemRunsOutOfInodesThereAndApiWritesSaySo() throws Exception {
-        assumeTrue(small != null, "the small ext4 could not be mounted");
+        Requires.that(small != null, "a loop-mounted ext4 (root and a loop device)");
         Workspaces w = new Workspaces(small.resolve("ws"), 1 << 20, 100_000, Duration.ZERO, 65534, 65534);
         Workspace ws = w.open("alice", "flood", true);
         long hostFreeBefore = Files.getFileStore(Path.of("/")).getUsableSpace();
