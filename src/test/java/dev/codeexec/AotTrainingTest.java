@@ -1,5 +1,6 @@
 package dev.codeexec;
 
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -15,6 +16,15 @@ import static org.assertj.core.api.Assertions.assertThat;
  * nothing behind.
  */
 class AotTrainingTest {
+
+    /**
+     * The training sets the process's logging as the server does (LOG_LEVEL=warn): the test JVM's later classes get
+     * the server's defaults back, so that what they wait for in the logs (the audit lines, at INFO) is written.
+     */
+    @AfterAll
+    static void restoreLogging() {
+        dev.codeexec.boot.Logging.configure(dev.codeexec.config.Config.load(Map.of()));
+    }
 
     @Test
     void theWorkloadIsAnsweredInEveryLanguageAndLeavesNothingBehind() throws Exception {

@@ -1,5 +1,6 @@
 package dev.codeexec.testing;
 
+import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.LoggerContext;
 import ch.qos.logback.classic.spi.ILoggingEvent;
@@ -17,6 +18,8 @@ public final class LogCapture implements AutoCloseable {
 
     private final List<String> messages = new ArrayList<>();
     private final Logger logger;
+    /** The logger's own level before the capture, given back on close. */
+    private final Level before;
     private final AppenderBase<ILoggingEvent> appender = new AppenderBase<>() {
         @Override
         protected void append(ILoggingEvent event) {
@@ -32,6 +35,10 @@ public final class LogCapture implements AutoCloseable {
         appender.setName("test-capture");
         appender.start();
         logger = ctx.getLogger(loggerName);
+        before = logger.getLevel();
+        // whatever an earlier test of the JVM set the process's level to (a server started in-process with
+        // LOG_LEVEL=warn, say), the lines a test waits for are written while it captures
+        if (!logger.isInfoEnabled()) logger.setLevel(Level.INFO);
         logger.addAppender(appender);
     }
 
@@ -56,5 +63,6 @@ public final class LogCapture implements AutoCloseable {
     public void close() {
         logger.detachAppender(appender);
         appender.stop();
+        logger.setLevel(before);
     }
 }
