@@ -72,7 +72,6 @@ public final class RunScope implements AutoCloseable {
     private final Deque<AutoCloseable> beforeFiles = new ArrayDeque<>();
     private PackageStore.Lease packages;
     private ListenerDispatcher progress;
-    private boolean completed;
 
     public RunScope(String id) {
         this.id = id;
@@ -96,11 +95,6 @@ public final class RunScope implements AutoCloseable {
 
     public boolean cancelled() {
         return cancelled;
-    }
-
-    /** The workspace watch found the workspace past its limits. */
-    public boolean workspaceLimit() {
-        return workspaceLimit;
     }
 
     /**
@@ -196,10 +190,6 @@ public final class RunScope implements AutoCloseable {
         if (owned && l != null) l.close();
     }
 
-    public Optional<CodeToolsRun> codeRun() {
-        return Optional.ofNullable(codeRun);
-    }
-
     /**
      * The run's program. One of its own ({@code owned}) is killed by {@link #cancel} and closed (its whole tree) by
      * {@link #close}; a borrowed one only by {@link #stopProgram}. A run cancelled or past its workspace's limits
@@ -283,7 +273,6 @@ public final class RunScope implements AutoCloseable {
      * files (after its watches and cleanups ended: the workspace as the program left it).
      */
     public ExecutionResult complete(ExecutionResult r) {
-        completed = true;
         endNetwork();
         endBeforeFiles();
         ExecutionResult out = r;
@@ -321,7 +310,6 @@ public final class RunScope implements AutoCloseable {
         PackageStore.Lease l = packages;
         packages = null;
         if (l != null) l.close();
-        if (!completed) LOG.debug("{}: ended without a result", id);
     }
 
     private void endBeforeFiles() {
