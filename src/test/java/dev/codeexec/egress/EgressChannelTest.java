@@ -917,6 +917,33 @@ class EgressChannelTest {
         assertThat(readTextToEnd(fourth)).startsWith("HTTP/1.1 200");
     }
 
+    @Test
+    void aConnectionOverTheCapThatSendsNoRequestIsStillAnswered429NotJustClosed() throws Exception {
+        EgressChannel ch = open(settings("EGRESS_MAX_CONNECTIONS", "1"));
+        SocketChannel held = client(ch);
+        send(held, "GET http://fixture.test:" + httpPort + "/held HTTP/1.1\r\n");
+        SocketChannel silent = client(ch); // a program whose request is slow to come (a loaded machine's relay)
+        assertThat(readTextToEnd(silent)).startsWith("HTTP/1.1 429 Too Many Requests").contains("EGRESS_MAX_CONNECTIONS");
+        assertThat(awaitRecord(ch, reason("connection_limit")).decision()).isEqualTo(ConnectionRecord.REFUSED);
+    }
+
+    @Test
+    void aRefusalsPlaceIsFreeByTheTimeItsCloseIsSeen() throws Exception {
+        // The sandbox's relay takes its next connection the moment one closes: were the place still counted then, a
+        // flood through the relay would meet a bare close. Checked right at each close, many times over.
+        EgressChannel ch = open(settings("EGRESS_MAX_CONNECTIONS", "1"));
+        SocketChannel held = client(ch);
+        send(held, "GET http://fixture.test:" + httpPort + "/held HTTP/1.1\r\n");
+        for (int i = 0; i < 300; i++) {
+            SocketChannel c = client(ch);
+            send(c, "GET http://fixture.test:" + httpPort + "/x HTTP/1.1\r\n\r\n");
+            assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 429");
+            assertThat(ch.refusingNow()).as("refusals still counted after close %d", i).isZero();
+            c.close();
+            toClose.remove(c);
+        }
+    }
+
     /** Descriptors this JVM has open: the test's own ends of its connections and the channels' ends. */
     static long openDescriptors() throws IOException {
         try (java.util.stream.Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
