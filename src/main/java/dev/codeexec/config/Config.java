@@ -111,6 +111,23 @@ public final class Config {
     public static final ConfigKey<List<String>> WARM_PRELOAD_PYTHON = ConfigKey.names("WARM_PRELOAD_PYTHON", "",
             "[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*",
             "Modules a warm python sandbox imports before its code arrives, e.g. `numpy,pandas` (costs memory and refill CPU).");
+    public static final ConfigKey<Integer> MAX_JOBS = ConfigKey.integer("MAX_JOBS", 4, 0, 1000,
+            "Background jobs (`execute_code` with `background: true`) running at once, server-wide; slots of their own, "
+                    + "apart from MAX_CONCURRENT. 0 turns jobs off.");
+    public static final ConfigKey<Integer> MAX_JOBS_PER_TENANT = ConfigKey.integer("MAX_JOBS_PER_TENANT", 2, 1, 1000,
+            "Background jobs one tenant may have running at once; more wait in the queue.");
+    public static final ConfigKey<Integer> JOB_QUEUE_SIZE = ConfigKey.integer("JOB_QUEUE_SIZE", 32, 0, 100000,
+            "Background jobs that may wait (`queued`, with their place) for a job slot, all tenants together; past "
+                    + "it a new job is refused.");
+    public static final ConfigKey<Integer> JOB_MAX_TIMEOUT_MS = ConfigKey.integer("JOB_MAX_TIMEOUT_MS", 3600000, 1000,
+            86400000, "Largest timeout_ms of a background job (up to a day), and its default when the call names none.");
+    public static final ConfigKey<Integer> JOB_CPU_LIMIT_SECONDS = ConfigKey.integer("JOB_CPU_LIMIT_SECONDS", 0, 0, 86400,
+            "CPU time per process of a background job (RLIMIT_CPU); 0: the job's timeout in seconds.");
+    public static final ConfigKey<Integer> JOB_LOG_MB = ConfigKey.integer("JOB_LOG_MB", 16, 1, 10240,
+            "What a background job keeps of its stdout, and of its stderr, on disk; past it the first and the last "
+                    + "half of it, with a marker between.");
+    public static final ConfigKey<Integer> JOB_RETENTION_HOURS = ConfigKey.integer("JOB_RETENTION_HOURS", 24, 1, 8760,
+            "A finished background job and its logs are removed this long after it ended.");
     public static final ConfigKey<Integer> SESSION_IDLE_SECONDS = ConfigKey.integer("SESSION_IDLE_SECONDS", 600, 1, 604800,
             "A session (`execute_code` with `session`) unused this long is closed.");
     public static final ConfigKey<Integer> MAX_SESSIONS = ConfigKey.integer("MAX_SESSIONS", 8, 0, 10000,
@@ -249,6 +266,10 @@ public final class Config {
                     + "([warm-pool.md](warm-pool.md)) and interpreters that keep their state between calls "
                     + "([sessions.md](sessions.md)).",
                     List.of(WARM_POOL, WARM_PRELOAD_PYTHON, SESSION_IDLE_SECONDS, MAX_SESSIONS, SESSIONS_MEMORY_MB)),
+            new ConfigSection("Background jobs", "Runs that outlive the call that started them, watched, awaited "
+                    + "and collected later ([jobs.md](jobs.md)).",
+                    List.of(MAX_JOBS, MAX_JOBS_PER_TENANT, JOB_QUEUE_SIZE, JOB_MAX_TIMEOUT_MS, JOB_CPU_LIMIT_SECONDS,
+                            JOB_LOG_MB, JOB_RETENTION_HOURS)),
             new ConfigSection("Network access", "Runs reach the hosts of an allow-list through the server's checking "
                     + "proxy, and nothing else ([network.md](network.md)).",
                     List.of(EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS,

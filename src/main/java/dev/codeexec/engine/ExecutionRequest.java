@@ -30,10 +30,14 @@ import java.util.Optional;
  *                  session created earlier with another policy then refuses the call instead of ignoring it
  * @param packages  the packages the run declared ({@code packages}), checked and normalised; empty for none. In a
  *                  session: the set its interpreter is created with, and a call naming another set is refused
+ * @param background a background job's run ({@code job.Jobs}): the engine runs it outside MAX_CONCURRENT's slots,
+ *                  on a thread of its own, at a lower CPU weight than interactive runs; its limits allow the job's
+ *                  longer timeout. Never with a session
  */
 public record ExecutionRequest(String language, String code, String stdin, List<String> args,
         Map<String, String> env, Limits limits, AuditInfo audit, Optional<Workspace> workspace,
-        Optional<SessionRef> session, EgressPolicy egress, boolean egressAsked, Optional<PackageSet> packages) {
+        Optional<SessionRef> session, EgressPolicy egress, boolean egressAsked, Optional<PackageSet> packages,
+        boolean background) {
 
     public ExecutionRequest {
         Objects.requireNonNull(language, "language");
@@ -47,6 +51,7 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         session = session == null ? Optional.empty() : session;
         egress = egress == null ? EgressPolicy.OFF : egress;
         packages = packages == null ? Optional.empty() : packages;
+        if (background && session.isPresent()) throw new IllegalArgumentException("a background run has no session");
     }
 
     /** A request for {@code code} in {@code language} under {@code limits}; the rest as the builder is told. */
@@ -57,7 +62,7 @@ public record ExecutionRequest(String language, String code, String stdin, List<
     /** A builder holding this request, to change some of it. */
     public Builder toBuilder() {
         return new Builder(language, code, limits).stdin(stdin).args(args).env(env).audit(audit).workspace(workspace)
-                .session(session).egress(egress, egressAsked).packages(packages);
+                .session(session).egress(egress, egressAsked).packages(packages).background(background);
     }
 
     /** The same request, run in the given workspace. */
@@ -94,6 +99,7 @@ public record ExecutionRequest(String language, String code, String stdin, List<
         private EgressPolicy egress = EgressPolicy.OFF;
         private boolean egressAsked;
         private Optional<PackageSet> packages = Optional.empty();
+        private boolean background;
 
         private Builder(String language, String code, Limits limits) {
             this.language = language;
@@ -158,9 +164,15 @@ public record ExecutionRequest(String language, String code, String stdin, List<
             return this;
         }
 
+        /** A background job's run (see the record's {@code background}). */
+        public Builder background(boolean background) {
+            this.background = background;
+            return this;
+        }
+
         public ExecutionRequest build() {
             return new ExecutionRequest(language, code, stdin, args, env, limits, audit, workspace, session, egress,
-                    egressAsked, packages);
+                    egressAsked, packages, background);
         }
     }
 

@@ -61,7 +61,8 @@ public final class RequestValidator {
      * The arguments as JSON gives them: {@code language} and {@code code} strings (required), {@code stdin} string,
      * {@code timeout_ms} integer, {@code args} array of strings, {@code env} object of strings, {@code packages}
      * array of strings, {@code workspace} and {@code session} names, {@code network} false or an array of host
-     * patterns. Unknown keys are ignored (the schema says what there is).
+     * patterns, {@code background} boolean (not with a session). Unknown keys are ignored (the schema says what
+     * there is).
      */
     public Arguments parse(Map<String, ?> arguments, ExecutionRequest.AuditInfo audit) {
         Map<String, ?> a = arguments == null ? Map.of() : arguments;
@@ -71,16 +72,30 @@ public final class RequestValidator {
         Long timeout = integer(a.get("timeout_ms"));
         List<String> args = stringList(a.get("args"));
         Map<String, String> env = stringMap(a.get("env"));
-        ExecutionRequest request = validate(language, code, stdin, timeout, args, env, audit);
+        boolean background = bool(a.get("background"), "background");
+        Optional<String> session = name(a.get("session"), "session");
+        if (background && session.isPresent())
+            throw invalid("'background' cannot be used with 'session': a session is already a long-lived process; "
+                    + "to leave work running in one, start it in the background from the session's code (python: "
+                    + "subprocess.Popen or a thread; bash: `cmd &`), or run it as a job without 'session'");
+        ExecutionRequest request = validate(language, code, stdin, timeout, args, env, audit, background);
         request = request.withPackages(packages(request.language(), a.get("packages")));
         Optional<String> workspace = name(a.get("workspace"), "workspace");
-        Optional<String> session = name(a.get("session"), "session");
         return new Arguments(request, workspace, session, network(a.get("network")));
     }
 
-    /** Validates typed arguments; null means "not given". */
+    /** Validates typed arguments of a foreground run; null means "not given". */
     public ExecutionRequest validate(String language, String code, String stdin, Long timeoutMs, List<String> args,
             Map<String, String> env, ExecutionRequest.AuditInfo audit) {
+        return validate(language, code, stdin, timeoutMs, args, env, audit, false);
+    }
+
+    /**
+     * Validates typed arguments; null means "not given". A background job's timeout may go up to JOB_MAX_TIMEOUT_MS
+     * (its default too), and its CPU time per process is JOB_CPU_LIMIT_SECONDS (else the timeout's).
+     */
+    public ExecutionRequest validate(String language, String code, String stdin, Long timeoutMs, List<String> args,
+            Map<String, String> env, ExecutionRequest.AuditInfo audit, boolean background) {
         if (language == null || language.isBlank()) throw invalid("'language' is required; supported: " + supported());
         Language lang = languages.find(language).orElseThrow(() ->
                 invalid("unknown language '" + shorten(language) + "'; supported: " + supported()));
@@ -88,10 +103,12 @@ public final class RequestValidator {
         checkSize("code", code, MAX_CODE_BYTES);
         if (stdin != null) checkSize("stdin", stdin, MAX_STDIN_BYTES);
 
-        long maxMs = config.get(Config.MAX_TIMEOUT_MS);
-        long ms = timeoutMs == null ? config.get(Config.DEFAULT_TIMEOUT_MS) : timeoutMs;
+        long maxMs = config.get(background ? Config.JOB_MAX_TIMEOUT_MS : Config.MAX_TIMEOUT_MS);
+        long ms = timeoutMs == null ? (background ? maxMs : config.get(Config.DEFAULT_TIMEOUT_MS)) : timeoutMs;
         if (ms < 1 || ms > maxMs)
-            throw invalid("'timeout_ms' must be between 1 and " + maxMs + ", got " + ms);
+            throw invalid("'timeout_ms' must be between 1 and " + maxMs + (background ? " for a background job" : "")
+                    + ", got " + ms + (!background && ms > maxMs && ms <= config.get(Config.JOB_MAX_TIMEOUT_MS)
+                    ? " (a longer run can go on as a background job: `background: true`)" : ""));
 
         List<String> argv = args == null ? List.of() : args;
         if (argv.size() > MAX_ARGS) throw invalid("'args' may have at most " + MAX_ARGS + " entries, got " + argv.size());
@@ -117,8 +134,17 @@ public final class RequestValidator {
             if (value.indexOf('\0') >= 0) throw invalid("'env." + name + "' contains a NUL character");
             checked.put(name, value);
         }
-        return ExecutionRequest.builder(lang.id(), code, limits(Duration.ofMillis(ms))).stdin(stdin).args(argv)
-                .env(checked).audit(audit).build();
+        Limits limits = background ? jobLimits(config, Duration.ofMillis(ms)) : limits(Duration.ofMillis(ms));
+        return ExecutionRequest.builder(lang.id(), code, limits).stdin(stdin).args(argv)
+                .env(checked).audit(audit).background(background).build();
+    }
+
+    /** A background job's limits: the server's, with the job's timeout and JOB_CPU_LIMIT_SECONDS (else the timeout's). */
+    public static Limits jobLimits(Config config, Duration timeout) {
+        int cpu = config.get(Config.JOB_CPU_LIMIT_SECONDS);
+        Limits l = defaultLimits(config, timeout);
+        return new Limits(timeout, cpu > 0 ? cpu : (int) Math.max(1, (timeout.toMillis() + 999) / 1000), l.memoryBytes(),
+                l.maxProcesses(), l.outputBytes(), l.diskBytes(), l.drainBytes());
     }
 
     /**
@@ -169,9 +195,11 @@ public final class RequestValidator {
         props.put("code", Map.of("type", "string", "description", "The program text."));
         props.put("stdin", Map.of("type", "string", "description", "Standard input for the program."));
         props.put("timeout_ms", Map.of("type", "integer", "minimum", 1,
-                "maximum", config.get(Config.MAX_TIMEOUT_MS),
+                "maximum", Math.max(config.get(Config.MAX_TIMEOUT_MS), config.get(Config.JOB_MAX_TIMEOUT_MS)),
                 "default", config.get(Config.DEFAULT_TIMEOUT_MS),
-                "description", "Wall-clock timeout in milliseconds."));
+                "description", "Wall-clock timeout in milliseconds: at most " + config.get(Config.MAX_TIMEOUT_MS)
+                        + "; with `background: true` at most " + config.get(Config.JOB_MAX_TIMEOUT_MS)
+                        + " (the default of a job)."));
         props.put("args", Map.of("type", "array", "items", Map.of("type", "string", "maxLength", MAX_ARG_CHARS),
                 "maxItems", MAX_ARGS, "description", "Program arguments."));
         props.put("env", Map.of("type", "object", "maxProperties", MAX_ENV,
@@ -195,6 +223,10 @@ public final class RequestValidator {
                         + "(`left-pad@1.3.0`, `lodash`). Names and versions only, no URLs or options. Installed once "
                         + "per set (the first call waits for it), then instant; the result lists what was resolved. "
                         + "A session keeps the set it was created with (session_reset can change it)."));
+        props.put("background", Map.of("type", "boolean", "default", false,
+                "description", "Run as a background job: the call returns at once with the job's id, the program goes "
+                        + "on without the call (or the MCP session) for up to its timeout. Watch and collect it with "
+                        + "job_status, job_wait, job_cancel and job_list. Not with `session`."));
         return Map.of("type", "object", "properties", props, "required", List.of("language", "code"),
                 "additionalProperties", false);
     }
@@ -207,6 +239,12 @@ public final class RequestValidator {
         // Cheap bound first: a UTF-8 char is at most 3 bytes per UTF-16 unit.
         if (s.length() * 3L > maxBytes && s.getBytes(StandardCharsets.UTF_8).length > maxBytes)
             throw invalid("'" + what + "' is larger than " + (maxBytes / 1024) + " KB");
+    }
+
+    private static boolean bool(Object v, String name) {
+        if (v == null) return false;
+        if (v instanceof Boolean b) return b;
+        throw invalid("'" + name + "' must be true or false");
     }
 
     private static String string(Object v, String name) {

@@ -46,9 +46,11 @@ final class ApiServlet extends HttpServlet {
     private final Workspaces workspaces;
     private final Uploads uploads;
     private final AdminApi admin;
+    private final JobsApi jobs;
     private final Bodies bodies;
 
-    ApiServlet(Workspaces workspaces, Uploads uploads, AdminApi admin, Bodies bodies) {
+    ApiServlet(Workspaces workspaces, Uploads uploads, AdminApi admin, JobsApi jobs, Bodies bodies) {
+        this.jobs = jobs;
         this.workspaces = workspaces;
         this.uploads = uploads;
         this.admin = admin;
@@ -96,6 +98,10 @@ final class ApiServlet extends HttpServlet {
             }
             if (AdminApi.handles(req.getRequestURI())) {
                 admin.handle(method, who, req, resp);
+                return;
+            }
+            if (JobsApi.handles(req.getRequestURI())) {
+                jobs.handle(method, who, req, resp);
                 return;
             }
             ApiRoute r = ApiRoute.parse(req.getRequestURI(), req.getQueryString());

@@ -235,6 +235,11 @@ final class ExecuteStream implements OutputListener {
             } catch (ExecutionException.InvalidRequest e) {
                 throw new ApiException(400, e.code(), e.getMessage());
             }
+            if (request.background()) {
+                // a job answers at once: its id, then GET /api/jobs/{job}/events follows it
+                JobsApi.started(setup, request, resp);
+                return;
+            }
             Optional<String> wsName = request.workspace().map(Workspace::name);
             ExecuteStream stream = new ExecuteStream();
             RunHandle handle;
@@ -261,7 +266,7 @@ final class ExecuteStream implements OutputListener {
             resp.setHeader("X-Accel-Buffering", "no");
         }
 
-        private static Map<String, Object> parse(byte[] bytes) {
+        static Map<String, Object> parse(byte[] bytes) {
             Object parsed;
             try {
                 parsed = JsonErrors.JSON.readValue(bytes, Object.class);

@@ -82,7 +82,8 @@ public final class HttpServer implements AutoCloseable {
         observers.add(metrics);
         RunHistory history = new RunHistory();
         observers.add(history);
-        setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers));
+        setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers)).withJobs();
+        metrics.bindJobs(setup.jobsOrFail());
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
         long maxBody = EdgeFilter.maxBodyBytes(config);
@@ -128,7 +129,7 @@ public final class HttpServer implements AutoCloseable {
         DataDir data = DataDir.of(config);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(),
                 new Uploads(setup.workspaces(), EdgeFilter.maxUploadBytes(config), data),
-                new AdminApi(setup, history, maxBody, bodies), bodies));
+                new AdminApi(setup, history, maxBody, bodies), new JobsApi(setup, maxBody, bodies), bodies));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(data.uploadSpool().toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
@@ -181,11 +182,7 @@ public final class HttpServer implements AutoCloseable {
         for (Connector c : jetty.getConnectors()) {
             if (c instanceof NetworkConnector n) n.close();
         }
-        try {
-            setup.executor().close();
-        } catch (RuntimeException e) {
-            LOG.warn("executor did not close cleanly: {}", e.toString());
-        }
+        setup.closeEngine();
         try {
             endpoint.awaitIdle(RESULT_DELIVERY_MILLIS);
         } catch (InterruptedException e) {

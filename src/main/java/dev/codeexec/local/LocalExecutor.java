@@ -81,6 +81,10 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
     private final Set<LocalRun> runs = ConcurrentHashMap.newKeySet();
     final ThreadFactory virtualThreads = Thread.ofVirtual().name("exec-", 0).factory();
     private final ExecutorService sandboxThreads;
+    /** Background jobs' runs: MAX_JOBS at once (the job manager queues them), each on a platform thread of its own. */
+    private final Semaphore jobSlots;
+    private final int maxJobs;
+    private final ExecutorService jobThreads;
     private final StartupWork startup;
     private final RuntimeInfo info;
     final Sessions sessions;
@@ -126,6 +130,11 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
         this.slots = new Semaphore(maxConcurrent, true);
         ThreadFactory platform = Thread.ofPlatform().name("exec-sandbox-", 0).daemon(true).factory();
         this.sandboxThreads = Executors.newFixedThreadPool(maxConcurrent, platform);
+        this.maxJobs = config.get(Config.MAX_JOBS);
+        this.jobSlots = new Semaphore(maxJobs);
+        // as long-lived as the sandbox threads, for the same reason (--die-with-parent follows the forking thread)
+        this.jobThreads = Executors.newFixedThreadPool(Math.max(1, maxJobs),
+                Thread.ofPlatform().name("exec-job-", 0).daemon(true).factory());
 
         DataDir data = DataDir.of(config);
         this.stagingDir = data.staging();
@@ -279,6 +288,10 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
     }
 
     private void enqueue(LocalRun run) {
+        if (run.background()) {
+            startJob(run);
+            return;
+        }
         // Take a free slot at once only when nobody is waiting: queued runs keep their order.
         if (queued.get() == 0 && slots.tryAcquire()) {
             startRunning(run);
@@ -330,6 +343,34 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
         } catch (RejectedExecutionException e) {
             running.decrementAndGet();
             slots.release();
+            run.refuse(new ExecutionException.Unavailable("the server is shutting down; no new runs are accepted"));
+        }
+    }
+
+    /**
+     * A background job's run: it takes one of MAX_JOBS job slots at once, or is refused (the job manager in front
+     * queues jobs; a gateway's may send more than this worker has room for), and never one of MAX_CONCURRENT's.
+     */
+    private void startJob(LocalRun run) {
+        if (!jobSlots.tryAcquire()) {
+            run.refuse(new ExecutionException.Busy("this server runs " + maxJobs + " background jobs at once (MAX_JOBS), "
+                    + "and they are all running; try again later"));
+            return;
+        }
+        run.markRunning();
+        try {
+            jobThreads.execute(() -> {
+                ExecutionResult r = null;
+                try {
+                    r = run.execute();
+                } finally {
+                    jobSlots.release();
+                    if (r != null) run.finish(r);
+                    else run.refuse(new ExecutionException.Unavailable("the run failed inside the server"));
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            jobSlots.release();
             run.refuse(new ExecutionException.Unavailable("the server is shutting down; no new runs are accepted"));
         }
     }
@@ -438,7 +479,8 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
         startup.stop();
         warmPool.ifPresent(WarmPool::close);
         List<LocalRun> all = new ArrayList<>(runs);
-        all.stream().filter(LocalRun::isQueued).forEach(LocalRun::cancel);
+        // background jobs too: they cannot outlive the server whatever the grace (their manager records them lost)
+        all.stream().filter(r -> r.isQueued() || r.background()).forEach(LocalRun::cancel);
         long graceEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(config.get(Config.SHUTDOWN_GRACE_SECONDS));
         for (LocalRun r : all) {
             long left = graceEnd - System.nanoTime();
@@ -457,8 +499,9 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
         left.forEach(LocalRun::cancel);
         sessions.closeAll();
         sandboxThreads.shutdown();
+        jobThreads.shutdown();
         try {
-            if (!sandboxThreads.awaitTermination(30, TimeUnit.SECONDS))
+            if (!sandboxThreads.awaitTermination(30, TimeUnit.SECONDS) || !jobThreads.awaitTermination(5, TimeUnit.SECONDS))
                 log.warn("shutdown: runs did not clean up within 30 s");
             startup.cleanUp();
             sandbox.close();

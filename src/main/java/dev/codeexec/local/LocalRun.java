@@ -244,7 +244,7 @@ final class LocalRun implements RunHandle {
         Map<String, Path> files = new LinkedHashMap<>(Map.of(file, staged));
         Map<String, String> env = language.environment(request.env(), ph);
         return SandboxSpec.builder(id, command(ph), Placeholders.WORK_DIR, limits).readOnlyFiles(files)
-                .readOnlyDirs(binds).env(env).workDirSource(ws.map(w -> w.fs().root())).build()
+                .readOnlyDirs(binds).env(env).workDirSource(ws.map(w -> w.fs().root())).background(request.background()).build()
                 .withWorkDirOwner(ws.isPresent() ? ws.get()::handOver : WorkDirOwner.NONE);
     }
 
@@ -285,7 +285,8 @@ final class LocalRun implements RunHandle {
         // a channel for network access, or for code mode's tool calls (every run when the server has code tools)
         boolean needsChannel = !request.egress().isOff() || executor.codeTools.isPresent();
         Optional<PackageStore.Lease> packages = scope.packages();
-        if (executor.warmPool.isPresent()) {
+        // a background job starts cold: a warm sandbox was started at an interactive run's CPU limit and weight
+        if (executor.warmPool.isPresent() && !request.background()) {
             WarmPool pool = executor.warmPool.get();
             // a run with packages takes a sandbox that can mount its set's entry at hand-out
             Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), needsChannel,
@@ -336,6 +337,11 @@ final class LocalRun implements RunHandle {
                 channels, request.egress(), tenant(), executor.codeTools.orElse(null), codeRun);
         scope.channel(started.channel(), started.library(), codeRun, true);
         return started.process();
+    }
+
+    /** A background job's run (its own slots and threads). */
+    boolean background() {
+        return request.background();
     }
 
     private String tenant() {

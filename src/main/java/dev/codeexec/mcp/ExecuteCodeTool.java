@@ -171,8 +171,14 @@ final class ExecuteCodeTool {
                         "connectionsLeftOut", Map.of("type", "integer"),
                         "bytesOut", Map.of("type", "integer"), "bytesIn", Map.of("type", "integer"),
                         "note", Map.of("type", "string"))));
-        return Map.of("type", "object", "properties", props, "required", List.of("language", "exitCode", "stdout",
-                "stderr", "durationMs", "timedOut", "truncated", "outcome", "sandbox"));
+        props.put("job", Map.of("type", "string", "description", "With `background: true`: the job's id (the answer "
+                + "is then the job's status, as job_status gives it)."));
+        props.put("status", Map.of("type", "string", "description", "With `background: true`: queued or running."));
+        // one of two shapes: a run's result, or (background) a job that was started
+        return Map.of("type", "object", "properties", props, "anyOf", List.of(
+                Map.of("required", List.of("language", "exitCode", "stdout", "stderr", "durationMs", "timedOut",
+                        "truncated", "outcome", "sandbox")),
+                Map.of("required", List.of("job", "status"))));
     }
 
     /**
@@ -200,6 +206,7 @@ final class ExecuteCodeTool {
             Principal who = MessageInterceptor.principalOf(meta);
             ExecutionRequest request = setup.request(call.arguments(), who.tenant(), who.egress(), new AuditInfo(
                     Optional.of(who.tenant()), Optional.ofNullable(mcpSession), requestId, httpRequestId));
+            if (request.background()) return JobTools.started(setup, request);
             Optional<Workspace> ws = request.workspace();
             Object token = meta.get("progressToken");
             try (ProgressForwarder progress = token == null ? null

@@ -47,7 +47,9 @@ public final class McpServers {
                         + "see runtime_info for versions, tools and limits. Keep files between calls in named "
                         + "workspaces: write_file, read_file, list_files, delete_file, workspace_info; files are "
                         + "also resources ws://{workspace}/{+path}. Keep variables between calls (python, nodejs, typescript, bash) "
-                        + "with execute_code's 'session' argument; session_list, session_reset, session_close.")
+                        + "with execute_code's 'session' argument; session_list, session_reset, session_close. Run "
+                        + "longer work as a background job (execute_code with 'background': true, up to an hour): "
+                        + "job_wait, job_status, job_cancel, job_list; it outlives the call and the MCP session.")
                 .capabilities(ServerCapabilities.builder()
                         .tools(false)
                         .resources(false, false)
@@ -64,11 +66,15 @@ public final class McpServers {
                         schemas.own(new RuntimeInfoTool(setup.executor(), setup.workspaces(), setup.egress()).specification()))
                 .tools(schemas.own(new FileTools(setup).specifications()))
                 .tools(schemas.own(new SessionTools(setup).specifications()))
+
                 // The SDK's default matcher cannot match {+path} (values spanning several segments).
                 .uriTemplateManagerFactory(new UriTemplates());
+        JobTools jobs = new JobTools(setup);
+        spec.tools(schemas.own(jobs.specifications()));
         WorkspaceResources resources = new WorkspaceResources(setup);
         spec.resources(resources.info())
                 .resourceTemplates(resources.files())
+                .resourceTemplates(jobs.resources())
                 .prompts(new CodePrompts(setup).specifications())
                 .completions(new Completions(setup).specifications());
         setup.codeTools().ifPresent(t -> {

@@ -31,7 +31,8 @@ public final class StdioServer implements AutoCloseable {
     }
 
     /** Starts reading {@code in} and writing JSON-RPC lines to {@code out} (nothing else may write there). */
-    public static StdioServer start(ServerSetup setup, InputStream in, OutputStream out) {
+    public static StdioServer start(ServerSetup given, InputStream in, OutputStream out) {
+        ServerSetup setup = given.withJobs();
         RunRegistry registry = new RunRegistry();
         CountDownLatch ended = new CountDownLatch(1);
         InputStream intercepted = new InterceptingInputStream(in, new MessageInterceptor(registry),
@@ -53,11 +54,7 @@ public final class StdioServer implements AutoCloseable {
     public synchronized void close() {
         if (closed) return;
         closed = true;
-        try {
-            setup.executor().close();
-        } catch (RuntimeException e) {
-            LOG.warn("executor did not close cleanly: {}", e.toString());
-        }
+        setup.closeEngine();
         try {
             mcp.closeGracefully();
         } catch (RuntimeException e) {

@@ -33,6 +33,7 @@ final class ToolErrors {
             case ExecutionException x -> error(x.code(), x.getMessage());
             case WorkspaceException x -> error(x.code(), x.getMessage());
             case ToolArgs.Invalid x -> error(INVALID_ARGUMENTS, x.getMessage());
+            case JobTools.NotFound x -> error(NOT_FOUND, x.getMessage());
             default -> {
                 LOG.error("{} failed unexpectedly", tool, e);
                 yield error(INTERNAL, "the call could not be completed (details are in the server log)");

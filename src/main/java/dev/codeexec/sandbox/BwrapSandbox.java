@@ -438,7 +438,7 @@ final class BwrapSandbox implements Sandbox {
         ControlChannel.Fifos fifos = null;
         Process p = null;
         try {
-            cg = cgroups.create(spec.runId(), limits);
+            cg = cgroups.create(spec.runId(), limits, spec.background());
             cg.countTmpfs(tmpfs);
             Map<Integer, Path> writeFds = Map.of();
             if (spec.control()) {
@@ -461,6 +461,7 @@ final class BwrapSandbox implements Sandbox {
                 dropped.addAll(argv);
                 cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
             }
+            if (spec.background()) cmd = Launcher.niced(cmd);
             if (spec.workDirSource().isPresent()) spec.workDirOwner().handTo(hostUid);
             p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect(),
                     statusPipe ? Launcher.STATUS_FD : 0);

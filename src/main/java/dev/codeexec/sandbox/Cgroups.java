@@ -256,8 +256,19 @@ final class Cgroups {
         return p;
     }
 
+    /** A background job's cgroup v2 {@code cpu.weight}: a fifth of an interactive run's (the kernel's default 100). */
+    static final int BACKGROUND_CPU_WEIGHT = 20;
+
     /** Creates the run's cgroup(s) with the limits set; nothing is created in mode NONE. */
     RunCgroup create(String runId, Limits limits) throws SandboxException {
+        return create(runId, limits, false);
+    }
+
+    /**
+     * The same; {@code background}: a background job's, whose {@code cpu.weight} is {@link #BACKGROUND_CPU_WEIGHT}
+     * where the cpu controller is enabled (cgroup v2; elsewhere the launcher's nice value is what lowers it).
+     */
+    RunCgroup create(String runId, Limits limits, boolean background) throws SandboxException {
         if (mode == Mode.NONE) return watchdog ? new MemoryWatchdog.Watched(limits.memoryBytes()) : RunCgroup.NONE;
         List<Path> dirs = new ArrayList<>();
         try {
@@ -271,6 +282,8 @@ final class Cgroups {
                 write(d.resolve("memory.max"), Long.toString(limits.memoryBytes()));
                 if (Files.exists(d.resolve("memory.swap.max"))) write(d.resolve("memory.swap.max"), "0");
                 write(d.resolve("pids.max"), Integer.toString(limits.maxProcesses()));
+                if (background && Files.exists(d.resolve("cpu.weight")))
+                    write(d.resolve("cpu.weight"), Integer.toString(BACKGROUND_CPU_WEIGHT));
                 return new V2(d);
             }
             Path mem = parents.get("memory").resolve(runId);

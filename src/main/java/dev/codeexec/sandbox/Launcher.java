@@ -56,6 +56,19 @@ final class Launcher {
     private Launcher() {
     }
 
+    /** The nice value of a background job's processes: below interactive runs (0), inherited by all it starts. */
+    static final int BACKGROUND_NICE = 10;
+
+    /**
+     * The launch command run at {@link #BACKGROUND_NICE} by coreutils' nice, which execs it: every process of the
+     * run inherits the value from its first instruction, and descriptors pass through unchanged.
+     */
+    static List<String> niced(List<String> cmd) {
+        List<String> out = new ArrayList<>(List.of("/usr/bin/nice", "-n", Integer.toString(BACKGROUND_NICE)));
+        out.addAll(cmd);
+        return out;
+    }
+
     /**
      * @param procsFiles cgroup.procs files to join (may be empty)
      * @param rlimits    the rlimits to set

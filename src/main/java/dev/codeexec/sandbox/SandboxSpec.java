@@ -36,11 +36,13 @@ import java.util.Optional;
  * @param lateReadOnlyDir with {@code lateWorkDir}: a path inside the sandbox, empty at start, where a host
  *                     directory can be mounted read-only later ({@link SandboxProcess#mountReadOnly}): a warm
  *                     sandbox that gets a run's declared packages
+ * @param background   a background job's sandbox: its processes get a lower CPU weight than interactive runs (the
+ *                     run cgroup's {@code cpu.weight} where cgroup v2 has the cpu controller, and a nice value)
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
         List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
         boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
-        Map<String, Path> readOnlyMounts, Optional<String> lateReadOnlyDir) {
+        Map<String, Path> readOnlyMounts, Optional<String> lateReadOnlyDir, boolean background) {
 
     /** The program's end of the control channel: server → program. */
     public static final int CONTROL_IN_FD = 8;
@@ -131,7 +133,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         return new Builder(runId, command, workDir, limits).readOnlyFiles(readOnlyFiles).readOnlyDirs(readOnlyDirs)
                 .env(env).workDirSource(workDirSource).control(control).lateWorkDir(lateWorkDir)
                 .workDirOwner(workDirOwner).egressSocket(egressSocket).readOnlyMounts(readOnlyMounts)
-                .lateReadOnlyDir(lateReadOnlyDir);
+                .lateReadOnlyDir(lateReadOnlyDir).background(background);
     }
 
     /**
@@ -153,6 +155,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         private Optional<Path> egressSocket = Optional.empty();
         private Map<String, Path> readOnlyMounts = Map.of();
         private Optional<String> lateReadOnlyDir = Optional.empty();
+        private boolean background;
 
         private Builder(String runId, List<String> command, String workDir, Limits limits) {
             this.runId = runId;
@@ -211,9 +214,15 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
             return this;
         }
 
+        /** A background job's sandbox (see the record's {@code background}). */
+        public Builder background(boolean background) {
+            this.background = background;
+            return this;
+        }
+
         public SandboxSpec build() {
             return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                    control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir);
+                    control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir, background);
         }
     }
 }

@@ -5,12 +5,14 @@ import dev.codeexec.config.Config;
 import dev.codeexec.egress.EgressPolicy;
 import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.engine.ExecutionException;
-import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.engine.SessionRef;
+import dev.codeexec.job.Jobs;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.workspace.Workspace;
 import dev.codeexec.workspace.Workspaces;
 
 import java.time.Duration;
@@ -32,10 +34,19 @@ import java.util.Optional;
  * @param workspaces the tenants' workspaces: one instance shared by the MCP tools and the REST API
  * @param egress     the server's egress settings: each caller's allow-list and what a call's {@code network} may ask
  * @param codeTools  code mode's upstreams, when UPSTREAM_MCP_FILE is set (list_code_tools answers from them)
+ * @param jobs       the background jobs, opened by the server that serves this setup ({@link #withJobs}) over its
+ *                   observed executor; empty until then
  */
 public record ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
         String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces, EgressSettings egress,
-        Optional<CodeTools> codeTools) {
+        Optional<CodeTools> codeTools, Optional<Jobs> jobs) {
+
+    /** A setup without background jobs yet (a server opens them: {@link #withJobs}). */
+    public ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
+            String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces, EgressSettings egress,
+            Optional<CodeTools> codeTools) {
+        this(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools, Optional.empty());
+    }
 
     /** A setup without code mode. */
     public ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
@@ -59,6 +70,7 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
         Objects.requireNonNull(workspaces, "workspaces");
         Objects.requireNonNull(egress, "egress");
         codeTools = codeTools == null ? Optional.empty() : codeTools;
+        jobs = jobs == null ? Optional.empty() : jobs;
     }
 
     /** The language ids and aliases a call may name (the {@code language} enum of the input schema, completions). */
@@ -103,6 +115,37 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
 
     /** The same setup with another executor (a decorator of this one, such as {@link dev.codeexec.engine.ObservedExecutor}). */
     public ServerSetup withExecutor(Executor other) {
-        return new ServerSetup(config, other, arguments, sandbox, version, extensions, workspaces, egress, codeTools);
+        return new ServerSetup(config, other, arguments, sandbox, version, extensions, workspaces, egress, codeTools, jobs);
+    }
+
+    /**
+     * The same setup with its background jobs opened over its executor (DATA_DIR/jobs read back): what a server
+     * does once, when it starts, after it has wrapped the executor it observes. A job's result is kept as
+     * {@link ResultMaps#structured} shows it.
+     */
+    public ServerSetup withJobs() {
+        long maxImage = (long) config.get(Config.MAX_IMAGE_KB) << 10;
+        Jobs j = Jobs.open(config, executor, (request, result) ->
+                ResultMaps.structured(result, request.workspace().map(Workspace::name), maxImage));
+        return new ServerSetup(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools,
+                Optional.of(j));
+    }
+
+    /**
+     * What a server closes of its engine when it stops: the jobs first (the runs the executor then kills end
+     * {@code lost}, not {@code cancelled}), then the executor, which finishes or kills its runs within the grace.
+     */
+    public void closeEngine() {
+        jobs.ifPresent(Jobs::close);
+        try {
+            executor.close();
+        } catch (RuntimeException e) {
+            org.slf4j.LoggerFactory.getLogger(ServerSetup.class).warn("executor did not close cleanly: {}", e.toString());
+        }
+    }
+
+    /** The background jobs; a setup no server has started has none (an error a surface shows). */
+    public Jobs jobsOrFail() {
+        return jobs.orElseThrow(() -> new ExecutionException.Unavailable("background jobs are not available here"));
     }
 }

@@ -70,6 +70,7 @@ public final class WireFormat {
         sessionWorker.ifPresent(b::setSessionWorker);
         b.addAllEgressAllow(r.egress().patterns()).setEgressAsked(r.egressAsked());
         r.packages().ifPresent(set -> b.addAllPackages(set.specs()));
+        b.setBackground(r.background());
         return b.build();
     }
 
@@ -97,6 +98,7 @@ public final class WireFormat {
                 .egress(EgressPolicy.of(p.getEgressAllowList()), p.getEgressAsked())
                 .packages(p.getPackagesCount() == 0 ? Optional.empty()
                         : Optional.of(dev.codeexec.packages.PackageSet.parse(p.getLanguage(), p.getPackagesList())))
+                .background(p.getBackground() && p.getSession().isEmpty())
                 .build();
     }
 

@@ -95,7 +95,9 @@ public final class WorkerServer implements AutoCloseable {
         String token = config.get(Config.WORKER_TOKEN);
         if (!token.isEmpty()) interceptors.add(new TokenInterceptor(token));
 
-        long longestRunMs = (long) config.get(Config.MAX_TIMEOUT_MS) + config.get(Config.QUEUE_TIMEOUT_MS) + 60_000;
+        // a background job's run is a call too: it must outlive a connection's age as well
+        long longestRunMs = (long) Math.max(config.get(Config.MAX_TIMEOUT_MS), config.get(Config.JOB_MAX_TIMEOUT_MS))
+                + config.get(Config.QUEUE_TIMEOUT_MS) + 60_000;
         NettyServerBuilder builder;
         InetSocketAddress address = new InetSocketAddress(config.get(Config.WORKER_HOST), config.get(Config.WORKER_PORT));
         try {

@@ -180,14 +180,18 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     /** The request validated again (language, sizes, args, env) with limits clamped to this worker's maxima. */
     private ExecutionRequest toRequest(ExecuteRequest req) {
         ExecutionRequest wire = WireFormat.fromProto(req, (tenant, name) -> workspaces.open(tenant, name, false));
-        Limits limits = clamp(wire.limits(), RequestValidator.defaultLimits(config, config.maxTimeout()));
+        boolean job = wire.background();
+        Limits limits = clamp(wire.limits(), job
+                ? RequestValidator.jobLimits(config, java.time.Duration.ofMillis(config.get(Config.JOB_MAX_TIMEOUT_MS)))
+                : RequestValidator.defaultLimits(config, config.maxTimeout()));
         ExecutionRequest checked = validator.validate(req.getLanguage(), wire.code(), wire.stdin(),
-                limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit());
+                limits.timeout().toMillis(), wire.args(), wire.env(), wire.audit(), job);
         // the gateway decided the caller's network policy; this worker's proxy enforces it (or refuses: EGRESS=off);
         // the declared packages were checked again by fromProto, for the language the worker runs
         return ExecutionRequest.builder(checked.language(), checked.code(), limits).stdin(checked.stdin())
                 .args(checked.args()).env(checked.env()).audit(wire.audit()).workspace(wire.workspace())
-                .session(wire.session()).egress(wire.egress(), wire.egressAsked()).packages(wire.packages()).build();
+                .session(wire.session()).egress(wire.egress(), wire.egressAsked()).packages(wire.packages()).background(job)
+                .build();
     }
 
     static Limits clamp(Limits asked, Limits max) {

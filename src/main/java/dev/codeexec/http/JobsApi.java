@@ -1,0 +1,240 @@
+package dev.codeexec.http;
+
+import dev.codeexec.auth.Principal;
+import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionRequest.AuditInfo;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.job.Job;
+import dev.codeexec.job.JobLog;
+import dev.codeexec.job.Jobs;
+import dev.codeexec.surface.JobMaps;
+import dev.codeexec.surface.ServerSetup;
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Background jobs over REST: {@code POST /api/jobs} (execute_code's arguments; the job starts or queues, 202),
+ * {@code GET /api/jobs} (newest first), {@code GET /api/jobs/{job}} (its status), {@code DELETE /api/jobs/{job}}
+ * (cancel), {@code GET /api/jobs/{job}/stdout} and {@code /stderr} (the kept log as text; {@code Range: bytes=N-}
+ * reads from byte N of everything the job wrote, 206, so a client can tail it), and {@code GET
+ * /api/jobs/{job}/events} (server-sent events for the console: {@code output} pieces with their offsets and
+ * {@code status} changes, until the job has ended and its output is sent). A tenant key sees its own jobs only;
+ * another tenant's id is 404 like one that never existed; an admin key sees every tenant's (or one's, with
+ * {@code ?tenant=}).
+ */
+final class JobsApi {
+
+    static final String PATH = JsonErrors.API_PATH + "/jobs";
+    private static final Pattern ROUTE = Pattern.compile("^" + Pattern.quote(PATH)
+            + "(?:/([A-Za-z0-9-]{1,80})(?:/(stdout|stderr|events))?)?/?$");
+    private static final Pattern RANGE = Pattern.compile("^bytes=(\\d{1,18})-(\\d{1,18})?$");
+    /** How often the event stream looks for new output and a change of status. */
+    static final long EVENTS_POLL_MS = 250;
+
+    private final ServerSetup setup;
+    private final long maxBodyBytes;
+    private final Bodies bodies;
+
+    JobsApi(ServerSetup setup, long maxBodyBytes, Bodies bodies) {
+        this.setup = setup;
+        this.maxBodyBytes = maxBodyBytes;
+        this.bodies = bodies;
+    }
+
+    static boolean handles(String uri) {
+        return uri.equals(PATH) || uri.startsWith(PATH + "/");
+    }
+
+    void handle(String method, Principal who, HttpServletRequest req, HttpServletResponse resp) throws IOException {
+        Matcher m = ROUTE.matcher(req.getRequestURI());
+        if (!m.matches()) throw new ApiException(404, "not_found", "no such API route");
+        Map<String, String> query = ApiRoute.query(req.getQueryString());
+        Jobs jobs = setup.jobs().orElseThrow(() -> new ApiException(503, "unavailable", "background jobs are not available here"));
+        if (m.group(1) == null) {
+            switch (method) {
+                case "POST" -> start(AdminApi.actingTenant(who, query.get("tenant")), who, req, resp);
+                case "GET" -> {
+                    List<Map<String, Object>> out = new ArrayList<>();
+                    for (Job j : jobs.list(AdminApi.viewScope(who, query.get("tenant")))) {
+                        Map<String, Object> s = JobMaps.status(jobs, j);
+                        s.remove("result");
+                        s.put("tenant", j.tenant());
+                        out.add(s);
+                    }
+                    ApiServlet.json(resp, 200, Map.of("jobs", out));
+                }
+                default -> throw new ApiException(405, "method_not_allowed", method + " is not allowed on this route");
+            }
+            return;
+        }
+        Job job = jobs.find(AdminApi.viewScope(who, query.get("tenant")), m.group(1))
+                .orElseThrow(() -> new ApiException(404, "not_found", "no such job"));
+        String part = m.group(2);
+        if (part == null && method.equals("GET")) {
+            Map<String, Object> s = JobMaps.status(jobs, job);
+            s.put("tenant", job.tenant());
+            ApiServlet.json(resp, 200, s);
+        } else if (part == null && method.equals("DELETE")) {
+            jobs.cancel(job);
+            try {
+                job.ended().get(10, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                // answered with the status as it is
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            ApiServlet.json(resp, 200, JobMaps.status(jobs, job));
+        } else if (part != null && method.equals("GET")) {
+            if (part.equals("events")) events(jobs, job, query, resp);
+            else log(job, part.equals("stdout") ? OutputListener.Stream.STDOUT : OutputListener.Stream.STDERR, req, resp);
+        } else {
+            throw new ApiException(405, "method_not_allowed", method + " is not allowed on this route");
+        }
+    }
+
+    private void start(String tenant, Principal who, HttpServletRequest req, HttpServletResponse resp)
+            throws IOException {
+        Map<String, Object> args;
+        try (Bodies.Body body = bodies.read(req, maxBodyBytes, "MAX_BODY_MB")) {
+            args = ExecuteStream.Endpoint.parse(body.bytes());
+        } catch (Bodies.Refused e) {
+            throw e.api(resp);
+        }
+        Map<String, Object> withBackground = new LinkedHashMap<>(args);
+        withBackground.put("background", true);
+        ExecutionRequest request;
+        try {
+            Optional<EgressPolicy> own = who.egress();
+            request = setup.request(withBackground, tenant, own, new AuditInfo(Optional.of(tenant),
+                    Optional.empty(), Optional.empty(), RequestTracker.requestId(req)));
+        } catch (ExecutionException.InvalidRequest e) {
+            throw new ApiException(400, e.code(), e.getMessage());
+        }
+        started(setup, request, resp);
+    }
+
+    /** Starts the job of a checked request and answers 202 with its status (429 when the queue is full). */
+    static void started(ServerSetup setup, ExecutionRequest request, HttpServletResponse resp) throws IOException {
+        Job job;
+        try {
+            job = setup.jobsOrFail().start(request);
+        } catch (ExecutionException.InvalidRequest e) {
+            throw new ApiException(400, e.code(), e.getMessage());
+        } catch (ExecutionException.Busy e) {
+            resp.setHeader("Retry-After", "10");
+            throw new ApiException(429, e.code(), e.getMessage());
+        } catch (ExecutionException e) {
+            throw new ApiException(503, e.code(), e.getMessage());
+        }
+        resp.setHeader("Location", PATH + "/" + job.id());
+        ApiServlet.json(resp, 202, JobMaps.status(setup.jobsOrFail(), job));
+    }
+
+    /** The log as text: all that is kept (a marker where bytes were dropped), or from {@code Range: bytes=N-}. */
+    private static void log(Job job, OutputListener.Stream stream, HttpServletRequest req, HttpServletResponse resp)
+            throws IOException {
+        long total = job.log(stream).total();
+        String range = req.getHeader("Range");
+        long from = 0, to = Long.MAX_VALUE;
+        if (range != null) {
+            Matcher r = RANGE.matcher(range.strip());
+            if (!r.matches()) throw new ApiException(416, "bad_range", "only one range 'bytes=FROM-' or 'bytes=FROM-TO' is served");
+            from = Long.parseLong(r.group(1));
+            if (r.group(2) != null) to = Long.parseLong(r.group(2));
+            if (from >= total || to < from) {
+                resp.setHeader("Content-Range", "bytes */" + total);
+                throw new ApiException(416, "bad_range", "the log has " + total + " bytes");
+            }
+        }
+        resp.setContentType("text/plain; charset=utf-8");
+        resp.setHeader("Cache-Control", "no-store");
+        resp.setHeader("X-Content-Type-Options", "nosniff");
+        resp.setHeader("Accept-Ranges", "bytes");
+        resp.setHeader("X-Codeexec-Total", Long.toString(total));
+        long end = Math.min(total, to == Long.MAX_VALUE ? total : to + 1);
+        if (range != null) {
+            // one contiguous piece from FROM: what is kept there (a dropped start is skipped and said so)
+            JobLog.Chunk c = job.read(stream, from, (int) Math.min(end - from, 4L << 20));
+            resp.setStatus(206);
+            resp.setHeader("Content-Range", "bytes " + c.from() + "-" + (c.next() - 1) + "/" + total);
+            if (c.skipped() > 0) resp.setHeader("X-Codeexec-Skipped", Long.toString(c.skipped()));
+            resp.getOutputStream().write(c.bytes());
+            return;
+        }
+        resp.setStatus(200);
+        ServletOutputStream out = resp.getOutputStream();
+        long at = 0;
+        while (at < end) {
+            JobLog.Chunk c = job.read(stream, at, JobMaps.READ_MAX);
+            if (c.next() <= at) break;
+            out.write(JobMaps.text(c).getBytes(StandardCharsets.UTF_8));
+            at = c.next();
+        }
+    }
+
+    /** Server-sent events: output from the offsets asked ({@code ?stdout=&stderr=}), status changes, until the end. */
+    private static void events(Jobs jobs, Job job, Map<String, String> query, HttpServletResponse resp) throws IOException {
+        resp.setStatus(200);
+        resp.setContentType("text/event-stream");
+        resp.setCharacterEncoding(StandardCharsets.UTF_8.name());
+        resp.setHeader("Cache-Control", "no-store");
+        resp.setHeader("X-Accel-Buffering", "no");
+        ServletOutputStream out = resp.getOutputStream();
+        long outAt = offset(query.get("stdout")), errAt = offset(query.get("stderr"));
+        String lastStatus = null;
+        while (true) {
+            boolean ended = job.isEnded(); // read first: the output read after it is then complete
+            for (OutputListener.Stream s : OutputListener.Stream.values()) {
+                long at = s == OutputListener.Stream.STDOUT ? outAt : errAt;
+                while (true) {
+                    JobLog.Chunk c = job.read(s, at, JobMaps.READ_MAX);
+                    if (c.next() <= at) break;
+                    send(out, "output", Map.of("stream", s.name().toLowerCase(java.util.Locale.ROOT),
+                            "text", JobMaps.text(c), "offset", c.next()));
+                    at = c.next();
+                }
+                if (s == OutputListener.Stream.STDOUT) outAt = at;
+                else errAt = at;
+            }
+            if (!job.status().equals(lastStatus) || ended) {
+                lastStatus = job.status();
+                send(out, "status", JobMaps.status(jobs, job));
+            }
+            if (ended) return;
+            try {
+                Thread.sleep(EVENTS_POLL_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    private static long offset(String v) {
+        if (v == null || v.isEmpty()) return 0;
+        try {
+            return Math.max(0, Long.parseLong(v));
+        } catch (NumberFormatException e) {
+            throw ApiException.badRequest("an offset must be a whole number of bytes");
+        }
+    }
+
+    private static void send(ServletOutputStream out, String event, Map<String, Object> data) throws IOException {
+        String json = JsonErrors.JSON.writeValueAsString(data);
+        out.write(("event: " + event + "\ndata: " + json + "\n\n").getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+}

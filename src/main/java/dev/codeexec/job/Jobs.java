@@ -1,0 +1,417 @@
+package dev.codeexec.job;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.config.DataDir;
+import dev.codeexec.config.Ids;
+import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.ExecutionRequest;
+import dev.codeexec.engine.ExecutionResult;
+import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.RunHandle;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import tools.jackson.core.type.TypeReference;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BiFunction;
+import java.util.stream.Stream;
+
+/**
+ * Background jobs: runs that outlive the call that started them ({@code execute_code} with {@code background: true},
+ * {@code POST /api/jobs}). A job belongs to its tenant, not to an MCP session or a connection: it is found by its id
+ * (unguessable) and its tenant, from any session, the REST API or the console.
+ *
+ * <p>Slots of their own: at most MAX_JOBS running at once server-wide and MAX_JOBS_PER_TENANT per tenant, apart from
+ * MAX_CONCURRENT (a long job never takes an interactive call's slot); past them a job waits in one queue
+ * (JOB_QUEUE_SIZE, first come first served among the tenants under their cap), past that it is refused. The run
+ * itself is the executor's (a request marked {@code background}: its own threads, the job's limits, a lower CPU
+ * weight), so a job's result carries everything a foreground run's does.
+ *
+ * <p>On disk, DATA_DIR/jobs/{id}/: {@code job.json} (the record, rewritten atomically at each change of status) and
+ * the two logs ({@link JobLog}, JOB_LOG_MB each). At start every record is read back: a job that was queued or
+ * running when its server went away is recorded {@code lost} (a process cannot outlive its server), its logs kept.
+ * Ended jobs are removed JOB_RETENTION_HOURS after they ended.
+ */
+public final class Jobs implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Jobs.class);
+    private static final Logger AUDIT = LoggerFactory.getLogger("audit");
+    private static final JsonMapper JSON = JsonMapper.shared();
+    private static final String RECORD = "job.json";
+    /** How often the retention sweep looks for expired jobs. */
+    static final Duration SWEEP_EVERY = Duration.ofMinutes(5);
+
+    private final Executor executor;
+    private final Path root;
+    private final BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap;
+    private final Clock clock;
+    private final int maxJobs;
+    private final int perTenant;
+    private final int queueSize;
+    private final long logBytes;
+    private final Duration retention;
+    private final Map<String, Job> jobs = new ConcurrentHashMap<>();
+    /** Jobs waiting for a slot, in arrival order; guarded by {@code this}, like the counts below. */
+    private final Deque<Pending> queue = new ArrayDeque<>();
+    private final Map<String, Integer> runningPerTenant = new HashMap<>();
+    private int running;
+    private final Map<String, Long> endedByStatus = new ConcurrentHashMap<>();
+    private final ScheduledExecutorService sweeper;
+    private volatile boolean closed;
+
+    private record Pending(Job job, ExecutionRequest request) {
+    }
+
+    private Jobs(Executor executor, Config config, Path root, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
+            Clock clock) {
+        this.executor = executor;
+        this.root = root;
+        this.resultMap = resultMap;
+        this.clock = clock;
+        this.maxJobs = config.get(Config.MAX_JOBS);
+        this.perTenant = config.get(Config.MAX_JOBS_PER_TENANT);
+        this.queueSize = config.get(Config.JOB_QUEUE_SIZE);
+        this.logBytes = (long) config.get(Config.JOB_LOG_MB) << 20;
+        this.retention = Duration.ofHours(config.get(Config.JOB_RETENTION_HOURS));
+        this.sweeper = Executors.newSingleThreadScheduledExecutor(Thread.ofPlatform().name("jobs-retention").daemon(true)
+                .factory());
+    }
+
+    /**
+     * The jobs of this server: DATA_DIR/jobs read back (running ones recorded lost), the retention sweep started.
+     *
+     * @param resultMap a run's result (of its request) as the surfaces show it, kept with the job and in its record
+     */
+    public static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap) {
+        return open(config, executor, resultMap, DataDir.of(config).root().resolve("jobs"), Clock.systemUTC());
+    }
+
+    static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
+            Path root, Clock clock) {
+        Jobs j = new Jobs(executor, config, root, resultMap, clock);
+        try {
+            Files.createDirectories(root);
+            Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx------"));
+            j.readBack();
+        } catch (IOException e) {
+            LOG.warn("jobs: cannot read {}: {}; earlier jobs are not listed", root, e.toString());
+        }
+        j.sweeper.scheduleWithFixedDelay(j::sweepQuietly, SWEEP_EVERY.toMillis(), SWEEP_EVERY.toMillis(),
+                TimeUnit.MILLISECONDS);
+        return j;
+    }
+
+    /** Every record left in the directory: ended ones as they were, queued or running ones now lost. */
+    private void readBack() throws IOException {
+        int lost = 0;
+        try (Stream<Path> dirs = Files.list(root)) {
+            for (Path d : dirs.toList()) {
+                Path rec = d.resolve(RECORD);
+                if (!Files.isRegularFile(rec, java.nio.file.LinkOption.NOFOLLOW_LINKS)) continue;
+                try {
+                    Map<String, Object> r = JSON.readValue(Files.readAllBytes(rec), new TypeReference<Map<String, Object>>() { });
+                    Job job = Job.fromRecord(r, d, JobLog.open(d, "stdout", logBytes), JobLog.open(d, "stderr", logBytes));
+                    if (!job.isEnded()) {
+                        job.end(Job.LOST, clock.instant(), "the server stopped while the job was " + job.status()
+                                + ": a process cannot outlive its server; the output it wrote is kept", null);
+                        write(job);
+                        lost++;
+                        AUDIT.info("job lost id={} tenant={} reason=server_restart", job.id(), job.tenant());
+                    }
+                    job.completeEnded();
+                    jobs.put(job.id(), job);
+                } catch (IOException | RuntimeException e) {
+                    LOG.warn("jobs: cannot read the record {}: {}", rec, e.toString());
+                }
+            }
+        }
+        if (!jobs.isEmpty()) LOG.info("jobs: {} kept from before ({} lost with the last server)", jobs.size(), lost);
+    }
+
+    /**
+     * Starts a job for the request's tenant: it runs at once when a slot is free, else it waits in the queue.
+     *
+     * @param request a request marked {@code background} (RequestValidator made its limits)
+     * @throws ExecutionException.InvalidRequest jobs are off here (MAX_JOBS=0), or the request is not a background one
+     * @throws ExecutionException.Busy           the queue is full
+     */
+    public Job start(ExecutionRequest request) {
+        if (!request.background()) throw new IllegalArgumentException("not a background request");
+        if (closed) throw new ExecutionException.Unavailable("the server is shutting down; no new jobs are accepted");
+        if (maxJobs == 0) throw new ExecutionException.InvalidRequest("background jobs are off on this server (MAX_JOBS=0)");
+        String tenant = request.audit().tenant().orElse("default");
+        String id = "job-" + Ids.hex(16);
+        Path dir = root.resolve(id);
+        Job job;
+        try {
+            Files.createDirectory(dir);
+            job = new Job(id, tenant, dir, declared(request), clock.instant(), Job.QUEUED,
+                    JobLog.open(dir, "stdout", logBytes), JobLog.open(dir, "stderr", logBytes));
+        } catch (IOException e) {
+            DataDir.deleteTree(dir);
+            throw new ExecutionException.Unavailable("the job's directory cannot be made: " + e.getMessage());
+        }
+        boolean now;
+        synchronized (this) {
+            now = queue.isEmpty() && fits(tenant);
+            if (!now && queue.size() >= queueSize) {
+                DataDir.deleteTree(dir);
+                throw new ExecutionException.Busy("the server runs " + maxJobs + " background jobs at once (MAX_JOBS), "
+                        + perTenant + " per tenant (MAX_JOBS_PER_TENANT), and " + queue.size()
+                        + " more are waiting (JOB_QUEUE_SIZE); try again later");
+            }
+            jobs.put(id, job);
+            if (now) take(tenant);
+            else queue.add(new Pending(job, request));
+        }
+        writeQuietly(job);
+        AUDIT.info("job start id={} tenant={} language={} timeoutMs={} queued={}", id, tenant, request.language(),
+                request.limits().timeout().toMillis(), !now);
+        if (now) run(job, request);
+        return job;
+    }
+
+    private static Map<String, Object> declared(ExecutionRequest r) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("language", r.language());
+        m.put("timeoutMs", r.limits().timeout().toMillis());
+        r.workspace().ifPresent(w -> m.put("workspace", w.name()));
+        if (!r.egress().isOff()) m.put("network", r.egress().patterns());
+        r.packages().ifPresent(p -> m.put("packages", p.specs()));
+        if (!r.args().isEmpty()) m.put("args", r.args());
+        return m;
+    }
+
+    private boolean fits(String tenant) {
+        return running < maxJobs && runningPerTenant.getOrDefault(tenant, 0) < perTenant;
+    }
+
+    private void take(String tenant) {
+        running++;
+        runningPerTenant.merge(tenant, 1, Integer::sum);
+    }
+
+    private void release(String tenant) {
+        running--;
+        runningPerTenant.computeIfPresent(tenant, (k, v) -> v <= 1 ? null : v - 1);
+    }
+
+    /** Submits the job's run; its output goes to its logs and watchers, its end to {@link #finish}. */
+    private void run(Job job, ExecutionRequest request) {
+        OutputListener sink = new OutputListener() {
+            @Override
+            public void onOutput(Stream stream, String text) {
+                onOutput(stream, text, System.currentTimeMillis());
+            }
+
+            @Override
+            public void onOutput(Stream stream, String text, long atMillis) {
+                try {
+                    job.log(stream).append(text.getBytes(StandardCharsets.UTF_8));
+                } catch (IOException e) {
+                    LOG.warn("job {}: cannot write its {}: {}", job.id(), stream, e.toString());
+                }
+                job.output(stream, text, atMillis);
+            }
+
+            @Override
+            public boolean onStart(String runId) {
+                job.started(clock.instant());
+                writeQuietly(job);
+                return true;
+            }
+        };
+        RunHandle handle;
+        try {
+            handle = executor.submit(request, sink);
+        } catch (ExecutionException e) {
+            finish(job, request, null, e.getMessage());
+            return;
+        }
+        job.cancel = handle::cancel;
+        handle.result().whenComplete((r, e) -> finish(job, request, r, e == null ? null
+                : e.getCause() instanceof ExecutionException ee ? ee.getMessage()
+                : e instanceof ExecutionException ee2 ? ee2.getMessage() : "the run failed inside the server"));
+    }
+
+    /** The job ended: its record written, its slot given to the next job that fits. */
+    private void finish(Job job, ExecutionRequest request, ExecutionResult r, String error) {
+        String how;
+        String message = null;
+        Map<String, Object> res = null;
+        if (r != null) {
+            how = closed && r.outcome() == dev.codeexec.engine.Outcome.CANCELLED ? Job.LOST : r.outcome().wireName();
+            if (how.equals(Job.LOST)) message = "the server stopped while the job was running";
+            else if (r.outcome() == dev.codeexec.engine.Outcome.WORKER_LOST) {
+                how = Job.LOST;
+                message = "the worker " + r.worker().orElse("") + " that ran the job went away";
+            } else {
+                res = new LinkedHashMap<>(resultMap.apply(request, r));
+                res.remove("stdout");
+                res.remove("stderr");
+            }
+        } else {
+            how = Job.FAILED;
+            message = error;
+        }
+        job.end(how, clock.instant(), message, res);
+        writeQuietly(job);
+        endedByStatus.merge(how, 1L, Long::sum);
+        AUDIT.info("job end id={} tenant={} status={} stdoutBytes={} stderrBytes={}", job.id(), job.tenant(), how,
+                job.stdout.total(), job.stderr.total());
+        job.completeEnded();
+        List<Pending> next = new ArrayList<>();
+        synchronized (this) {
+            release(job.tenant()); // every job that gets here took its slot before its run was submitted
+            for (var it = queue.iterator(); it.hasNext() && running < maxJobs; ) {
+                Pending p = it.next();
+                if (!fits(p.job().tenant())) continue;
+                it.remove();
+                take(p.job().tenant());
+                next.add(p);
+            }
+        }
+        for (Pending p : next) run(p.job(), p.request());
+    }
+
+    /** A job of {@code tenant} (empty: any tenant's, for an admin); another tenant's id is not found. */
+    public Optional<Job> find(Optional<String> tenant, String id) {
+        Job j = id == null ? null : jobs.get(id);
+        if (j == null || tenant.isPresent() && !tenant.get().equals(j.tenant())) return Optional.empty();
+        return Optional.of(j);
+    }
+
+    /** The jobs of {@code tenant} (empty: every tenant's), newest first. */
+    public List<Job> list(Optional<String> tenant) {
+        return jobs.values().stream().filter(j -> tenant.isEmpty() || tenant.get().equals(j.tenant()))
+                .sorted(Comparator.comparing(Job::createdAt).reversed()).toList();
+    }
+
+    /** A queued job's place in the queue (1 = next), or empty when it is not waiting. */
+    public synchronized Optional<Integer> position(Job job) {
+        int i = 1;
+        for (Pending p : queue) {
+            if (p.job() == job) return Optional.of(i);
+            i++;
+        }
+        return Optional.empty();
+    }
+
+    /**
+     * Cancels a job: a queued one leaves the queue, a running one's whole process tree is killed. Its record and
+     * output stay. Nothing happens to a job that has ended.
+     */
+    public void cancel(Job job) {
+        Pending dropped = null;
+        synchronized (this) {
+            for (var it = queue.iterator(); it.hasNext(); ) {
+                Pending p = it.next();
+                if (p.job() == job) {
+                    it.remove();
+                    dropped = p;
+                }
+            }
+        }
+        AUDIT.info("job cancel id={} tenant={} status={}", job.id(), job.tenant(), job.status());
+        if (dropped != null) {
+            job.end(dev.codeexec.engine.Outcome.CANCELLED.wireName(), clock.instant(), "cancelled while queued", null);
+            writeQuietly(job);
+            endedByStatus.merge(job.status(), 1L, Long::sum);
+            job.completeEnded();
+        } else if (!job.isEnded()) {
+            job.cancel.run();
+        }
+    }
+
+    /** Running jobs, all tenants. */
+    public synchronized int running() {
+        return running;
+    }
+
+    /** Queued jobs, all tenants. */
+    public synchronized int queued() {
+        return queue.size();
+    }
+
+    /** Ended jobs since the server started, by status. */
+    public Map<String, Long> endedByStatus() {
+        return Map.copyOf(endedByStatus);
+    }
+
+    public int maxJobs() {
+        return maxJobs;
+    }
+
+    /** Removes ended jobs whose end lies more than JOB_RETENTION_HOURS back, with their logs. */
+    void sweep() {
+        Instant cutoff = clock.instant().minus(retention);
+        for (Job j : List.copyOf(jobs.values())) {
+            if (!j.isEnded() || j.endedAt().map(t -> t.isAfter(cutoff)).orElse(true)) continue;
+            jobs.remove(j.id());
+            DataDir.deleteTree(j.dir());
+            AUDIT.info("job removed id={} tenant={} reason=retention", j.id(), j.tenant());
+        }
+    }
+
+    private void sweepQuietly() {
+        try {
+            sweep();
+        } catch (RuntimeException e) {
+            LOG.warn("jobs: retention sweep failed: {}", e.toString());
+        }
+    }
+
+    private void writeQuietly(Job job) {
+        try {
+            write(job);
+        } catch (IOException e) {
+            LOG.warn("job {}: cannot write its record: {}", job.id(), e.toString());
+        }
+    }
+
+    private static void write(Job job) throws IOException {
+        DataDir.write(job.dir().resolve(RECORD), JSON.writeValueAsBytes(job.record()), "rw-------");
+    }
+
+    /**
+     * Stops taking jobs. Queued jobs end {@code lost} now; running ones are killed by the executor's close, and end
+     * {@code lost} as they finish ({@link #finish}); a record still running on disk is made lost at the next start.
+     */
+    @Override
+    public void close() {
+        closed = true;
+        sweeper.shutdownNow();
+        List<Pending> left;
+        synchronized (this) {
+            left = new ArrayList<>(queue);
+            queue.clear();
+        }
+        for (Pending p : left) {
+            p.job().end(Job.LOST, clock.instant(), "the server stopped while the job was queued", null);
+            writeQuietly(p.job());
+            p.job().completeEnded();
+        }
+    }
+}
