@@ -51,6 +51,19 @@ public final class Upstreams implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(Upstreams.class);
     static final Duration RETRY = Duration.ofSeconds(5);
+    /** Seconds an idle connection to an HTTP upstream is kept by the JDK's client (see the static block). */
+    static final String KEEP_ALIVE_SECONDS = "4";
+
+    static {
+        // The JDK's HTTP client keeps an idle connection 30 s; Node's HTTP server (the usual MCP server) closes one
+        // after 5 s. A call sent on a connection just as its server closes it meets EOF before any byte of the answer
+        // ("header parser received no bytes"), and the tool call fails upstream_unavailable: CI saw it after a 5.7 s
+        // pause between two calls to one upstream. Dropping idle connections first (4 s) leaves no such moment for
+        // servers that wait 5 s or more. Read once, when the JDK's pool is first used: set here, before this class
+        // builds the first client of the process; a value given with -D is kept.
+        if (System.getProperty("jdk.httpclient.keepalive.timeout") == null)
+            System.setProperty("jdk.httpclient.keepalive.timeout", KEEP_ALIVE_SECONDS);
+    }
     private static final Duration INIT_TIMEOUT = Duration.ofSeconds(20);
     private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
