@@ -46,6 +46,7 @@ public final class Job {
     /** The run's result as every surface shows it (without its stdout and stderr, which the logs hold), once ended. */
     private volatile Map<String, Object> result;
     volatile Runnable cancel = () -> { };
+    volatile boolean cancelRequested;
 
     Job(String id, String tenant, Path dir, Map<String, Object> declared, Instant createdAt, String status,
             JobLog stdout, JobLog stderr) {

@@ -84,6 +84,27 @@ public final class Jobs implements AutoCloseable {
     private record Pending(Job job, ExecutionRequest request) {
     }
 
+    /** Told of every job's change of status (started, ended, lost): a surface's subscriptions. */
+    private final List<java.util.function.Consumer<Job>> listeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    /**
+     * Calls {@code listener} after each change of any job's status, on the thread that made it: it must not block
+     * (an MCP server hands the notification to a thread of its own). A listener's failure is its own.
+     */
+    public void onChange(java.util.function.Consumer<Job> listener) {
+        listeners.add(listener);
+    }
+
+    private void changed(Job job) {
+        for (var l : listeners) {
+            try {
+                l.accept(job);
+            } catch (RuntimeException e) {
+                LOG.warn("jobs: a listener failed: {}", e.toString());
+            }
+        }
+    }
+
     private Jobs(Executor executor, Config config, Path root, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
             Clock clock) {
         this.executor = executor;
@@ -175,7 +196,8 @@ public final class Jobs implements AutoCloseable {
         }
         boolean now;
         synchronized (this) {
-            now = queue.isEmpty() && fits(tenant);
+            // a queued job that fits would have been started when its slot freed: what waits does not fit now
+            now = fits(tenant);
             if (!now && queue.size() >= queueSize) {
                 DataDir.deleteTree(dir);
                 throw new ExecutionException.Busy("the server runs " + maxJobs + " background jobs at once (MAX_JOBS), "
@@ -235,14 +257,11 @@ public final class Jobs implements AutoCloseable {
                 }
                 job.output(stream, text, atMillis);
             }
-
-            @Override
-            public boolean onStart(String runId) {
-                job.started(clock.instant());
-                writeQuietly(job);
-                return true;
-            }
         };
+        // running from here: it holds a job slot, and the executor starts a background run at once (no queue)
+        job.started(clock.instant());
+        writeQuietly(job);
+        changed(job);
         RunHandle handle;
         try {
             handle = executor.submit(request, sink);
@@ -251,6 +270,7 @@ public final class Jobs implements AutoCloseable {
             return;
         }
         job.cancel = handle::cancel;
+        if (job.cancelRequested) handle.cancel(); // a cancel that came while the run was being submitted
         handle.result().whenComplete((r, e) -> finish(job, request, r, e == null ? null
                 : e.getCause() instanceof ExecutionException ee ? ee.getMessage()
                 : e instanceof ExecutionException ee2 ? ee2.getMessage() : "the run failed inside the server"));
@@ -281,7 +301,6 @@ public final class Jobs implements AutoCloseable {
         endedByStatus.merge(how, 1L, Long::sum);
         AUDIT.info("job end id={} tenant={} status={} stdoutBytes={} stderrBytes={}", job.id(), job.tenant(), how,
                 job.stdout.total(), job.stderr.total());
-        job.completeEnded();
         List<Pending> next = new ArrayList<>();
         synchronized (this) {
             release(job.tenant()); // every job that gets here took its slot before its run was submitted
@@ -293,6 +312,8 @@ public final class Jobs implements AutoCloseable {
                 next.add(p);
             }
         }
+        job.completeEnded(); // after the slot is given back: whoever sees the end sees the counts of after it
+        changed(job);
         for (Pending p : next) run(p.job(), p.request());
     }
 
@@ -340,7 +361,9 @@ public final class Jobs implements AutoCloseable {
             writeQuietly(job);
             endedByStatus.merge(job.status(), 1L, Long::sum);
             job.completeEnded();
+            changed(job);
         } else if (!job.isEnded()) {
+            job.cancelRequested = true;
             job.cancel.run();
         }
     }
@@ -412,6 +435,7 @@ public final class Jobs implements AutoCloseable {
             p.job().end(Job.LOST, clock.instant(), "the server stopped while the job was queued", null);
             writeQuietly(p.job());
             p.job().completeEnded();
+            changed(p.job());
         }
     }
 }

@@ -52,6 +52,8 @@ final class JobTools {
         Jobs jobs = setup.jobsOrFail();
         Job job = jobs.start(request);
         Map<String, Object> s = JobMaps.status(jobs, job);
+        // execute_code's answer: a job that ended already is read through job_status (`result` means a session's here)
+        s.remove("result");
         return FileTools.ok(s, "job " + job.id() + " " + job.status()
                 + (s.containsKey("position") ? " (place " + s.get("position") + " in the queue)" : "")
                 + ": " + job.declared().get("language") + ", timeout " + job.declared().get("timeoutMs") + " ms. "
@@ -203,13 +205,59 @@ final class JobTools {
     private static Tool tool(String name, String title, String description, Map<String, Object> props,
             List<String> required, ToolHints hints) {
         return Tool.builder().name(name).title(title).description(description)
-                .inputSchema(FileTools.input(props, required)).annotations(hints.annotations(title)).build();
+                .inputSchema(FileTools.input(props, required))
+                .outputSchema(name.equals("job_list") ? Map.of("type", "object", "properties", Map.of("jobs",
+                        Map.of("type", "array", "items", statusSchema())), "required", List.of("jobs")) : statusSchema())
+                .annotations(hints.annotations(title)).build();
+    }
+
+    /** A job's status as JobMaps gives it, with the output read since the offsets asked (job_status, job_wait). */
+    static Map<String, Object> statusSchema() {
+        Map<String, Object> str = Map.of("type", "string");
+        Map<String, Object> integer = Map.of("type", "integer");
+        Map<String, Object> offsets = Map.of("type", "object", "properties", Map.of("stdout", integer, "stderr", integer));
+        Map<String, Object> p = new java.util.LinkedHashMap<>();
+        p.put("job", str);
+        p.put("status", Map.of("type", "string", "description", "queued, running, then a run outcome (exited, "
+                + "timeout, cancelled, memory_limit, ...), lost or failed."));
+        p.put("position", Map.of("type", "integer", "description", "While queued: its place (1 = next)."));
+        p.put("language", str);
+        p.put("timeoutMs", integer);
+        p.put("workspace", str);
+        p.put("network", Map.of("type", "array", "items", str));
+        p.put("packages", Map.of("type", "array", "items", str));
+        p.put("args", Map.of("type", "array", "items", str));
+        p.put("createdAt", Map.of("type", "string", "format", "date-time"));
+        p.put("startedAt", Map.of("type", "string", "format", "date-time"));
+        p.put("endedAt", Map.of("type", "string", "format", "date-time"));
+        p.put("durationMs", integer);
+        p.put("message", str);
+        p.put("exitCode", integer);
+        p.put("cpuTimeMs", Map.of("type", "number"));
+        p.put("peakMemoryBytes", integer);
+        p.put("result", Map.of("type", "object", "description", "Once ended with a run: execute_code's result "
+                + "without stdout and stderr (files, network, toolCalls, packages, ...)."));
+        p.put("sizes", Map.of("type", "object", "description", "Bytes the job wrote to each stream so far.",
+                "properties", Map.of("stdout", integer, "stderr", integer)));
+        p.put("stdout", Map.of("type", "string", "description", "Output since `since.stdout`."));
+        p.put("stderr", Map.of("type", "string", "description", "Output since `since.stderr`."));
+        p.put("offsets", Map.of("type", "object", "description", "What to pass as `since` next time.",
+                "properties", Map.of("stdout", integer, "stderr", integer)));
+        p.put("skipped", Map.of("type", "object", "description", "Bytes dropped past JOB_LOG_MB before the text given.",
+                "properties", Map.of("stdout", integer, "stderr", integer)));
+        p.put("more", Map.of("type", "boolean", "description", "A stream has more output than this answer carried."));
+        return Map.of("type", "object", "properties", p, "required", List.of("job", "status"));
     }
 
     // ---- resources: job://{job} (the status), job://{job}/stdout and job://{job}/stderr (the output) ----
 
     /** The most of a stream a resource read returns: its last this many bytes (job_status with `since` reads all). */
     static final int RESOURCE_MAX = 1 << 20;
+
+    /** The job's status resource. */
+    static String uri(Job job) {
+        return "job://" + job.id();
+    }
 
     List<SyncResourceTemplateSpecification> resources() {
         ResourceTemplate status = ResourceTemplate.builder().uriTemplate("job://{job}").name("job")

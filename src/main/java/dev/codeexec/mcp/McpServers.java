@@ -6,13 +6,18 @@ import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
+import io.modelcontextprotocol.spec.McpSchema;
 import io.modelcontextprotocol.spec.McpSchema.ServerCapabilities;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Builds the MCP server for one transport: our tools, resources, prompts and completions, the capabilities, the
  * request timeout, then the extensions (which may add features or replace the capabilities).
  */
 public final class McpServers {
+
+    private static final Logger LOG = LoggerFactory.getLogger(McpServers.class);
 
     static final String SERVER_NAME = "code-exec-mcp";
 
@@ -52,7 +57,7 @@ public final class McpServers {
                         + "job_wait, job_status, job_cancel, job_list; it outlives the call and the MCP session.")
                 .capabilities(ServerCapabilities.builder()
                         .tools(false)
-                        .resources(false, false)
+                        .resources(true, false) // subscribe: job://{job} (see JobTools)
                         .prompts(false)
                         .completions()
                         .logging()
@@ -82,6 +87,15 @@ public final class McpServers {
             spec.tools(schemas.own(c.specification())).resources(c.serversResource()).resourceTemplates(c.templates());
         });
         for (var e : setup.extensions()) if (e instanceof McpExtension m) m.apply(spec);
-        return spec.build();
+        McpSyncServer server = spec.build();
+        // a client subscribed to job://{job} hears of each change of the job's status
+        setup.jobs().ifPresent(j -> j.onChange(job -> Thread.ofVirtual().name("job-notify").start(() -> {
+            try {
+                server.notifyResourcesUpdated(new McpSchema.ResourcesUpdatedNotification(JobTools.uri(job)));
+            } catch (RuntimeException e) {
+                LOG.debug("resources/updated for {} not sent: {}", job.id(), e.toString());
+            }
+        })));
+        return server;
     }
 }

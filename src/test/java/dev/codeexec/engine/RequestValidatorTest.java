@@ -55,7 +55,8 @@ class RequestValidatorTest {
     void timeoutOutOfRangeNamesTheRange() {
         assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", 60001)))
                 .isInstanceOf(ExecutionException.InvalidRequest.class)
-                .hasMessage("'timeout_ms' must be between 1 and 60000, got 60001");
+                .hasMessage("'timeout_ms' must be between 1 and 60000, got 60001 (a longer run can go on as a background job: "
+                        + "`background: true`)");
         assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", 0)))
                 .hasMessage("'timeout_ms' must be between 1 and 60000, got 0");
         assertThatThrownBy(() -> args(map("language", "python", "code", "", "timeout_ms", 1.5)))
@@ -119,7 +120,7 @@ class RequestValidatorTest {
     void everyArgumentTheSchemaNamesIsReadAndAWrongTypeNamesIt() {
         Map<String, Object> props = (Map<String, Object>) v.inputSchema().get("properties");
         assertThat(props).containsOnlyKeys("language", "code", "stdin", "timeout_ms", "args", "env", "workspace",
-                "session", "network", "packages");
+                "session", "network", "packages", "background");
         for (String name : props.keySet()) {
             // a type no argument takes for all but env, whose wrong type is a string
             Object wrong = name.equals("env") ? "A=1" : Map.of("x", 1);
@@ -147,7 +148,16 @@ class RequestValidatorTest {
         assertThatThrownBy(() -> args(map("language", "sh", "code", "", "env", env)))
                 .isInstanceOf(ExecutionException.InvalidRequest.class);
         Map<String, Object> timeout = (Map<String, Object>) props.get("timeout_ms");
-        assertThat(timeout).containsEntry("maximum", 60000).containsEntry("default", 5000);
+        // one schema for both kinds of call: the maximum is a background job's; the description names both bounds,
+        // and the foreground bound is the one enforced without `background`
+        assertThat(timeout).containsEntry("maximum", 3600000).containsEntry("default", 5000);
+        assertThat((String) timeout.get("description")).contains("at most 60000", "at most 3600000");
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "timeout_ms", 60001)))
+                .isInstanceOf(ExecutionException.InvalidRequest.class);
+        assertThat(args(map("language", "sh", "code", "", "background", true, "timeout_ms", 3600000)).limits().timeout())
+                .isEqualTo(Duration.ofMillis(3600000));
+        assertThatThrownBy(() -> args(map("language", "sh", "code", "", "background", true, "timeout_ms", 3600001)))
+                .hasMessageContaining("for a background job");
         assertThat(args(map("language", "sh", "code", "")).limits().timeout()).isEqualTo(Duration.ofMillis(5000));
         assertThat((List<String>) ((Map<String, Object>) props.get("language")).get("enum")).contains("python", "py", "bash");
     }

@@ -69,7 +69,7 @@ class McpToolsTest {
         List<Tool> tools = client.listTools().tools();
         assertThat(tools).extracting(Tool::name).containsExactlyInAnyOrder("execute_code", "runtime_info",
                 "list_files", "read_file", "write_file", "delete_file", "workspace_info", "session_list",
-                "session_reset", "session_close");
+                "session_reset", "session_close", "job_status", "job_wait", "job_cancel", "job_list");
         Tool exec = tools.stream().filter(t -> t.name().equals("execute_code")).findFirst().orElseThrow();
         Map<String, Object> input = exec.inputSchema();
         assertThat((List<Object>) input.get("required")).containsExactlyInAnyOrder("language", "code");
@@ -119,7 +119,7 @@ class McpToolsTest {
         client.initialize();
         CallToolResult r = execute(Map.of("language", "python", "code", "print:x", "timeout_ms", 999999));
         assertThat(r.isError()).isTrue();
-        assertThat(text(r)).isEqualTo("Error [invalid_request]: 'timeout_ms' must be between 1 and 120000, got 999999");
+        assertThat(text(r)).isEqualTo("Error [invalid_request]: 'timeout_ms' must be between 1 and 120000, got 999999 (a longer run can go on as a background job: `background: true`)");
     }
 
     @Test

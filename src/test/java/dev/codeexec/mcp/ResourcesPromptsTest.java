@@ -88,7 +88,7 @@ class ResourcesPromptsTest {
     void listsTheInfoResourceAndTheFileTemplate() {
         assertThat(client.listResources().resources()).extracting(Resource::uri).containsExactly("code-exec://info");
         assertThat(client.listResourceTemplates().resourceTemplates()).extracting(ResourceTemplate::uriTemplate)
-                .containsExactly("ws://{workspace}/{+path}");
+                .containsExactly("ws://{workspace}/{+path}", "job://{job}", "job://{job}/{stream}");
     }
 
     @Test

@@ -75,11 +75,16 @@ final class TenantServer implements AutoCloseable {
 
     /** A client that always speaks as {@code tenant}. */
     McpSyncClient client(String tenant) {
-        McpSyncClient c = McpClient.sync(HttpClientStreamableHttpTransport.builder("http://127.0.0.1:" + connector.getLocalPort())
+        return client(tenant, spec -> spec);
+    }
+
+    /** The same, with more of the client set up ({@code more}: consumers of notifications, say). */
+    McpSyncClient client(String tenant, java.util.function.UnaryOperator<McpClient.SyncSpec> more) {
+        McpSyncClient c = more.apply(McpClient.sync(HttpClientStreamableHttpTransport.builder("http://127.0.0.1:" + connector.getLocalPort())
                         .httpRequestCustomizer((builder, method, uri, body, ctx) -> builder.header(TENANT_HEADER, tenant))
                         .build())
                 // the client checks every structured result against its tool's output schema (the server does not)
-                .enableCallToolSchemaCaching(true).requestTimeout(Duration.ofSeconds(30)).build();
+                .enableCallToolSchemaCaching(true).requestTimeout(Duration.ofSeconds(30))).build();
         c.initialize();
         return c;
     }

@@ -1,0 +1,105 @@
+package dev.codeexec.job;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.stream.Stream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+class JobLogTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void readingByTheOffsetsItGaveReturnsEveryByteOnceWhileTheLogGrows() throws Exception {
+        JobLog log = JobLog.open(dir, "stdout", 1 << 20);
+        ByteArrayOutputStream read = new ByteArrayOutputStream();
+        StringBuilder written = new StringBuilder();
+        long at = 0;
+        for (int i = 0; i < 500; i++) {
+            String line = "line " + i + " é ✓\n";
+            written.append(line);
+            log.append(line.getBytes(StandardCharsets.UTF_8));
+            if (i % 7 == 0) {
+                JobLog.Chunk c = log.read(at, 100); // small pieces: some end inside a character
+                read.write(c.bytes());
+                assertThat(c.from()).isEqualTo(at);
+                assertThat(c.skipped()).isZero();
+                at = c.next();
+            }
+        }
+        while (true) {
+            JobLog.Chunk c = log.read(at, 100);
+            if (c.next() == at) break;
+            read.write(c.bytes());
+            at = c.next();
+        }
+        assertThat(read.toString(StandardCharsets.UTF_8)).isEqualTo(written.toString());
+        assertThat(log.total()).isEqualTo(written.toString().getBytes(StandardCharsets.UTF_8).length);
+    }
+
+    @Test
+    void pastTheCapTheHeadAndTheLatestTailAreKeptAndAReaderIsToldWhatWasSkipped() throws Exception {
+        int cap = 64 * 1024;
+        JobLog log = JobLog.open(dir, "stdout", cap);
+        for (int i = 0; i < 20_000; i++) log.append(String.format("%08d\n", i).getBytes(StandardCharsets.US_ASCII));
+        long total = 20_000L * 9;
+        assertThat(log.total()).isEqualTo(total);
+        assertThat(log.keptBytes()).isLessThanOrEqualTo(cap).isGreaterThanOrEqualTo(cap / 2 + cap / 4);
+        long onDisk;
+        try (Stream<Path> files = Files.list(dir)) {
+            onDisk = files.mapToLong(f -> f.toFile().length()).sum();
+        }
+        assertThat(onDisk).as("bytes on disk").isLessThanOrEqualTo(cap);
+
+        StringBuilder text = new StringBuilder();
+        long at = 0, skipped = 0;
+        while (true) {
+            JobLog.Chunk c = log.read(at, 4096);
+            if (c.next() == at) break;
+            skipped += c.skipped();
+            text.append(new String(c.bytes(), StandardCharsets.US_ASCII));
+            at = c.next();
+        }
+        assertThat(text.toString()).startsWith("00000000\n00000001\n").endsWith("00019999\n");
+        assertThat(skipped).isPositive();
+        assertThat(text.length() + skipped).isEqualTo(total);
+    }
+
+    @Test
+    void aLogLeftByAServerThatWasKilledReadsTheSameWhenOpenedAgain() throws Exception {
+        JobLog log = JobLog.open(dir, "stderr", 8 * 1024);
+        for (int i = 0; i < 3000; i++) log.append(("e" + i + "\n").getBytes(StandardCharsets.US_ASCII));
+        JobLog.Chunk before = log.read(0, 1 << 20);
+        // no close: as a SIGKILL leaves it
+        JobLog again = JobLog.open(dir, "stderr", 8 * 1024);
+        assertThat(again.total()).isEqualTo(log.total());
+        JobLog.Chunk after = again.read(0, 1 << 20);
+        assertThat(after.bytes()).isEqualTo(before.bytes());
+        JobLog.Chunk tailBefore = log.read(before.next(), 1 << 20);
+        JobLog.Chunk tailAfter = again.read(after.next(), 1 << 20);
+        assertThat(tailAfter.skipped()).isEqualTo(tailBefore.skipped()).isPositive();
+        assertThat(tailAfter.bytes()).isEqualTo(tailBefore.bytes());
+    }
+
+    @Test
+    void aChunkEndsOnACharacterBoundaryAndAnOffsetPastTheEndReadsNothing() throws Exception {
+        JobLog log = JobLog.open(dir, "stdout", 1 << 20);
+        log.append("a✓b".getBytes(StandardCharsets.UTF_8)); // ✓ is three bytes
+        log.append("more".getBytes(StandardCharsets.UTF_8));
+        JobLog.Chunk c = log.read(0, 3);
+        assertThat(new String(c.bytes(), StandardCharsets.UTF_8)).isEqualTo("a");
+        assertThat(c.next()).isEqualTo(1);
+        JobLog.Chunk past = log.read(10_000, 100);
+        assertThat(past.bytes()).isEmpty();
+        assertThat(past.next()).isEqualTo(log.total());
+        assertThat(JobLog.completePrefix(new byte[] {'x', (byte) 0xE2, (byte) 0x9C})).isEqualTo(1);
+        assertThat(JobLog.completePrefix(new byte[] {'x', (byte) 0xE2, (byte) 0x9C, (byte) 0x93})).isEqualTo(4);
+    }
+}
