@@ -155,8 +155,11 @@ final class JobsApi {
             from = Long.parseLong(r.group(1));
             if (r.group(2) != null) to = Long.parseLong(r.group(2));
             if (from >= total || to < from) {
+                // written here, not thrown: an ApiException's answer drops Content-Range, which a tailing client
+                // reads the log's size from
                 resp.setHeader("Content-Range", "bytes */" + total);
-                throw new ApiException(416, "bad_range", "the log has " + total + " bytes");
+                JsonErrors.writeApi(resp, 416, "bad_range", "the log has " + total + " bytes");
+                return;
             }
         }
         resp.setContentType("text/plain; charset=utf-8");

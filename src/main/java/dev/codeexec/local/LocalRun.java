@@ -366,8 +366,10 @@ final class LocalRun implements RunHandle {
             long t0 = System.nanoTime(); // the wall timer starts when the program does, not when it was queued
             OutputCollector.Drain drain = new OutputCollector.Drain(request.limits().drainBytes(), p::kill);
             long cap = request.limits().outputBytes();
-            OutputCollector out = new OutputCollector(p.stdout(), cap, OutputListener.Stream.STDOUT, progress, drain);
-            OutputCollector err = new OutputCollector(p.stderr(), cap, OutputListener.Stream.STDERR, progress, drain);
+            // a job's listener writes its log, which keeps JOB_LOG_MB of head and tail and counts every byte itself
+            long streamCap = request.background() ? Long.MAX_VALUE : cap;
+            OutputCollector out = new OutputCollector(p.stdout(), cap, streamCap, OutputListener.Stream.STDOUT, progress, drain);
+            OutputCollector err = new OutputCollector(p.stderr(), cap, streamCap, OutputListener.Stream.STDERR, progress, drain);
             scope.readOutput(out, err, request.stdin().getBytes(StandardCharsets.UTF_8), executor.virtualThreads);
 
             boolean exited = p.waitFor(request.limits().timeout());

@@ -16,7 +16,8 @@ import java.nio.charset.StandardCharsets;
  * <ul>
  * <li>the result: {@link CapturedText} keeps all of it up to the output cap, else its head and its tail;</li>
  * <li>the listener (progress): the first cap's worth as it arrives, then one notice that the rest is not
- *     streamed, so progress is bounded like the result;</li>
+ *     streamed, so progress is bounded like the result; a background job's listener (its log, which has its own
+ *     cap, JOB_LOG_MB) is given all of it;</li>
  * <li>the run's {@link Drain}: stdout and stderr together may pass the much larger drain limit only once, when
  *     the run is stopped (a program that floods without end).</li>
  * </ul>
@@ -33,6 +34,8 @@ public final class OutputCollector implements Runnable {
 
     private final InputStream in;
     private final long capBytes;
+    /** Bytes passed to the listener at most (then one notice): the output cap, or unbounded for a job's log. */
+    private final long streamCapBytes;
     private final OutputListener.Stream stream;
     private final OutputListener listener;
     private final Drain drain;
@@ -78,8 +81,18 @@ public final class OutputCollector implements Runnable {
     }
 
     public OutputCollector(InputStream in, long capBytes, OutputListener.Stream stream, OutputListener listener, Drain drain) {
+        this(in, capBytes, capBytes, stream, listener, drain);
+    }
+
+    /**
+     * A collector whose listener may be given more than the result keeps: {@code streamCapBytes} (Long.MAX_VALUE for
+     * a background job, whose log keeps its head and tail of JOB_LOG_MB itself and counts every byte written).
+     */
+    public OutputCollector(InputStream in, long capBytes, long streamCapBytes, OutputListener.Stream stream,
+            OutputListener listener, Drain drain) {
         this.in = in;
         this.capBytes = capBytes;
+        this.streamCapBytes = streamCapBytes;
         this.stream = stream;
         this.listener = listener;
         this.drain = drain;
@@ -145,11 +158,11 @@ public final class OutputCollector implements Runnable {
     }
 
     /**
-     * Chunks go out while less than the cap has streamed (the last one may pass it by a chunk); the first chunk
+     * Chunks go out while less than the stream cap has streamed (the last one may pass it by a chunk); the first chunk
      * after that is replaced by the notice, and later ones are dropped.
      */
     private void stream(String s) {
-        if (streamed < capBytes) {
+        if (streamed < streamCapBytes) {
             streamed += CapturedText.utf8Length(s);
             tell(s);
         } else if (!noticeSent) {

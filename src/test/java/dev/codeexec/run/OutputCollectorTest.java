@@ -90,6 +90,17 @@ class OutputCollectorTest {
     }
 
     @Test
+    void aBackgroundJobsListenerIsGivenEveryByteWhileTheResultKeepsItsCap() {
+        StringBuilder streamed = new StringBuilder();
+        String body = "z".repeat(200_000) + "\nthe end\n";
+        var c = new OutputCollector(new ByteArrayInputStream(body.getBytes(StandardCharsets.UTF_8)), 10_000,
+                Long.MAX_VALUE, OutputListener.Stream.STDOUT, (s, t) -> streamed.append(t), noDrainLimit());
+        c.run();
+        assertThat(streamed.toString()).isEqualTo(body);
+        assertThat(c.truncated()).isTrue();
+    }
+
+    @Test
     void theDrainLimitIsSharedByBothStreamsAndTellsOnce() {
         AtomicInteger exceeded = new AtomicInteger();
         var drain = new OutputCollector.Drain(150_000, exceeded::incrementAndGet);
