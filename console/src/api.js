@@ -118,6 +118,69 @@ export async function api(path, options = {}) {
   return r.status === 204 ? null : r.json();
 }
 
+/** Saves a fetched body under `name` through a blob: URL (a plain link could not send the key). */
+export async function saveAs(url, name) {
+  const blob = await (await request(url)).blob();
+  const href = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = href;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 10_000);
+}
+
+/**
+ * Reads a server-sent event stream with the key (EventSource cannot send an Authorization header): fetch, then the
+ * body parsed as it arrives. `onEvent(name, data)` per event (`data` parsed as JSON when it is JSON). Resolves when
+ * the server ends the stream; an abort through `signal` rejects with an AbortError.
+ */
+export async function streamEvents(path, onEvent, { signal } = {}) {
+  const r = await request(path, { signal, headers: { Accept: 'text/event-stream' } });
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  let name = '';
+  let data = [];
+  const line = (l) => {
+    if (l === '') {
+      if (data.length) {
+        const text = data.join('\n');
+        let value = text;
+        try {
+          value = JSON.parse(text);
+        } catch {
+          // not JSON: handed over as text
+        }
+        onEvent(name || 'message', value);
+      }
+      name = '';
+      data = [];
+      return;
+    }
+    if (l.startsWith(':')) return; // a comment (keep-alive)
+    const colon = l.indexOf(':');
+    const field = colon < 0 ? l : l.slice(0, colon);
+    let value = colon < 0 ? '' : l.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'event') name = value;
+    else if (field === 'data') data.push(value);
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let m;
+    // A line ends at \n, \r\n or \r; a lone \r at the end may be the first half of \r\n, so it waits for more.
+    while ((m = /\r\n|\n|\r(?=[^\n])/.exec(buffer))) {
+      line(buffer.slice(0, m.index));
+      buffer = buffer.slice(m.index + m[0].length);
+    }
+  }
+  if (buffer) line(buffer.replace(/\r$/, ''));
+  line('');
+}
+
 /** A query string from the defined, non-empty values of `params` ("" when none). */
 export function query(params) {
   const q = new URLSearchParams();

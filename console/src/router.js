@@ -8,6 +8,7 @@ export const BASE = '/admin/';
 export const PAGES = [
   { id: 'dashboard', title: 'Dashboard' },
   { id: 'executions', title: 'Executions' },
+  { id: 'jobs', title: 'Jobs' },
   { id: 'workspaces', title: 'Workspaces' },
   { id: 'packages', title: 'Packages', admin: true },
   { id: 'playground', title: 'Playground' },

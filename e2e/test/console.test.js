@@ -487,6 +487,76 @@ describe('admin console', () => {
         await s.close();
     });
 
+    test('jobs: a job started over REST is listed, its output streams in live, and it ends exited', async () => {
+        const s = await loggedIn(adminKey);
+        const { page } = s;
+        await page.getByTestId('nav-jobs').click();
+        await page.getByTestId('jobs-table').waitFor();
+        // Started once the page is open, so that the page sees it run: a line, then two more over 3 s.
+        const job = await startJob(aliceKey, 'import sys, time\nprint("tick-1", flush=True)\n'
+            + 'print("to-stderr", file=sys.stderr, flush=True)\ntime.sleep(1.5)\nprint("tick-2", flush=True)\n'
+            + 'time.sleep(1.5)\nprint("tick-3", flush=True)\n');
+        await page.getByTestId('jobs-refresh').click();
+        const row = page.locator(`[data-testid=job-row][data-job="${job}"]`);
+        await row.waitFor();
+        assert.equal(await row.getByTestId('job-tenant').textContent(), 'alice', 'an admin sees the tenant');
+        await row.click();
+        await page.waitForFunction(() => document.querySelector('[data-testid=job-stdout]')?.textContent.includes('tick-1'),
+            null, { timeout: 30_000 });
+        // The first line is there while the job still runs: the tail is live, not read once it ended.
+        assert.doesNotMatch(await page.getByTestId('job-stdout').textContent(), /tick-3/);
+        assert.equal(await page.getByTestId('job-status').textContent(), 'running');
+        await page.getByTestId('job-cancel').waitFor();
+        await shot(page, 'jobs-running');
+        await page.getByTestId('job-status').filter({ hasText: /^exited$/ }).waitFor({ timeout: 30_000 });
+        assert.equal(await page.getByTestId('job-stdout').textContent(), 'tick-1\ntick-2\ntick-3\n', 'each byte once');
+        assert.equal(await page.getByTestId('job-stderr').textContent(), 'to-stderr\n');
+        assert.equal(await page.getByTestId('job-exit-code').textContent(), '0');
+        assert.equal(await page.getByTestId('job-cancel').count(), 0, 'no Cancel once it ended');
+        await row.getByTestId('job-row-status').filter({ hasText: 'exited (0)' }).waitFor();
+        // The address names the job: a reload opens it again.
+        assert.ok(page.url().endsWith(`/admin/jobs/${job}`), page.url());
+        await page.reload();
+        await page.getByTestId('job-status').filter({ hasText: /^exited$/ }).waitFor();
+        await page.waitForFunction(() => document.querySelector('[data-testid=job-stdout]')?.textContent.includes('tick-3'));
+        // Download fetches the log with the key and saves it.
+        const wait = page.waitForEvent('download');
+        await page.getByTestId('job-download-stdout').click();
+        const download = await wait;
+        assert.equal(download.suggestedFilename(), `${job}-stdout.txt`);
+        assert.equal(readFileSync(await download.path(), 'utf8'), 'tick-1\ntick-2\ntick-3\n');
+        await shot(page, 'jobs');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
+    test('jobs: Cancel asks first, then cancels a running job, which shows cancelled', async () => {
+        const job = await startJob(aliceKey, 'import time\nprint("sleeping", flush=True)\ntime.sleep(120)\n');
+        const s = await loggedIn(aliceKey);
+        const { page } = s;
+        await page.getByTestId('nav-jobs').click();
+        const row = page.locator(`[data-testid=job-row][data-job="${job}"]`);
+        await row.waitFor();
+        assert.equal(await page.getByTestId('job-tenant').count(), 0, 'a tenant key has no tenant column');
+        await row.click();
+        await page.waitForFunction(() => document.querySelector('[data-testid=job-stdout]')?.textContent.includes('sleeping'),
+            null, { timeout: 30_000 });
+        const alice = restClient(srv.url, aliceKey);
+        // A dismissed confirmation cancels nothing (confirm() answers before the click handler goes on).
+        const dismissed = new Promise((res) => page.once('dialog', (d) => d.dismiss().then(res)));
+        await page.getByTestId('job-cancel').click();
+        await dismissed;
+        assert.equal((await (await alice('GET', `/api/jobs/${job}`)).json()).status, 'running');
+        page.once('dialog', (d) => d.accept());
+        await page.getByTestId('job-cancel').click();
+        await page.getByTestId('job-status').filter({ hasText: /^cancelled$/ }).waitFor({ timeout: 30_000 });
+        await row.getByTestId('job-row-status').filter({ hasText: /^cancelled$/ }).waitFor();
+        assert.equal((await (await alice('GET', `/api/jobs/${job}`)).json()).status, 'cancelled');
+        await shot(page, 'jobs-cancelled');
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
     test('narrow screen (390 px): no sideways scrolling, the menu opens, every page renders', async () => {
         const s = await loggedIn(adminKey, { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
         const { page } = s;
@@ -494,7 +564,7 @@ describe('admin console', () => {
         await page.getByTestId('stat-total').waitFor();
         assert.ok(await overflow() <= 0, `dashboard is ${await overflow()} px too wide`);
         await shot(page, 'narrow-dashboard');
-        for (const id of ['executions', 'workspaces', 'packages', 'playground']) {
+        for (const id of ['executions', 'jobs', 'workspaces', 'packages', 'playground']) {
             assert.equal(await page.getByTestId(`nav-${id}`).isVisible(), false, 'the menu starts closed');
             await page.getByRole('button', { name: 'Menu' }).click();
             await page.getByTestId(`nav-${id}`).click();
@@ -697,6 +767,15 @@ describe('packages page (admin only)', () => {
         }
     });
 });
+
+/** Starts a python background job through POST /api/jobs (202); returns its id. */
+async function startJob(key, code) {
+    const r = await restClient(srv.url, key)('POST', '/api/jobs', {
+        headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ language: 'python', code }),
+    });
+    assert.equal(r.status, 202, await r.clone().text());
+    return (await r.json()).job;
+}
 
 async function waitIdle(timeoutMs) {
     const end = Date.now() + timeoutMs;
