@@ -149,9 +149,10 @@ final class JobTools {
             Job job = find(who, args.required("job"));
             int ms = args.integer("timeout_ms", MAX_WAIT_MS, 0, MAX_WAIT_MS);
             Object token = call.meta() == null ? null : call.meta().get("progressToken");
+            long cap = (long) setup.config().get(dev.codeexec.config.Config.MAX_OUTPUT_KB) << 10;
             try (ProgressForwarder progress = token == null ? null
                     : new ProgressForwarder(token, exchange::progressNotification);
-                    AutoCloseable watching = progress == null ? () -> { } : job.watch(progress)) {
+                    AutoCloseable watching = progress == null ? () -> { } : job.watch(capped(progress, cap))) {
                 try {
                     job.ended().get(ms, TimeUnit.MILLISECONDS);
                 } catch (TimeoutException e) {
@@ -168,6 +169,27 @@ final class JobTools {
         } catch (Exception e) {
             return ToolErrors.of("job_wait", new IllegalStateException(e));
         }
+    }
+
+    /** What one wait streams at most: MAX_OUTPUT_KB (in characters), as a foreground run's progress; then this notice. */
+    static final String NOT_STREAMED = "\n[... more output is not streamed in this wait: job_status with `since` reads it ...]\n";
+
+    /** {@code to}, given output until {@code cap} characters have passed, then one notice, then nothing. */
+    static OutputListener capped(OutputListener to, long cap) {
+        java.util.concurrent.atomic.AtomicLong passed = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicBoolean noticed = new java.util.concurrent.atomic.AtomicBoolean();
+        return new OutputListener() {
+            @Override
+            public void onOutput(Stream stream, String text) {
+                onOutput(stream, text, System.currentTimeMillis());
+            }
+
+            @Override
+            public void onOutput(Stream stream, String text, long atMillis) {
+                if (passed.getAndAdd(text.length()) < cap) to.onOutput(stream, text, atMillis);
+                else if (noticed.compareAndSet(false, true)) to.onOutput(stream, NOT_STREAMED, atMillis);
+            }
+        };
     }
 
     private CallToolResult cancel(Principal who, ToolArgs args) {

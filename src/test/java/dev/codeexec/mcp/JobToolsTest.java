@@ -145,4 +145,12 @@ class JobToolsTest {
         assertError(call(alice, "job_wait", "job", job, "timeout_ms", 60_000), "invalid_arguments");
         data(call(alice, "job_cancel", "job", job));
     }
+
+    @Test
+    void aWaitStreamsAtMostTheOutputCapThenOneNotice() {
+        List<String> got = new CopyOnWriteArrayList<>();
+        dev.codeexec.engine.OutputListener l = JobTools.capped((stream, text) -> got.add(text), 10);
+        for (String piece : List.of("12345", "67890", "abc", "def")) l.onOutput(dev.codeexec.engine.OutputListener.Stream.STDOUT, piece);
+        assertThat(got).containsExactly("12345", "67890", JobTools.NOT_STREAMED);
+    }
 }

@@ -78,7 +78,10 @@ class McpToolsTest {
         Map<String, Object> language = (Map<String, Object>) props.get("language");
         assertThat((List<Object>) language.get("enum")).contains("python", "nodejs", "typescript", "go", "java", "shell", "bash");
         Map<String, Object> timeout = (Map<String, Object>) props.get("timeout_ms");
-        assertThat(timeout).containsEntry("type", "integer").containsEntry("maximum", 120000).containsEntry("default", 30000);
+        // the maximum of a background job (JOB_MAX_TIMEOUT_MS); a foreground call's (MAX_TIMEOUT_MS) is in the description
+        assertThat(timeout).containsEntry("type", "integer").containsEntry("maximum", 3600000).containsEntry("default", 30000);
+        assertThat((String) timeout.get("description")).contains("at most 120000");
+        assertThat(props).containsKey("background");
         assertThat(exec.outputSchema()).containsKey("properties");
         Map<String, Object> outProps = (Map<String, Object>) exec.outputSchema().get("properties");
         assertThat(outProps).containsKeys("language", "exitCode", "stdout", "stderr", "durationMs", "timedOut",
