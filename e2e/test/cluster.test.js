@@ -38,7 +38,8 @@ before(async () => {
         workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '60' },
         // A gateway's deadline for a run is timeout + QUEUE_TIMEOUT_MS + 15 s of slack: a shorter queue wait
         // keeps the deadline of a call to a hung worker short.
-        gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS) },
+        // Background jobs are kept by the gateway that started them; their runs go to the workers.
+        gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS), MAX_JOBS: '6', MAX_JOBS_PER_TENANT: '6' },
         tenants: ['alice'],
     });
     ({ A, B } = cluster.gateways);
@@ -504,6 +505,58 @@ describe('a gateway in front of three workers', () => {
         }
         const back = await cluster.waitWorkers(['w1'], true, 60_000, gatewaysOf('w1'));
         t.diagnostic(`w1 healthy again ${back} ms after SIGCONT`);
+    });
+
+    test('background jobs: their runs spread over the workers, their output and results come back through the gateway, a job whose worker is killed ends lost naming it', { timeout: 240_000 }, async (t) => {
+        const marker = `job-${randomBytes(6).toString('hex')}`;
+        const started = [];
+        for (let i = 0; i < 6; i++) {
+            const r = await tool(clientA, 'execute_code', { language: 'python', workspace: 'jobs', code: `print("job ${i} up", flush=True)\n` + HOLD_CODE,
+                args: [marker], env: COLD, background: true, timeout_ms: 120_000 });
+            assert.equal(r.isError, false, r.text);
+            started.push(r.sc.job);
+        }
+        const owners = () => {
+            const lines = hostProcessesWith(marker);
+            const names = new Set();
+            for (const l of lines) for (const [name, w] of Object.entries(cluster.workers)) if (w.owns(pidOf(l))) names.add(name);
+            return names;
+        };
+        assert.ok(await until(() => owners().size >= 2, 60_000), `the jobs' runs are on two workers or more: ${[...owners()]}`);
+        t.diagnostic(`six jobs' runs on ${[...owners()].join(', ')}`);
+        for (const job of started) {
+            assert.ok(await until(async () => (await tool(clientA, 'job_status', { job })).sc?.stdout?.includes('up'), 30_000),
+                `job ${job} streams its output to the gateway`);
+        }
+        // released: all end exited, each result naming the worker that ran it
+        assert.equal((await apiA('POST', '/api/workspaces/jobs/files/release', { body: 'go' })).status, 201);
+        const workers = new Set();
+        for (const job of started) {
+            const w = await tool(clientA, 'job_wait', { job, timeout_ms: 55_000 });
+            assert.equal(w.sc.status, 'exited', w.text);
+            assert.match(w.sc.stdout, /up\ndone\n$/);
+            assert.ok(['w1', 'w2', 'w3'].includes(w.sc.result.worker), JSON.stringify(w.sc.result));
+            workers.add(w.sc.result.worker);
+        }
+        assert.ok(workers.size >= 2, `results name two workers or more: ${[...workers]}`);
+        // another gateway (B) does not keep A's jobs: they are A's records
+        assert.equal((await tool(clientB, 'job_status', { job: started[0] })).isError, true);
+
+        // A job on w2 (through the gateway in front of it alone); w2 is killed while it runs.
+        const lostMarker = `job-lost-${randomBytes(6).toString('hex')}`;
+        const viaW2 = await clientOn('w2');
+        const j = await tool(viaW2, 'execute_code', { language: 'python', code: 'import time\nprint("before", flush=True)\ntime.sleep(100)\n',
+            args: [lostMarker], env: COLD, background: true, timeout_ms: 110_000 });
+        assert.equal(j.isError, false, j.text);
+        const w2 = cluster.workers.w2;
+        assert.ok(await until(() => hostProcessesWith(lostMarker).some((l) => w2.owns(pidOf(l))), 60_000), 'the job runs on w2');
+        assert.ok(await until(async () => (await tool(viaW2, 'job_status', { job: j.sc.job })).sc?.stdout === 'before\n', 30_000));
+        await w2.kill();
+        const lost = await tool(viaW2, 'job_wait', { job: j.sc.job, timeout_ms: 55_000 });
+        assert.equal(lost.sc.status, 'lost', lost.text);
+        assert.match(lost.sc.message, /\bw2\b/, `the message names the worker: ${lost.sc.message}`);
+        assert.equal(lost.sc.stdout, 'before\n', 'the output streamed before the loss is kept');
+        await restart('w2');
     });
 
     test('kill -9 a worker under load: lost runs say so, nothing reruns, nothing hangs; it rejoins on restart', { timeout: 240_000 }, async (t) => {

@@ -286,7 +286,8 @@ public final class Jobs implements AutoCloseable {
             if (how.equals(Job.LOST)) message = "the server stopped while the job was running";
             else if (r.outcome() == dev.codeexec.engine.Outcome.WORKER_LOST) {
                 how = Job.LOST;
-                message = "the worker " + r.worker().orElse("") + " that ran the job went away";
+                message = r.worker().map(w -> "the worker " + w + " that ran the job went away")
+                        .orElse("the worker that ran the job went away") + "; the output it sent until then is kept";
             } else {
                 res = new LinkedHashMap<>(resultMap.apply(request, r));
                 res.remove("stdout");
