@@ -25,7 +25,7 @@
  *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
  *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
- *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] [--nproc N] (PROGRAM [ARG...] | --await-exec)
+ *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] [--nproc N] [--nice N] (PROGRAM [ARG...] | --await-exec)
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
  *       binary (--fd N=...), so that nothing of the host's file system is bound into the sandbox for it. It closes
  *       that descriptor and makes itself non-dumpable (the sandboxed program cannot read /proc/1/exe, environ or
@@ -44,6 +44,8 @@
  *       process per connection, nothing the program can signal. At most MAX_RELAYS connections at once; beyond
  *       that, new connections wait in the listen queue. If SOCKET cannot be reached, the accepted connection is
  *       closed: fail closed.
+ *       --nice N: a background job's sandbox: its session's autogroup and init (so everything it starts) at
+ *       nice N, below interactive runs.
  *       --nproc N: RLIMIT_NPROC of init (and so of everything it starts) at N, set inside the sandbox's user
  *       namespace, where the kernel counts the processes of that namespace's uid only. A server run by a normal user
  *       sets the process limit this way: the launcher's rlimit would count all of that user's own processes too.
@@ -478,6 +480,23 @@ static int init(int argc, char **argv) {
             struct rlimit rl = { (rlim_t) n, (rlim_t) n };
             if (n < 1 || setrlimit(RLIMIT_NPROC, &rl) != 0) fail("cannot set the process limit", argv[program + 1]);
             program += 2;
+        } else if (argc >= program + 2 && strcmp(argv[program], "--nice") == 0) {
+            // a background job: a lower priority for its whole sandbox. bwrap's --new-session made the sandbox a
+            // session of its own, and with autogroups on (the default of most kernels) the scheduler weighs
+            // sessions against each other before any nice value counts: so the session's autogroup is set to the
+            // value, then init's own (which all it starts inherits). Before PR_SET_DUMPABLE below: after it,
+            // /proc/self is no longer init's to write. Raising a nice value needs no privilege; a kernel without
+            // autogroups has no file, and the nice value alone does it.
+            errno = 0;
+            long long n = number(argv[program + 1], "--nice");
+            if (n < 0 || n > 19) fail("bad --nice", argv[program + 1]);
+            int ag = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+            if (ag >= 0) {
+                if (dprintf(ag, "%lld", n) < 0) dprintf(2, "codeexec-helper: cannot lower the session's priority: %s\n", strerror(errno));
+                close(ag);
+            }
+            if (setpriority(PRIO_PROCESS, 0, (int) n) != 0) fail("cannot lower the priority", argv[program + 1]);
+            program += 2;
         } else if (argc >= program + 1 && strcmp(argv[program], "--await-exec") == 0) {
             await_exec = 1;
             program += 1;
@@ -571,6 +590,6 @@ int main(int argc, char **argv) {
         puts("codeexec-helper 4");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] [--nproc N] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] [--nproc N] [--nice N] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
     return 2;
 }

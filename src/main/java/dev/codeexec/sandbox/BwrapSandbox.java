@@ -427,6 +427,7 @@ final class BwrapSandbox implements Sandbox {
             if (statusPipe) argv.addAll(List.of("--status-fd", Integer.toString(Launcher.STATUS_FD)));
             if (spec.egressSocket().isPresent()) argv.addAll(List.of("--relay", EGRESS_SOCKET));
             if (nprocInside) argv.addAll(List.of("--nproc", Integer.toString(limits.maxProcesses())));
+            if (spec.background()) argv.addAll(List.of("--nice", Integer.toString(Launcher.BACKGROUND_NICE)));
         }
         if (spec.awaitsCommand()) {
             if (helper == null) throw new SandboxException("a sandbox that waits for its command needs codeexec-helper");
@@ -461,7 +462,8 @@ final class BwrapSandbox implements Sandbox {
                 dropped.addAll(argv);
                 cmd = Launcher.command(cg.procsFiles(), rlimits, fds, writeFds, dropped);
             }
-            if (spec.background()) cmd = Launcher.niced(cmd);
+            // without the helper: the nice value from the launch on (the session's autogroup keeps its default)
+            if (spec.background() && helper == null) cmd = Launcher.niced(cmd);
             if (spec.workDirSource().isPresent()) spec.workDirOwner().handTo(hostUid);
             p = Launcher.start(cmd, Map.of("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), null, spawnDirect(),
                     statusPipe ? Launcher.STATUS_FD : 0);

@@ -126,6 +126,22 @@ class BwrapSandboxTest {
     }
 
     @Test
+    void aBackgroundJobsSandboxRunsAtALowerPriorityItsSessionIncludedAndAnInteractiveOneDoesNot() throws Exception {
+        // field 19 of /proc/PID/stat is the nice value; /proc/self/autogroup (where the kernel has autogroups) the
+        // session's, which the scheduler weighs against other sessions (every sandbox is one) before nice counts
+        String show = "awk '{print \"nice \" $19}' /proc/self/stat; cat /proc/self/autogroup 2>/dev/null || echo no-autogroup";
+        Result job = run(sandbox, SandboxSpec.builder(runId(), List.of("/bin/sh", "-c", show), "/work", limits())
+                .background(true).build());
+        Result call = run(sandbox, SandboxSpec.builder(runId(), List.of("/bin/sh", "-c", show), "/work", limits()).build());
+        assertThat(job.out()).as(job.err()).startsWith("nice " + Launcher.BACKGROUND_NICE + "\n");
+        assertThat(call.out()).startsWith("nice 0\n");
+        if (!job.out().contains("no-autogroup")) {
+            assertThat(job.out()).contains("nice " + Launcher.BACKGROUND_NICE + "\n").containsPattern("/autogroup-\\d+ nice 10");
+            assertThat(call.out()).containsPattern("/autogroup-\\d+ nice 0");
+        }
+    }
+
+    @Test
     void environmentIsExactlyWhatTheSpecGives() throws Exception {
         Result r = run(sandbox, SandboxSpec.builder(runId(), List.of("/bin/sh", "-c", "tr '\\0' '\\n' < /proc/self/environ; echo ---; tr '\\0' '\\n' < /proc/1/environ"), "/work", limits())
                 .env(Map.of("PATH", "/usr/bin:/bin", "FOO", "bar")).build());
