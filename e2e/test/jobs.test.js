@@ -95,7 +95,10 @@ describe('tenants alice and bob, MAX_TIMEOUT_MS=2000, JOB_LOG_MB=1', () => {
         { timeout: 60_000 }, withLog(() => server, async () => {
             const first = await server.connect({ apiKey: aliceKey });
             const code = 'import time\nfor i in range(5):\n    print("tick", i, flush=True)\n    time.sleep(1)\n'
-                + 'open("made-by-job.txt", "w").write("done\\n")\nprint("end", flush=True)\n';
+                + 'open("made-by-job.txt", "w").write("done\\n")\n'
+                // a 1x1 PNG: the ended job's answer shows it inline, as a foreground run's does
+                + 'import base64\nopen("dot.png", "wb").write(base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="))\n'
+                + 'print("end", flush=True)\n';
             const t0 = Date.now();
             const started = await startJob(first.client, { code, workspace: 'jobws', timeout_ms: 20_000 });
             const answeredMs = Date.now() - t0;
@@ -121,7 +124,10 @@ describe('tenants alice and bob, MAX_TIMEOUT_MS=2000, JOB_LOG_MB=1', () => {
                 assert.ok(r.sc.durationMs >= 4500, `it ran its ~5 s (${r.sc.durationMs} ms)`);
                 assert.ok(waitedMs < 25_000, `job_wait answered at the job's end (${waitedMs} ms), not at its own timeout`);
                 assert.equal(r.sc.stdout, expectedLines(5, (i) => `tick ${i}\n`) + 'end\n');
-                assert.deepEqual(r.sc.result.files.map((f) => f.path), ['made-by-job.txt']);
+                assert.deepEqual(r.sc.result.files.map((f) => f.path).sort(), ['dot.png', 'made-by-job.txt']);
+                const images = (r.raw.content || []).filter((c) => c.type === 'image');
+                assert.equal(images.length, 1, `the job's image comes back as image content: ${JSON.stringify(r.raw.content.map((c) => c.type))}`);
+                assert.equal(images[0].mimeType, 'image/png');
                 const streamed = progress.map((p) => p.message ?? '').join('');
                 assert.match(streamed, /tick 4\n/, `the waiting session got the job's output as progress: ${JSON.stringify(progress)}`);
                 assert.match(streamed, /end\n/);

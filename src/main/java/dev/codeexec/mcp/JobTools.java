@@ -42,9 +42,11 @@ final class JobTools {
     static final long CANCEL_WAIT_MS = 10_000;
 
     private final ServerSetup setup;
+    private final Artifacts artifacts;
 
     JobTools(ServerSetup setup) {
         this.setup = setup;
+        this.artifacts = Artifacts.of(setup.config());
     }
 
     /** execute_code with {@code background: true}: the job started (or queued), answered at once. */
@@ -132,7 +134,32 @@ final class JobTools {
         if (!((String) s.get("stderr")).isEmpty()) text.append("\n--- stderr ---\n").append(s.get("stderr"));
         text.append("\n(offsets ").append(s.get("offsets")).append(Boolean.TRUE.equals(s.get("more"))
                 ? "; more output: call again with these as `since`)" : ")");
-        return FileTools.ok(s, text.toString());
+        List<io.modelcontextprotocol.spec.McpSchema.Content> content = new ArrayList<>();
+        content.add(new io.modelcontextprotocol.spec.McpSchema.TextContent(text.toString()));
+        content.addAll(files(job));
+        return CallToolResult.builder().structuredContent(s).content(content).isError(false).build();
+    }
+
+    /**
+     * An ended job's workspace files as a foreground run's result shows them: its images inline (within
+     * MAX_IMAGE_KB), the rest as links; none when the job had no workspace or its workspace is gone.
+     */
+    private List<io.modelcontextprotocol.spec.McpSchema.Content> files(Job job) {
+        Optional<Map<String, Object>> result = job.result();
+        if (result.isEmpty() || !(result.get().get("workspace") instanceof String ws)
+                || !(result.get().get("files") instanceof List<?> files) || files.isEmpty()) return List.of();
+        List<Artifacts.FileInfo> shown = new ArrayList<>();
+        for (Object o : files) {
+            if (shown.size() >= ExecuteCodeTool.MAX_FILE_CONTENTS) break;
+            if (o instanceof Map<?, ?> f && f.get("path") instanceof String path && f.get("size") instanceof Number size
+                    && f.get("mimeType") instanceof String mime)
+                shown.add(new Artifacts.FileInfo(path, size.longValue(), mime));
+        }
+        try {
+            return artifacts.contents(setup.workspaces().open(job.tenant(), ws, false), shown);
+        } catch (RuntimeException e) {
+            return List.of(); // the workspace went away since: the structured list still names the files
+        }
     }
 
     private static long offset(Object v, String name) {

@@ -230,6 +230,26 @@ class JobsTest {
         }
     }
 
+    @Test
+    void theMetersCountJobsRunningAndEndedAndTheAuditLogHasEachStartEndAndCancel() throws Exception {
+        Config c = config();
+        Jobs jobs = jobs(c, Clock.systemUTC());
+        dev.codeexec.ops.Metrics metrics = dev.codeexec.ops.Metrics.create(executor);
+        metrics.bindJobs(jobs);
+        try (dev.codeexec.testing.LogCapture audit = dev.codeexec.testing.LogCapture.named("audit")) {
+            Job j = jobs.start(job(c, "alice", "block"));
+            assertThat(metrics.scrape()).contains("codeexec_jobs_running 1.0").contains("codeexec_jobs_queued 0.0");
+            jobs.cancel(j);
+            ended(j);
+            assertThat(metrics.scrape()).contains("codeexec_jobs_running 0.0")
+                    .contains("codeexec_jobs_ended_total{status=\"cancelled\"} 1.0")
+                    .contains("codeexec_jobs_ended_total{status=\"exited\"} 0.0");
+            assertThat(audit.contains("job start id=" + j.id() + " tenant=alice")).isTrue();
+            assertThat(audit.contains("job cancel id=" + j.id() + " tenant=alice")).isTrue();
+            assertThat(audit.contains("job end id=" + j.id() + " tenant=alice status=cancelled")).isTrue();
+        }
+    }
+
     static final class MutableClock extends Clock {
         volatile Instant now;
 
