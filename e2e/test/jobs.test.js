@@ -71,7 +71,7 @@ async function readAll(client, job) {
 
 const expectedLines = (n, f) => Array.from({ length: n }, (_, i) => f(i)).join('');
 
-describe('tenants alice and bob, MAX_TIMEOUT_MS=2000, JOB_LOG_MB=1', () => {
+describe('tenants alice and bob, MAX_TIMEOUT_MS=2000, JOB_LOG_MB=1, MEMORY_LIMIT_MB=256, MAX_OUTPUT_DRAIN_MB=16', () => {
     let server; let alice; let aliceKey; let bob; let bobKey;
     const rest = (key) => (method, path, init = {}) => fetch(`${server.base}${path}`, {
         method, ...init, headers: { Authorization: `Bearer ${key}`, ...(init.headers || {}) },
@@ -81,7 +81,8 @@ describe('tenants alice and bob, MAX_TIMEOUT_MS=2000, JOB_LOG_MB=1', () => {
         aliceKey = keysAppend(keys, 'alice');
         bobKey = keysAppend(keys, 'bob');
         server = await startServer({ API_KEY: '', API_KEYS_FILE: keys, WARM_POOL: 'off', DATA_DIR: base.dataDir,
-            MAX_TIMEOUT_MS: '2000', DEFAULT_TIMEOUT_MS: '2000', JOB_LOG_MB: '1', WORKSPACE_ROOT: base.workspaceRoot('ws-jobs') });
+            MAX_TIMEOUT_MS: '2000', DEFAULT_TIMEOUT_MS: '2000', JOB_LOG_MB: '1', WORKSPACE_ROOT: base.workspaceRoot('ws-jobs'),
+            MEMORY_LIMIT_MB: '256', MAX_OUTPUT_DRAIN_MB: '16' });
         alice = (await server.connect({ apiKey: aliceKey })).client;
         bob = (await server.connect({ apiKey: bobKey })).client;
     });
@@ -278,6 +279,27 @@ describe('tenants alice and bob, MAX_TIMEOUT_MS=2000, JOB_LOG_MB=1', () => {
             } finally {
                 await tool(alice, 'job_cancel', { job });
             }
+        }));
+
+    test('its timeout, the memory limit and an output flood end a job as they end a run, each with its outcome',
+        { timeout: 120_000 }, withLog(() => server, async () => {
+            const timeout = await startJob(alice, { code: 'import time\nprint("waiting", flush=True)\ntime.sleep(60)\n', timeout_ms: 3000 });
+            const memory = await startJob(alice, { code: 'b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n', timeout_ms: 60_000 });
+            const flood = await startJob(alice, { code: 'import sys\nline = "x" * 1023 + "\\n"\nwhile True:\n    sys.stdout.write(line)\n', timeout_ms: 60_000 });
+            const end = async (job) => {
+                const r = await tool(alice, 'job_wait', { job, timeout_ms: 55_000 });
+                assert.equal(r.isError, false, r.text);
+                return r.sc;
+            };
+            const t = await end(timeout.job);
+            assert.equal(t.status, 'timeout', JSON.stringify(t));
+            assert.ok(t.durationMs >= 2900 && t.durationMs < 15_000, `ended at its own 3 s timeout (${t.durationMs} ms)`);
+            assert.equal(t.stdout, 'waiting\n');
+            const m = await end(memory.job);
+            assert.equal(m.status, 'memory_limit', JSON.stringify(m));
+            const f = await end(flood.job);
+            assert.equal(f.status, 'output_limit', JSON.stringify(f));
+            assert.ok(f.sizes.stdout >= 16 << 20, `the flood wrote past MAX_OUTPUT_DRAIN_MB before it was stopped (${f.sizes.stdout})`);
         }));
 
     test('REST: POST /api/jobs answers 202 with Location, GET /api/jobs lists it, /events streams its output then its end',
