@@ -106,8 +106,9 @@ public final class JobLog {
         Segment s = new Segment(total, dir.resolve(name + "." + total));
         if (!segments.isEmpty() && segments.getLast().start() == total) segments.removeLast(); // an empty one
         segments.add(s);
-        writing = FileChannel.open(s.file(), StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.APPEND);
+        writing = FileChannel.open(s.file(), java.util.Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                StandardOpenOption.APPEND), java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                java.nio.file.attribute.PosixFilePermissions.fromString("rw-------")));
         // the head plus at most two tail segments: the oldest tail segment goes when a third starts
         while (segments.size() > 3) {
             Segment gone = segments.remove(1);

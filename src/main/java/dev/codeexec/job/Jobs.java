@@ -187,7 +187,7 @@ public final class Jobs implements AutoCloseable {
         Path dir = root.resolve(id);
         Job job;
         try {
-            Files.createDirectory(dir);
+            Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
             job = new Job(id, tenant, dir, declared(request), clock.instant(), Job.QUEUED,
                     JobLog.open(dir, "stdout", logBytes), JobLog.open(dir, "stderr", logBytes));
         } catch (IOException e) {

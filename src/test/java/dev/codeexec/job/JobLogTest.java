@@ -57,6 +57,10 @@ class JobLogTest {
             onDisk = files.mapToLong(f -> f.toFile().length()).sum();
         }
         assertThat(onDisk).as("bytes on disk").isLessThanOrEqualTo(cap);
+        try (Stream<Path> files = Files.list(dir)) {
+            files.forEach(f -> assertThat(java.nio.file.attribute.PosixFilePermissions.toString(Uncheck.perms(f)))
+                    .as(f.toString()).isEqualTo("rw-------"));
+        }
 
         StringBuilder text = new StringBuilder();
         long at = 0, skipped = 0;
@@ -101,5 +105,16 @@ class JobLogTest {
         assertThat(past.next()).isEqualTo(log.total());
         assertThat(JobLog.completePrefix(new byte[] {'x', (byte) 0xE2, (byte) 0x9C})).isEqualTo(1);
         assertThat(JobLog.completePrefix(new byte[] {'x', (byte) 0xE2, (byte) 0x9C, (byte) 0x93})).isEqualTo(4);
+    }
+
+    /** Files.getPosixFilePermissions without the checked exception, for a stream. */
+    static final class Uncheck {
+        static java.util.Set<java.nio.file.attribute.PosixFilePermission> perms(Path p) {
+            try {
+                return Files.getPosixFilePermissions(p);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
     }
 }
