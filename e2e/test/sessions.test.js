@@ -233,6 +233,20 @@ describe('two tenants, MEMORY_LIMIT_MB=128', () => {
         assert.equal(c.sc.result, 'False');
     });
 
+    test('work left running in a session by its own code (docs/sessions.md, "Long work") goes on between calls', async () => {
+        const started = await cell(alice, 'longwork', [
+            'import subprocess',
+            'p = subprocess.Popen(["/bin/sh", "-c", "for i in 1 2 3; do echo step $i; sleep 0.5; done"], stdout=open("steps.log", "w"))',
+            '"started"',
+        ].join('\n'));
+        assert.equal(started.sc.result, "'started'");
+        const running = await cell(alice, 'longwork', 'p.poll() is None');
+        assert.equal(running.sc.result, 'True', 'the process outlived the call that started it');
+        await sleep(2500);
+        const done = await cell(alice, 'longwork', '(p.poll(), open("steps.log").read())');
+        assert.equal(done.sc.result, "(0, 'step 1\\nstep 2\\nstep 3\\n')", JSON.stringify(done.sc));
+    });
+
     test('a session that dies between calls (a background thread past the memory limit) says so on the next call', async () => {
         await cell(alice, 'bg', 'x = 1');
         const r = await cell(alice, 'bg', [

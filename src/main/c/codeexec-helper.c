@@ -84,6 +84,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SETUP_FAILED 125
@@ -481,21 +482,31 @@ static int init(int argc, char **argv) {
             if (n < 1 || setrlimit(RLIMIT_NPROC, &rl) != 0) fail("cannot set the process limit", argv[program + 1]);
             program += 2;
         } else if (argc >= program + 2 && strcmp(argv[program], "--nice") == 0) {
-            // a background job: a lower priority for its whole sandbox. bwrap's --new-session made the sandbox a
-            // session of its own, and with autogroups on (the default of most kernels) the scheduler weighs
-            // sessions against each other before any nice value counts: so the session's autogroup is set to the
-            // value, then init's own (which all it starts inherits). Before PR_SET_DUMPABLE below: after it,
-            // /proc/self is no longer init's to write. Raising a nice value needs no privilege; a kernel without
-            // autogroups has no file, and the nice value alone does it.
+            // a background job: a lower priority for its whole sandbox, best effort (a priority, not a bound: the
+            // run's cgroup cpu.weight is what holds where cgroup v2 has the cpu controller). bwrap's --new-session
+            // made the sandbox a session of its own, and with autogroups on (the default of most kernels) the
+            // scheduler weighs sessions against each other before any nice value counts: so the session's
+            // autogroup is set to the value (the kernel takes one such write per 100 ms from an unprivileged
+            // process: EAGAIN is tried again, five times), then init's own nice value, never lowered (that needs a
+            // privilege a server run at a high nice value does not have). Before PR_SET_DUMPABLE below: after it,
+            // /proc/self is no longer init's to write. Nothing here fails the run.
             errno = 0;
             long long n = number(argv[program + 1], "--nice");
             if (n < 0 || n > 19) fail("bad --nice", argv[program + 1]);
             int ag = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
             if (ag >= 0) {
-                if (dprintf(ag, "%lld", n) < 0) dprintf(2, "codeexec-helper: cannot lower the session's priority: %s\n", strerror(errno));
+                char v[8];
+                int len = snprintf(v, sizeof v, "%lld", n);
+                for (int tries = 0; tries < 5; tries++) {
+                    if (write(ag, v, (size_t) len) >= 0 || errno != EAGAIN) break;
+                    struct timespec pause = { 0, 110 * 1000 * 1000 };
+                    nanosleep(&pause, NULL);
+                }
                 close(ag);
             }
-            if (setpriority(PRIO_PROCESS, 0, (int) n) != 0) fail("cannot lower the priority", argv[program + 1]);
+            errno = 0;
+            int now = getpriority(PRIO_PROCESS, 0);
+            if (errno == 0 && now < n) (void) setpriority(PRIO_PROCESS, 0, (int) n);
             program += 2;
         } else if (argc >= program + 1 && strcmp(argv[program], "--await-exec") == 0) {
             await_exec = 1;

@@ -126,6 +126,9 @@ public final class Config {
     public static final ConfigKey<Integer> JOB_LOG_MB = ConfigKey.integer("JOB_LOG_MB", 16, 1, 10240,
             "What a background job keeps of its stdout, and of its stderr, on disk; past it the first and the last "
                     + "half of it, with a marker between.");
+    public static final ConfigKey<Integer> JOB_KEEP_PER_TENANT = ConfigKey.integer("JOB_KEEP_PER_TENANT", 50, 1, 100000,
+            "Ended background jobs kept per tenant (with their logs, up to twice JOB_LOG_MB each); a new job past it "
+                    + "removes the tenant's oldest ended job.");
     public static final ConfigKey<Integer> JOB_RETENTION_HOURS = ConfigKey.integer("JOB_RETENTION_HOURS", 24, 1, 8760,
             "A finished background job and its logs are removed this long after it ended.");
     public static final ConfigKey<Integer> SESSION_IDLE_SECONDS = ConfigKey.integer("SESSION_IDLE_SECONDS", 600, 1, 604800,
@@ -269,7 +272,7 @@ public final class Config {
             new ConfigSection("Background jobs", "Runs that outlive the call that started them, watched, awaited "
                     + "and collected later ([jobs.md](jobs.md)).",
                     List.of(MAX_JOBS, MAX_JOBS_PER_TENANT, JOB_QUEUE_SIZE, JOB_MAX_TIMEOUT_MS, JOB_CPU_LIMIT_SECONDS,
-                            JOB_LOG_MB, JOB_RETENTION_HOURS)),
+                            JOB_LOG_MB, JOB_KEEP_PER_TENANT, JOB_RETENTION_HOURS)),
             new ConfigSection("Network access", "Runs reach the hosts of an allow-list through the server's checking "
                     + "proxy, and nothing else ([network.md](network.md)).",
                     List.of(EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS,

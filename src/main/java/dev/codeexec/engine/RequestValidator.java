@@ -139,12 +139,18 @@ public final class RequestValidator {
                 .env(checked).audit(audit).background(background).build();
     }
 
-    /** A background job's limits: the server's, with the job's timeout and JOB_CPU_LIMIT_SECONDS (else the timeout's). */
+    /**
+     * A background job's limits: the server's, with the job's timeout, JOB_CPU_LIMIT_SECONDS (else the timeout's),
+     * and an output flood counted per MAX_TIMEOUT_MS of the timeout: MAX_OUTPUT_DRAIN_MB for each (an hour-long job
+     * that logs steadily is not a flood; its log keeps JOB_LOG_MB of it).
+     */
     public static Limits jobLimits(Config config, Duration timeout) {
         int cpu = config.get(Config.JOB_CPU_LIMIT_SECONDS);
         Limits l = defaultLimits(config, timeout);
+        long periods = Math.max(1, (timeout.toMillis() + config.get(Config.MAX_TIMEOUT_MS) - 1) / config.get(Config.MAX_TIMEOUT_MS));
         return new Limits(timeout, cpu > 0 ? cpu : (int) Math.max(1, (timeout.toMillis() + 999) / 1000), l.memoryBytes(),
-                l.maxProcesses(), l.outputBytes(), l.diskBytes(), l.drainBytes());
+                l.maxProcesses(), l.outputBytes(), l.diskBytes(), Math.multiplyHigh(l.drainBytes(), periods) != 0
+                ? Long.MAX_VALUE : l.drainBytes() * periods);
     }
 
     /**

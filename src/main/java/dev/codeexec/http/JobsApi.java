@@ -43,6 +43,8 @@ final class JobsApi {
     private static final Pattern RANGE = Pattern.compile("^bytes=(\\d{1,18})-(\\d{1,18})?$");
     /** How often the event stream looks for new output and a change of status. */
     static final long EVENTS_POLL_MS = 250;
+    /** How often a quiet event stream gets a comment line. */
+    static final long PING_EVERY_MS = 15_000;
 
     private final ServerSetup setup;
     private final long maxBodyBytes;
@@ -149,9 +151,10 @@ final class JobsApi {
         long total = job.log(stream).total();
         String range = req.getHeader("Range");
         long from = 0, to = Long.MAX_VALUE;
+        // a Range this route does not serve (several ranges, a suffix, another unit) is ignored: the whole log, 200
+        Matcher r = range == null ? null : RANGE.matcher(range.strip());
+        if (r != null && !r.matches()) range = null;
         if (range != null) {
-            Matcher r = RANGE.matcher(range.strip());
-            if (!r.matches()) throw new ApiException(416, "bad_range", "only one range 'bytes=FROM-' or 'bytes=FROM-TO' is served");
             from = Long.parseLong(r.group(1));
             if (r.group(2) != null) to = Long.parseLong(r.group(2));
             if (from >= total || to < from) {
@@ -169,8 +172,19 @@ final class JobsApi {
         resp.setHeader("X-Codeexec-Total", Long.toString(total));
         long end = Math.min(total, to == Long.MAX_VALUE ? total : to + 1);
         if (range != null) {
-            // one contiguous piece from FROM: what is kept there (a dropped start is skipped and said so)
+            // one contiguous piece from FROM: what is kept there (a dropped start is skipped and said so), never
+            // past TO; a range that lies wholly in what was dropped has nothing to serve
             JobLog.Chunk c = job.read(stream, from, (int) Math.min(end - from, 4L << 20));
+            if (c.from() >= end || c.bytes().length == 0) {
+                resp.setHeader("Content-Range", "bytes */" + total);
+                JsonErrors.writeApi(resp, 416, "bad_range", "bytes " + from + "-" + (end - 1) + " of the log were "
+                        + "dropped (JOB_LOG_MB); the kept tail starts later");
+                return;
+            }
+            if (c.next() > end) {
+                byte[] cut = java.util.Arrays.copyOf(c.bytes(), (int) (end - c.from()));
+                c = new JobLog.Chunk(c.from(), end, c.skipped(), cut, c.total());
+            }
             resp.setStatus(206);
             resp.setHeader("Content-Range", "bytes " + c.from() + "-" + (c.next() - 1) + "/" + total);
             if (c.skipped() > 0) resp.setHeader("X-Codeexec-Skipped", Long.toString(c.skipped()));
@@ -198,8 +212,9 @@ final class JobsApi {
         ServletOutputStream out = resp.getOutputStream();
         long outAt = offset(query.get("stdout")), errAt = offset(query.get("stderr"));
         String lastStatus = null;
+        long quiet = 0;
         while (true) {
-            boolean ended = job.isEnded(); // read first: the output read after it is then complete
+            boolean ended = job.ended().isDone(); // read first: the output and the status read after it are complete
             for (OutputListener.Stream s : OutputListener.Stream.values()) {
                 long at = s == OutputListener.Stream.STDOUT ? outAt : errAt;
                 while (true) {
@@ -217,6 +232,12 @@ final class JobsApi {
                 send(out, "status", JobMaps.status(jobs, job));
             }
             if (ended) return;
+            if (++quiet % (PING_EVERY_MS / EVENTS_POLL_MS) == 0) {
+                // a comment line: keeps proxies and the connector from timing out a quiet stream, and finds a client
+                // that went away (the write fails) instead of polling for it until the job ends
+                out.write(": ping\n\n".getBytes(StandardCharsets.UTF_8));
+                out.flush();
+            }
             try {
                 Thread.sleep(EVENTS_POLL_MS);
             } catch (InterruptedException e) {

@@ -159,12 +159,12 @@ public final class Job {
     }
 
     void end(String how, Instant at, String why, Map<String, Object> resultMap) {
-        status = how;
         endedAt = at;
         message = why;
         result = resultMap;
         stdout.close();
         stderr.close();
+        status = how; // last: whoever sees it ended sees its end time, message and result too
     }
 
     /** Tells the status watchers; the end's future completes after the record is on disk (see Jobs). */

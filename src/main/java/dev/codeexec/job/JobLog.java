@@ -39,6 +39,8 @@ public final class JobLog {
     private final List<Segment> segments = new ArrayList<>();
     private long total;
     private FileChannel writing;
+    /** The job ended: a late delivery of its output is dropped (it would start a segment and drop a kept one). */
+    private boolean closed;
 
     private JobLog(Path dir, String name, long capBytes) {
         this.dir = dir;
@@ -83,12 +85,20 @@ public final class JobLog {
 
     /** Appends what the job wrote; past the cap the oldest part of the tail is dropped. */
     public synchronized void append(byte[] bytes) throws IOException {
+        if (closed) return;
         int off = 0;
         while (off < bytes.length) {
             if (writing == null || room() == 0) startSegment();
             int n = (int) Math.min(room(), bytes.length - off);
             ByteBuffer b = ByteBuffer.wrap(bytes, off, n);
-            while (b.hasRemaining()) writing.write(b);
+            try {
+                while (b.hasRemaining()) writing.write(b);
+            } catch (IOException e) {
+                // a full disk: what part of this piece was written goes, so that the file holds exactly the
+                // offsets counted (later offsets would otherwise be shifted by it)
+                writing.truncate(total - segments.getLast().start());
+                throw e;
+            }
             off += n;
             total += n;
         }
@@ -143,16 +153,21 @@ public final class JobLog {
                 at = s.start();
             }
             int n = (int) Math.min(max, end - at);
-            byte[] b = new byte[n];
-            try (FileChannel ch = FileChannel.open(s.file(), StandardOpenOption.READ)) {
-                ByteBuffer buf = ByteBuffer.wrap(b);
-                long pos = at - s.start();
-                while (buf.hasRemaining()) {
-                    int r = ch.read(buf, pos);
-                    if (r < 0) break;
-                    pos += r;
-                }
-                if (buf.hasRemaining()) b = java.util.Arrays.copyOf(b, buf.position());
+            byte[] b = readAt(s, at - s.start(), n);
+            if (b.length == 0) {
+                // a segment shorter than its range (the host went down mid-write): what it lacks counts as skipped
+                skipped += end - at;
+                at = end;
+                continue;
+            }
+            // a character cut by the segment's end goes on in the next segment when that one follows on directly
+            if (at + b.length == end && i + 1 < segments.size() && segments.get(i + 1).start() == end
+                    && completePrefix(b) < b.length) {
+                byte[] more = readAt(segments.get(i + 1), 0, 3);
+                byte[] joined = java.util.Arrays.copyOf(b, b.length + more.length);
+                System.arraycopy(more, 0, joined, b.length, more.length);
+                int whole = completePrefix(joined);
+                b = java.util.Arrays.copyOf(joined, Math.max(whole, b.length));
             }
             int lead = skipped > 0 ? continuationBytes(b) : 0;
             int keep = at + b.length >= total ? b.length : completePrefix(b);
@@ -161,6 +176,20 @@ public final class JobLog {
             return new Chunk(at + lead, at + Math.max(lead, keep), skipped + lead, out, total);
         }
         return new Chunk(at, at, skipped, new byte[0], total);
+    }
+
+    /** Up to {@code n} bytes of segment {@code s} from {@code pos} (fewer where the file is shorter). */
+    private static byte[] readAt(Segment s, long pos, int n) throws IOException {
+        byte[] b = new byte[n];
+        try (FileChannel ch = FileChannel.open(s.file(), StandardOpenOption.READ)) {
+            ByteBuffer buf = ByteBuffer.wrap(b);
+            while (buf.hasRemaining()) {
+                int r = ch.read(buf, pos);
+                if (r < 0) break;
+                pos += r;
+            }
+            return buf.hasRemaining() ? java.util.Arrays.copyOf(b, buf.position()) : b;
+        }
     }
 
     /** Continuation bytes (10xxxxxx) at the start: the rest of a character whose beginning was dropped. */
@@ -184,6 +213,7 @@ public final class JobLog {
 
     /** Stops writing (the job ended); reads go on working. */
     public synchronized void close() {
+        closed = true;
         if (writing == null) return;
         try {
             writing.close();

@@ -72,6 +72,11 @@ public final class Jobs implements AutoCloseable {
     private final int queueSize;
     private final long logBytes;
     private final Duration retention;
+    private final int keepPerTenant;
+    /** The lock on the jobs' directory, held for this server's life; null when another process holds it. */
+    private java.nio.channels.FileChannel lockFile;
+    /** Why this server keeps no jobs (another server on the same DATA_DIR keeps them), or null. */
+    private volatile String unavailable;
     private final Map<String, Job> jobs = new ConcurrentHashMap<>();
     /** Jobs waiting for a slot, in arrival order; guarded by {@code this}, like the counts below. */
     private final Deque<Pending> queue = new ArrayDeque<>();
@@ -116,6 +121,7 @@ public final class Jobs implements AutoCloseable {
         this.queueSize = config.get(Config.JOB_QUEUE_SIZE);
         this.logBytes = (long) config.get(Config.JOB_LOG_MB) << 20;
         this.retention = Duration.ofHours(config.get(Config.JOB_RETENTION_HOURS));
+        this.keepPerTenant = config.get(Config.JOB_KEEP_PER_TENANT);
         this.sweeper = Executors.newSingleThreadScheduledExecutor(Thread.ofPlatform().name("jobs-retention").daemon(true)
                 .factory());
     }
@@ -135,13 +141,34 @@ public final class Jobs implements AutoCloseable {
         try {
             Files.createDirectories(root);
             Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx------"));
-            j.readBack();
+            if (j.lock()) j.readBack();
         } catch (IOException e) {
             LOG.warn("jobs: cannot read {}: {}; earlier jobs are not listed", root, e.toString());
         }
         j.sweeper.scheduleWithFixedDelay(j::sweepQuietly, SWEEP_EVERY.toMillis(), SWEEP_EVERY.toMillis(),
                 TimeUnit.MILLISECONDS);
         return j;
+    }
+
+    /**
+     * Takes the jobs' directory for this server, for its whole life: two servers on one DATA_DIR (two desktop clients'
+     * stdio servers, say) would each take the other's running jobs for lost. The second keeps no jobs and says why.
+     * A lock already held in this process (tests that start a server again in one JVM) counts as taken.
+     */
+    private boolean lock() throws IOException {
+        lockFile = java.nio.channels.FileChannel.open(root.resolve(".lock"), java.nio.file.StandardOpenOption.CREATE,
+                java.nio.file.StandardOpenOption.WRITE);
+        try {
+            if (lockFile.tryLock() != null) return true;
+        } catch (java.nio.channels.OverlappingFileLockException e) {
+            return true;
+        }
+        lockFile.close();
+        lockFile = null;
+        unavailable = "background jobs are kept by another server on this DATA_DIR (" + root.getParent()
+                + "); give this server a DATA_DIR of its own to run jobs here";
+        LOG.warn("jobs: {}", unavailable);
+        return false;
     }
 
     /** Every record left in the directory: ended ones as they were, queued or running ones now lost. */
@@ -182,7 +209,9 @@ public final class Jobs implements AutoCloseable {
         if (!request.background()) throw new IllegalArgumentException("not a background request");
         if (closed) throw new ExecutionException.Unavailable("the server is shutting down; no new jobs are accepted");
         if (maxJobs == 0) throw new ExecutionException.InvalidRequest("background jobs are off on this server (MAX_JOBS=0)");
+        if (unavailable != null) throw new ExecutionException.Unavailable(unavailable);
         String tenant = request.audit().tenant().orElse("default");
+        forgetOldest(tenant);
         String id = "job-" + Ids.hex(16);
         Path dir = root.resolve(id);
         Job job;
@@ -268,6 +297,10 @@ public final class Jobs implements AutoCloseable {
         } catch (ExecutionException e) {
             finish(job, request, null, e.getMessage());
             return;
+        } catch (RuntimeException e) {
+            LOG.warn("job {}: its run could not be submitted: {}", job.id(), e.toString());
+            finish(job, request, null, "the run could not be started inside the server");
+            return;
         }
         job.cancel = handle::cancel;
         if (job.cancelRequested) handle.cancel(); // a cancel that came while the run was being submitted
@@ -276,32 +309,12 @@ public final class Jobs implements AutoCloseable {
                 : e instanceof ExecutionException ee2 ? ee2.getMessage() : "the run failed inside the server"));
     }
 
-    /** The job ended: its record written, its slot given to the next job that fits. */
+    /**
+     * The job ended: its slot given to the next jobs that fit (whatever else fails here), its record written. How it
+     * ended: the run's outcome, except a run that could not start ({@code failed}, with the reason the run's stderr
+     * gave), a worker that went away and a cancel nobody asked for (the server or the worker stopping): {@code lost}.
+     */
     private void finish(Job job, ExecutionRequest request, ExecutionResult r, String error) {
-        String how;
-        String message = null;
-        Map<String, Object> res = null;
-        if (r != null) {
-            how = closed && r.outcome() == dev.codeexec.engine.Outcome.CANCELLED ? Job.LOST : r.outcome().wireName();
-            if (how.equals(Job.LOST)) message = "the server stopped while the job was running";
-            else if (r.outcome() == dev.codeexec.engine.Outcome.WORKER_LOST) {
-                how = Job.LOST;
-                message = r.worker().map(w -> "the worker " + w + " that ran the job went away")
-                        .orElse("the worker that ran the job went away") + "; the output it sent until then is kept";
-            } else {
-                res = new LinkedHashMap<>(resultMap.apply(request, r));
-                res.remove("stdout");
-                res.remove("stderr");
-            }
-        } else {
-            how = Job.FAILED;
-            message = error;
-        }
-        job.end(how, clock.instant(), message, res);
-        writeQuietly(job);
-        endedByStatus.merge(how, 1L, Long::sum);
-        AUDIT.info("job end id={} tenant={} status={} stdoutBytes={} stderrBytes={}", job.id(), job.tenant(), how,
-                job.stdout.total(), job.stderr.total());
         List<Pending> next = new ArrayList<>();
         synchronized (this) {
             release(job.tenant()); // every job that gets here took its slot before its run was submitted
@@ -313,6 +326,39 @@ public final class Jobs implements AutoCloseable {
                 next.add(p);
             }
         }
+        try {
+            String how;
+            String message = null;
+            Map<String, Object> res = null;
+            dev.codeexec.engine.Outcome o = r == null ? null : r.outcome();
+            if (r == null) {
+                how = Job.FAILED;
+                message = error;
+            } else if (o == dev.codeexec.engine.Outcome.FAILED_TO_START) {
+                how = Job.FAILED;
+                message = r.stderr().strip().isEmpty() ? "the job could not start" : r.stderr().strip();
+            } else if (o == dev.codeexec.engine.Outcome.WORKER_LOST
+                    || o == dev.codeexec.engine.Outcome.CANCELLED && !job.cancelRequested) {
+                how = Job.LOST;
+                message = closed ? "the server stopped while the job was running"
+                        : r.worker().map(w -> "the worker " + w + " that ran the job went away (or stopped)")
+                                .orElse("the run was ended by its server, not by a cancel")
+                        + "; the output it sent until then is kept";
+            } else {
+                how = o.wireName();
+                res = new LinkedHashMap<>(resultMap.apply(request, r));
+                res.remove("stdout");
+                res.remove("stderr");
+            }
+            job.end(how, clock.instant(), message, res);
+        } catch (RuntimeException e) {
+            LOG.warn("job {}: its result could not be kept: {}", job.id(), e.toString());
+            job.end(Job.FAILED, clock.instant(), "the job ended, but its result could not be kept", null);
+        }
+        writeQuietly(job);
+        endedByStatus.merge(job.status(), 1L, Long::sum);
+        AUDIT.info("job end id={} tenant={} status={} stdoutBytes={} stderrBytes={}", job.id(), job.tenant(),
+                job.status(), job.stdout.total(), job.stderr.total());
         job.completeEnded(); // after the slot is given back: whoever sees the end sees the counts of after it
         changed(job);
         for (Pending p : next) run(p.job(), p.request());
@@ -388,14 +434,39 @@ public final class Jobs implements AutoCloseable {
         return maxJobs;
     }
 
+    /** Makes room for one more of the tenant's jobs: its oldest ended ones past JOB_KEEP_PER_TENANT - 1 go. */
+    private void forgetOldest(String tenant) {
+        List<Job> ended = jobs.values().stream().filter(j -> j.tenant().equals(tenant) && j.isEnded())
+                .sorted(Comparator.comparing(Job::createdAt)).toList();
+        for (int i = 0; i <= ended.size() - keepPerTenant; i++) remove(ended.get(i), "keep_per_tenant");
+    }
+
+    private void remove(Job j, String reason) {
+        if (jobs.remove(j.id()) == null) return;
+        DataDir.deleteTree(j.dir());
+        AUDIT.info("job removed id={} tenant={} reason={}", j.id(), j.tenant(), reason);
+    }
+
     /** Removes ended jobs whose end lies more than JOB_RETENTION_HOURS back, with their logs. */
     void sweep() {
         Instant cutoff = clock.instant().minus(retention);
         for (Job j : List.copyOf(jobs.values())) {
             if (!j.isEnded() || j.endedAt().map(t -> t.isAfter(cutoff)).orElse(true)) continue;
-            jobs.remove(j.id());
-            DataDir.deleteTree(j.dir());
-            AUDIT.info("job removed id={} tenant={} reason=retention", j.id(), j.tenant());
+            remove(j, "retention");
+        }
+        if (unavailable != null) return;
+        // what no record describes (unreadable, or a start cut short by a crash) goes too once as old
+        try (Stream<Path> dirs = Files.list(root)) {
+            for (Path d : dirs.toList()) {
+                String name = d.getFileName().toString();
+                if (!name.startsWith("job-") || jobs.containsKey(name)) continue;
+                if (Files.getLastModifiedTime(d, java.nio.file.LinkOption.NOFOLLOW_LINKS).toInstant().isBefore(cutoff)) {
+                    DataDir.deleteTree(d);
+                    AUDIT.info("job removed id={} tenant= reason=retention_without_record", name);
+                }
+            }
+        } catch (IOException e) {
+            LOG.warn("jobs: cannot look through {}: {}", root, e.toString());
         }
     }
 
@@ -427,6 +498,13 @@ public final class Jobs implements AutoCloseable {
     public void close() {
         closed = true;
         sweeper.shutdownNow();
+        if (lockFile != null) {
+            try {
+                lockFile.close(); // the lock goes with it; jobs still ending write their records all the same
+            } catch (IOException e) {
+                // closing
+            }
+        }
         List<Pending> left;
         synchronized (this) {
             left = new ArrayList<>(queue);
@@ -435,6 +513,8 @@ public final class Jobs implements AutoCloseable {
         for (Pending p : left) {
             p.job().end(Job.LOST, clock.instant(), "the server stopped while the job was queued", null);
             writeQuietly(p.job());
+            endedByStatus.merge(Job.LOST, 1L, Long::sum);
+            AUDIT.info("job lost id={} tenant={} reason=server_stopped_while_queued", p.job().id(), p.job().tenant());
             p.job().completeEnded();
             changed(p.job());
         }

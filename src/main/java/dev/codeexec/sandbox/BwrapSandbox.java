@@ -420,8 +420,11 @@ final class BwrapSandbox implements Sandbox {
         // In normal-user mode without a pids cgroup the process limit is set by init, inside the user namespace
         boolean nprocInside = userMode && !cgroups.limitsPids();
         if (helper == null) {
-            argv.addAll(List.of("/bin/sh", "-c", nprocInside ? "ulimit -u " + limits.maxProcesses() + " || exit "
-                    + Launcher.SETUP_FAILED + "; " + INIT : INIT, "sh"));
+            // a background job's session gets its autogroup's nice value here (the helper's init --nice does it
+            // otherwise); best effort, as there
+            String autogroup = spec.background() ? "{ echo " + Launcher.BACKGROUND_NICE + " > /proc/self/autogroup; } 2>/dev/null; " : "";
+            argv.addAll(List.of("/bin/sh", "-c", autogroup + (nprocInside ? "ulimit -u " + limits.maxProcesses() + " || exit "
+                    + Launcher.SETUP_FAILED + "; " + INIT : INIT), "sh"));
         } else {
             argv.addAll(List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
             if (statusPipe) argv.addAll(List.of("--status-fd", Integer.toString(Launcher.STATUS_FD)));

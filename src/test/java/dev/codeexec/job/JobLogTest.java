@@ -107,6 +107,50 @@ class JobLogTest {
         assertThat(JobLog.completePrefix(new byte[] {'x', (byte) 0xE2, (byte) 0x9C, (byte) 0x93})).isEqualTo(4);
     }
 
+    @Test
+    void aCharacterSplitBetweenTwoSegmentsIsReadWhole() throws Exception {
+        JobLog log = JobLog.open(dir, "stdout", 16); // head 8 bytes, tail segments of 4
+        log.append("abcdefgé".getBytes(StandardCharsets.UTF_8)); // é takes bytes 7 and 8: across the head's end
+        log.append("xyz".getBytes(StandardCharsets.UTF_8));
+        StringBuilder text = new StringBuilder();
+        long at = 0;
+        while (true) {
+            JobLog.Chunk c = log.read(at, 8);
+            if (c.next() == at) break;
+            text.append(new String(c.bytes(), StandardCharsets.UTF_8));
+            at = c.next();
+        }
+        assertThat(text.toString()).isEqualTo("abcdefgéxyz");
+    }
+
+    @Test
+    void outputDeliveredAfterTheEndIsDroppedAndKeepsTheTailThatWasKept() throws Exception {
+        JobLog log = JobLog.open(dir, "stdout", 64);
+        for (int i = 0; i < 40; i++) log.append(String.format("%02d\n", i).getBytes(StandardCharsets.US_ASCII));
+        byte[] before = log.read(log.read(0, 1000).next(), 1000).bytes();
+        log.close();
+        log.append("late\n".getBytes(StandardCharsets.US_ASCII));
+        assertThat(log.total()).isEqualTo(120);
+        assertThat(log.read(log.read(0, 1000).next(), 1000).bytes()).isEqualTo(before);
+    }
+
+    @Test
+    void aSegmentShorterThanItsRangeCountsAsSkippedAndReadingGoesOn() throws Exception {
+        JobLog log = JobLog.open(dir, "stdout", 64); // head 32, tail segments of 16
+        for (int i = 0; i < 20; i++) log.append(String.format("%02d\n", i).getBytes(StandardCharsets.US_ASCII));
+        log.close();
+        // the host went down: the head lost its last bytes
+        try (var ch = java.nio.channels.FileChannel.open(dir.resolve("stdout.0"), java.nio.file.StandardOpenOption.WRITE)) {
+            ch.truncate(20);
+        }
+        JobLog again = JobLog.open(dir, "stdout", 64);
+        JobLog.Chunk first = again.read(0, 1000);
+        assertThat(first.bytes()).hasSize(20);
+        JobLog.Chunk second = again.read(first.next(), 1000);
+        assertThat(second.skipped()).isEqualTo(12);
+        assertThat(second.next()).isGreaterThan(first.next());
+    }
+
     /** Files.getPosixFilePermissions without the checked exception, for a stream. */
     static final class Uncheck {
         static java.util.Set<java.nio.file.attribute.PosixFilePermission> perms(Path p) {

@@ -250,6 +250,40 @@ class JobsTest {
         }
     }
 
+    @Test
+    void pastJobKeepPerTenantANewJobRemovesTheTenantsOldestEndedJobOnly() throws Exception {
+        Config c = config("JOB_KEEP_PER_TENANT", "2");
+        Jobs jobs = jobs(c, Clock.systemUTC());
+        Job a = ended(jobs.start(job(c, "alice", "print:a")));
+        Job b = ended(jobs.start(job(c, "alice", "print:b")));
+        Job bobs = ended(jobs.start(job(c, "bob", "print:x")));
+        Job third = jobs.start(job(c, "alice", "print:c"));
+        ended(third);
+        assertThat(jobs.list(Optional.of("alice"))).containsExactly(third, b);
+        assertThat(a.dir()).doesNotExist();
+        assertThat(jobs.find(Optional.of("bob"), bobs.id())).as("another tenant's jobs are not its to lose").isPresent();
+    }
+
+    @Test
+    void aSecondServerOnTheSameDataDirKeepsNoJobsAndSaysWhyInsteadOfTakingTheFirstsForLost() throws Exception {
+        Path root = dir.resolve("jobs");
+        Files.createDirectories(root);
+        // another process holds the jobs' directory (a first server), with the same kind of lock
+        Process other = new ProcessBuilder("python3", "-c", "import fcntl, sys, time\n"
+                + "f = open(sys.argv[1], 'w')\nfcntl.lockf(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
+                root.resolve(".lock").toString()).redirectErrorStream(true).start();
+        try {
+            assertThat(new String(other.getInputStream().readNBytes(7), StandardCharsets.UTF_8)).isEqualTo("locked\n");
+            Config c = config();
+            Jobs second = jobs(c, Clock.systemUTC());
+            assertThatThrownBy(() -> second.start(job(c, "alice", "print:x")))
+                    .isInstanceOf(ExecutionException.Unavailable.class).hasMessageContaining("another server on this DATA_DIR");
+            assertThat(executor.requests).isEmpty();
+        } finally {
+            other.destroyForcibly().waitFor();
+        }
+    }
+
     static final class MutableClock extends Clock {
         volatile Instant now;
 
