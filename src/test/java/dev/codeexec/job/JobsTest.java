@@ -284,6 +284,21 @@ class JobsTest {
         }
     }
 
+    @Test
+    void aRunEndedByItsServerWithoutACancelIsLostAndAJobThatCannotStartIsFailedWithItsReason() throws Exception {
+        Config c = config();
+        Jobs jobs = jobs(c, Clock.systemUTC());
+        Job refused = jobs.start(job(c, "alice", "unavailable"));
+        assertThat(ended(refused).status()).isEqualTo(Job.FAILED);
+        assertThat(refused.message()).get().asString().contains("no user namespaces");
+        Job j = jobs.start(job(c, "alice", "block"));
+        executor.blockStarted.await(10, TimeUnit.SECONDS);
+        executor.close(); // a worker drained under it: its run ends cancelled, though nobody cancelled the job
+        assertThat(ended(j).status()).isEqualTo(Job.LOST);
+        assertThat(j.message()).get().asString().contains("not by a cancel");
+        assertThat(jobs.running()).isZero();
+    }
+
     static final class MutableClock extends Clock {
         volatile Instant now;
 
