@@ -118,7 +118,9 @@ public final class HttpServer implements AutoCloseable {
         FilterHolder edge = new FilterHolder(new EdgeFilter(config, keys));
         edge.setAsyncSupported(true);
         context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
-        McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody,
+        ServerSetup served = setup;
+        McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry,
+                (tenant, uri) -> dev.codeexec.mcp.McpServers.mayWatch(served, tenant, uri)), registry, maxBody,
                 bodies);
         FilterHolder endpoint = new FilterHolder(endpointFilter);
         endpoint.setAsyncSupported(true);

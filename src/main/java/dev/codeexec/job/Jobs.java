@@ -233,6 +233,14 @@ public final class Jobs implements AutoCloseable {
                         + perTenant + " per tenant (MAX_JOBS_PER_TENANT), and " + queue.size()
                         + " more are waiting (JOB_QUEUE_SIZE); try again later");
             }
+            // one tenant may fill at most half the queue: the others keep places while its own jobs wait for it
+            long own = queue.stream().filter(p -> p.job().tenant().equals(tenant)).count();
+            if (!now && own >= Math.max(1, queueSize / 2)) {
+                DataDir.deleteTree(dir);
+                throw new ExecutionException.Busy("you have " + own + " background jobs waiting, half the queue "
+                        + "(JOB_QUEUE_SIZE " + queueSize + "), and " + runningPerTenant.getOrDefault(tenant, 0)
+                        + " running; try again when one has ended");
+            }
             jobs.put(id, job);
             if (now) take(tenant);
             else queue.add(new Pending(job, request));

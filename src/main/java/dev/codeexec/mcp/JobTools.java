@@ -303,6 +303,16 @@ final class JobTools {
     /** The most of a stream a resource read returns: its last this many bytes (job_status with `since` reads all). */
     static final int RESOURCE_MAX = 1 << 20;
 
+    /**
+     * Whether {@code tenant} may subscribe to {@code uri}: a job:// URI only for its own jobs (another tenant's id is
+     * as unknown to it as one that never existed); any other URI as the SDK decides.
+     */
+    static boolean mayWatch(ServerSetup setup, String tenant, String uri) {
+        if (!uri.startsWith("job://")) return true;
+        java.util.regex.Matcher m = JOB_URI.matcher(uri);
+        return m.matches() && setup.jobs().flatMap(j -> j.find(Optional.of(tenant), m.group(1))).isPresent();
+    }
+
     /** The job's status resource. */
     static String uri(Job job) {
         return "job://" + job.id();

@@ -21,6 +21,11 @@ public final class McpServers {
 
     static final String SERVER_NAME = "code-exec-mcp";
 
+    /** Whether a tenant may subscribe to a resource of this server (its own jobs' only, of job:// URIs). */
+    public static boolean mayWatch(ServerSetup setup, String tenant, String uri) {
+        return JobTools.mayWatch(setup, tenant, uri);
+    }
+
     private McpServers() {
     }
 

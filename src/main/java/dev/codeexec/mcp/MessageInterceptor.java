@@ -39,10 +39,25 @@ public final class MessageInterceptor {
     private static final JsonMapper JSON = JsonMapper.builder().build();
 
     private final RunRegistry registry;
+    /** Whether a tenant may watch a resource (resources/subscribe); the SDK itself accepts any URI. */
+    private final java.util.function.BiPredicate<String, String> mayWatch;
 
     public MessageInterceptor(RunRegistry registry) {
-        this.registry = registry;
+        this(registry, (tenant, uri) -> true);
     }
+
+    /**
+     * @param mayWatch (tenant, uri) → whether that tenant may subscribe to the resource: a subscription it may not
+     *                 make is turned into one to a URI that never changes, so the answer is the same as for an
+     *                 unknown resource and nothing about another tenant's resource reaches it
+     */
+    public MessageInterceptor(RunRegistry registry, java.util.function.BiPredicate<String, String> mayWatch) {
+        this.registry = registry;
+        this.mayWatch = mayWatch;
+    }
+
+    /** The URI a refused subscription is turned into: nothing is ever updated there. */
+    static final String NOWHERE = "code-exec://nowhere";
 
     /**
      * Returns the message to hand to the SDK: the same text, or the text with our meta keys added.
@@ -67,6 +82,8 @@ public final class MessageInterceptor {
         boolean request = msg.has("id") && !method.isEmpty();
         if (request && params instanceof ObjectNode p && !method.equals("tools/call")) {
             withPrincipal(p, principal);
+            if (method.equals("resources/subscribe") && !mayWatch.test(principal.tenant(), p.path("uri").asString("")))
+                p.put("uri", NOWHERE);
             return JSON.writeValueAsString(msg);
         }
         switch (method) {

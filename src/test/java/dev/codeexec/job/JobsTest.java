@@ -299,6 +299,21 @@ class JobsTest {
         assertThat(jobs.running()).isZero();
     }
 
+    @Test
+    void oneTenantHoldsAtMostHalfTheQueue() throws Exception {
+        Config c = config("MAX_JOBS", "1", "MAX_JOBS_PER_TENANT", "1", "JOB_QUEUE_SIZE", "4");
+        Jobs jobs = jobs(c, Clock.systemUTC());
+        Job running = jobs.start(job(c, "alice", "block"));
+        jobs.start(job(c, "alice", "print:1"));
+        jobs.start(job(c, "alice", "print:2"));
+        assertThatThrownBy(() -> jobs.start(job(c, "alice", "print:3")))
+                .isInstanceOf(ExecutionException.Busy.class).hasMessageContaining("half the queue");
+        Job bobs = jobs.start(job(c, "bob", "print:b"));
+        assertThat(jobs.position(bobs)).contains(3);
+        jobs.cancel(running);
+        assertThat(ended(bobs).status()).isEqualTo("exited");
+    }
+
     static final class MutableClock extends Clock {
         volatile Instant now;
 

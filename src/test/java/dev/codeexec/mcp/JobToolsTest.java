@@ -36,6 +36,8 @@ class JobToolsTest {
     static McpSyncClient alice;
     static McpSyncClient bob;
     static final List<List<ResourceContents>> updates = new CopyOnWriteArrayList<>();
+    static final List<List<ResourceContents>> bobsUpdates = new CopyOnWriteArrayList<>();
+    static McpSyncClient bobWatching;
 
     @BeforeAll
     static void start() throws Exception {
@@ -43,12 +45,14 @@ class JobToolsTest {
         server = new TenantServer(setup);
         alice = server.client("alice", spec -> spec.resourcesUpdateConsumer(updates::add));
         bob = server.client("bob");
+        bobWatching = server.client("bob", spec -> spec.resourcesUpdateConsumer(bobsUpdates::add));
     }
 
     @AfterAll
     static void stop() throws Exception {
         alice.closeGracefully();
         bob.closeGracefully();
+        bobWatching.closeGracefully();
         server.close();
         setup.closeEngine();
     }
@@ -125,10 +129,12 @@ class JobToolsTest {
     void theResourcesGiveTheStatusAndTheOutputAndASubscriberHearsOfTheEnd() throws Exception {
         String job = start("stream:6");
         alice.subscribeResource(new SubscribeRequest("job://" + job));
+        bobWatching.subscribeResource(new SubscribeRequest("job://" + job)); // not his: as good as an unknown id
         data(call(alice, "job_wait", "job", job, "timeout_ms", 20_000));
         dev.codeexec.testing.Poll.until("resources/updated for the job", Duration.ofSeconds(10), () -> updates.stream()
                 .flatMap(List::stream).anyMatch(c -> c.uri().equals("job://" + job)
                         && ((TextResourceContents) c).text().contains("\"status\":\"exited\"")));
+        assertThat(bobsUpdates).as("another tenant hears nothing of the job").isEmpty();
         TextResourceContents out = (TextResourceContents) alice.readResource(new ReadResourceRequest("job://" + job + "/stdout"))
                 .contents().getFirst();
         assertThat(out.text()).isEqualTo("line 0\nline 2\nline 4\n");
@@ -152,5 +158,20 @@ class JobToolsTest {
         dev.codeexec.engine.OutputListener l = JobTools.capped((stream, text) -> got.add(text), 10);
         for (String piece : List.of("12345", "67890", "abc", "def")) l.onOutput(dev.codeexec.engine.OutputListener.Stream.STDOUT, piece);
         assertThat(got).containsExactly("12345", "67890", JobTools.NOT_STREAMED);
+    }
+
+    @Test
+    void aSubscriptionToAnotherTenantsJobIsTurnedIntoOneThatNeverFires() {
+        String job = start("block");
+        MessageInterceptor interceptor = new MessageInterceptor(new RunRegistry(),
+                (tenant, uri) -> McpServers.mayWatch(setup, tenant, uri));
+        String subscribe = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"job://" + job + "\"}}";
+        assertThat(interceptor.intercept("s", new dev.codeexec.auth.Principal("bob", false), subscribe))
+                .contains(MessageInterceptor.NOWHERE).doesNotContain(job);
+        assertThat(interceptor.intercept("s", new dev.codeexec.auth.Principal("alice", false), subscribe))
+                .contains("job://" + job).doesNotContain(MessageInterceptor.NOWHERE);
+        String other = subscribe.replace("job://" + job, "ws://proj/a.txt");
+        assertThat(interceptor.intercept("s", new dev.codeexec.auth.Principal("bob", false), other)).contains("ws://proj/a.txt");
+        data(call(alice, "job_cancel", "job", job));
     }
 }

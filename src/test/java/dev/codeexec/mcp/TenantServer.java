@@ -40,7 +40,7 @@ final class TenantServer implements AutoCloseable {
 
     TenantServer(ServerSetup setup) throws Exception {
         RunRegistry registry = new RunRegistry();
-        MessageInterceptor interceptor = new MessageInterceptor(registry);
+        MessageInterceptor interceptor = new MessageInterceptor(registry, (tenant, uri) -> McpServers.mayWatch(setup, tenant, uri));
         HttpServletStreamableServerTransportProvider transport = HttpServletStreamableServerTransportProvider.builder()
                 .mcpEndpoint("/mcp").build();
         mcp = McpServers.http(transport, setup, registry);
