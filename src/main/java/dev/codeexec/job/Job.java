@@ -36,7 +36,6 @@ public final class Job {
     final JobLog stdout;
     final JobLog stderr;
     private final List<OutputListener> watchers = new CopyOnWriteArrayList<>();
-    private final List<Runnable> statusWatchers = new CopyOnWriteArrayList<>();
     private final CompletableFuture<Job> ended = new CompletableFuture<>();
 
     private volatile String status;
@@ -134,12 +133,6 @@ public final class Job {
         return () -> watchers.remove(listener);
     }
 
-    /** Called after each change of status (a resource subscription, a live page), until the handle is closed. */
-    public AutoCloseable watchStatus(Runnable onChange) {
-        statusWatchers.add(onChange);
-        return () -> statusWatchers.remove(onChange);
-    }
-
     // ---- changes, by Jobs only ----
 
     void output(OutputListener.Stream stream, String text, long atMillis) {
@@ -155,7 +148,6 @@ public final class Job {
     void started(Instant at) {
         startedAt = at;
         status = RUNNING;
-        changed();
     }
 
     void end(String how, Instant at, String why, Map<String, Object> resultMap) {
@@ -167,20 +159,9 @@ public final class Job {
         status = how; // last: whoever sees it ended sees its end time, message and result too
     }
 
-    /** Tells the status watchers; the end's future completes after the record is on disk (see Jobs). */
-    void changed() {
-        for (Runnable r : statusWatchers) {
-            try {
-                r.run();
-            } catch (RuntimeException e) {
-                // a watcher's failure is its own
-            }
-        }
-    }
-
+    /** After the record is on disk (see Jobs): whoever waits for the end sees it whole. */
     void completeEnded() {
         ended.complete(this);
-        changed();
     }
 
     /** The record written to job.json, and the summary the surfaces show (without the position in the queue). */

@@ -438,10 +438,6 @@ public final class Jobs implements AutoCloseable {
         return Map.copyOf(endedByStatus);
     }
 
-    public int maxJobs() {
-        return maxJobs;
-    }
-
     /** Makes room for one more of the tenant's jobs: its oldest ended ones past JOB_KEEP_PER_TENANT - 1 go. */
     private void forgetOldest(String tenant) {
         List<Job> ended = jobs.values().stream().filter(j -> j.tenant().equals(tenant) && j.isEnded())
