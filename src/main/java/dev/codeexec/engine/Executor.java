@@ -25,6 +25,14 @@ public interface Executor extends AutoCloseable {
         return SessionControl.NONE;
     }
 
+    /**
+     * The background jobs this executor keeps itself (a gateway's are kept by its workers, which run them); empty:
+     * the server keeps them, over this executor ({@code job.Jobs}).
+     */
+    default java.util.Optional<JobControl<?>> jobs() {
+        return java.util.Optional.empty();
+    }
+
     /** Its slots, queue, warm pool, workers and package store, and its sandbox starts, for the surfaces that show them. */
     ExecutorStatus status();
 

@@ -121,6 +121,11 @@ public final class ObservedExecutor implements Executor {
     }
 
     @Override
+    public java.util.Optional<JobControl<?>> jobs() {
+        return delegate.jobs();
+    }
+
+    @Override
     public ExecutorStatus status() {
         return delegate.status();
     }

@@ -6,9 +6,10 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionRequest.AuditInfo;
 import dev.codeexec.engine.OutputListener;
-import dev.codeexec.job.Job;
-import dev.codeexec.job.JobLog;
-import dev.codeexec.job.Jobs;
+import dev.codeexec.engine.JobControl;
+import dev.codeexec.engine.JobHandle;
+import dev.codeexec.engine.JobState;
+import dev.codeexec.engine.LogChunk;
 import dev.codeexec.surface.JobMaps;
 import dev.codeexec.surface.ServerSetup;
 import jakarta.servlet.ServletOutputStream;
@@ -64,14 +65,14 @@ final class JobsApi {
         Matcher m = ROUTE.matcher(req.getRequestURI());
         if (!m.matches()) throw new ApiException(404, "not_found", "no such API route");
         Map<String, String> query = ApiRoute.query(req.getQueryString());
-        Jobs jobs = setup.jobs().orElseThrow(() -> new ApiException(503, "unavailable", "background jobs are not available here"));
+        JobControl<?> jobs = setup.jobs().orElseThrow(() -> new ApiException(503, "unavailable", "background jobs are not available here"));
         if (m.group(1) == null) {
             switch (method) {
                 case "POST" -> start(AdminApi.actingTenant(who, query.get("tenant")), who, req, resp);
                 case "GET" -> {
                     List<Map<String, Object>> out = new ArrayList<>();
-                    for (Job j : jobs.list(AdminApi.viewScope(who, query.get("tenant")))) {
-                        Map<String, Object> s = JobMaps.status(jobs, j);
+                    for (JobState j : jobs.list(AdminApi.viewScope(who, query.get("tenant")))) {
+                        Map<String, Object> s = JobMaps.status(j);
                         s.remove("result");
                         s.put("tenant", j.tenant());
                         out.add(s);
@@ -82,25 +83,24 @@ final class JobsApi {
             }
             return;
         }
-        Job job = jobs.find(AdminApi.viewScope(who, query.get("tenant")), m.group(1))
+        JobHandle job = jobs.find(AdminApi.viewScope(who, query.get("tenant")), m.group(1)).map(JobHandle.class::cast)
                 .orElseThrow(() -> new ApiException(404, "not_found", "no such job"));
         String part = m.group(2);
         if (part == null && method.equals("GET")) {
-            Map<String, Object> s = JobMaps.status(jobs, job);
+            Map<String, Object> s = JobMaps.status(job.state());
             s.put("tenant", job.tenant());
             ApiServlet.json(resp, 200, s);
         } else if (part == null && method.equals("DELETE")) {
-            jobs.cancel(job);
+            JobState st;
             try {
-                job.ended().get(10, java.util.concurrent.TimeUnit.SECONDS);
-            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
-                // answered with the status as it is
+                st = job.cancel(10_000);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+                st = job.state();
             }
-            ApiServlet.json(resp, 200, JobMaps.status(jobs, job));
+            ApiServlet.json(resp, 200, JobMaps.status(st));
         } else if (part != null && method.equals("GET")) {
-            if (part.equals("events")) events(jobs, job, query, resp);
+            if (part.equals("events")) events(job, query, resp);
             else log(job, part.equals("stdout") ? OutputListener.Stream.STDOUT : OutputListener.Stream.STDERR, req, resp);
         } else {
             throw new ApiException(405, "method_not_allowed", method + " is not allowed on this route");
@@ -130,9 +130,9 @@ final class JobsApi {
 
     /** Starts the job of a checked request and answers 202 with its status (429 when the queue is full). */
     static void started(ServerSetup setup, ExecutionRequest request, HttpServletResponse resp) throws IOException {
-        Job job;
+        JobState job;
         try {
-            job = setup.jobsOrFail().start(request);
+            job = setup.jobsOrFail().start(request).state();
         } catch (ExecutionException.InvalidRequest e) {
             throw new ApiException(400, e.code(), e.getMessage());
         } catch (ExecutionException.Busy e) {
@@ -142,13 +142,13 @@ final class JobsApi {
             throw new ApiException(503, e.code(), e.getMessage());
         }
         resp.setHeader("Location", PATH + "/" + job.id());
-        ApiServlet.json(resp, 202, JobMaps.status(setup.jobsOrFail(), job));
+        ApiServlet.json(resp, 202, JobMaps.status(job));
     }
 
     /** The log as text: all that is kept (a marker where bytes were dropped), or from {@code Range: bytes=N-}. */
-    private static void log(Job job, OutputListener.Stream stream, HttpServletRequest req, HttpServletResponse resp)
+    private static void log(JobHandle job, OutputListener.Stream stream, HttpServletRequest req, HttpServletResponse resp)
             throws IOException {
-        long total = job.log(stream).total();
+        long total = job.state().size(stream);
         String range = req.getHeader("Range");
         long from = 0, to = Long.MAX_VALUE;
         // a Range this route does not serve (several ranges, a suffix, another unit) is ignored: the whole log, 200
@@ -174,7 +174,7 @@ final class JobsApi {
         if (range != null) {
             // one contiguous piece from FROM: what is kept there (a dropped start is skipped and said so), never
             // past TO; a range that lies wholly in what was dropped has nothing to serve
-            JobLog.Chunk c = job.read(stream, from, (int) Math.min(end - from, 4L << 20));
+            LogChunk c = job.read(stream, from, (int) Math.min(end - from, 4L << 20));
             if (c.from() >= end || c.bytes().length == 0) {
                 resp.setHeader("Content-Range", "bytes */" + total);
                 JsonErrors.writeApi(resp, 416, "bad_range", "bytes " + from + "-" + (end - 1) + " of the log were "
@@ -183,7 +183,7 @@ final class JobsApi {
             }
             if (c.next() > end) {
                 byte[] cut = java.util.Arrays.copyOf(c.bytes(), (int) (end - c.from()));
-                c = new JobLog.Chunk(c.from(), end, c.skipped(), cut, c.total());
+                c = new LogChunk(c.from(), end, c.skipped(), cut, c.total());
             }
             resp.setStatus(206);
             resp.setHeader("Content-Range", "bytes " + c.from() + "-" + (c.next() - 1) + "/" + total);
@@ -195,7 +195,7 @@ final class JobsApi {
         ServletOutputStream out = resp.getOutputStream();
         long at = 0;
         while (at < end) {
-            JobLog.Chunk c = job.read(stream, at, JobMaps.READ_MAX);
+            LogChunk c = job.read(stream, at, JobMaps.READ_MAX);
             if (c.next() <= at) break;
             out.write(JobMaps.text(c).getBytes(StandardCharsets.UTF_8));
             at = c.next();
@@ -203,7 +203,7 @@ final class JobsApi {
     }
 
     /** Server-sent events: output from the offsets asked ({@code ?stdout=&stderr=}), status changes, until the end. */
-    private static void events(Jobs jobs, Job job, Map<String, String> query, HttpServletResponse resp) throws IOException {
+    private static void events(JobHandle job, Map<String, String> query, HttpServletResponse resp) throws IOException {
         resp.setStatus(200);
         resp.setContentType("text/event-stream");
         resp.setCharacterEncoding(StandardCharsets.UTF_8.name());
@@ -214,11 +214,12 @@ final class JobsApi {
         String lastStatus = null;
         long quiet = 0;
         while (true) {
-            boolean ended = job.ended().isDone(); // read first: the output and the status read after it are complete
+            JobState now = job.state(); // read first: once it says ended, the output read after it is complete
+            boolean ended = now.ended();
             for (OutputListener.Stream s : OutputListener.Stream.values()) {
                 long at = s == OutputListener.Stream.STDOUT ? outAt : errAt;
                 while (true) {
-                    JobLog.Chunk c = job.read(s, at, JobMaps.READ_MAX);
+                    LogChunk c = job.read(s, at, JobMaps.READ_MAX);
                     if (c.next() <= at) break;
                     send(out, "output", Map.of("stream", s.name().toLowerCase(java.util.Locale.ROOT),
                             "text", JobMaps.text(c), "offset", c.next()));
@@ -227,9 +228,9 @@ final class JobsApi {
                 if (s == OutputListener.Stream.STDOUT) outAt = at;
                 else errAt = at;
             }
-            if (!job.status().equals(lastStatus) || ended) {
-                lastStatus = job.status();
-                send(out, "status", JobMaps.status(jobs, job));
+            if (!now.status().equals(lastStatus) || ended) {
+                lastStatus = now.status();
+                send(out, "status", JobMaps.status(now));
             }
             if (ended) return;
             if (++quiet % (PING_EVERY_MS / EVENTS_POLL_MS) == 0) {

@@ -1,5 +1,8 @@
 package dev.codeexec.job;
 
+import dev.codeexec.engine.JobHandle;
+import dev.codeexec.engine.JobState;
+import dev.codeexec.engine.LogChunk;
 import dev.codeexec.engine.OutputListener;
 
 import java.io.IOException;
@@ -17,16 +20,16 @@ import java.util.concurrent.CopyOnWriteArrayList;
  * it. Made and changed only by {@link Jobs}; read by every surface. A job that ended (or was found ended at start)
  * keeps its record and logs until the retention removes them.
  */
-public final class Job {
+public final class Job implements JobHandle {
 
     /** Waiting for a job slot. */
-    public static final String QUEUED = "queued";
+    public static final String QUEUED = JobState.QUEUED;
     /** Its program runs. */
-    public static final String RUNNING = "running";
+    public static final String RUNNING = JobState.RUNNING;
     /** Its server (or worker) went away while it was queued or running: no process survives that. */
-    public static final String LOST = "lost";
+    public static final String LOST = JobState.LOST;
     /** It could not start (the sandbox is unavailable, its packages failed to install, ...): {@code message} says why. */
-    public static final String FAILED = "failed";
+    public static final String FAILED = JobState.FAILED;
 
     private final String id;
     private final String tenant;
@@ -46,6 +49,8 @@ public final class Job {
     private volatile Map<String, Object> result;
     volatile Runnable cancel = () -> { };
     volatile boolean cancelRequested;
+    /** The jobs that keep it (its place in their queue, its cancel); set when they take it. */
+    volatile Jobs owner;
 
     Job(String id, String tenant, Path dir, Map<String, Object> declared, Instant createdAt, String status,
             JobLog stdout, JobLog stderr) {
@@ -59,12 +64,41 @@ public final class Job {
         this.stderr = stderr;
     }
 
+    @Override
     public String id() {
         return id;
     }
 
+    @Override
     public String tenant() {
         return tenant;
+    }
+
+    @Override
+    public JobState state() {
+        String st = status; // first: a status read ended comes with the end time, message and result set before it
+        Jobs o = owner;
+        return new JobState(id, tenant, st, o == null ? Optional.empty() : o.position(this), declared, createdAt,
+                startedAt(), endedAt(), message(), result(), stdout.total(), stderr.total());
+    }
+
+    @Override
+    public JobState await(long millis) throws InterruptedException {
+        try {
+            ended.get(millis, java.util.concurrent.TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            // the wait is over; the job goes on
+        } catch (java.util.concurrent.ExecutionException e) {
+            // never completed exceptionally
+        }
+        return state();
+    }
+
+    @Override
+    public JobState cancel(long waitMillis) throws InterruptedException {
+        Jobs o = owner;
+        if (o != null) o.cancel(this);
+        return await(waitMillis);
     }
 
     Path dir() {
@@ -123,11 +157,12 @@ public final class Job {
      *
      * @throws IOException the log cannot be read
      */
-    public JobLog.Chunk read(OutputListener.Stream stream, long offset, int max) throws IOException {
+    @Override
+    public LogChunk read(OutputListener.Stream stream, long offset, int max) throws IOException {
         return log(stream).read(offset, max);
     }
 
-    /** Output as it arrives, until the returned handle is closed (a job_wait's progress, a live tail). */
+    @Override
     public AutoCloseable watch(OutputListener listener) {
         watchers.add(listener);
         return () -> watchers.remove(listener);

@@ -21,14 +21,6 @@ import java.util.stream.Stream;
  */
 public final class JobLog {
 
-    /** What one read returns: bytes from {@code from}, the offset to ask next, and how many dropped bytes came first. */
-    public record Chunk(long from, long next, long skipped, byte[] bytes, long total) {
-        /** Whether the chunk reached everything written so far. */
-        public boolean atEnd() {
-            return next >= total;
-        }
-    }
-
     private record Segment(long start, Path file) {
     }
 
@@ -141,7 +133,7 @@ public final class JobLog {
      * skipped and counted; a chunk never ends inside a UTF-8 character unless the log ends there, and never starts
      * inside one after a gap.
      */
-    public synchronized Chunk read(long from, int max) throws IOException {
+    public synchronized dev.codeexec.engine.LogChunk read(long from, int max) throws IOException {
         long at = Math.max(0, Math.min(from, total));
         long skipped = 0;
         for (int i = 0; i < segments.size(); i++) {
@@ -173,9 +165,9 @@ public final class JobLog {
             int keep = at + b.length >= total ? b.length : completePrefix(b);
             if (keep <= lead) keep = b.length; // too small a chunk for a whole character: the bytes as they are
             byte[] out = java.util.Arrays.copyOfRange(b, lead, Math.max(lead, keep));
-            return new Chunk(at + lead, at + Math.max(lead, keep), skipped + lead, out, total);
+            return new dev.codeexec.engine.LogChunk(at + lead, at + Math.max(lead, keep), skipped + lead, out, total);
         }
-        return new Chunk(at, at, skipped, new byte[0], total);
+        return new dev.codeexec.engine.LogChunk(at, at, skipped, new byte[0], total);
     }
 
     /** Up to {@code n} bytes of segment {@code s} from {@code pos} (fewer where the file is shorter). */

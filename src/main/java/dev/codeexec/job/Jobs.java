@@ -7,6 +7,7 @@ import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.Executor;
+import dev.codeexec.engine.JobControl;
 import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RunHandle;
 import org.slf4j.Logger;
@@ -54,7 +55,7 @@ import java.util.stream.Stream;
  * running when its server went away is recorded {@code lost} (a process cannot outlive its server), its logs kept.
  * Ended jobs are removed JOB_RETENTION_HOURS after they ended.
  */
-public final class Jobs implements AutoCloseable {
+public final class Jobs implements JobControl<Job> {
 
     private static final Logger LOG = LoggerFactory.getLogger(Jobs.class);
     private static final Logger AUDIT = LoggerFactory.getLogger("audit");
@@ -85,18 +86,21 @@ public final class Jobs implements AutoCloseable {
     private final Map<String, Long> endedByStatus = new ConcurrentHashMap<>();
     private final ScheduledExecutorService sweeper;
     private volatile boolean closed;
+    /** What new job ids start with after {@code job-} (see {@link #open(Config, Executor, BiFunction, String)}). */
+    private volatile String idPrefix = "";
 
     private record Pending(Job job, ExecutionRequest request) {
     }
 
     /** Told of every job's change of status (started, ended, lost): a surface's subscriptions. */
-    private final List<java.util.function.Consumer<Job>> listeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final List<java.util.function.Consumer<dev.codeexec.engine.JobHandle>> listeners = new java.util.concurrent.CopyOnWriteArrayList<>();
 
     /**
      * Calls {@code listener} after each change of any job's status, on the thread that made it: it must not block
      * (an MCP server hands the notification to a thread of its own). A listener's failure is its own.
      */
-    public void onChange(java.util.function.Consumer<Job> listener) {
+    @Override
+    public void onChange(java.util.function.Consumer<dev.codeexec.engine.JobHandle> listener) {
         listeners.add(listener);
     }
 
@@ -132,7 +136,18 @@ public final class Jobs implements AutoCloseable {
      * @param resultMap a run's result (of its request) as the surfaces show it, kept with the job and in its record
      */
     public static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap) {
-        return open(config, executor, resultMap, DataDir.of(config).root().resolve("jobs"), Clock.systemUTC());
+        return open(config, executor, resultMap, "");
+    }
+
+    /**
+     * The same, with job ids that start {@code job-<idPrefix>}: a worker's carry its instance id, which routes a
+     * gateway's later calls about the job to it.
+     */
+    public static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
+            String idPrefix) {
+        Jobs j = open(config, executor, resultMap, DataDir.of(config).root().resolve("jobs"), Clock.systemUTC());
+        j.idPrefix = idPrefix;
+        return j;
     }
 
     static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
@@ -189,6 +204,7 @@ public final class Jobs implements AutoCloseable {
                         AUDIT.info("job lost id={} tenant={} reason=server_restart", job.id(), job.tenant());
                     }
                     job.completeEnded();
+                    job.owner = this;
                     jobs.put(job.id(), job);
                 } catch (IOException | RuntimeException e) {
                     LOG.warn("jobs: cannot read the record {}: {}", rec, e.toString());
@@ -205,6 +221,7 @@ public final class Jobs implements AutoCloseable {
      * @throws ExecutionException.InvalidRequest jobs are off here (MAX_JOBS=0), or the request is not a background one
      * @throws ExecutionException.Busy           the queue is full
      */
+    @Override
     public Job start(ExecutionRequest request) {
         if (!request.background()) throw new IllegalArgumentException("not a background request");
         if (closed) throw new ExecutionException.Unavailable("the server is shutting down; no new jobs are accepted");
@@ -212,7 +229,7 @@ public final class Jobs implements AutoCloseable {
         if (unavailable != null) throw new ExecutionException.Unavailable(unavailable);
         String tenant = request.audit().tenant().orElse("default");
         forgetOldest(tenant);
-        String id = "job-" + Ids.hex(16);
+        String id = "job-" + idPrefix + Ids.hex(16);
         Path dir = root.resolve(id);
         Job job;
         try {
@@ -241,6 +258,7 @@ public final class Jobs implements AutoCloseable {
                         + "(JOB_QUEUE_SIZE " + queueSize + "), and " + runningPerTenant.getOrDefault(tenant, 0)
                         + " running; try again when one has ended");
             }
+            job.owner = this;
             jobs.put(id, job);
             if (now) take(tenant);
             else queue.add(new Pending(job, request));
@@ -373,14 +391,20 @@ public final class Jobs implements AutoCloseable {
     }
 
     /** A job of {@code tenant} (empty: any tenant's, for an admin); another tenant's id is not found. */
+    @Override
     public Optional<Job> find(Optional<String> tenant, String id) {
         Job j = id == null ? null : jobs.get(id);
         if (j == null || tenant.isPresent() && !tenant.get().equals(j.tenant())) return Optional.empty();
         return Optional.of(j);
     }
 
+    @Override
+    public List<dev.codeexec.engine.JobState> list(Optional<String> tenant) {
+        return jobs(tenant).stream().map(Job::state).toList();
+    }
+
     /** The jobs of {@code tenant} (empty: every tenant's), newest first. */
-    public List<Job> list(Optional<String> tenant) {
+    public List<Job> jobs(Optional<String> tenant) {
         return jobs.values().stream().filter(j -> tenant.isEmpty() || tenant.get().equals(j.tenant()))
                 .sorted(Comparator.comparing(Job::createdAt).reversed()).toList();
     }
@@ -424,16 +448,19 @@ public final class Jobs implements AutoCloseable {
     }
 
     /** Running jobs, all tenants. */
+    @Override
     public synchronized int running() {
         return running;
     }
 
     /** Queued jobs, all tenants. */
+    @Override
     public synchronized int queued() {
         return queue.size();
     }
 
     /** Ended jobs since the server started, by status. */
+    @Override
     public Map<String, Long> endedByStatus() {
         return Map.copyOf(endedByStatus);
     }

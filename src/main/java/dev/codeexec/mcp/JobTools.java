@@ -3,9 +3,9 @@ package dev.codeexec.mcp;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.OutputListener;
-import dev.codeexec.job.Job;
-import dev.codeexec.job.JobLog;
-import dev.codeexec.job.Jobs;
+import dev.codeexec.engine.JobHandle;
+import dev.codeexec.engine.JobState;
+import dev.codeexec.engine.LogChunk;
 import dev.codeexec.surface.JobMaps;
 import dev.codeexec.surface.ServerSetup;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceTemplateSpecification;
@@ -51,9 +51,8 @@ final class JobTools {
 
     /** execute_code with {@code background: true}: the job started (or queued), answered at once. */
     static CallToolResult started(ServerSetup setup, ExecutionRequest request) {
-        Jobs jobs = setup.jobsOrFail();
-        Job job = jobs.start(request);
-        Map<String, Object> s = JobMaps.status(jobs, job);
+        JobState job = setup.jobsOrFail().start(request).state();
+        Map<String, Object> s = JobMaps.status(job);
         // execute_code's answer: a job that ended already is read through job_status (`result` means a session's here)
         s.remove("result");
         return FileTools.ok(s, "job " + job.id() + " " + job.status()
@@ -97,8 +96,13 @@ final class JobTools {
                         Map.of(), List.of(), ToolHints.readOnly()), Set.of(), this::list));
     }
 
-    private Job find(Principal who, String id) {
-        return setup.jobsOrFail().find(Optional.of(who.tenant()), id).orElseThrow(() -> new NotFound(id));
+    private JobHandle find(Principal who, String id) {
+        return find(setup, who.tenant(), id).orElseThrow(() -> new NotFound(id));
+    }
+
+    /** The tenant's job of that id; empty when there is none (or jobs are not kept here). */
+    static Optional<JobHandle> find(ServerSetup setup, String tenant, String id) {
+        return setup.jobs().flatMap(j -> j.find(Optional.of(tenant), id).map(JobHandle.class::cast));
     }
 
     /** A job id that is not the caller's (or not any): {@code not_found}, the same for both. */
@@ -114,9 +118,9 @@ final class JobTools {
     }
 
     /** job_status's answer: the status map with the output since the offsets asked. */
-    private CallToolResult answer(Job job, ToolArgs args) {
-        Jobs jobs = setup.jobsOrFail();
-        Map<String, Object> s = JobMaps.status(jobs, job);
+    private CallToolResult answer(JobHandle handle, ToolArgs args) {
+        JobState job = handle.state();
+        Map<String, Object> s = JobMaps.status(job);
         long out = 0, err = 0;
         if (args.raw("since") instanceof Map<?, ?> since) {
             out = offset(since.get("stdout"), "stdout");
@@ -124,7 +128,7 @@ final class JobTools {
         } else if (args.raw("since") != null) {
             throw new ToolArgs.Invalid("'since' must be an object {stdout, stderr} of byte offsets");
         }
-        s.putAll(JobMaps.output(job, out, err));
+        s.putAll(JobMaps.output(handle, out, err));
         StringBuilder text = new StringBuilder("job ").append(job.id()).append(": ").append(job.status());
         if (s.containsKey("position")) text.append(" (place ").append(s.get("position")).append(" in the queue)");
         if (s.containsKey("exitCode")) text.append(", exit code ").append(s.get("exitCode"));
@@ -144,7 +148,7 @@ final class JobTools {
      * An ended job's workspace files as a foreground run's result shows them: its images inline (within
      * MAX_IMAGE_KB), the rest as links; none when the job had no workspace or its workspace is gone.
      */
-    private List<io.modelcontextprotocol.spec.McpSchema.Content> files(Job job) {
+    private List<io.modelcontextprotocol.spec.McpSchema.Content> files(JobState job) {
         Optional<Map<String, Object>> result = job.result();
         if (result.isEmpty() || !(result.get().get("workspace") instanceof String ws)
                 || !(result.get().get("files") instanceof List<?> files) || files.isEmpty()) return List.of();
@@ -173,7 +177,7 @@ final class JobTools {
         Principal who = MessageInterceptor.principalOf(call.meta());
         try {
             ToolArgs args = new ToolArgs(call.arguments(), Set.of("job", "timeout_ms", "since"));
-            Job job = find(who, args.required("job"));
+            JobHandle job = find(who, args.required("job"));
             int ms = args.integer("timeout_ms", MAX_WAIT_MS, 0, MAX_WAIT_MS);
             Object token = call.meta() == null ? null : call.meta().get("progressToken");
             long cap = (long) setup.config().get(dev.codeexec.config.Config.MAX_OUTPUT_KB) << 10;
@@ -181,13 +185,9 @@ final class JobTools {
                     : new ProgressForwarder(token, exchange::progressNotification);
                     AutoCloseable watching = progress == null ? () -> { } : job.watch(capped(progress, cap))) {
                 try {
-                    job.ended().get(ms, TimeUnit.MILLISECONDS);
-                } catch (TimeoutException e) {
-                    // the wait is over; the job goes on
+                    job.await(ms);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
-                } catch (ExecutionException e) {
-                    // never completed exceptionally
                 }
             }
             return answer(job, args);
@@ -220,29 +220,27 @@ final class JobTools {
     }
 
     private CallToolResult cancel(Principal who, ToolArgs args) {
-        Job job = find(who, args.required("job"));
-        boolean wasRunning = !job.isEnded();
-        setup.jobsOrFail().cancel(job);
+        JobHandle handle = find(who, args.required("job"));
+        boolean wasRunning = !handle.state().ended();
+        JobState job;
         try {
-            job.ended().get(CANCEL_WAIT_MS, TimeUnit.MILLISECONDS);
-        } catch (TimeoutException | ExecutionException e) {
-            // answered with its status as it is now
+            job = handle.cancel(CANCEL_WAIT_MS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+            job = handle.state();
         }
-        Map<String, Object> s = JobMaps.status(setup.jobsOrFail(), job);
+        Map<String, Object> s = JobMaps.status(job);
         return FileTools.ok(s, "job " + job.id() + ": " + job.status()
                 + (wasRunning ? "" : " (it had already ended; nothing was done)"));
     }
 
     private CallToolResult list(Principal who, ToolArgs args) {
-        Jobs jobs = setup.jobsOrFail();
         List<Map<String, Object>> out = new ArrayList<>();
         StringBuilder text = new StringBuilder();
-        List<Job> all = jobs.list(Optional.of(who.tenant()));
+        List<JobState> all = setup.jobsOrFail().list(Optional.of(who.tenant()));
         text.append(all.size()).append(all.size() == 1 ? " job" : " jobs");
-        for (Job j : all) {
-            Map<String, Object> m = JobMaps.status(jobs, j);
+        for (JobState j : all) {
+            Map<String, Object> m = JobMaps.status(j);
             m.remove("result");
             out.add(m);
             text.append('\n').append(j.id()).append(": ").append(j.status()).append(", ")
@@ -310,11 +308,11 @@ final class JobTools {
     static boolean mayWatch(ServerSetup setup, String tenant, String uri) {
         if (!uri.startsWith("job://")) return true;
         java.util.regex.Matcher m = JOB_URI.matcher(uri);
-        return m.matches() && setup.jobs().flatMap(j -> j.find(Optional.of(tenant), m.group(1))).isPresent();
+        return m.matches() && find(setup, tenant, m.group(1)).isPresent();
     }
 
     /** The job's status resource. */
-    static String uri(Job job) {
+    static String uri(JobHandle job) {
         return "job://" + job.id();
     }
 
@@ -339,23 +337,23 @@ final class JobTools {
         String uri = request.uri();
         java.util.regex.Matcher m = JOB_URI.matcher(uri);
         if (!m.matches()) throw McpError.RESOURCE_NOT_FOUND.apply(uri);
-        Optional<Job> job = setup.jobs().flatMap(j -> j.find(Optional.of(who.tenant()), m.group(1)));
+        Optional<JobHandle> job = find(setup, who.tenant(), m.group(1));
         if (job.isEmpty()) throw McpError.RESOURCE_NOT_FOUND.apply(uri);
         if (m.group(2) == null)
             return new ReadResourceResult(List.of(new TextResourceContents(uri, "application/json",
                     tools.jackson.databind.json.JsonMapper.shared().writeValueAsString(
-                            JobMaps.status(setup.jobs().get(), job.get())))));
+                            JobMaps.status(job.get().state())))));
         OutputListener.Stream stream = m.group(2).equals("stdout") ? OutputListener.Stream.STDOUT
                 : OutputListener.Stream.STDERR;
         try {
-            long total = job.get().log(stream).total();
+            long total = job.get().state().size(stream);
             long from = Math.max(0, total - RESOURCE_MAX);
             StringBuilder text = new StringBuilder();
             if (from > 0) text.append("[... the first ").append(from).append(" bytes are not shown here: job_status "
                     + "with `since`, or GET /api/jobs/").append(job.get().id()).append("/").append(m.group(2)).append(" ...]\n");
             long at = from;
             while (at < total) {
-                JobLog.Chunk c = job.get().read(stream, at, JobMaps.READ_MAX);
+                LogChunk c = job.get().read(stream, at, JobMaps.READ_MAX);
                 if (c.next() <= at) break;
                 text.append(JobMaps.text(c));
                 at = c.next();

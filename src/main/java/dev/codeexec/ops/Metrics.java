@@ -173,15 +173,15 @@ public final class Metrics implements RunObserver, ExecutorStatus.StartListener,
      * The background jobs' meters: {@code codeexec_jobs_running}, {@code codeexec_jobs_queued} and
      * {@code codeexec_jobs_ended_total{status}} (each run outcome, {@code lost}, {@code failed}).
      */
-    public void bindJobs(dev.codeexec.job.Jobs jobs) {
-        Gauge.builder("codeexec.jobs.running", jobs, dev.codeexec.job.Jobs::running).strongReference(true)
+    public void bindJobs(dev.codeexec.engine.JobControl<?> jobs) {
+        Gauge.builder("codeexec.jobs.running", jobs, dev.codeexec.engine.JobControl::running).strongReference(true)
                 .description("Background jobs running now (MAX_JOBS at most)").register(registry);
-        Gauge.builder("codeexec.jobs.queued", jobs, dev.codeexec.job.Jobs::queued).strongReference(true)
+        Gauge.builder("codeexec.jobs.queued", jobs, dev.codeexec.engine.JobControl::queued).strongReference(true)
                 .description("Background jobs waiting for a job slot").register(registry);
         List<String> statuses = new ArrayList<>();
         for (dev.codeexec.engine.Outcome o : dev.codeexec.engine.Outcome.values()) statuses.add(o.wireName());
-        statuses.add(dev.codeexec.job.Job.LOST);
-        statuses.add(dev.codeexec.job.Job.FAILED);
+        statuses.add(dev.codeexec.engine.JobState.LOST);
+        statuses.add(dev.codeexec.engine.JobState.FAILED);
         for (String status : statuses)
             io.micrometer.core.instrument.FunctionCounter.builder("codeexec.jobs.ended", jobs,
                             j -> j.endedByStatus().getOrDefault(status, 0L)).tag("status", status)

@@ -2,9 +2,9 @@ package dev.codeexec.surface;
 
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.OutputListener;
-import dev.codeexec.job.Job;
-import dev.codeexec.job.JobLog;
-import dev.codeexec.job.Jobs;
+import dev.codeexec.engine.JobHandle;
+import dev.codeexec.engine.JobState;
+import dev.codeexec.engine.LogChunk;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -31,11 +31,11 @@ public final class JobMaps {
      * its logs, and once it ended with a run its result (as a foreground run's, without stdout and stderr: the logs
      * hold those).
      */
-    public static Map<String, Object> status(Jobs jobs, Job job) {
+    public static Map<String, Object> status(JobState job) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("job", job.id());
         m.put("status", job.status());
-        jobs.position(job).ifPresent(p -> m.put("position", p));
+        job.position().ifPresent(p -> m.put("position", p));
         m.putAll(job.declared());
         m.put("createdAt", job.createdAt().toString());
         job.startedAt().ifPresent(t -> m.put("startedAt", t.toString()));
@@ -48,8 +48,7 @@ public final class JobMaps {
                 if (r.containsKey(k)) m.put(k, r.get(k));
             m.put("result", r);
         });
-        m.put("sizes", Map.of("stdout", job.log(OutputListener.Stream.STDOUT).total(),
-                "stderr", job.log(OutputListener.Stream.STDERR).total()));
+        m.put("sizes", Map.of("stdout", job.stdout(), "stderr", job.stderr()));
         return m;
     }
 
@@ -59,10 +58,10 @@ public final class JobMaps {
      * JOB_LOG_MB between the offset asked and the text given; a marker in the text says so) and {@code more} (true
      * when a stream has more than this answer carried).
      */
-    public static Map<String, Object> output(Job job, long stdoutFrom, long stderrFrom) {
+    public static Map<String, Object> output(JobHandle job, long stdoutFrom, long stderrFrom) {
         try {
-            JobLog.Chunk out = job.read(OutputListener.Stream.STDOUT, stdoutFrom, READ_MAX);
-            JobLog.Chunk err = job.read(OutputListener.Stream.STDERR, stderrFrom, READ_MAX);
+            LogChunk out = job.read(OutputListener.Stream.STDOUT, stdoutFrom, READ_MAX);
+            LogChunk err = job.read(OutputListener.Stream.STDERR, stderrFrom, READ_MAX);
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("stdout", text(out));
             m.put("stderr", text(err));
@@ -77,7 +76,7 @@ public final class JobMaps {
     }
 
     /** A chunk's text, with the marker of the bytes dropped before it. */
-    public static String text(JobLog.Chunk c) {
+    public static String text(LogChunk c) {
         String s = new String(c.bytes(), StandardCharsets.UTF_8);
         return c.skipped() > 0 ? "[... " + c.skipped() + " bytes left out (JOB_LOG_MB) ...]\n" + s : s;
     }

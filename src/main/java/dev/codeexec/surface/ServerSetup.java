@@ -10,6 +10,7 @@ import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.engine.SessionRef;
+import dev.codeexec.engine.JobControl;
 import dev.codeexec.job.Jobs;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.workspace.Workspace;
@@ -39,7 +40,7 @@ import java.util.Optional;
  */
 public record ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
         String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces, EgressSettings egress,
-        Optional<CodeTools> codeTools, Optional<Jobs> jobs) {
+        Optional<CodeTools> codeTools, Optional<JobControl<?>> jobs) {
 
     /** A setup without background jobs yet (a server opens them: {@link #withJobs}). */
     public ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
@@ -124,11 +125,16 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
      * {@link ResultMaps#structured} shows it.
      */
     public ServerSetup withJobs() {
-        long maxImage = (long) config.get(Config.MAX_IMAGE_KB) << 10;
-        Jobs j = Jobs.open(config, executor, (request, result) ->
-                ResultMaps.structured(result, request.workspace().map(Workspace::name), maxImage));
+        JobControl<?> j = executor.jobs().orElseGet(() -> Jobs.open(config, executor, resultMap(config)));
         return new ServerSetup(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools,
                 Optional.of(j));
+    }
+
+    /** A run's result as a job keeps it: as {@link ResultMaps#structured} shows it (a worker's jobs too). */
+    public static java.util.function.BiFunction<dev.codeexec.engine.ExecutionRequest, dev.codeexec.engine.ExecutionResult,
+            java.util.Map<String, Object>> resultMap(Config config) {
+        long maxImage = (long) config.get(Config.MAX_IMAGE_KB) << 10;
+        return (request, result) -> ResultMaps.structured(result, request.workspace().map(Workspace::name), maxImage);
     }
 
     /**
@@ -136,7 +142,7 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
      * {@code lost}, not {@code cancelled}), then the executor, which finishes or kills its runs within the grace.
      */
     public void closeEngine() {
-        jobs.ifPresent(Jobs::close);
+        jobs.ifPresent(JobControl::close);
         try {
             executor.close();
         } catch (RuntimeException e) {
@@ -145,7 +151,7 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
     }
 
     /** The background jobs; a setup no server has started has none (an error a surface shows). */
-    public Jobs jobsOrFail() {
+    public JobControl<?> jobsOrFail() {
         return jobs.orElseThrow(() -> new ExecutionException.Unavailable("background jobs are not available here"));
     }
 }

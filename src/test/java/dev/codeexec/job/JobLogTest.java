@@ -27,7 +27,7 @@ class JobLogTest {
             written.append(line);
             log.append(line.getBytes(StandardCharsets.UTF_8));
             if (i % 7 == 0) {
-                JobLog.Chunk c = log.read(at, 100); // small pieces: some end inside a character
+                dev.codeexec.engine.LogChunk c = log.read(at, 100); // small pieces: some end inside a character
                 read.write(c.bytes());
                 assertThat(c.from()).isEqualTo(at);
                 assertThat(c.skipped()).isZero();
@@ -35,7 +35,7 @@ class JobLogTest {
             }
         }
         while (true) {
-            JobLog.Chunk c = log.read(at, 100);
+            dev.codeexec.engine.LogChunk c = log.read(at, 100);
             if (c.next() == at) break;
             read.write(c.bytes());
             at = c.next();
@@ -65,7 +65,7 @@ class JobLogTest {
         StringBuilder text = new StringBuilder();
         long at = 0, skipped = 0;
         while (true) {
-            JobLog.Chunk c = log.read(at, 4096);
+            dev.codeexec.engine.LogChunk c = log.read(at, 4096);
             if (c.next() == at) break;
             skipped += c.skipped();
             text.append(new String(c.bytes(), StandardCharsets.US_ASCII));
@@ -80,14 +80,14 @@ class JobLogTest {
     void aLogLeftByAServerThatWasKilledReadsTheSameWhenOpenedAgain() throws Exception {
         JobLog log = JobLog.open(dir, "stderr", 8 * 1024);
         for (int i = 0; i < 3000; i++) log.append(("e" + i + "\n").getBytes(StandardCharsets.US_ASCII));
-        JobLog.Chunk before = log.read(0, 1 << 20);
+        dev.codeexec.engine.LogChunk before = log.read(0, 1 << 20);
         // no close: as a SIGKILL leaves it
         JobLog again = JobLog.open(dir, "stderr", 8 * 1024);
         assertThat(again.total()).isEqualTo(log.total());
-        JobLog.Chunk after = again.read(0, 1 << 20);
+        dev.codeexec.engine.LogChunk after = again.read(0, 1 << 20);
         assertThat(after.bytes()).isEqualTo(before.bytes());
-        JobLog.Chunk tailBefore = log.read(before.next(), 1 << 20);
-        JobLog.Chunk tailAfter = again.read(after.next(), 1 << 20);
+        dev.codeexec.engine.LogChunk tailBefore = log.read(before.next(), 1 << 20);
+        dev.codeexec.engine.LogChunk tailAfter = again.read(after.next(), 1 << 20);
         assertThat(tailAfter.skipped()).isEqualTo(tailBefore.skipped()).isPositive();
         assertThat(tailAfter.bytes()).isEqualTo(tailBefore.bytes());
     }
@@ -97,10 +97,10 @@ class JobLogTest {
         JobLog log = JobLog.open(dir, "stdout", 1 << 20);
         log.append("a✓b".getBytes(StandardCharsets.UTF_8)); // ✓ is three bytes
         log.append("more".getBytes(StandardCharsets.UTF_8));
-        JobLog.Chunk c = log.read(0, 3);
+        dev.codeexec.engine.LogChunk c = log.read(0, 3);
         assertThat(new String(c.bytes(), StandardCharsets.UTF_8)).isEqualTo("a");
         assertThat(c.next()).isEqualTo(1);
-        JobLog.Chunk past = log.read(10_000, 100);
+        dev.codeexec.engine.LogChunk past = log.read(10_000, 100);
         assertThat(past.bytes()).isEmpty();
         assertThat(past.next()).isEqualTo(log.total());
         assertThat(JobLog.completePrefix(new byte[] {'x', (byte) 0xE2, (byte) 0x9C})).isEqualTo(1);
@@ -115,7 +115,7 @@ class JobLogTest {
         StringBuilder text = new StringBuilder();
         long at = 0;
         while (true) {
-            JobLog.Chunk c = log.read(at, 8);
+            dev.codeexec.engine.LogChunk c = log.read(at, 8);
             if (c.next() == at) break;
             text.append(new String(c.bytes(), StandardCharsets.UTF_8));
             at = c.next();
@@ -144,9 +144,9 @@ class JobLogTest {
             ch.truncate(20);
         }
         JobLog again = JobLog.open(dir, "stdout", 64);
-        JobLog.Chunk first = again.read(0, 1000);
+        dev.codeexec.engine.LogChunk first = again.read(0, 1000);
         assertThat(first.bytes()).hasSize(20);
-        JobLog.Chunk second = again.read(first.next(), 1000);
+        dev.codeexec.engine.LogChunk second = again.read(first.next(), 1000);
         assertThat(second.skipped()).isEqualTo(12);
         assertThat(second.next()).isGreaterThan(first.next());
     }

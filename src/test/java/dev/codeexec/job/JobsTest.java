@@ -41,7 +41,7 @@ class JobsTest {
     void close() throws Exception {
         opened.forEach(Jobs::close);
         executor.close();
-        for (Jobs j : opened) for (Job job : j.list(Optional.empty())) ended(job); // records written before cleanup
+        for (Jobs j : opened) for (Job job : j.jobs(Optional.empty())) ended(job); // records written before cleanup
     }
 
     Config config(String... pairs) {
@@ -99,7 +99,7 @@ class JobsTest {
         assertThat(jobs.find(Optional.of("bob"), j.id())).isEmpty();
         assertThat(jobs.find(Optional.empty(), j.id())).as("an admin's view").contains(j);
         assertThat(jobs.list(Optional.of("bob"))).isEmpty();
-        assertThat(jobs.list(Optional.of("alice"))).containsExactly(j);
+        assertThat(jobs.jobs(Optional.of("alice"))).containsExactly(j);
     }
 
     @Test
@@ -259,7 +259,7 @@ class JobsTest {
         Job bobs = ended(jobs.start(job(c, "bob", "print:x")));
         Job third = jobs.start(job(c, "alice", "print:c"));
         ended(third);
-        assertThat(jobs.list(Optional.of("alice"))).containsExactly(third, b);
+        assertThat(jobs.jobs(Optional.of("alice"))).containsExactly(third, b);
         assertThat(a.dir()).doesNotExist();
         assertThat(jobs.find(Optional.of("bob"), bobs.id())).as("another tenant's jobs are not its to lose").isPresent();
     }
