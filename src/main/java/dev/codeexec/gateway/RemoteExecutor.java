@@ -85,6 +85,8 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
     private final Instant created = Instant.now();
     private final ManagedChannel sessionChannel;
     private final WorkerDirectory directory;
+    /** The background jobs, kept by the workers (created with the directory, closed with this executor). */
+    private final RemoteJobs jobs;
     private final Languages languages;
     private final Duration queueTimeout;
     private final Duration slack;
@@ -127,6 +129,7 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
             stateless.resetConnectBackoff();
             sessionChannel.resetConnectBackoff();
         }, this::afterPoll);
+        this.jobs = new RemoteJobs(directory, stateless);
     }
 
     /**
@@ -403,6 +406,11 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
         return sessions;
     }
 
+    @Override
+    public Optional<dev.codeexec.engine.JobControl<?>> jobs() {
+        return Optional.of(jobs);
+    }
+
     /** Polls the workers now (tests; the directory polls by itself every two seconds). */
     void pollNow() {
         directory.poll();
@@ -416,6 +424,7 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
     public void close() {
         if (closed) return;
         closed = true;
+        jobs.close();
         directory.close();
         long until = System.nanoTime() + shutdownGrace.toNanos();
         while (!inFlight.isEmpty() && System.nanoTime() < until) {

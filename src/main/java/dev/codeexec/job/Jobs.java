@@ -88,6 +88,8 @@ public final class Jobs implements JobControl<Job> {
     private volatile boolean closed;
     /** What new job ids start with after {@code job-} (see {@link #open(Config, Executor, BiFunction, String)}). */
     private volatile String idPrefix = "";
+    /** Who keeps these jobs, as a lost job's message names it. */
+    private volatile String keeper = "the server";
 
     private record Pending(Job job, ExecutionRequest request) {
     }
@@ -136,23 +138,33 @@ public final class Jobs implements JobControl<Job> {
      * @param resultMap a run's result (of its request) as the surfaces show it, kept with the job and in its record
      */
     public static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap) {
-        return open(config, executor, resultMap, "");
+        return open(config, executor, resultMap, "", "the server");
     }
 
     /**
-     * The same, with job ids that start {@code job-<idPrefix>}: a worker's carry its instance id, which routes a
-     * gateway's later calls about the job to it.
+     * The same, with job ids that start {@code job-<idPrefix>} (a worker's carry its instance id, which routes a
+     * gateway's later calls about the job to it), and messages of lost jobs that name {@code keeper}.
      */
     public static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
-            String idPrefix) {
-        Jobs j = open(config, executor, resultMap, DataDir.of(config).root().resolve("jobs"), Clock.systemUTC());
-        j.idPrefix = idPrefix;
-        return j;
+            String idPrefix, String keeper) {
+        return open(config, executor, resultMap, DataDir.of(config).root().resolve("jobs"), Clock.systemUTC(), idPrefix,
+                keeper);
     }
 
     static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
             Path root, Clock clock) {
+        return open(config, executor, resultMap, root, clock, "", "the server");
+    }
+
+    /**
+     * @param idPrefix what new ids start with after {@code job-}
+     * @param keeper   who keeps the jobs, as the message of a lost job names it ("the server", "the worker w-1")
+     */
+    static Jobs open(Config config, Executor executor, BiFunction<ExecutionRequest, ExecutionResult, Map<String, Object>> resultMap,
+            Path root, Clock clock, String idPrefix, String keeper) {
         Jobs j = new Jobs(executor, config, root, resultMap, clock);
+        j.idPrefix = idPrefix;
+        j.keeper = keeper;
         try {
             Files.createDirectories(root);
             Files.setPosixFilePermissions(root, PosixFilePermissions.fromString("rwx------"));
@@ -197,8 +209,8 @@ public final class Jobs implements JobControl<Job> {
                     Map<String, Object> r = JSON.readValue(Files.readAllBytes(rec), new TypeReference<Map<String, Object>>() { });
                     Job job = Job.fromRecord(r, d, JobLog.open(d, "stdout", logBytes), JobLog.open(d, "stderr", logBytes));
                     if (!job.isEnded()) {
-                        job.end(Job.LOST, clock.instant(), "the server stopped while the job was " + job.status()
-                                + ": a process cannot outlive its server; the output it wrote is kept", null);
+                        job.end(Job.LOST, clock.instant(), keeper + " stopped while the job was " + job.status()
+                                + ": a process cannot outlive it; the output it wrote is kept", null);
                         write(job);
                         lost++;
                         AUDIT.info("job lost id={} tenant={} reason=server_restart", job.id(), job.tenant());
@@ -366,7 +378,7 @@ public final class Jobs implements JobControl<Job> {
             } else if (o == dev.codeexec.engine.Outcome.WORKER_LOST
                     || o == dev.codeexec.engine.Outcome.CANCELLED && !job.cancelRequested) {
                 how = Job.LOST;
-                message = closed ? "the server stopped while the job was running"
+                message = closed ? keeper + " stopped while the job was running"
                         : r.worker().map(w -> "the worker " + w + " that ran the job went away (or stopped)")
                                 .orElse("the run was ended by its server, not by a cancel")
                         + "; the output it sent until then is kept";
@@ -542,7 +554,7 @@ public final class Jobs implements JobControl<Job> {
             queue.clear();
         }
         for (Pending p : left) {
-            p.job().end(Job.LOST, clock.instant(), "the server stopped while the job was queued", null);
+            p.job().end(Job.LOST, clock.instant(), keeper + " stopped while the job was queued", null);
             writeQuietly(p.job());
             endedByStatus.merge(Job.LOST, 1L, Long::sum);
             AUDIT.info("job lost id={} tenant={} reason=server_stopped_while_queued", p.job().id(), p.job().tenant());

@@ -2,6 +2,7 @@ package dev.codeexec.worker;
 
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.config.Config;
+import dev.codeexec.job.Jobs;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.config.Ids;
 import dev.codeexec.engine.Executor;
@@ -51,11 +52,13 @@ public final class WorkerServer implements AutoCloseable {
     private final HealthStatusManager health;
     private final LoadReport load;
     private final WorkerService.Identity identity;
+    private final Jobs jobs;
     private final java.util.concurrent.atomic.AtomicBoolean terminal = new java.util.concurrent.atomic.AtomicBoolean();
 
     private WorkerServer(Config config, Executor executor, Server server, WorkerService service,
-            HealthStatusManager health, LoadReport load, WorkerService.Identity identity) {
+            HealthStatusManager health, LoadReport load, WorkerService.Identity identity, Jobs jobs) {
         this.config = config;
+        this.jobs = jobs;
         this.executor = executor;
         this.server = server;
         this.service = service;
@@ -83,7 +86,14 @@ public final class WorkerServer implements AutoCloseable {
         WorkerService.Identity identity = new WorkerService.Identity(name(config), Ids.hex(16),
                 version, sandbox.name(), Instant.now());
         LoadReport load = new LoadReport(executor);
-        WorkerService service = new WorkerService(config, executor, workspaces, identity, load);
+        // a job's id carries this process's instance id: a gateway routes a later call about it here
+        var resultMap = dev.codeexec.surface.ServerSetup.resultMap(config);
+        Jobs jobs = Jobs.open(config, executor, (request, result) -> {
+            java.util.Map<String, Object> m = new java.util.LinkedHashMap<>(resultMap.apply(request, result));
+            m.put("worker", identity.name());
+            return m;
+        }, identity.instanceId() + "-", "the worker " + identity.name());
+        WorkerService service = new WorkerService(config, executor, workspaces, identity, load, jobs);
         HealthStatusManager health = new HealthStatusManager();
         ServingStatus serving = sandbox.available() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
         health.setStatus(HealthStatusManager.SERVICE_NAME_ALL_SERVICES, serving);
@@ -105,6 +115,7 @@ public final class WorkerServer implements AutoCloseable {
         } catch (IllegalArgumentException | IllegalStateException e) {
             // Netty parses the PEM files here: a file that is not a certificate or key ends the start, named.
             load.close();
+            jobs.close();
             throw new ConfigException("WORKER_TLS_CERT / WORKER_TLS_KEY / WORKER_TLS_CA cannot be used: "
                     + e.getMessage());
         }
@@ -123,13 +134,14 @@ public final class WorkerServer implements AutoCloseable {
             server.start();
         } catch (IOException | RuntimeException e) {
             load.close();
+            jobs.close();
             throw e;
         }
         if (!sandbox.available()) {
             log.error("sandbox {} cannot run code here ({}): health is NOT_SERVING, gateways will send no runs",
                     sandbox.name(), sandbox.unavailableReason().orElse(""));
         }
-        return new WorkerServer(config, executor, server, service, health, load, identity);
+        return new WorkerServer(config, executor, server, service, health, load, identity, jobs);
     }
 
     /** WORKER_NAME, else the host name (a pod's name in Kubernetes). */
@@ -193,6 +205,11 @@ public final class WorkerServer implements AutoCloseable {
         } else {
             log.info("draining: every run has finished");
         }
+        // jobs are not waited for (they may run for hours): queued ones end lost now, running ones as the engine's
+        // close kills them; their records and output stay in DATA_DIR/jobs for a restart on the same volume
+        if (jobs.running() + jobs.queued() > 0)
+            log.info("draining: {} background jobs running, {} queued: they end lost", jobs.running(), jobs.queued());
+        jobs.close();
         executor.close();
         log.info("draining: engine closed; stopping the gRPC server");
         server.shutdown();
@@ -215,6 +232,7 @@ public final class WorkerServer implements AutoCloseable {
     @Override
     public void close() {
         notServing();
+        jobs.close();
         server.shutdownNow();
         try {
             server.awaitTermination(10, TimeUnit.SECONDS);

@@ -12,7 +12,15 @@ import dev.codeexec.engine.RunHandle;
 import dev.codeexec.engine.SessionControl;
 import dev.codeexec.wire.v1.ExecuteEvent;
 import dev.codeexec.wire.v1.ExecuteInput;
+import dev.codeexec.job.Jobs;
 import dev.codeexec.wire.v1.ExecuteRequest;
+import dev.codeexec.wire.v1.JobReply;
+import dev.codeexec.wire.v1.JobRequest;
+import dev.codeexec.wire.v1.JobScope;
+import dev.codeexec.wire.v1.ListJobsReply;
+import dev.codeexec.wire.v1.ListJobsRequest;
+import dev.codeexec.wire.v1.ReadJobReply;
+import dev.codeexec.wire.v1.ReadJobRequest;
 import dev.codeexec.wire.v1.ListSessionsRequest;
 import dev.codeexec.wire.v1.ListSessionsResponse;
 import dev.codeexec.wire.v1.RuntimeInfoRequest;
@@ -52,6 +60,7 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     private final RequestValidator validator;
     private final Identity identity;
     private final LoadReport load;
+    private final Jobs jobs;
     private final Set<ExecuteCall> calls = ConcurrentHashMap.newKeySet();
     private volatile boolean draining;
 
@@ -64,8 +73,9 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     record Identity(String name, String instanceId, String version, String sandbox, Instant started) {
     }
 
-    WorkerService(Config config, Executor executor, Workspaces workspaces, Identity identity, LoadReport load) {
+    WorkerService(Config config, Executor executor, Workspaces workspaces, Identity identity, LoadReport load, Jobs jobs) {
         this.config = config;
+        this.jobs = jobs;
         this.executor = executor;
         this.workspaces = workspaces;
         this.validator = new RequestValidator(config, Languages.load());
@@ -257,7 +267,8 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
                 .setWorker(identity.name()).setInstanceId(identity.instanceId()).setVersion(identity.version())
                 .setRunning(executor.status().running()).setQueued(executor.status().queued()).setSlots(executor.status().maxConcurrent())
                 .setSessions(executor.sessions().count()).setDraining(draining).setSandbox(identity.sandbox())
-                .setStartedEpochMs(identity.started().toEpochMilli());
+                .setStartedEpochMs(identity.started().toEpochMilli())
+                .setJobsRunning(jobs.running()).setJobsQueued(jobs.queued()).putAllJobsEnded(jobs.endedByStatus());
         executor.status().warmPoolLevels().forEach((lang, level) -> b.putWarmPool(lang, WarmLevel.newBuilder()
                 .setReady(level.getOrDefault("ready", 0)).setTarget(level.getOrDefault("target", 0)).build()));
         out.onNext(b.build());
@@ -268,6 +279,99 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     public void runtimeInfo(RuntimeInfoRequest req, StreamObserver<RuntimeInfoResponse> out) {
         String json = JsonMapper.shared().writeValueAsString(executor.runtimeInfo());
         out.onNext(RuntimeInfoResponse.newBuilder().setJson(json).build());
+        out.onCompleted();
+    }
+
+    // ---- background jobs: kept here, found by id (which carries this instance's id) ----
+
+    /** The longest GetJob / CancelJob wait. */
+    static final long MAX_JOB_WAIT_MS = 60_000;
+    /** The most one ReadJob returns. */
+    static final int MAX_READ_BYTES = 1 << 20;
+
+    @Override
+    public void startJob(ExecuteRequest req, StreamObserver<JobReply> out) {
+        load.callArrived();
+        if (draining) {
+            out.onError(Status.UNAVAILABLE.withDescription("the worker is shutting down; start the job elsewhere").asRuntimeException());
+            return;
+        }
+        if (!req.getBackground() || !req.getSession().isEmpty()) {
+            out.onError(Status.INVALID_ARGUMENT.withDescription("a job's request is a background one, without a session").asRuntimeException());
+            return;
+        }
+        try {
+            reply(out, jobs.start(toRequest(req)).state());
+        } catch (IllegalArgumentException e) {
+            out.onError(Status.INVALID_ARGUMENT.withDescription("bad limits: " + e.getMessage()).asRuntimeException());
+        } catch (RuntimeException e) {
+            if (!(e instanceof ExecutionException) && !(e instanceof WorkspaceException)) log.error("start job: unexpected error", e);
+            out.onError(status(e).asRuntimeException());
+        }
+    }
+
+    @Override
+    public void getJob(JobRequest req, StreamObserver<JobReply> out) {
+        withJob(req.getScope(), req.getId(), out, job -> reply(out, job.await(Math.clamp(req.getWaitMs(), 0, MAX_JOB_WAIT_MS))));
+    }
+
+    @Override
+    public void cancelJob(JobRequest req, StreamObserver<JobReply> out) {
+        withJob(req.getScope(), req.getId(), out, job -> reply(out, job.cancel(Math.clamp(req.getWaitMs(), 0, MAX_JOB_WAIT_MS))));
+    }
+
+    @Override
+    public void readJob(ReadJobRequest req, StreamObserver<ReadJobReply> out) {
+        withJob(req.getScope(), req.getId(), out, job -> {
+            dev.codeexec.engine.LogChunk c = job.read(req.getStderr() ? dev.codeexec.engine.OutputListener.Stream.STDERR
+                    : dev.codeexec.engine.OutputListener.Stream.STDOUT, Math.max(0, req.getOffset()),
+                    Math.clamp(req.getMaxBytes(), 0, MAX_READ_BYTES));
+            out.onNext(ReadJobReply.newBuilder().setFrom(c.from()).setNext(c.next()).setSkipped(c.skipped())
+                    .setData(com.google.protobuf.ByteString.copyFrom(c.bytes())).setTotal(c.total()).build());
+            out.onCompleted();
+        });
+    }
+
+    @Override
+    public void listJobs(ListJobsRequest req, StreamObserver<ListJobsReply> out) {
+        ListJobsReply.Builder b = ListJobsReply.newBuilder().setWorker(identity.name());
+        for (dev.codeexec.engine.JobState s : jobs.list(scope(req.getScope())))
+            b.addStateJson(JsonMapper.shared().writeValueAsString(s.toWire()));
+        out.onNext(b.build());
+        out.onCompleted();
+    }
+
+    private interface JobCall {
+        void run(dev.codeexec.job.Job job) throws Exception;
+    }
+
+    private static java.util.Optional<String> scope(JobScope scope) {
+        return scope.getAllTenants() ? java.util.Optional.empty() : java.util.Optional.of(scope.getTenant());
+    }
+
+    /** Runs {@code call} on the scope's job of that id, or answers NOT_FOUND. */
+    private void withJob(JobScope scope, String id, StreamObserver<?> out, JobCall call) {
+        java.util.Optional<dev.codeexec.job.Job> job = jobs.find(scope(scope), id);
+        if (job.isEmpty()) {
+            out.onError(Status.NOT_FOUND.withDescription("no such job").asRuntimeException());
+            return;
+        }
+        try {
+            call.run(job.get());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            out.onError(Status.CANCELLED.withDescription("the worker is stopping").asRuntimeException());
+        } catch (java.io.IOException e) {
+            out.onError(Status.UNAVAILABLE.withDescription("the job's output cannot be read: " + e.getMessage()).asRuntimeException());
+        } catch (Exception e) {
+            log.error("job call: unexpected error", e);
+            out.onError(Status.INTERNAL.withDescription("the worker could not answer (internal error)").asRuntimeException());
+        }
+    }
+
+    private void reply(StreamObserver<JobReply> out, dev.codeexec.engine.JobState state) {
+        out.onNext(JobReply.newBuilder().setStateJson(JsonMapper.shared().writeValueAsString(state.toWire()))
+                .setWorker(identity.name()).build());
         out.onCompleted();
     }
 
