@@ -35,11 +35,11 @@ before(async () => {
         gateways: [{ name: 'A' }, { name: 'B', env: { WORKER_BALANCING: 'least_request' } }],
         env: { WORKSPACE_QUOTA_MB: '2', WARM_POOL: 'python=1' },
         // A drain waits this long for the runs still on the worker (the drain test holds one until it releases it).
-        workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '60' },
+        // Background jobs are kept by the workers that run them, in their job slots.
+        workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '60', MAX_JOBS: '6', MAX_JOBS_PER_TENANT: '6' },
         // A gateway's deadline for a run is timeout + QUEUE_TIMEOUT_MS + 15 s of slack: a shorter queue wait
         // keeps the deadline of a call to a hung worker short.
-        // Background jobs are kept by the gateway that started them; their runs go to the workers.
-        gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS), MAX_JOBS: '6', MAX_JOBS_PER_TENANT: '6' },
+        gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS) },
         tenants: ['alice'],
     });
     ({ A, B } = cluster.gateways);
@@ -507,7 +507,7 @@ describe('a gateway in front of three workers', () => {
         t.diagnostic(`w1 healthy again ${back} ms after SIGCONT`);
     });
 
-    test('background jobs: their runs spread over the workers, their output and results come back through the gateway, a job whose worker is killed ends lost naming it', { timeout: 240_000 }, async (t) => {
+    test('background jobs: they spread over the workers, every gateway finds them (status, output, wait, list, cancel), a job whose worker is killed ends lost naming it, and its record and output come back with the worker', { timeout: 300_000 }, async (t) => {
         const marker = `job-${randomBytes(6).toString('hex')}`;
         const started = [];
         for (let i = 0; i < 6; i++) {
@@ -525,22 +525,33 @@ describe('a gateway in front of three workers', () => {
         assert.ok(await until(() => owners().size >= 2, 60_000), `the jobs' runs are on two workers or more: ${[...owners()]}`);
         t.diagnostic(`six jobs' runs on ${[...owners()].join(', ')}`);
         for (const job of started) {
-            assert.ok(await until(async () => (await tool(clientA, 'job_status', { job })).sc?.stdout?.includes('up'), 30_000),
-                `job ${job} streams its output to the gateway`);
+            assert.ok(await until(async () => (await tool(clientB, 'job_status', { job })).sc?.stdout?.includes('up'), 30_000),
+                `job ${job}, started at A, is found at B with its output`);
         }
+        const listedAtB = (await tool(clientB, 'job_list')).sc.jobs.map((j) => j.job);
+        for (const job of started) assert.ok(listedAtB.includes(job), `B lists ${job}: ${listedAtB}`);
+        // ids route to the worker process that keeps the job
+        assert.ok(new Set(started.map((j) => j.split('-')[1])).size >= 2, `the ids name two worker processes or more: ${started}`);
         // released: all end exited, each result naming the worker that ran it
         assert.equal((await apiA('POST', '/api/workspaces/jobs/files/release', { body: 'go' })).status, 201);
         const workers = new Set();
-        for (const job of started) {
-            const w = await tool(clientA, 'job_wait', { job, timeout_ms: 55_000 });
+        for (const [i, job] of started.entries()) {
+            const w = await tool(i % 2 ? clientB : clientA, 'job_wait', { job, timeout_ms: 55_000 });
             assert.equal(w.sc.status, 'exited', w.text);
             assert.match(w.sc.stdout, /up\ndone\n$/);
             assert.ok(['w1', 'w2', 'w3'].includes(w.sc.result.worker), JSON.stringify(w.sc.result));
             workers.add(w.sc.result.worker);
         }
         assert.ok(workers.size >= 2, `results name two workers or more: ${[...workers]}`);
-        // another gateway (B) does not keep A's jobs: they are A's records
-        assert.equal((await tool(clientB, 'job_status', { job: started[0] })).isError, true);
+        // a job started at B is cancelled at A (REST), and B sees it cancelled
+        const c = await tool(clientB, 'execute_code', { language: 'python', code: 'import time\ntime.sleep(100)\n', env: COLD,
+            background: true, timeout_ms: 110_000 });
+        assert.equal(c.isError, false, c.text);
+        assert.ok(await until(async () => (await tool(clientA, 'job_status', { job: c.sc.job })).sc?.status === 'running', 30_000));
+        const del = await apiA('DELETE', `/api/jobs/${c.sc.job}`);
+        assert.equal(del.status, 200);
+        assert.equal((await del.json()).status, 'cancelled');
+        assert.equal((await tool(clientB, 'job_status', { job: c.sc.job })).sc.status, 'cancelled');
 
         // A job on w2 (through the gateway in front of it alone); w2 is killed while it runs.
         const lostMarker = `job-lost-${randomBytes(6).toString('hex')}`;
@@ -555,8 +566,14 @@ describe('a gateway in front of three workers', () => {
         const lost = await tool(viaW2, 'job_wait', { job: j.sc.job, timeout_ms: 55_000 });
         assert.equal(lost.sc.status, 'lost', lost.text);
         assert.match(lost.sc.message, /\bw2\b/, `the message names the worker: ${lost.sc.message}`);
-        assert.equal(lost.sc.stdout, 'before\n', 'the output streamed before the loss is kept');
+        t.diagnostic(`lost: ${lost.sc.message}`);
+        // w2 comes back on its volume: the job's record (lost) and output are read back there, and any gateway finds
+        // them (A has never seen this job: its id names a process that is gone, so A asks every worker)
         await restart('w2');
+        const back = await tool(clientA, 'job_status', { job: j.sc.job });
+        assert.equal(back.sc.status, 'lost', back.text);
+        assert.match(back.sc.message, /\bw2\b/, back.sc.message);
+        assert.equal(back.sc.stdout, 'before\n', 'the output written before the loss is kept on the worker');
     });
 
     test('kill -9 a worker under load: lost runs say so, nothing reruns, nothing hangs; it rejoins on restart', { timeout: 240_000 }, async (t) => {

@@ -154,7 +154,16 @@ final class RemoteJobs implements JobControl<RemoteJobs.RemoteJob> {
     @Override
     public Optional<RemoteJob> find(Optional<String> tenant, String id) {
         if (id == null || !ID.matcher(id).matches()) return Optional.empty();
-        Optional<JobState> state = fetch(tenant, id, 0);
+        Optional<JobState> state;
+        try {
+            state = fetch(tenant, id, 0);
+        } catch (ExecutionException.Unavailable e) {
+            // its worker does not answer now: a job this gateway knows is still the tenant's to wait for (a wait
+            // goes on until the worker answers or is taken for gone); one it does not know cannot be checked
+            Known k = known.get(id);
+            if (k == null || tenant.isPresent() && !tenant.get().equals(k.state().tenant())) throw e;
+            return Optional.of(new RemoteJob(id, k.state().tenant()));
+        }
         if (state.isEmpty()) return Optional.empty();
         RemoteJob job = new RemoteJob(id, state.get().tenant());
         if (!state.get().ended()) followed.putIfAbsent(id, new Followed(job, state.get().status(), Optional.empty()));

@@ -163,6 +163,9 @@ class RemoteJobsTest {
         Poll.until("the job runs", () -> atG2.state().status().equals("running"));
 
         a.close(); // the worker process is gone (its address no longer answers)
+        // a wait started as it goes carries on until the worker is taken for gone, then answers lost
+        JobState waited = find(g1, "alice", id).await(40_000);
+        assertThat(waited.status()).isEqualTo("lost");
         for (RemoteExecutor g : List.of(g1, g2)) {
             JobState lost = Poll.until("the job lost at a gateway", () -> {
                 g.pollNow();
