@@ -25,7 +25,7 @@
  *       "ready" to stdout and waits for stdin to close, so that the server can open /proc/PID/ns/mnt and keep the
  *       namespace alive through that descriptor. Nothing changes in the host's namespace. Exit 125 on failure.
  *
- *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] [--nproc N] [--nice N] (PROGRAM [ARG...] | --await-exec)
+ *   /proc/self/fd/N init [--status-fd FD] [--relay SOCKET] [--preview SOCKET] [--nproc N] [--nice N] (PROGRAM [ARG...] | --await-exec)
  *       Pid 1 inside the sandbox (bwrap --as-pid-1), executed through the descriptor the launcher opened on this
  *       binary (--fd N=...), so that nothing of the host's file system is bound into the sandbox for it. It closes
  *       that descriptor and makes itself non-dumpable (the sandboxed program cannot read /proc/1/exe, environ or
@@ -44,6 +44,11 @@
  *       process per connection, nothing the program can signal. At most MAX_RELAYS connections at once; beyond
  *       that, new connections wait in the listen queue. If SOCKET cannot be reached, the accepted connection is
  *       closed: fail closed.
+ *       --preview SOCKET: before PROGRAM starts, listen on the unix socket SOCKET (in a directory the server binds
+ *       into the sandbox and reaches from outside: a port preview's way in) and, for each connection the server
+ *       opens there, read a two-byte port (big-endian), connect to 127.0.0.1:PORT inside the sandbox and answer one
+ *       byte, 0 (connected: bytes are then relayed both ways, as --relay's) or 1 (nothing listens there; closed).
+ *       In the same poll loop as --relay, sharing its MAX_RELAYS. The sandbox keeps its empty network namespace.
  *       --nice N: a background job's sandbox: its session's autogroup and init (so everything it starts) at
  *       nice N, below interactive runs.
  *       --nproc N: RLIMIT_NPROC of init (and so of everything it starts) at N, set inside the sandbox's user
@@ -256,11 +261,14 @@ static void default_signal(int sig) {
 /* One direction of a pair. dead: its receiver went away (EPIPE); what comes from its sender is dropped while the
  * other direction still flows: it may carry the answer that says why (the proxy's 429 before it hung up). */
 struct half { char *buf; size_t len, off; int eof, shut, dead; };
-struct relay { int a, b; struct half ab, ba; }; /* a: the program's TCP connection, b: the unix socket */
+/* a: the program's TCP connection, b: the unix socket. awaiting: a preview connection whose port has not come yet
+ * (a is -1 until it has). */
+struct relay { int a, b, awaiting; struct half ab, ba; };
 
 static struct relay relays[MAX_RELAYS];
 static int nrelays;
 static const char *relay_path;
+static const char *preview_path;
 
 static int relay_listen(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -270,6 +278,69 @@ static int relay_listen(void) {
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(RELAY_PORT), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (bind(fd, (struct sockaddr *) &sa, sizeof sa) != 0 || listen(fd, 256) != 0) { close(fd); return -1; }
     return fd;
+}
+
+/* Takes a pair's buffers; 0 when memory is short (the pair is then closed by the caller). */
+static int relay_buffers(struct relay *r) {
+    r->ab.buf = malloc(RELAY_BUF);
+    r->ba.buf = malloc(RELAY_BUF);
+    if (r->ab.buf && r->ba.buf) return 1;
+    free(r->ab.buf);
+    free(r->ba.buf);
+    return 0;
+}
+
+static int preview_listen(void) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_un su = { .sun_family = AF_UNIX };
+    strncpy(su.sun_path, preview_path, sizeof su.sun_path - 1);
+    unlink(preview_path); /* a socket left by this sandbox's earlier init (a session restarted in place) */
+    if (bind(fd, (struct sockaddr *) &su, sizeof su) != 0 || listen(fd, 64) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+/* The server's connections to a preview: each waits for its two-byte port before anything is connected. */
+static void preview_accept(int pfd) {
+    while (nrelays < MAX_RELAYS) {
+        int b = accept4(pfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (b < 0) return;
+        struct relay *r = &relays[nrelays];
+        memset(r, 0, sizeof *r);
+        r->a = -1;
+        r->b = b;
+        r->awaiting = 1;
+        if (!relay_buffers(r)) { close(b); return; }
+        nrelays++;
+    }
+}
+
+/*
+ * A preview connection's port arrived (or its sender went away): connect to 127.0.0.1:PORT inside the sandbox and
+ * answer one byte, 0 (connected: the relay starts) or 1 (nothing listens there: the server says so, 502). Returns
+ * 0 when the pair must be closed.
+ */
+static int preview_connect(struct relay *r) {
+    unsigned char port[2];
+    if (recv(r->b, port, sizeof port, MSG_WAITALL) != (ssize_t) sizeof port) return 0;
+    int p = (port[0] << 8) | port[1];
+    int a = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short) p), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int ok = a >= 0 && p > 0 && connect(a, (struct sockaddr *) &sa, sizeof sa) == 0;
+    if (!ok && a >= 0 && errno == EINPROGRESS) {
+        /* loopback answers at once unless the program's listen queue is full: wait for it a little, not longer */
+        struct pollfd w = { .fd = a, .events = POLLOUT };
+        int err = 0;
+        socklen_t len = sizeof err;
+        ok = poll(&w, 1, 1000) == 1 && getsockopt(a, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    char answer = ok ? 0 : 1;
+    if (write(r->b, &answer, 1) != 1 || !ok) { if (a >= 0) close(a); return 0; }
+    int one = 1;
+    setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    r->a = a;
+    r->awaiting = 0;
+    return 1;
 }
 
 static void relay_accept(int lfd) {
@@ -290,20 +361,16 @@ static void relay_accept(int lfd) {
         /* the unix socket's default buffers (~200 KiB) halve a download's rate; the kernel caps this at wmem_max */
         setsockopt(b, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
         setsockopt(b, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-        struct relay *r = &relays[nrelays++];
+        struct relay *r = &relays[nrelays];
         memset(r, 0, sizeof *r);
         r->a = a;
         r->b = b;
-        r->ab.buf = malloc(RELAY_BUF);
-        r->ba.buf = malloc(RELAY_BUF);
-        if (!r->ab.buf || !r->ba.buf) {
-            free(r->ab.buf);
-            free(r->ba.buf);
+        if (!relay_buffers(r)) {
             close(a);
             close(b);
-            nrelays--;
             return;
         }
+        nrelays++;
     }
 }
 
@@ -336,21 +403,27 @@ static int relay_move(int src, int dst, struct half *h) {
 }
 
 static void relay_close(int i) {
-    close(relays[i].a);
+    if (relays[i].a >= 0) close(relays[i].a);
     close(relays[i].b);
     free(relays[i].ab.buf);
     free(relays[i].ba.buf);
     relays[i] = relays[--nrelays];
 }
 
-/* One round of the relay: poll the listener, every pair and the signalfd; returns when a child may have ended. */
-static void relay_round(int lfd, int sfd) {
-    struct pollfd p[2 + 2 * MAX_RELAYS];
+/* One round of the relay: poll the listeners, every pair and the signalfd; returns when a child may have ended. */
+static void relay_round(int lfd, int pfd, int sfd) {
+    struct pollfd p[3 + 2 * MAX_RELAYS];
     int n = 0;
     p[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
     p[n++] = (struct pollfd) { .fd = nrelays < MAX_RELAYS ? lfd : -1, .events = POLLIN };
+    p[n++] = (struct pollfd) { .fd = nrelays < MAX_RELAYS ? pfd : -1, .events = POLLIN };
     for (int i = 0; i < nrelays; i++) {
         struct relay *r = &relays[i];
+        if (r->awaiting) {
+            p[n++] = (struct pollfd) { .fd = -1 };
+            p[n++] = (struct pollfd) { .fd = r->b, .events = POLLIN };
+            continue;
+        }
         /* read a side while its buffer is empty and it has not ended; wait to write while data is pending */
         short ea = (short) ((!r->ab.eof && !r->ab.dead && r->ab.len == 0 ? POLLIN : 0) | (r->ba.len > r->ba.off ? POLLOUT : 0));
         short eb = (short) ((!r->ba.eof && !r->ba.dead && r->ba.len == 0 ? POLLIN : 0) | (r->ab.len > r->ab.off ? POLLOUT : 0));
@@ -363,12 +436,15 @@ static void relay_round(int lfd, int sfd) {
         p[n++] = (struct pollfd) { .fd = quiet_b ? -1 : r->b, .events = eb };
     }
     if (poll(p, (nfds_t) n, -1) < 0) return;
-    if (p[1].revents & POLLIN) relay_accept(lfd);
-    int count = (n - 2) / 2;
+    int count = (n - 3) / 2;
     for (int i = count - 1; i >= 0; i--) {
         struct relay *r = &relays[i];
-        short ra = p[2 + 2 * i].revents, rb = p[3 + 2 * i].revents;
+        short ra = p[3 + 2 * i].revents, rb = p[4 + 2 * i].revents;
         if (!ra && !rb) continue;
+        if (r->awaiting) {
+            if (!preview_connect(r)) relay_close(i);
+            continue;
+        }
         int moved = relay_move(r->a, r->b, &r->ab) < 0 || relay_move(r->b, r->a, &r->ba) < 0;
         /* a peer that hung up entirely (the proxy after its answer) reads nothing more: drop what goes to it */
         if ((rb & POLLHUP) && r->ba.eof && r->ba.len == r->ba.off) { r->ab.dead = 1; r->ab.len = r->ab.off = 0; }
@@ -379,6 +455,8 @@ static void relay_round(int lfd, int sfd) {
             relay_close(i);
         }
     }
+    if (p[1].revents & POLLIN) relay_accept(lfd);
+    if (p[2].revents & POLLIN) preview_accept(pfd);
 }
 
 #define AWAIT_IN 8
@@ -515,14 +593,22 @@ static int init(int argc, char **argv) {
             relay_path = argv[program + 1];
             if (strlen(relay_path) >= sizeof(((struct sockaddr_un *) 0)->sun_path)) { errno = 0; fail("--relay path too long", NULL); }
             program += 2;
+        } else if (argc >= program + 2 && strcmp(argv[program], "--preview") == 0) {
+            preview_path = argv[program + 1];
+            if (strlen(preview_path) >= sizeof(((struct sockaddr_un *) 0)->sun_path)) { errno = 0; fail("--preview path too long", NULL); }
+            program += 2;
         } else {
             break;
         }
     }
-    int lfd = -1;
+    int lfd = -1, pfd = -1;
     if (relay_path) {
         lfd = relay_listen();
         if (lfd < 0) dprintf(2, "codeexec-helper: the egress proxy cannot listen on 127.0.0.1:%d: %s\n", RELAY_PORT, strerror(errno));
+    }
+    if (preview_path) {
+        pfd = preview_listen();
+        if (pfd < 0) dprintf(2, "codeexec-helper: previews cannot listen on %s: %s\n", preview_path, strerror(errno));
     }
     if (!await_exec && argc <= program) { dprintf(2, "codeexec-helper: init needs a program\n"); return 125; }
     const char *self = "/proc/self/fd/";
@@ -556,26 +642,31 @@ static int init(int argc, char **argv) {
     // Pid 1 gets no signal it has no handler for from inside its namespace; from outside, SIGKILL only (the
     // server kills the whole tree). It waits, and relays when asked to: then SIGCHLD (still blocked) arrives on a
     // signalfd in the same poll as the connections.
-    int sfd = -1;
-    if (lfd >= 0) {
+    int sfd = -1, relaying = lfd >= 0 || pfd >= 0;
+    if (relaying) {
         sigset_t chld;
         sigemptyset(&chld);
         sigaddset(&chld, SIGCHLD);
         sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (sfd < 0) { close(lfd); lfd = -1; }
+        if (sfd < 0) {
+            if (lfd >= 0) close(lfd);
+            if (pfd >= 0) close(pfd);
+            lfd = pfd = -1;
+            relaying = 0;
+        }
     }
     for (;;) {
         int status;
-        if (lfd >= 0) {
+        if (relaying) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof si) > 0) {
             }
             pid_t done = waitpid(-1, &status, WNOHANG);
-            if (done == 0) { relay_round(lfd, sfd); continue; }
+            if (done == 0) { relay_round(lfd, pfd, sfd); continue; }
             if (done < 0) return 125;
             if (done != child) continue;
         }
-        pid_t done = lfd >= 0 ? child : waitpid(-1, &status, 0);
+        pid_t done = relaying ? child : waitpid(-1, &status, 0);
         if (done < 0) {
             if (errno == EINTR) continue;
             return 125;
@@ -598,9 +689,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "init") == 0) return init(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "mntns") == 0) return mntns(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-        puts("codeexec-helper 4");
+        puts("codeexec-helper 5");
         return 0;
     }
-    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] [--nproc N] [--nice N] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
+    dprintf(2, "usage: codeexec-helper launch ... -- PROGRAM [ARG...] | init [--status-fd FD] [--relay SOCKET] [--preview SOCKET] [--nproc N] [--nice N] (PROGRAM [ARG...] | --await-exec) | mntns [--umount DIR]...\n");
     return 2;
 }

@@ -237,6 +237,34 @@ public final class Config {
             "MiB one install may write (what it downloads and unpacks); over it the install is stopped and fails.");
     public static final ConfigKey<String> LOG_FORMAT = ConfigKey.oneOf("LOG_FORMAT", "text",
             "`text` or `json` (one JSON object per line). Logs always go to stderr.", "text", "json");
+    public static final ConfigKey<String> PREVIEWS = ConfigKey.oneOf("PREVIEWS", "on",
+            "`on`: expose_port can make a session's or a background job's server reachable through the preview listener "
+                    + "(PREVIEW_HOST:PREVIEW_PORT); `off`: no listener, expose_port says so.", "on", "off");
+    public static final ConfigKey<String> PREVIEW_HOST = ConfigKey.string("PREVIEW_HOST", "127.0.0.1",
+            "Address of the preview listener. A non-loopback address needs API_KEY or API_KEYS_FILE, or "
+                    + "ALLOW_UNAUTHENTICATED=true, as HOST does.");
+    public static final ConfigKey<Integer> PREVIEW_PORT = ConfigKey.integer("PREVIEW_PORT", 8081, 0, 65535,
+            "Port of the preview listener, an origin of its own (0 = any free port). A port in use leaves previews off "
+                    + "with a warning; the server starts all the same.");
+    public static final ConfigKey<String> PREVIEW_DOMAIN = ConfigKey.string("PREVIEW_DOMAIN", "",
+            "When set (`preview.example.com`, with wildcard DNS and TLS at the operator's reverse proxy in front of the "
+                    + "preview listener), preview URLs are `https://{token}.PREVIEW_DOMAIN/`: one origin per preview.");
+    public static final ConfigKey<String> PREVIEW_PUBLIC_URL = ConfigKey.string("PREVIEW_PUBLIC_URL", "",
+            "The preview listener's address as clients reach it (`http://host:8081`), for URLs of the path form "
+                    + "`{PREVIEW_PUBLIC_URL}/p/{token}/`; default: http://PREVIEW_HOST:PREVIEW_PORT.");
+    public static final ConfigKey<Integer> PREVIEW_MAX_CONNECTIONS = ConfigKey.integer("PREVIEW_MAX_CONNECTIONS", 32, 1, 10000,
+            "Client connections one preview serves at once; more get 503.");
+    public static final ConfigKey<Integer> PREVIEW_MAX_BODY_MB = ConfigKey.integer("PREVIEW_MAX_BODY_MB", 16, 1, 1024,
+            "Largest request body a preview passes on; larger gets 413.");
+    public static final ConfigKey<Integer> PREVIEW_MAX_MB = ConfigKey.integer("PREVIEW_MAX_MB", 512, 1, 1048576,
+            "Bytes one preview connection may carry each way; past it the connection is closed.");
+    public static final ConfigKey<Integer> PREVIEW_IDLE_TIMEOUT_MS = ConfigKey.integer("PREVIEW_IDLE_TIMEOUT_MS", 120000, 1000, 3600000,
+            "A preview connection (a WebSocket too) that carries nothing either way this long is closed.");
+    public static final ConfigKey<Integer> PREVIEW_MAX_AGE_HOURS = ConfigKey.integer("PREVIEW_MAX_AGE_HOURS", 24, 1, 8760,
+            "A preview ends this long after it was made (expiresAt), or with its session or job, whichever is first.");
+    public static final ConfigKey<Integer> PREVIEW_MAX_PER_SANDBOX = ConfigKey.integer("PREVIEW_MAX_PER_SANDBOX", 8, 1, 100,
+            "Previews one session or job may have at once.");
+
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
             "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");
 
@@ -273,6 +301,11 @@ public final class Config {
                     + "and collected later ([jobs.md](jobs.md)).",
                     List.of(MAX_JOBS, MAX_JOBS_PER_TENANT, JOB_QUEUE_SIZE, JOB_MAX_TIMEOUT_MS, JOB_CPU_LIMIT_SECONDS,
                             JOB_LOG_MB, JOB_KEEP_PER_TENANT, JOB_RETENTION_HOURS)),
+            new ConfigSection("Port previews", "A server a session or a background job starts, reachable through "
+                    + "the server on an origin of its own ([previews.md](previews.md)).",
+                    List.of(PREVIEWS, PREVIEW_HOST, PREVIEW_PORT, PREVIEW_DOMAIN, PREVIEW_PUBLIC_URL,
+                            PREVIEW_MAX_CONNECTIONS, PREVIEW_MAX_BODY_MB, PREVIEW_MAX_MB, PREVIEW_IDLE_TIMEOUT_MS,
+                            PREVIEW_MAX_AGE_HOURS, PREVIEW_MAX_PER_SANDBOX)),
             new ConfigSection("Network access", "Runs reach the hosts of an allow-list through the server's checking "
                     + "proxy, and nothing else ([network.md](network.md)).",
                     List.of(EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS,
@@ -339,6 +372,8 @@ public final class Config {
             throw new ConfigException("CORS_ORIGINS '*' is only allowed when API_KEY or API_KEYS_FILE is set");
         if (!isLoopback(get(HOST)) && !hasKeys() && !get(ALLOW_UNAUTHENTICATED))
             throw new ConfigException("HOST " + get(HOST) + " is not a loopback address: set API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true to expose the server without authentication");
+        if (get(PREVIEWS).equals("on") && !isLoopback(get(PREVIEW_HOST)) && !hasKeys() && !get(ALLOW_UNAUTHENTICATED))
+            throw new ConfigException("PREVIEW_HOST " + get(PREVIEW_HOST) + " is not a loopback address: set API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true to expose previews without authentication");
     }
 
     /**

@@ -92,6 +92,14 @@ public final class DataDir {
         return root.resolve("staging");
     }
 
+    /**
+     * Port previews: one directory per session or job sandbox ({@code sandbox.SandboxSpec#previewDir}), holding the
+     * unix socket its init listens on; made and removed with the sandbox.
+     */
+    public Path previews() {
+        return root.resolve("previews");
+    }
+
     /** This server's start-time work (warm-ups' temporary directories); removed when it closes. */
     public Path scratch() {
         return root.resolve("tmp").resolve(Long.toString(ProcessHandle.current().pid()));

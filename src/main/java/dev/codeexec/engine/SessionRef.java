@@ -11,4 +11,18 @@ public record SessionRef(String tenant, String name) {
         Objects.requireNonNull(tenant, "tenant");
         Objects.requireNonNull(name, "name");
     }
+
+    /**
+     * The name of this session's preview directory (under DATA_DIR/previews): the same for every interpreter the
+     * session has (a reset keeps its previews), a file name whatever the tenant and session names hold.
+     */
+    public String previewKey() {
+        try {
+            byte[] h = java.security.MessageDigest.getInstance("SHA-256")
+                    .digest((tenant + "\u0000" + name).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            return "s-" + java.util.HexFormat.of().formatHex(h, 0, 16);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
 }

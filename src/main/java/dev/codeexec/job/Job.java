@@ -51,6 +51,8 @@ public final class Job implements JobHandle {
     volatile boolean cancelRequested;
     /** The jobs that keep it (its place in their queue, its cancel); set when they take it. */
     volatile Jobs owner;
+    /** Its run's id once started (its sandbox's preview directory is named by it). */
+    volatile String runId;
 
     Job(String id, String tenant, Path dir, Map<String, Object> declared, Instant createdAt, String status,
             JobLog stdout, JobLog stderr) {
@@ -125,6 +127,11 @@ public final class Job implements JobHandle {
 
     public Optional<Instant> endedAt() {
         return Optional.ofNullable(endedAt);
+    }
+
+    /** Its run's id while it runs or after (a sandbox of this server's: its preview directory's name). */
+    public Optional<String> runId() {
+        return Optional.ofNullable(runId);
     }
 
     /** Why it was lost or failed, or how it was cancelled. */

@@ -340,6 +340,7 @@ public final class Jobs implements JobControl<Job> {
             finish(job, request, null, "the run could not be started inside the server");
             return;
         }
+        job.runId = handle.id();
         job.cancel = handle::cancel;
         if (job.cancelRequested) handle.cancel(); // a cancel that came while the run was being submitted
         handle.result().whenComplete((r, e) -> finish(job, request, r, e == null ? null

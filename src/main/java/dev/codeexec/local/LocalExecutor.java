@@ -70,6 +70,8 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
     final Sandbox sandbox;
     final Languages languages;
     final Path stagingDir;
+    /** DATA_DIR/previews: background jobs' and sessions' preview directories. */
+    final Path previewRoot;
     final Map<String, String> placeholders;
     private final Semaphore slots;
     private final int maxConcurrent;
@@ -138,6 +140,7 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
 
         DataDir data = DataDir.of(config);
         this.stagingDir = data.staging();
+        this.previewRoot = data.previews();
         this.placeholders = Placeholders.ofServer(data);
         this.startup = StartupWork.start(data, languages, placeholders, config.get(Config.MEMORY_LIMIT_MB),
                 virtualThreads);
@@ -154,6 +157,7 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
                 Duration.ofSeconds(config.get(Config.SESSION_IDLE_SECONDS)), (long) config.get(Config.SESSIONS_MEMORY_MB) << 20,
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
                 progressInterval, egress, codeTools, packages);
+        sessions.previewsIn(previewRoot);
         PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools, packages.isPresent());
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,

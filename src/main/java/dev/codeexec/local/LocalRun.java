@@ -244,7 +244,9 @@ final class LocalRun implements RunHandle {
         Map<String, Path> files = new LinkedHashMap<>(Map.of(file, staged));
         Map<String, String> env = language.environment(request.env(), ph);
         return SandboxSpec.builder(id, command(ph), Placeholders.WORK_DIR, limits).readOnlyFiles(files)
-                .readOnlyDirs(binds).env(env).workDirSource(ws.map(w -> w.fs().root())).background(request.background()).build()
+                .readOnlyDirs(binds).env(env).workDirSource(ws.map(w -> w.fs().root())).background(request.background())
+                // a background job's servers can be previewed: its sandbox gets a preview directory (named by the run)
+                .previewDir(request.background() ? Optional.of(executor.previewRoot.resolve(id)) : Optional.empty()).build()
                 .withWorkDirOwner(ws.isPresent() ? ws.get()::handOver : WorkDirOwner.NONE);
     }
 

@@ -129,6 +129,9 @@ final class JobTools {
             throw new ToolArgs.Invalid("'since' must be an object {stdout, stderr} of byte offsets");
         }
         s.putAll(JobMaps.output(handle, out, err));
+        List<Map<String, Object>> pv = SessionTools.previews(setup.previews(), job.tenant(),
+                new dev.codeexec.surface.Previews.Sandbox(dev.codeexec.surface.Previews.Kind.JOB, job.id()));
+        if (!pv.isEmpty()) s.put("previews", pv);
         StringBuilder text = new StringBuilder("job ").append(job.id()).append(": ").append(job.status());
         if (s.containsKey("position")) text.append(" (place ").append(s.get("position")).append(" in the queue)");
         if (s.containsKey("exitCode")) text.append(", exit code ").append(s.get("exitCode"));
@@ -293,6 +296,7 @@ final class JobTools {
         p.put("skipped", Map.of("type", "object", "description", "Bytes dropped past JOB_LOG_MB before the text given.",
                 "properties", Map.of("stdout", integer, "stderr", integer)));
         p.put("more", Map.of("type", "boolean", "description", "A stream has more output than this answer carried."));
+        p.put("previews", SessionTools.previewsSchema());
         return Map.of("type", "object", "properties", p, "required", List.of("job", "status"));
     }
 

@@ -81,6 +81,7 @@ public final class McpServers {
                 .uriTemplateManagerFactory(new UriTemplates());
         JobTools jobs = new JobTools(setup);
         spec.tools(schemas.own(jobs.specifications()));
+        spec.tools(schemas.own(new PreviewTools(setup).specifications()));
         WorkspaceResources resources = new WorkspaceResources(setup);
         spec.resources(resources.info())
                 .resourceTemplates(resources.files())

@@ -24,9 +24,24 @@ import java.util.Set;
 final class SessionTools {
 
     private final SessionControl sessions;
+    private final java.util.Optional<dev.codeexec.surface.Previews> previews;
 
     SessionTools(ServerSetup setup) {
         this.sessions = setup.executor().sessions();
+        this.previews = setup.previews();
+    }
+
+    /** The port previews of a sandbox as the tools list them (session_list, job_status); empty when none. */
+    static List<Map<String, Object>> previews(java.util.Optional<dev.codeexec.surface.Previews> previews, String tenant,
+            dev.codeexec.surface.Previews.Sandbox sandbox) {
+        return previews.map(p -> p.list(tenant, sandbox).stream().map(p::map).toList()).orElse(List.of());
+    }
+
+    /** The schema of a sandbox's previews in a listing. */
+    static Map<String, Object> previewsSchema() {
+        return Map.of("type", "array", "description", "Its port previews (expose_port).", "items", Map.of("type",
+                "object", "properties", Map.of("url", str(), "port", Map.of("type", "integer"), "auth", str(),
+                        "createdAt", str(), "expiresAt", str())));
     }
 
     List<SyncToolSpecification> specifications() {
@@ -67,6 +82,9 @@ final class SessionTools {
             i.memoryBytes().ifPresent(b -> m.put("memoryBytes", b));
             m.put("calls", i.calls());
             m.put("busy", i.busy());
+            List<Map<String, Object>> pv = previews(previews, who.tenant(),
+                    new dev.codeexec.surface.Previews.Sandbox(dev.codeexec.surface.Previews.Kind.SESSION, i.name()));
+            if (!pv.isEmpty()) m.put("previews", pv);
             out.add(m);
             text.append('\n').append(i.name()).append(": ").append(i.language())
                     .append(i.workspace().map(w -> " in workspace " + w).orElse(""))
@@ -122,7 +140,7 @@ final class SessionTools {
                 "created", Map.of("type", "string", "format", "date-time"),
                 "lastUsed", Map.of("type", "string", "format", "date-time"),
                 "memoryBytes", Map.of("type", "integer"), "calls", Map.of("type", "integer"),
-                "busy", Map.of("type", "boolean")));
+                "busy", Map.of("type", "boolean"), "previews", previewsSchema()));
         item.put("required", List.of("name", "language", "created", "lastUsed", "calls", "busy"));
         return Map.of("type", "object", "properties", Map.of("sessions", Map.of("type", "array", "items", item)),
                 "required", List.of("sessions"));

@@ -411,6 +411,12 @@ final class BwrapSandbox implements Sandbox {
             giveSocket(spec.egressSocket().get(), hostUid);
             argv.addAll(List.of("--bind", spec.egressSocket().get().toString(), EGRESS_SOCKET));
         }
+        boolean preview = spec.previewDir().isPresent() && helper != null;
+        if (preview) {
+            // the preview socket's directory, this sandbox's uid's only; init listens in it (PREVIEW_DIR inside)
+            givePreviewDir(spec.previewDir().get(), hostUid, userMode);
+            argv.addAll(List.of("--bind", spec.previewDir().get().toString(), PREVIEW_DIR));
+        }
         // The root and /dev are bwrap's own tmpfs mounts: read-only, so nothing can be written outside the
         // capped areas (workDir, /tmp, /dev/shm).
         argv.addAll(List.of("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", workDir.toString(), "--seccomp", "3", "--as-pid-1", "--"));
@@ -429,6 +435,7 @@ final class BwrapSandbox implements Sandbox {
             argv.addAll(List.of("/proc/self/fd/" + Launcher.HELPER_FD, "init"));
             if (statusPipe) argv.addAll(List.of("--status-fd", Integer.toString(Launcher.STATUS_FD)));
             if (spec.egressSocket().isPresent()) argv.addAll(List.of("--relay", EGRESS_SOCKET));
+            if (preview) argv.addAll(List.of("--preview", PREVIEW_DIR + "/" + SandboxSpec.PREVIEW_SOCKET));
             if (nprocInside) argv.addAll(List.of("--nproc", Integer.toString(limits.maxProcesses())));
             if (spec.background()) argv.addAll(List.of("--nice", Integer.toString(Launcher.BACKGROUND_NICE)));
         }
@@ -473,7 +480,9 @@ final class BwrapSandbox implements Sandbox {
             cg.attach(p.pid());
             Optional<ControlChannel> control = fifos == null ? Optional.empty()
                     : Optional.of(ControlChannel.open(fifos, p, CONTROL_OPEN_TIMEOUT));
-            return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, () -> { }, control,
+            // the preview socket's directory goes with the sandbox (a preview of it answers "not running" from then on)
+            Runnable cleanup = preview ? () -> dev.codeexec.config.DataDir.deleteTree(spec.previewDir().get()) : () -> { };
+            return new LaunchedProcess(p, cg, limits.cpuSeconds(), true, cleanup, control,
                     lateWorkDirs.orElse(null), lateDir, OptionalInt.of(hostUid), lease, lateRoDir);
         } catch (SandboxException | RuntimeException e) {
             if (p != null) {
@@ -507,6 +516,28 @@ final class BwrapSandbox implements Sandbox {
 
     /** Where a sandbox finds its egress proxy's socket (init's --relay connects there). */
     static final String EGRESS_SOCKET = "/run/codeexec/egress.sock";
+    /** Where a sandbox's preview directory is bound (its init listens on the preview socket there). */
+    static final String PREVIEW_DIR = "/run/codeexec/preview";
+
+    /**
+     * Makes the preview directory (mode 0700) and gives it to the sandbox's host uid, so that its init can make the
+     * socket there and no other uid can reach it; a normal user's server owns it already.
+     */
+    private static void givePreviewDir(Path dir, int hostUid, boolean userMode) throws SandboxException {
+        try {
+            if (!Files.isDirectory(dir.getParent())) {
+                // the sandboxes' bwrap (their uid) passes through it to bind their own; nobody lists it
+                Files.createDirectories(dir.getParent());
+                Files.setPosixFilePermissions(dir.getParent(), java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+            }
+            Files.createDirectories(dir);
+            Files.deleteIfExists(dir.resolve(SandboxSpec.PREVIEW_SOCKET)); // an earlier sandbox's (a session restarted)
+            Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+            if (!userMode) Files.setAttribute(dir, "unix:uid", hostUid, LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException | RuntimeException e) {
+            throw new SandboxException("the preview directory cannot be made (" + e.getMessage() + ")");
+        }
+    }
 
     private static void giveSocket(Path socket, int hostUid) throws SandboxException {
         try {

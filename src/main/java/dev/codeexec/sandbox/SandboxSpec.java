@@ -38,11 +38,17 @@ import java.util.Optional;
  *                     sandbox that gets a run's declared packages
  * @param background   a background job's sandbox: its processes get a lower CPU weight than interactive runs (the
  *                     run cgroup's {@code cpu.weight} where cgroup v2 has the cpu controller, and a nice value)
+ * @param previewDir   a host directory (the server's, made for this sandbox) bound into the sandbox, where its init
+ *                     listens on a unix socket that reaches 127.0.0.1:PORT inside ({@link #PREVIEW_SOCKET} in it):
+ *                     port previews of a session's or a job's servers. Empty: none
  */
 public record SandboxSpec(String runId, List<String> command, String workDir, Map<String, Path> readOnlyFiles,
         List<Path> readOnlyDirs, Map<String, String> env, Limits limits, Optional<Path> workDirSource,
         boolean control, boolean lateWorkDir, WorkDirOwner workDirOwner, Optional<Path> egressSocket,
-        Map<String, Path> readOnlyMounts, Optional<String> lateReadOnlyDir, boolean background) {
+        Map<String, Path> readOnlyMounts, Optional<String> lateReadOnlyDir, boolean background, Optional<Path> previewDir) {
+
+    /** The socket's name in {@link #previewDir}. */
+    public static final String PREVIEW_SOCKET = "preview.sock";
 
     /** The program's end of the control channel: server → program. */
     public static final int CONTROL_IN_FD = 8;
@@ -61,6 +67,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         egressSocket = egressSocket == null ? Optional.empty() : egressSocket;
         readOnlyMounts = readOnlyMounts == null ? Map.of() : Map.copyOf(readOnlyMounts);
         lateReadOnlyDir = lateReadOnlyDir == null ? Optional.empty() : lateReadOnlyDir;
+        previewDir = previewDir == null ? Optional.empty() : previewDir;
         if (lateReadOnlyDir.isPresent() && !lateWorkDir)
             throw new IllegalArgumentException("a late read-only directory needs a late working directory");
         if (lateWorkDir && workDirSource.isPresent())
@@ -133,7 +140,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         return new Builder(runId, command, workDir, limits).readOnlyFiles(readOnlyFiles).readOnlyDirs(readOnlyDirs)
                 .env(env).workDirSource(workDirSource).control(control).lateWorkDir(lateWorkDir)
                 .workDirOwner(workDirOwner).egressSocket(egressSocket).readOnlyMounts(readOnlyMounts)
-                .lateReadOnlyDir(lateReadOnlyDir).background(background);
+                .lateReadOnlyDir(lateReadOnlyDir).background(background).previewDir(previewDir);
     }
 
     /**
@@ -156,6 +163,7 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
         private Map<String, Path> readOnlyMounts = Map.of();
         private Optional<String> lateReadOnlyDir = Optional.empty();
         private boolean background;
+        private Optional<Path> previewDir = Optional.empty();
 
         private Builder(String runId, List<String> command, String workDir, Limits limits) {
             this.runId = runId;
@@ -220,9 +228,16 @@ public record SandboxSpec(String runId, List<String> command, String workDir, Ma
             return this;
         }
 
+        /** Port previews through a socket in this host directory (see the record's {@code previewDir}). */
+        public Builder previewDir(Optional<Path> previewDir) {
+            this.previewDir = previewDir;
+            return this;
+        }
+
         public SandboxSpec build() {
             return new SandboxSpec(runId, command, workDir, readOnlyFiles, readOnlyDirs, env, limits, workDirSource,
-                    control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir, background);
+                    control, lateWorkDir, workDirOwner, egressSocket, readOnlyMounts, lateReadOnlyDir, background,
+                    previewDir);
         }
     }
 }

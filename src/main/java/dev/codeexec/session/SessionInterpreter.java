@@ -130,7 +130,8 @@ final class SessionInterpreter {
         SandboxSpec spec = SandboxSpec.builder(runId, Placeholders.fill(recipe.argv(), ph), Placeholders.WORK_DIR,
                 limits)
                 .readOnlyDirs(List.of(Path.of(ph.get("runtimeDir")))).env(env)
-                .workDirSource(workspace.map(w -> w.fs().root())).build()
+                .workDirSource(workspace.map(w -> w.fs().root()))
+                .previewDir(owner.previewRoot().map(r -> r.resolve(ref.previewKey()))).build()
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
         if (packages != null) spec = PackageInstalls.mount(spec, ecosystem, packages);
         // the channel serves nothing until a call arms it: a session has network only while a call runs

@@ -138,6 +138,18 @@ public final class Sessions implements SessionControl {
         return packages;
     }
 
+    /** Where sessions' preview directories go (DATA_DIR/previews); empty: sessions get no previews. */
+    private volatile Optional<java.nio.file.Path> previewRoot = Optional.empty();
+
+    /** Gives every session started from now on a preview directory under {@code root}. */
+    public void previewsIn(java.nio.file.Path root) {
+        previewRoot = Optional.of(root);
+    }
+
+    Optional<java.nio.file.Path> previewRoot() {
+        return previewRoot;
+    }
+
     Map<String, String> placeholders() {
         return placeholders;
     }

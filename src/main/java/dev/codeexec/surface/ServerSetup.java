@@ -37,16 +37,19 @@ import java.util.Optional;
  * @param codeTools  code mode's upstreams, when UPSTREAM_MCP_FILE is set (list_code_tools answers from them)
  * @param jobs       the background jobs, opened by the server that serves this setup ({@link #withJobs}) over its
  *                   observed executor; empty until then
+ * @param previews   the port previews' registry, made by the server that serves previews ({@link #withPreviews});
+ *                   empty until then (expose_port then says previews are not available)
  */
 public record ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
         String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces, EgressSettings egress,
-        Optional<CodeTools> codeTools, Optional<JobControl<?>> jobs) {
+        Optional<CodeTools> codeTools, Optional<JobControl<?>> jobs, Optional<Previews> previews) {
 
     /** A setup without background jobs yet (a server opens them: {@link #withJobs}). */
     public ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
             String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces, EgressSettings egress,
             Optional<CodeTools> codeTools) {
-        this(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools, Optional.empty());
+        this(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools, Optional.empty(),
+                Optional.empty());
     }
 
     /** A setup without code mode. */
@@ -72,6 +75,7 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
         Objects.requireNonNull(egress, "egress");
         codeTools = codeTools == null ? Optional.empty() : codeTools;
         jobs = jobs == null ? Optional.empty() : jobs;
+        previews = previews == null ? Optional.empty() : previews;
     }
 
     /** The language ids and aliases a call may name (the {@code language} enum of the input schema, completions). */
@@ -116,7 +120,8 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
 
     /** The same setup with another executor (a decorator of this one, such as {@link dev.codeexec.engine.ObservedExecutor}). */
     public ServerSetup withExecutor(Executor other) {
-        return new ServerSetup(config, other, arguments, sandbox, version, extensions, workspaces, egress, codeTools, jobs);
+        return new ServerSetup(config, other, arguments, sandbox, version, extensions, workspaces, egress, codeTools, jobs,
+                previews);
     }
 
     /**
@@ -127,7 +132,17 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
     public ServerSetup withJobs() {
         JobControl<?> j = executor.jobs().orElseGet(() -> Jobs.open(config, executor, resultMap(config)));
         return new ServerSetup(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools,
-                Optional.of(j));
+                Optional.of(j), previews);
+    }
+
+    /**
+     * The same setup with a registry of port previews over its executor and jobs (after {@link #withJobs}): what a
+     * server that serves previews does once, when it starts; the server then tells the registry where it listens.
+     */
+    public ServerSetup withPreviews() {
+        Previews p = new Previews(config, executor, () -> jobs, java.time.Clock.systemUTC());
+        return new ServerSetup(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools,
+                jobs, Optional.of(p));
     }
 
     /** A run's result as a job keeps it: as {@link ResultMaps#structured} shows it (a worker's jobs too). */
