@@ -85,6 +85,8 @@ export async function startServer(env = {}, opts = {}) {
         HOST: '127.0.0.1',
         API_KEY: apiKey,
         DATA_DIR: dataDir,
+        // the preview listener on a free port: servers of one run would otherwise all try 8081
+        PREVIEW_PORT: '0',
         ...env,
     };
     if (childEnv.API_KEY === '') delete childEnv.API_KEY;

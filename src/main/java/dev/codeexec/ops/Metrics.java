@@ -166,7 +166,39 @@ public final class Metrics implements RunObserver, ExecutorStatus.StartListener,
                 .register(registry);
         workersByState = MultiGauge.builder("codeexec.workers").description("Workers the gateway knows, by health")
                 .register(registry);
+        Gauge.builder("codeexec.preview.connections", previewConnections, java.util.concurrent.atomic.AtomicInteger::get)
+                .description("Port preview connections open now").register(registry);
         executor.status().addStartListener(this);
+    }
+
+    /** Preview connections open now (the preview listener's own count). */
+    private final java.util.concurrent.atomic.AtomicInteger previewConnections = new java.util.concurrent.atomic.AtomicInteger();
+
+    /**
+     * A request a preview answered: {@code codeexec_preview_requests_total{status}} by status class ({@code 2xx},
+     * ..., {@code 5xx}), the proxy's own answers (404, 502, 503, ...) included.
+     */
+    public void previewRequest(int status) {
+        String cls = status >= 100 && status < 600 ? (status / 100) + "xx" : "other";
+        io.micrometer.core.instrument.Counter.builder("codeexec.preview.requests").tag("status", cls)
+                .description("Requests through port previews, by status class").register(registry).increment();
+    }
+
+    /** A preview connection opened (the {@code codeexec_preview_connections} gauge counts it until it closes). */
+    public void previewConnectionOpened() {
+        previewConnections.incrementAndGet();
+    }
+
+    /**
+     * A preview connection closed, having carried {@code bytesIn} (client to app) and {@code bytesOut}:
+     * {@code codeexec_preview_bytes_total{direction}}.
+     */
+    public void previewConnectionClosed(long bytesIn, long bytesOut) {
+        previewConnections.decrementAndGet();
+        io.micrometer.core.instrument.Counter.builder("codeexec.preview.bytes").baseUnit("bytes").tag("direction", "in")
+                .description("Bytes through port previews, by direction").register(registry).increment(bytesIn);
+        io.micrometer.core.instrument.Counter.builder("codeexec.preview.bytes").baseUnit("bytes").tag("direction", "out")
+                .description("Bytes through port previews, by direction").register(registry).increment(bytesOut);
     }
 
     /**
