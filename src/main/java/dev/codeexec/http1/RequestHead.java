@@ -38,21 +38,32 @@ public record RequestHead(String method, String target, String version, List<Fie
      * @throws Malformed naming the first rule the head breaks
      */
     public static RequestHead parse(byte[] b, int len) throws Malformed {
-        for (int i = 0; i < len; i++) {
-            byte c = b[i];
-            if (c == 0) throw new Malformed("the request head has a NUL byte");
-            if (c == '\r' && (i + 1 == len || b[i + 1] != '\n')) throw new Malformed("the request head has a CR without LF");
-            if (c == '\n' && (i == 0 || b[i - 1] != '\r')) throw new Malformed("the request head has a LF without CR");
-        }
-        String[] lines = new String(b, 0, len, StandardCharsets.ISO_8859_1).split("\r\n", -1);
+        String[] lines = lines(b, len, "request");
         String[] req = lines[0].split(" ", -1);
         if (req.length != 3 || !Http1.isToken(req[0]) || !isTarget(req[1]) || !(req[2].equals("HTTP/1.1") || req[2].equals("HTTP/1.0")))
             throw new Malformed("not an HTTP proxy request: '" + Http1.shorten(lines[0]) + "'");
+        List<Field> fields = fields(lines, "request");
+        if (values(fields, "host").size() > 1) throw new Malformed("the request has more than one Host header");
+        return new RequestHead(req[0], req[1], req[2], fields);
+    }
+
+    /** The lines of the head {@code b[0, len)}; refused: a NUL, a CR without LF, a LF without CR. */
+    static String[] lines(byte[] b, int len, String what) throws Malformed {
+        for (int i = 0; i < len; i++) {
+            byte c = b[i];
+            if (c == 0) throw new Malformed("the " + what + " head has a NUL byte");
+            if (c == '\r' && (i + 1 == len || b[i + 1] != '\n')) throw new Malformed("the " + what + " head has a CR without LF");
+            if (c == '\n' && (i == 0 || b[i - 1] != '\r')) throw new Malformed("the " + what + " head has a LF without CR");
+        }
+        return new String(b, 0, len, StandardCharsets.ISO_8859_1).split("\r\n", -1);
+    }
+
+    /** The field lines after the first line, each checked (see the class comment). */
+    static List<Field> fields(String[] lines, String what) throws Malformed {
         List<Field> fields = new ArrayList<>(lines.length - 1);
-        int hosts = 0;
         for (int i = 1; i < lines.length; i++) {
             String line = lines[i];
-            if (line.isEmpty()) throw new Malformed("the request head has an empty line inside it");
+            if (line.isEmpty()) throw new Malformed("the " + what + " head has an empty line inside it");
             if (line.charAt(0) == ' ' || line.charAt(0) == '\t')
                 throw new Malformed("a header line folded onto the one before it (obs-fold) is not accepted");
             int colon = line.indexOf(':');
@@ -67,17 +78,21 @@ public record RequestHead(String method, String target, String version, List<Fie
                 if ((c < 0x20 && c != '\t') || c == 0x7f)
                     throw new Malformed("the value of " + Http1.shorten(name) + " has a control character");
             }
-            if (name.equalsIgnoreCase("host") && ++hosts > 1) throw new Malformed("the request has more than one Host header");
             fields.add(new Field(name, value));
         }
-        return new RequestHead(req[0], req[1], req[2], fields);
+        return fields;
+    }
+
+    /** The values of every field with this name (any case), in order. */
+    static List<String> values(List<Field> fields, String name) {
+        List<String> out = new ArrayList<>(1);
+        for (Field f : fields) if (f.name.equalsIgnoreCase(name)) out.add(f.value);
+        return out;
     }
 
     /** The values of every field with this name (any case), in order. */
     public List<String> values(String name) {
-        List<String> out = new ArrayList<>(1);
-        for (Field f : fields) if (f.name.equalsIgnoreCase(name)) out.add(f.value);
-        return out;
+        return values(fields, name);
     }
 
     /** The options the Connection fields name, lower case: fields meant for this hop only. */
