@@ -59,16 +59,16 @@ final class Wire {
      * @throws EOFException the source ended inside the head
      */
     byte[] readHead(int max) throws IOException {
-        int searched = pos;
+        int searched = 0; // bytes after pos already looked through (fill may move them to the buffer's start)
         while (true) {
-            int end = Http1.indexOf(buf, Math.max(pos, searched - 3), lim, Http1.CRLF_CRLF);
+            int end = Http1.indexOf(buf, pos + Math.max(0, searched - 3), lim, Http1.CRLF_CRLF);
             if (end >= 0) {
                 byte[] head = Arrays.copyOfRange(buf, pos, end);
                 pos = end + 4;
                 return head;
             }
             if (lim - pos > max) throw new TooLarge();
-            searched = lim;
+            searched = lim - pos;
             if (fill() < 0) {
                 if (lim == pos) return null;
                 throw new EOFException("the connection ended inside a head");
