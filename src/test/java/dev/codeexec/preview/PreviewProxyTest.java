@@ -2,6 +2,7 @@ package dev.codeexec.preview;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -21,7 +22,11 @@ import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The port-preview proxy against a fake of the sandbox side (init's unix socket) in front of a raw test app. */
+/**
+ * The port-preview proxy against a fake of the sandbox side (init's unix socket) in front of a raw test app. Slow:
+ * a fresh listener per test, and the idle and event-stream tests wait on purpose (about 2 s in all).
+ */
+@Tag("slow")
 class PreviewProxyTest {
 
     record Connection(PreviewProxy.Target target, long bytesIn, long bytesOut, String end) {
