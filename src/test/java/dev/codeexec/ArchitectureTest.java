@@ -27,7 +27,7 @@ class ArchitectureTest {
 
     private static final Path DOC = Path.of("docs/architecture.md");
     /** A row of the layers table: {@code | `pkg` | what it is | may use |}. */
-    private static final Pattern ROW = Pattern.compile("^\\| `([a-z]+)` \\|.*\\| ([^|]+) \\|$");
+    private static final Pattern ROW = Pattern.compile("^\\| `([a-z][a-z0-9]*)` \\|.*\\| ([^|]+) \\|$");
 
     /** Each package and the packages it may use, from the document. The root package (Main) may use any. */
     static final Map<String, Set<String>> ALLOWED = readTable();
@@ -55,7 +55,7 @@ class ArchitectureTest {
     }
 
     private static final Path MAIN = Path.of("src/main/java/dev/codeexec");
-    private static final Pattern USE = Pattern.compile("\\bdev\\.codeexec\\.([a-z]+)\\.");
+    private static final Pattern USE = Pattern.compile("\\bdev\\.codeexec\\.([a-z][a-z0-9]*)\\.");
 
     /** Package → the packages its main sources use. */
     static Map<String, Set<String>> uses() throws IOException {

@@ -1,5 +1,9 @@
 package dev.codeexec.egress;
 
+import dev.codeexec.http1.ChunkedBody;
+import dev.codeexec.http1.Http1;
+import dev.codeexec.http1.Malformed;
+import dev.codeexec.http1.RequestHead;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -66,7 +70,7 @@ public final class EgressChannel implements AutoCloseable {
     private static final int HEAD_MAX = 16 * 1024;
     /** A request head's first buffer: most fit; it grows to HEAD_MAX for the rest. */
     private static final int HEAD_START = 2048;
-    static final byte[] CRLF_CRLF = "\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] CRLF_CRLF = Http1.CRLF_CRLF;
     /**
      * Connections over the cap answered 429 at once per channel: as many as the sandbox's relay carries at once
      * (codeexec-helper's MAX_RELAYS), so a program going through the relay always gets its answer; a program that
@@ -430,12 +434,12 @@ public final class EgressChannel implements AutoCloseable {
                 lastActivity = System.nanoTime();
                 int from = Math.max(0, n - 3);
                 n += r;
-                headEnd = indexOf(head, from, n, CRLF_CRLF);
+                headEnd = Http1.indexOf(head, from, n, CRLF_CRLF);
             }
             RequestHead request;
             try {
                 request = RequestHead.parse(head, headEnd);
-            } catch (RequestHead.Malformed e) {
+            } catch (Malformed e) {
                 refuse(400, EgressDecision.refused("", "bad_request", e.getMessage()));
                 return null;
             }
@@ -469,7 +473,7 @@ public final class EgressChannel implements AutoCloseable {
             RequestHead.Framing framing;
             try {
                 framing = request.framing();
-            } catch (RequestHead.Malformed e) {
+            } catch (Malformed e) {
                 refuse(400, EgressDecision.refused(EgressDecision.shorten(url.authority()), "bad_request", e.getMessage()));
                 return null;
             }
@@ -496,7 +500,7 @@ public final class EgressChannel implements AutoCloseable {
             try {
                 byte[] after = forwardBody(framing, early);
                 if (after != null) watchForNextRequest(after);
-            } catch (RequestHead.Malformed e) {
+            } catch (Malformed e) {
                 end(ConnectionRecord.REFUSED, "bad_request", "the chunked request body is malformed: " + e.getMessage()
                         + "; the connection was closed");
             } catch (IOException e) {
@@ -510,7 +514,7 @@ public final class EgressChannel implements AutoCloseable {
          * @return the bytes read past the body's end (empty when none), or null when the client closed first or the
          *         run's byte cap ended the connection
          */
-        private byte[] forwardBody(RequestHead.Framing framing, byte[] early) throws IOException, RequestHead.Malformed {
+        private byte[] forwardBody(RequestHead.Framing framing, byte[] early) throws IOException, Malformed {
             ChunkedBody chunks = framing.chunked() ? new ChunkedBody() : null;
             long left = framing.length();
             ByteBuffer b = ByteBuffer.wrap(early);
@@ -557,7 +561,7 @@ public final class EgressChannel implements AutoCloseable {
         private void watchForNextRequest(byte[] after) throws IOException {
             byte[] next = Arrays.copyOf(after, Math.max(512, after.length));
             int n = after.length;
-            while (n < HEAD_MAX && indexOf(next, 0, n, CRLF_CRLF) < 0) {
+            while (n < HEAD_MAX && Http1.indexOf(next, 0, n, CRLF_CRLF) < 0) {
                 if (n == next.length) next = Arrays.copyOf(next, Math.min(HEAD_MAX, 2 * n));
                 int r = client.read(ByteBuffer.wrap(next, n, next.length - n));
                 if (r < 0) break;
@@ -567,7 +571,7 @@ public final class EgressChannel implements AutoCloseable {
             String what = "a next request";
             String nextHost = host;
             int nextPort = port;
-            int headEnd = indexOf(next, 0, n, CRLF_CRLF);
+            int headEnd = Http1.indexOf(next, 0, n, CRLF_CRLF);
             if (headEnd >= 0) {
                 try {
                     RequestHead h = RequestHead.parse(next, headEnd);
@@ -577,7 +581,7 @@ public final class EgressChannel implements AutoCloseable {
                         nextHost = normalizedOrShort(hp.host());
                         nextPort = hp.port();
                     }
-                } catch (RequestHead.Malformed | RuntimeException e) {
+                } catch (Malformed | RuntimeException e) {
                     // recorded as "a next request"
                 }
             }
@@ -725,14 +729,14 @@ public final class EgressChannel implements AutoCloseable {
                 System.arraycopy(head, consumed, next, 0, carry);
                 ByteBuffer buf = ByteBuffer.wrap(next);
                 buf.position(carry);
-                int headEnd = indexOf(next, 0, carry, CRLF_CRLF);
+                int headEnd = Http1.indexOf(next, 0, carry, CRLF_CRLF);
                 while (headEnd < 0) {
                     if (!buf.hasRemaining() || client.read(buf) < 0) {
                         endLocal();
                         return;
                     }
                     lastActivity = System.nanoTime();
-                    headEnd = indexOf(next, 0, buf.position(), CRLF_CRLF);
+                    headEnd = Http1.indexOf(next, 0, buf.position(), CRLF_CRLF);
                 }
                 lines = new String(next, 0, headEnd, StandardCharsets.ISO_8859_1).split("\r\n");
                 String[] req = lines[0].split(" ");
@@ -1082,16 +1086,6 @@ public final class EgressChannel implements AutoCloseable {
         } catch (IOException e) {
             // closing
         }
-    }
-
-    /** Where {@code needle} starts in {@code hay[from, len)}, or -1. */
-    static int indexOf(byte[] hay, int from, int len, byte[] needle) {
-        outer:
-        for (int i = from; i + needle.length <= len; i++) {
-            for (int j = 0; j < needle.length; j++) if (hay[i + j] != needle[j]) continue outer;
-            return i;
-        }
-        return -1;
     }
 
     /** A name as policies compare it, or as sent (shortened) when it is not a valid one. */

@@ -1,5 +1,7 @@
 package dev.codeexec.egress;
 
+import dev.codeexec.http1.Http1;
+
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.List;
@@ -80,12 +82,6 @@ public final class EgressDecision {
 
     /** Client text for a record or log line: printable ASCII, at most 100 characters. */
     static String shorten(String s) {
-        if (s == null) return "";
-        StringBuilder b = new StringBuilder();
-        for (int i = 0; i < s.length() && b.length() < 100; i++) {
-            char c = s.charAt(i);
-            b.append(c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? c : '?');
-        }
-        return b.toString();
+        return Http1.shorten(s);
     }
 }

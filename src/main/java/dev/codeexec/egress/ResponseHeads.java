@@ -1,5 +1,7 @@
 package dev.codeexec.egress;
 
+import dev.codeexec.http1.Http1;
+
 import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -41,12 +43,12 @@ final class ResponseHeads {
         int at = 0;
         while (!done) {
             if (len - at >= 7 && !startsWith(buf, at, "HTTP/1.")) return passRest(out, at);
-            int end = EgressChannel.indexOf(buf, at, len, EgressChannel.CRLF_CRLF);
+            int end = Http1.indexOf(buf, at, len, Http1.CRLF_CRLF);
             if (end < 0) {
                 if (len - at > MAX) return passRest(out, at);
                 break;
             }
-            int status = status(buf, at, end);
+            int status = Http1.status(buf, at, end);
             if (status >= 100 && status < 200 && status != 101) {
                 out.write(buf, at, end + 4 - at); // interim: the final head is still to come
                 at = end + 4;
@@ -92,17 +94,6 @@ final class ResponseHeads {
             out.append(lines[i]).append("\r\n");
         }
         return out.append("Connection: close\r\n\r\n").toString().getBytes(StandardCharsets.ISO_8859_1);
-    }
-
-    /** The status code of the head at {@code b[at, end)} ({@code HTTP/1.x NNN ...}), or -1. */
-    private static int status(byte[] b, int at, int end) {
-        if (end - at < 12 || b[at + 8] != ' ') return -1;
-        int s = 0;
-        for (int i = at + 9; i < at + 12; i++) {
-            if (b[i] < '0' || b[i] > '9') return -1;
-            s = s * 10 + (b[i] - '0');
-        }
-        return s;
     }
 
     private static boolean startsWith(byte[] b, int at, String prefix) {

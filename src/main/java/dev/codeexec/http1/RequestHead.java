@@ -1,11 +1,11 @@
-package dev.codeexec.egress;
+package dev.codeexec.http1;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
- * One request head as the proxy reads it, checked as strictly as RFC 9112 asks of a server: whatever an upstream
+ * One request head as a proxy (egress, preview) reads it, checked as strictly as RFC 9112 asks of a server: whatever an upstream
  * might read differently from the proxy is refused (400) before anything is sent on. The proxy decides on the URL's
  * host and rewrites the head; a line it reads one way and an upstream another (a second Host smuggled past the
  * check, a body whose end they disagree on) would undo that decision.
@@ -17,26 +17,19 @@ import java.util.List;
  *
  * @param fields the header fields in order, names as sent, values without surrounding whitespace
  */
-record RequestHead(String method, String target, String version, List<Field> fields) {
+public record RequestHead(String method, String target, String version, List<Field> fields) {
 
-    RequestHead {
+    public RequestHead {
         fields = List.copyOf(fields);
     }
 
     /** One header field line. */
-    record Field(String name, String value) {
-    }
-
-    /** A head the proxy refuses; the message says why, for the 400's body. */
-    static final class Malformed extends Exception {
-        Malformed(String message) {
-            super(message, null, false, false);
-        }
+    public record Field(String name, String value) {
     }
 
     /** How the request's body is delimited. */
-    record Framing(boolean chunked, long length) {
-        static final Framing NONE = new Framing(false, 0);
+    public record Framing(boolean chunked, long length) {
+        public static final Framing NONE = new Framing(false, 0);
     }
 
     /**
@@ -44,47 +37,70 @@ record RequestHead(String method, String target, String version, List<Field> fie
      *
      * @throws Malformed naming the first rule the head breaks
      */
-    static RequestHead parse(byte[] b, int len) throws Malformed {
+    public static RequestHead parse(byte[] b, int len) throws Malformed {
+        String[] lines = lines(b, len, "request");
+        String[] req = lines[0].split(" ", -1);
+        if (req.length != 3 || !Http1.isToken(req[0]) || !isTarget(req[1]) || !(req[2].equals("HTTP/1.1") || req[2].equals("HTTP/1.0")))
+            throw new Malformed("not an HTTP proxy request: '" + Http1.shorten(lines[0]) + "'");
+        List<Field> fields = fields(lines, "request");
+        if (values(fields, "host").size() > 1) throw new Malformed("the request has more than one Host header");
+        return new RequestHead(req[0], req[1], req[2], fields);
+    }
+
+    /** The lines of the head {@code b[0, len)}; refused: a NUL, a CR without LF, a LF without CR. */
+    static String[] lines(byte[] b, int len, String what) throws Malformed {
         for (int i = 0; i < len; i++) {
             byte c = b[i];
-            if (c == 0) throw new Malformed("the request head has a NUL byte");
-            if (c == '\r' && (i + 1 == len || b[i + 1] != '\n')) throw new Malformed("the request head has a CR without LF");
-            if (c == '\n' && (i == 0 || b[i - 1] != '\r')) throw new Malformed("the request head has a LF without CR");
+            if (c == 0) throw new Malformed("the " + what + " head has a NUL byte");
+            if (c == '\r' && (i + 1 == len || b[i + 1] != '\n')) throw new Malformed("the " + what + " head has a CR without LF");
+            if (c == '\n' && (i == 0 || b[i - 1] != '\r')) throw new Malformed("the " + what + " head has a LF without CR");
         }
-        String[] lines = new String(b, 0, len, StandardCharsets.ISO_8859_1).split("\r\n", -1);
-        String[] req = lines[0].split(" ", -1);
-        if (req.length != 3 || !isToken(req[0]) || !isTarget(req[1]) || !(req[2].equals("HTTP/1.1") || req[2].equals("HTTP/1.0")))
-            throw new Malformed("not an HTTP proxy request: '" + EgressDecision.shorten(lines[0]) + "'");
+        return new String(b, 0, len, StandardCharsets.ISO_8859_1).split("\r\n", -1);
+    }
+
+    /** The field lines after the first line, each checked (see the class comment). */
+    static List<Field> fields(String[] lines, String what) throws Malformed {
         List<Field> fields = new ArrayList<>(lines.length - 1);
-        int hosts = 0;
         for (int i = 1; i < lines.length; i++) {
             String line = lines[i];
-            if (line.isEmpty()) throw new Malformed("the request head has an empty line inside it");
+            if (line.isEmpty()) throw new Malformed("the " + what + " head has an empty line inside it");
             if (line.charAt(0) == ' ' || line.charAt(0) == '\t')
                 throw new Malformed("a header line folded onto the one before it (obs-fold) is not accepted");
             int colon = line.indexOf(':');
-            if (colon < 0) throw new Malformed("a header line without a colon: '" + EgressDecision.shorten(line) + "'");
+            if (colon < 0) throw new Malformed("a header line without a colon: '" + Http1.shorten(line) + "'");
             String name = line.substring(0, colon);
             if (name.endsWith(" ") || name.endsWith("\t"))
-                throw new Malformed("whitespace between the header name '" + EgressDecision.shorten(name.strip()) + "' and its colon");
-            if (!isToken(name)) throw new Malformed("'" + EgressDecision.shorten(name) + "' is not a valid header name");
+                throw new Malformed("whitespace between the header name '" + Http1.shorten(name.strip()) + "' and its colon");
+            if (!Http1.isToken(name)) throw new Malformed("'" + Http1.shorten(name) + "' is not a valid header name");
             String value = stripOws(line.substring(colon + 1));
             for (int k = 0; k < value.length(); k++) {
                 char c = value.charAt(k);
                 if ((c < 0x20 && c != '\t') || c == 0x7f)
-                    throw new Malformed("the value of " + EgressDecision.shorten(name) + " has a control character");
+                    throw new Malformed("the value of " + Http1.shorten(name) + " has a control character");
             }
-            if (name.equalsIgnoreCase("host") && ++hosts > 1) throw new Malformed("the request has more than one Host header");
             fields.add(new Field(name, value));
         }
-        return new RequestHead(req[0], req[1], req[2], fields);
+        return fields;
     }
 
     /** The values of every field with this name (any case), in order. */
-    List<String> values(String name) {
+    static List<String> values(List<Field> fields, String name) {
         List<String> out = new ArrayList<>(1);
         for (Field f : fields) if (f.name.equalsIgnoreCase(name)) out.add(f.value);
         return out;
+    }
+
+    /** The values of every field with this name (any case), in order. */
+    public List<String> values(String name) {
+        return values(fields, name);
+    }
+
+    /** The options the Connection fields name, lower case: fields meant for this hop only. */
+    public java.util.Set<String> connectionOptions() {
+        java.util.Set<String> options = new java.util.HashSet<>();
+        for (String v : values("connection"))
+            for (String option : v.split(",")) if (!option.isBlank()) options.add(option.strip().toLowerCase(java.util.Locale.ROOT));
+        return options;
     }
 
     /**
@@ -92,15 +108,7 @@ record RequestHead(String method, String target, String version, List<Field> fie
      * Content-Length and Transfer-Encoding (the CL.TE and TE.CL smuggling pair), a transfer coding other than
      * chunked alone, Transfer-Encoding in an HTTP/1.0 request, and a Content-Length that is not one number.
      */
-    /** The options the Connection fields name, lower case: fields meant for this hop only. */
-    java.util.Set<String> connectionOptions() {
-        java.util.Set<String> options = new java.util.HashSet<>();
-        for (String v : values("connection"))
-            for (String option : v.split(",")) if (!option.isBlank()) options.add(option.strip().toLowerCase(java.util.Locale.ROOT));
-        return options;
-    }
-
-    Framing framing() throws Malformed {
+    public Framing framing() throws Malformed {
         // a field that frames the message or names its host is for every recipient (RFC 9110 7.6.1): naming it as a
         // hop-by-hop option would have the proxy drop it from the request it sends on while still sending the body
         // it framed, which the upstream would then read as a request of its own
@@ -114,22 +122,12 @@ record RequestHead(String method, String target, String version, List<Field> fie
             String codings = String.join(", ", te);
             if (version.equals("HTTP/1.0")) throw new Malformed("Transfer-Encoding in an HTTP/1.0 request");
             if (!codings.equalsIgnoreCase("chunked"))
-                throw new Malformed("Transfer-Encoding '" + EgressDecision.shorten(codings) + "': only chunked is accepted");
+                throw new Malformed("Transfer-Encoding '" + Http1.shorten(codings) + "': only chunked is accepted");
             return new Framing(true, -1);
         }
         if (cl.isEmpty()) return Framing.NONE;
         if (cl.size() > 1 || !cl.get(0).matches("[0-9]{1,18}")) throw new Malformed("Content-Length must be one number");
         return new Framing(false, Long.parseLong(cl.get(0)));
-    }
-
-    private static boolean isToken(String s) {
-        if (s.isEmpty()) return false;
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            boolean ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || "!#$%&'*+-.^_`|~".indexOf(c) >= 0;
-            if (!ok) return false;
-        }
-        return true;
     }
 
     /** Visible ASCII only: no whitespace, no control character, no byte over 0x7e. */

@@ -1,4 +1,4 @@
-package dev.codeexec.egress;
+package dev.codeexec.http1;
 
 import org.junit.jupiter.api.Test;
 
@@ -10,13 +10,13 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 /** The proxy's reading of a request head: every spelling an upstream could read differently is refused. */
 class RequestHeadTest {
 
-    static RequestHead parse(String head) throws RequestHead.Malformed {
+    static RequestHead parse(String head) throws Malformed {
         byte[] b = head.getBytes(StandardCharsets.ISO_8859_1);
         return RequestHead.parse(b, b.length);
     }
 
     static void refused(String head, String why) {
-        assertThatThrownBy(() -> parse(head)).as(head).isInstanceOf(RequestHead.Malformed.class).hasMessageContaining(why);
+        assertThatThrownBy(() -> parse(head)).as(head).isInstanceOf(Malformed.class).hasMessageContaining(why);
     }
 
     @Test
@@ -104,7 +104,7 @@ class RequestHeadTest {
         };
         for (String[] k : bad)
             assertThatThrownBy(() -> parse("POST http://f.test/ HTTP/1.1\r\n" + k[0]).framing()).as(k[0])
-                    .isInstanceOf(RequestHead.Malformed.class).hasMessageContaining(k[1]);
+                    .isInstanceOf(Malformed.class).hasMessageContaining(k[1]);
         assertThatThrownBy(() -> parse("POST http://f.test/ HTTP/1.0\r\nTransfer-Encoding: chunked").framing())
                 .hasMessageContaining("HTTP/1.0");
     }

@@ -1,4 +1,4 @@
-package dev.codeexec.egress;
+package dev.codeexec.http1;
 
 import org.junit.jupiter.api.Test;
 
@@ -16,7 +16,7 @@ class ChunkedBodyTest {
     }
 
     /** The end found when the text arrives whole. */
-    static int end(String s) throws RequestHead.Malformed {
+    static int end(String s) throws Malformed {
         return new ChunkedBody().scan(bytes(s), 0, s.length());
     }
 
@@ -61,6 +61,6 @@ class ChunkedBodyTest {
                 {"5;" + "e".repeat(5000) + "\r\n", "too long"},
         };
         for (String[] k : bad)
-            assertThatThrownBy(() -> end(k[0])).as(k[0]).isInstanceOf(RequestHead.Malformed.class).hasMessageContaining(k[1]);
+            assertThatThrownBy(() -> end(k[0])).as(k[0]).isInstanceOf(Malformed.class).hasMessageContaining(k[1]);
     }
 }

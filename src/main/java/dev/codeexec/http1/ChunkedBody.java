@@ -1,14 +1,14 @@
-package dev.codeexec.egress;
+package dev.codeexec.http1;
 
 import java.nio.ByteBuffer;
 
 /**
- * Finds where a chunked request body ends (RFC 9112 section 7.1), so the proxy sends on that body and not one byte
+ * Finds where a chunked body ends (RFC 9112 section 7.1), so a proxy sends on that body and not one byte
  * of what follows it. Reads only the framing: chunk data is skipped by count, so the cost is per chunk, not per
  * byte. Strict where a lenient upstream could end the body elsewhere: a chunk size is hex digits (at most 15),
  * every line ends in CRLF, and a chunk's data is followed by CRLF.
  */
-final class ChunkedBody {
+public final class ChunkedBody {
 
     /** A chunk-size line with its extensions, or one trailer line. */
     private static final int LINE_MAX = 4096;
@@ -26,9 +26,9 @@ final class ChunkedBody {
      * Scans {@code b[from, to)}, the body's next bytes.
      *
      * @return the index just past the body's last byte, or -1 when the body goes on past {@code to}
-     * @throws RequestHead.Malformed the framing is not valid chunked encoding
+     * @throws Malformed the framing is not valid chunked encoding
      */
-    int scan(ByteBuffer b, int from, int to) throws RequestHead.Malformed {
+    public int scan(ByteBuffer b, int from, int to) throws Malformed {
         int i = from;
         while (i < to) {
             if (state == State.DATA) {
@@ -43,43 +43,43 @@ final class ChunkedBody {
                 case SIZE -> {
                     int hex = Character.digit(c, 16);
                     if (hex >= 0 && c < 0x80) {
-                        if (++digits > 15) throw new RequestHead.Malformed("a chunk size is too long");
+                        if (++digits > 15) throw new Malformed("a chunk size is too long");
                         size = size * 16 + hex;
                     } else if (digits > 0 && (c == ';' || c == ' ' || c == '\t')) {
                         state = State.SIZE_EXT;
                     } else if (digits > 0 && c == '\r') {
                         state = State.SIZE_LF;
                     } else {
-                        throw new RequestHead.Malformed("a chunk size is not a hex number");
+                        throw new Malformed("a chunk size is not a hex number");
                     }
                 }
                 case SIZE_EXT -> {
                     if (c == '\r') state = State.SIZE_LF;
-                    else if (c == '\n' || c == 0) throw new RequestHead.Malformed("a chunk extension has a bare LF or a NUL");
-                    else if (++lineLength > LINE_MAX) throw new RequestHead.Malformed("a chunk-size line is too long");
+                    else if (c == '\n' || c == 0) throw new Malformed("a chunk extension has a bare LF or a NUL");
+                    else if (++lineLength > LINE_MAX) throw new Malformed("a chunk-size line is too long");
                 }
                 case SIZE_LF -> {
-                    if (c != '\n') throw new RequestHead.Malformed("a chunk-size line does not end in CRLF");
+                    if (c != '\n') throw new Malformed("a chunk-size line does not end in CRLF");
                     lineLength = 0;
                     digits = 0;
                     state = size == 0 ? State.TRAILER : State.DATA;
                 }
                 case DATA_CR -> {
-                    if (c != '\r') throw new RequestHead.Malformed("a chunk's data is not followed by CRLF");
+                    if (c != '\r') throw new Malformed("a chunk's data is not followed by CRLF");
                     state = State.DATA_LF;
                 }
                 case DATA_LF -> {
-                    if (c != '\n') throw new RequestHead.Malformed("a chunk's data is not followed by CRLF");
+                    if (c != '\n') throw new Malformed("a chunk's data is not followed by CRLF");
                     state = State.SIZE;
                 }
                 case TRAILER -> {
-                    if (++trailerBytes > TRAILERS_MAX) throw new RequestHead.Malformed("the chunked body's trailers are too long");
+                    if (++trailerBytes > TRAILERS_MAX) throw new Malformed("the chunked body's trailers are too long");
                     if (c == '\r') state = State.TRAILER_LF;
-                    else if (c == '\n' || c == 0) throw new RequestHead.Malformed("a trailer line has a bare LF or a NUL");
+                    else if (c == '\n' || c == 0) throw new Malformed("a trailer line has a bare LF or a NUL");
                     else lineLength++;
                 }
                 case TRAILER_LF -> {
-                    if (c != '\n') throw new RequestHead.Malformed("a trailer line does not end in CRLF");
+                    if (c != '\n') throw new Malformed("a trailer line does not end in CRLF");
                     if (lineLength == 0) {
                         state = State.DONE;
                         return i;
