@@ -29,7 +29,9 @@ import org.eclipse.jetty.util.thread.QueuedThreadPool;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import dev.codeexec.preview.PreviewProxy;
 import java.util.ArrayList;
+import java.util.Optional;
 import java.util.List;
 import java.util.EnumSet;
 import java.util.concurrent.Executors;
@@ -55,11 +57,15 @@ public final class HttpServer implements AutoCloseable {
     private final McpEndpointFilter endpoint;
     private final Metrics metrics;
     private final Bodies bodies;
+    /** The preview listener, when previews are served here. */
+    private final Optional<PreviewProxy> previews;
     private boolean closed;
 
     private HttpServer(Server jetty, ServerConnector connector, McpSyncServer mcp, ServerSetup setup,
-            RunRegistry registry, McpEndpointFilter endpoint, Metrics metrics, Bodies bodies) {
+            RunRegistry registry, McpEndpointFilter endpoint, Metrics metrics, Bodies bodies,
+            Optional<PreviewProxy> previews) {
         this.bodies = bodies;
+        this.previews = previews;
         this.endpoint = endpoint;
         this.metrics = metrics;
         this.jetty = jetty;
@@ -82,8 +88,9 @@ public final class HttpServer implements AutoCloseable {
         observers.add(metrics);
         RunHistory history = new RunHistory();
         observers.add(history);
-        setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers)).withJobs();
+        setup = setup.withExecutor(new ObservedExecutor(setup.executor(), observers)).withJobs().withPreviews();
         metrics.bindJobs(setup.jobsOrFail());
+        Optional<PreviewProxy> previewListener = PreviewListener.start(setup.config(), setup.previews().orElseThrow(), keys, metrics);
         Config config = setup.config();
         RunRegistry registry = new RunRegistry();
         long maxBody = EdgeFilter.maxBodyBytes(config);
@@ -152,7 +159,7 @@ public final class HttpServer implements AutoCloseable {
         jetty.setStopTimeout(5000);
         jetty.start();
         HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter, metrics,
-                bodies);
+                bodies, previewListener);
         LOG.info("listening on http://{}:{}/mcp (healthz at {}, metrics at {})", config.get(Config.HOST), server.port(),
                 EdgeFilter.HEALTH_PATH, EdgeFilter.METRICS_PATH);
         return server;
@@ -184,6 +191,7 @@ public final class HttpServer implements AutoCloseable {
         for (Connector c : jetty.getConnectors()) {
             if (c instanceof NetworkConnector n) n.close();
         }
+        previews.ifPresent(PreviewProxy::close);
         setup.closeEngine();
         try {
             endpoint.awaitIdle(RESULT_DELIVERY_MILLIS);

@@ -166,13 +166,9 @@ public final class Metrics implements RunObserver, ExecutorStatus.StartListener,
                 .register(registry);
         workersByState = MultiGauge.builder("codeexec.workers").description("Workers the gateway knows, by health")
                 .register(registry);
-        Gauge.builder("codeexec.preview.connections", previewConnections, java.util.concurrent.atomic.AtomicInteger::get)
-                .description("Port preview connections open now").register(registry);
         executor.status().addStartListener(this);
     }
 
-    /** Preview connections open now (the preview listener's own count). */
-    private final java.util.concurrent.atomic.AtomicInteger previewConnections = new java.util.concurrent.atomic.AtomicInteger();
 
     /**
      * A request a preview answered: {@code codeexec_preview_requests_total{status}} by status class ({@code 2xx},
@@ -184,17 +180,17 @@ public final class Metrics implements RunObserver, ExecutorStatus.StartListener,
                 .description("Requests through port previews, by status class").register(registry).increment();
     }
 
-    /** A preview connection opened (the {@code codeexec_preview_connections} gauge counts it until it closes). */
-    public void previewConnectionOpened() {
-        previewConnections.incrementAndGet();
+    /** {@code codeexec_preview_connections}: the preview listener's connections open now. */
+    public void bindPreviewConnections(java.util.function.IntSupplier open) {
+        Gauge.builder("codeexec.preview.connections", open, java.util.function.IntSupplier::getAsInt).strongReference(true)
+                .description("Port preview connections open now").register(registry);
     }
 
     /**
-     * A preview connection closed, having carried {@code bytesIn} (client to app) and {@code bytesOut}:
-     * {@code codeexec_preview_bytes_total{direction}}.
+     * A preview connection is done with a preview, having carried {@code bytesIn} (client to app) and
+     * {@code bytesOut}: {@code codeexec_preview_bytes_total{direction}}.
      */
-    public void previewConnectionClosed(long bytesIn, long bytesOut) {
-        previewConnections.decrementAndGet();
+    public void previewBytes(long bytesIn, long bytesOut) {
         io.micrometer.core.instrument.Counter.builder("codeexec.preview.bytes").baseUnit("bytes").tag("direction", "in")
                 .description("Bytes through port previews, by direction").register(registry).increment(bytesIn);
         io.micrometer.core.instrument.Counter.builder("codeexec.preview.bytes").baseUnit("bytes").tag("direction", "out")

@@ -130,6 +130,11 @@ public final class PreviewProxy implements AutoCloseable {
         return proxy;
     }
 
+    /** Client connections open now. */
+    public int openConnections() {
+        return open.size();
+    }
+
     /** The port it listens on. */
     public int port() {
         return server.getLocalPort();

@@ -16,7 +16,6 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,8 +29,9 @@ import java.util.function.Supplier;
  * while its sandbox does and at most PREVIEW_MAX_AGE_HOURS: a preview whose session or job has ended is gone (its
  * token then finds nothing, as a wrong one). Kept in memory: previews end with the server, as their sandboxes do.
  *
- * <p>The token is the capability: 24 random bytes (192 bits), URL-safe base64. A {@code key} preview also asks for
- * the tenant's API key on every request (the listener checks it).
+ * <p>The token is the capability: 24 random bytes (192 bits) in lowercase hex, 48 characters: a DNS label as it is
+ * (browsers lowercase host names, so the host form {@code {token}.PREVIEW_DOMAIN} needs a token without capitals). A
+ * {@code key} preview also asks for the tenant's API key on every request (the listener checks it).
  */
 public final class Previews {
 
@@ -120,7 +120,7 @@ public final class Previews {
             byte[] b = new byte[24];
             RANDOM.nextBytes(b);
             Instant now = clock.instant();
-            Preview p = new Preview(Base64.getUrlEncoder().withoutPadding().encodeToString(b), tenant, sandbox, port,
+            Preview p = new Preview(java.util.HexFormat.of().formatHex(b), tenant, sandbox, port,
                     key, now, now.plus(maxAge), socket);
             byToken.put(p.token(), p);
             checked.put(p.token(), now);
