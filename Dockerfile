@@ -67,10 +67,13 @@ RUN /opt/java/openjdk/bin/java -Xlog:disable -Xlog:all=warning:stderr \
 ENV LANG=C.UTF-8 \
     HOST=0.0.0.0 \
     PORT=8080 \
+    PREVIEW_HOST=0.0.0.0 \
+    PREVIEW_PORT=8081 \
     DATA_DIR=/var/lib/code-exec-mcp \
     WORKSPACE_ROOT=/var/lib/code-exec-mcp/workspaces
 VOLUME ["/var/lib/code-exec-mcp"]
-EXPOSE 8080
+# 8081: port previews (docs/previews.md), an origin of their own; publish it where previews are wanted
+EXPOSE 8080 8081
 # Healthy only when the sandbox works: /healthz says "degraded" when, say, the container options are missing.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD curl -fsS "http://127.0.0.1:${PORT}/healthz" | grep -q '"status":"ok"' || exit 1

@@ -7,6 +7,7 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.mcp.FakeExecutor;
+import dev.codeexec.testing.MutableClock;
 import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -312,28 +313,5 @@ class JobsTest {
         assertThat(jobs.position(bobs)).contains(3);
         jobs.cancel(running);
         assertThat(ended(bobs).status()).isEqualTo("exited");
-    }
-
-    static final class MutableClock extends Clock {
-        volatile Instant now;
-
-        MutableClock(Instant now) {
-            this.now = now;
-        }
-
-        @Override
-        public ZoneOffset getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(java.time.ZoneId zone) {
-            return this;
-        }
-
-        @Override
-        public Instant instant() {
-            return now;
-        }
     }
 }
