@@ -69,7 +69,8 @@ class McpToolsTest {
         List<Tool> tools = client.listTools().tools();
         assertThat(tools).extracting(Tool::name).containsExactlyInAnyOrder("execute_code", "runtime_info",
                 "list_files", "read_file", "write_file", "delete_file", "workspace_info", "session_list",
-                "session_reset", "session_close", "job_status", "job_wait", "job_cancel", "job_list");
+                "session_reset", "session_close", "job_status", "job_wait", "job_cancel", "job_list", "expose_port",
+                "unexpose_port");
         Tool exec = tools.stream().filter(t -> t.name().equals("execute_code")).findFirst().orElseThrow();
         Map<String, Object> input = exec.inputSchema();
         assertThat((List<Object>) input.get("required")).containsExactlyInAnyOrder("language", "code");
