@@ -33,6 +33,14 @@ public interface Executor extends AutoCloseable {
         return java.util.Optional.empty();
     }
 
+    /**
+     * The port previews this executor keeps itself (a gateway's are kept by its workers, which hold the sandboxes);
+     * empty: the server keeps them, over this executor ({@code surface.Previews}).
+     */
+    default java.util.Optional<PreviewControl> previews() {
+        return java.util.Optional.empty();
+    }
+
     /** Its slots, queue, warm pool, workers and package store, and its sandbox starts, for the surfaces that show them. */
     ExecutorStatus status();
 

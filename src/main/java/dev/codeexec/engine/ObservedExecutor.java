@@ -126,6 +126,11 @@ public final class ObservedExecutor implements Executor {
     }
 
     @Override
+    public java.util.Optional<PreviewControl> previews() {
+        return delegate.previews();
+    }
+
+    @Override
     public ExecutorStatus status() {
         return delegate.status();
     }

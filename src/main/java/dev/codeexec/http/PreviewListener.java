@@ -5,7 +5,7 @@ import dev.codeexec.auth.Principal;
 import dev.codeexec.config.Config;
 import dev.codeexec.ops.Metrics;
 import dev.codeexec.preview.PreviewProxy;
-import dev.codeexec.surface.Previews;
+import dev.codeexec.engine.PreviewControl;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -29,8 +29,8 @@ final class PreviewListener {
     }
 
     /** Starts the listener when previews can be served here; empty when they cannot (the registry says why). */
-    static Optional<PreviewProxy> start(Config config, Previews previews, ApiKeys keys, Metrics metrics) {
-        if (previews.unavailableReason().filter(r -> !r.equals("previews are starting")).isPresent()) return Optional.empty();
+    static Optional<PreviewProxy> start(Config config, PreviewControl previews, ApiKeys keys, Metrics metrics) {
+        if (!previews.address().starting()) return Optional.empty();
         String host = config.get(Config.PREVIEW_HOST);
         Optional<String> domain = Optional.of(config.get(Config.PREVIEW_DOMAIN)).filter(d -> !d.isBlank());
         PreviewProxy.Settings settings = new PreviewProxy.Settings(host, config.get(Config.PREVIEW_PORT), domain, "https",
@@ -58,7 +58,7 @@ final class PreviewListener {
                     key -> keys.authenticate(key).map(Principal::tenant), observer);
             metrics.bindPreviewConnections(proxy::openConnections);
             String publicUrl = config.get(Config.PREVIEW_PUBLIC_URL).strip();
-            previews.listening(publicUrl.isEmpty() ? "http://" + urlHost(host) + ":" + proxy.port() : publicUrl);
+            previews.address().listening(publicUrl.isEmpty() ? "http://" + urlHost(host) + ":" + proxy.port() : publicUrl);
             LOG.info("previews at http://{}:{}/p/{{token}}/{}", urlHost(host), proxy.port(),
                     domain.map(d -> " and https://{token}." + d + "/").orElse(""));
             return Optional.of(proxy);
@@ -66,7 +66,7 @@ final class PreviewListener {
             String why = "the preview listener cannot listen on " + host + ":" + config.get(Config.PREVIEW_PORT) + " ("
                     + e.getMessage() + "): previews are off; set PREVIEW_PORT to a free port";
             LOG.warn(why);
-            previews.unavailable(why);
+            previews.address().unavailable(why);
             return Optional.empty();
         }
     }

@@ -130,7 +130,7 @@ final class JobTools {
         }
         s.putAll(JobMaps.output(handle, out, err));
         List<Map<String, Object>> pv = SessionTools.previews(setup.previews(), job.tenant(),
-                new dev.codeexec.surface.Previews.Sandbox(dev.codeexec.surface.Previews.Kind.JOB, job.id()));
+                new dev.codeexec.engine.PreviewControl.Sandbox(dev.codeexec.engine.PreviewControl.Kind.JOB, job.id()));
         if (!pv.isEmpty()) s.put("previews", pv);
         StringBuilder text = new StringBuilder("job ").append(job.id()).append(": ").append(job.status());
         if (s.containsKey("position")) text.append(" (place ").append(s.get("position")).append(" in the queue)");

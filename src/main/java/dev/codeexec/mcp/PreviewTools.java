@@ -2,7 +2,8 @@ package dev.codeexec.mcp;
 
 import dev.codeexec.auth.Principal;
 import dev.codeexec.engine.ExecutionException;
-import dev.codeexec.surface.Previews;
+import dev.codeexec.engine.PreviewAddress;
+import dev.codeexec.engine.PreviewControl;
 import dev.codeexec.surface.ServerSetup;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.spec.McpSchema.Tool;
@@ -26,7 +27,7 @@ final class PreviewTools {
         this.setup = setup;
     }
 
-    private Previews previews() {
+    private PreviewControl previews() {
         return setup.previews().orElseThrow(() -> new ExecutionException.Unavailable(
                 "port previews are not served by this server (they need the HTTP server: TRANSPORT=http)"));
     }
@@ -72,36 +73,38 @@ final class PreviewTools {
     }
 
     /** The session or job the call names: exactly one of the two. */
-    private static Optional<Previews.Sandbox> sandbox(ToolArgs args, boolean required) {
+    private static Optional<PreviewControl.Sandbox> sandbox(ToolArgs args, boolean required) {
         boolean s = args.has("session"), j = args.has("job");
         if (s && j) throw new ToolArgs.Invalid("give either 'session' or 'job', not both");
-        if (s) return Optional.of(new Previews.Sandbox(Previews.Kind.SESSION, args.required("session")));
-        if (j) return Optional.of(new Previews.Sandbox(Previews.Kind.JOB, args.required("job")));
+        if (s) return Optional.of(new PreviewControl.Sandbox(PreviewControl.Kind.SESSION, args.required("session")));
+        if (j) return Optional.of(new PreviewControl.Sandbox(PreviewControl.Kind.JOB, args.required("job")));
         if (required) throw new ToolArgs.Invalid("give 'session' (a session's name) or 'job' (a running job's id)");
         return Optional.empty();
     }
 
     private io.modelcontextprotocol.spec.McpSchema.CallToolResult expose(Principal who, ToolArgs args) {
-        Previews.Sandbox sb = sandbox(args, true).orElseThrow();
+        PreviewControl.Sandbox sb = sandbox(args, true).orElseThrow();
         int port = args.integer("port", 0, 1, 65535);
         if (!args.has("port")) throw new ToolArgs.Invalid("'port' is required");
         boolean key = args.oneOf("auth", "token", List.of("token", "key")).equals("key");
-        Previews p = previews();
-        Previews.Preview preview = p.expose(who.tenant(), sb, port, key);
+        PreviewControl p = previews();
+        PreviewControl.Preview preview = p.expose(who.tenant(), sb, port, key);
         Map<String, Object> m = p.map(preview);
-        m.put(sb.kind() == Previews.Kind.SESSION ? "session" : "job", sb.name());
+        m.put(sb.kind() == PreviewControl.Kind.SESSION ? "session" : "job", sb.name());
         return FileTools.ok(m, "port " + port + " of " + sb.label() + " is at " + m.get("url")
                 + (key ? " (requests need your API key)" : "") + " until " + m.get("expiresAt")
                 + " or until the " + sb.kind().name().toLowerCase(java.util.Locale.ROOT) + " ends.");
     }
 
     private io.modelcontextprotocol.spec.McpSchema.CallToolResult unexpose(Principal who, ToolArgs args) {
-        Previews p = previews();
+        PreviewControl p = previews();
         Optional<String> url = Optional.ofNullable(args.string("url", null));
         Optional<Integer> port = args.has("port") ? Optional.of(args.integer("port", 0, 1, 65535)) : Optional.empty();
         if (url.isEmpty() && port.isEmpty()) throw new ToolArgs.Invalid("give 'url', or 'port' with 'session' or 'job'");
-        Optional<Previews.Sandbox> sb = sandbox(args, url.isEmpty());
-        int ended = p.unexpose(who.tenant(), sb, url, port);
+        Optional<PreviewControl.Sandbox> sb = sandbox(args, url.isEmpty());
+        Optional<String> token = url.map(u -> PreviewAddress.tokenOf(u).orElseThrow(
+                () -> new ToolArgs.Invalid("'url' is not a preview URL (as expose_port gave it)")));
+        int ended = p.unexpose(who.tenant(), sb, token, port);
         return FileTools.ok(Map.of("ended", ended), ended == 0 ? "no such preview (it may have ended already)"
                 : ended + (ended == 1 ? " preview ended" : " previews ended"));
     }

@@ -24,7 +24,7 @@ import java.util.Set;
 final class SessionTools {
 
     private final SessionControl sessions;
-    private final java.util.Optional<dev.codeexec.surface.Previews> previews;
+    private final java.util.Optional<dev.codeexec.engine.PreviewControl> previews;
 
     SessionTools(ServerSetup setup) {
         this.sessions = setup.executor().sessions();
@@ -32,8 +32,8 @@ final class SessionTools {
     }
 
     /** The port previews of a sandbox as the tools list them (session_list, job_status); empty when none. */
-    static List<Map<String, Object>> previews(java.util.Optional<dev.codeexec.surface.Previews> previews, String tenant,
-            dev.codeexec.surface.Previews.Sandbox sandbox) {
+    static List<Map<String, Object>> previews(java.util.Optional<dev.codeexec.engine.PreviewControl> previews, String tenant,
+            dev.codeexec.engine.PreviewControl.Sandbox sandbox) {
         return previews.map(p -> p.list(tenant, sandbox).stream().map(p::map).toList()).orElse(List.of());
     }
 
@@ -83,7 +83,7 @@ final class SessionTools {
             m.put("calls", i.calls());
             m.put("busy", i.busy());
             List<Map<String, Object>> pv = previews(previews, who.tenant(),
-                    new dev.codeexec.surface.Previews.Sandbox(dev.codeexec.surface.Previews.Kind.SESSION, i.name()));
+                    new dev.codeexec.engine.PreviewControl.Sandbox(dev.codeexec.engine.PreviewControl.Kind.SESSION, i.name()));
             if (!pv.isEmpty()) m.put("previews", pv);
             out.add(m);
             text.append('\n').append(i.name()).append(": ").append(i.language())

@@ -7,6 +7,8 @@ import dev.codeexec.engine.Executor;
 import dev.codeexec.engine.JobControl;
 import dev.codeexec.engine.JobHandle;
 import dev.codeexec.engine.JobState;
+import dev.codeexec.engine.PreviewAddress;
+import dev.codeexec.engine.PreviewControl;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.sandbox.SandboxSpec;
 
@@ -33,21 +35,7 @@ import java.util.function.Supplier;
  * (browsers lowercase host names, so the host form {@code {token}.PREVIEW_DOMAIN} needs a token without capitals). A
  * {@code key} preview also asks for the tenant's API key on every request (the listener checks it).
  */
-public final class Previews {
-
-    /** What a session or job is, for a preview: its kind and its name (a session's name, a job's id). */
-    public record Sandbox(Kind kind, String name) {
-        public String label() {
-            return kind.name().toLowerCase(java.util.Locale.ROOT) + " " + name;
-        }
-    }
-
-    public enum Kind { SESSION, JOB }
-
-    /** One preview. {@code key}: requests must carry the tenant's API key as well as the token. */
-    public record Preview(String token, String tenant, Sandbox sandbox, int port, boolean key, Instant createdAt,
-            Instant expiresAt, Path socket) {
-    }
+public final class Previews implements PreviewControl {
 
     /** How long a liveness check of a preview's sandbox holds (each request does not ask the engine). */
     static final Duration CHECK_EVERY = Duration.ofSeconds(1);
@@ -59,44 +47,35 @@ public final class Previews {
     private final Path root;
     private final Duration maxAge;
     private final int perSandbox;
-    private final Optional<String> domain;
+    private final PreviewAddress address;
+    private final String tokenPrefix;
     private final Clock clock;
     private final Map<String, Preview> byToken = new ConcurrentHashMap<>();
     private final Map<String, Instant> checked = new ConcurrentHashMap<>();
-    /** The listener's base URL once it listens ({@code http://host:port}), or why there is none. */
-    private volatile String base;
-    private volatile String unavailable = "previews are starting";
-
     public Previews(Config config, Executor executor, Supplier<Optional<JobControl<?>>> jobs, Clock clock) {
+        this(config, executor, jobs, clock, "");
+    }
+
+    /**
+     * @param tokenPrefix what tokens start with (a worker's: its instance id's first 16 hex digits, which route a
+     *                    gateway's requests to it), the rest random
+     */
+    public Previews(Config config, Executor executor, Supplier<Optional<JobControl<?>>> jobs, Clock clock,
+            String tokenPrefix) {
         this.executor = executor;
         this.jobs = jobs;
         this.root = DataDir.of(config).previews();
         this.maxAge = Duration.ofHours(config.get(Config.PREVIEW_MAX_AGE_HOURS));
         this.perSandbox = config.get(Config.PREVIEW_MAX_PER_SANDBOX);
-        this.domain = Optional.of(config.get(Config.PREVIEW_DOMAIN)).filter(d -> !d.isBlank())
-                .map(d -> d.strip().toLowerCase(java.util.Locale.ROOT));
+        this.tokenPrefix = tokenPrefix;
         this.clock = clock;
-        if (config.get(Config.PREVIEWS).equals("off")) unavailable = "port previews are off on this server (PREVIEWS=off)";
-        else if (executor.status().remote())
-            unavailable = "port previews are not available behind a gateway yet: the sandboxes run on the workers";
+        this.address = new PreviewAddress(Optional.of(config.get(Config.PREVIEW_DOMAIN)),
+                config.get(Config.PREVIEWS).equals("off") ? "port previews are off on this server (PREVIEWS=off)" : null);
     }
 
-    /** The listener listens: preview URLs start with {@code base} (its public address) from now on. */
-    public void listening(String base) {
-        if (unavailable != null && unavailable.equals("previews are starting")) {
-            this.base = base.endsWith("/") ? base.substring(0, base.length() - 1) : base;
-            unavailable = null;
-        }
-    }
-
-    /** There is no listener (PREVIEWS=off, a port in use): expose_port says {@code why}. */
-    public void unavailable(String why) {
-        unavailable = why;
-    }
-
-    /** Why previews cannot be made here, or empty when they can. */
-    public Optional<String> unavailableReason() {
-        return Optional.ofNullable(unavailable);
+    @Override
+    public PreviewAddress address() {
+        return address;
     }
 
     /**
@@ -105,8 +84,10 @@ public final class Previews {
      * @throws ExecutionException.InvalidRequest no such live session or running job, a bad port, too many previews
      * @throws ExecutionException.Unavailable    previews are off or cannot be served here
      */
+    @Override
     public Preview expose(String tenant, Sandbox sandbox, int port, boolean key) {
-        if (unavailable != null) throw new ExecutionException.Unavailable(unavailable);
+        Optional<String> unavailable = address.unavailableReason();
+        if (unavailable.isPresent()) throw new ExecutionException.Unavailable(unavailable.get());
         if (port < 1 || port > 65535) throw new ExecutionException.InvalidRequest("'port' must be 1 to 65535");
         Path socket = socketOf(tenant, sandbox).orElseThrow(() -> new ExecutionException.InvalidRequest(
                 sandbox.kind() == Kind.SESSION ? "no session '" + sandbox.name() + "' (session_list shows yours)"
@@ -119,8 +100,9 @@ public final class Previews {
                         + " previews, the most one may have (PREVIEW_MAX_PER_SANDBOX): unexpose_port one first");
             byte[] b = new byte[24];
             RANDOM.nextBytes(b);
+            String token = tokenPrefix + java.util.HexFormat.of().formatHex(b).substring(tokenPrefix.length());
             Instant now = clock.instant();
-            Preview p = new Preview(java.util.HexFormat.of().formatHex(b), tenant, sandbox, port,
+            Preview p = new Preview(token, tenant, sandbox, port,
                     key, now, now.plus(maxAge), socket);
             byToken.put(p.token(), p);
             checked.put(p.token(), now);
@@ -129,24 +111,21 @@ public final class Previews {
     }
 
     /**
-     * Ends the tenant's previews of {@code sandbox} (empty: of any of its sandboxes) that match: the one whose URL or
-     * token is {@code urlOrToken}, or every one of {@code port}.
-     *
-     * @return how many ended
+     * {@inheritDoc}
      */
-    public int unexpose(String tenant, Optional<Sandbox> sandbox, Optional<String> urlOrToken, Optional<Integer> port) {
+    @Override
+    public int unexpose(String tenant, Optional<Sandbox> sandbox, Optional<String> token, Optional<Integer> port) {
         int n = 0;
         List<Preview> mine = sandbox.map(sb -> list(tenant, sb)).orElseGet(() -> byToken.values().stream()
                 .filter(p -> p.tenant().equals(tenant)).toList());
         for (Preview p : mine) {
-            boolean match = urlOrToken.map(u -> u.equals(p.token()) || u.equals(url(p)) || u.contains("/p/" + p.token())
-                    || u.contains("//" + p.token() + ".")).orElse(false) || port.map(x -> x == p.port()).orElse(false);
+            boolean match = token.map(p.token()::equals).orElse(false) || port.map(x -> x == p.port()).orElse(false);
             if (match && byToken.remove(p.token()) != null) n++;
         }
         return n;
     }
 
-    /** The tenant's live previews of {@code sandbox}, oldest first. */
+    @Override
     public List<Preview> list(String tenant, Sandbox sandbox) {
         List<Preview> out = new ArrayList<>();
         for (Preview p : List.copyOf(byToken.values())) {
@@ -156,26 +135,10 @@ public final class Previews {
         return out;
     }
 
-    /** The live preview of a token: the listener's way in. Empty for a wrong token and an ended preview alike. */
+    @Override
     public Optional<Preview> find(String token) {
         Preview p = token == null ? null : byToken.get(token);
         return p != null && live(p) ? Optional.of(p) : Optional.empty();
-    }
-
-    /** Its URL: on its own origin with PREVIEW_DOMAIN, else under /p/ of the listener. */
-    public String url(Preview p) {
-        return domain.map(d -> "https://" + p.token() + "." + d + "/").orElseGet(() -> base + "/p/" + p.token() + "/");
-    }
-
-    /** A preview as the tools show it. */
-    public Map<String, Object> map(Preview p) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("url", url(p));
-        m.put("port", p.port());
-        m.put("auth", p.key() ? "key" : "token");
-        m.put("createdAt", p.createdAt().toString());
-        m.put("expiresAt", p.expiresAt().toString());
-        return m;
     }
 
     /** Whether the preview has not expired and its sandbox still runs; an ended one is forgotten. */

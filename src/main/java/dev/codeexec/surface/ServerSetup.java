@@ -42,7 +42,7 @@ import java.util.Optional;
  */
 public record ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
         String version, List<? extends SurfaceExtension> extensions, Workspaces workspaces, EgressSettings egress,
-        Optional<CodeTools> codeTools, Optional<JobControl<?>> jobs, Optional<Previews> previews) {
+        Optional<CodeTools> codeTools, Optional<JobControl<?>> jobs, Optional<dev.codeexec.engine.PreviewControl> previews) {
 
     /** A setup without background jobs yet (a server opens them: {@link #withJobs}). */
     public ServerSetup(Config config, Executor executor, RequestValidator arguments, Sandbox.Status sandbox,
@@ -140,7 +140,8 @@ public record ServerSetup(Config config, Executor executor, RequestValidator arg
      * server that serves previews does once, when it starts; the server then tells the registry where it listens.
      */
     public ServerSetup withPreviews() {
-        Previews p = new Previews(config, executor, () -> jobs, java.time.Clock.systemUTC());
+        dev.codeexec.engine.PreviewControl p = executor.previews().orElseGet(
+                () -> new Previews(config, executor, () -> jobs, java.time.Clock.systemUTC()));
         return new ServerSetup(config, executor, arguments, sandbox, version, extensions, workspaces, egress, codeTools,
                 jobs, Optional.of(p));
     }

@@ -2,6 +2,7 @@ package dev.codeexec.surface;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.engine.ExecutionException;
+import dev.codeexec.engine.PreviewControl;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.mcp.FakeExecutor;
 import dev.codeexec.sandbox.SandboxSpec;
@@ -27,7 +28,7 @@ class PreviewsTest {
 
     final FakeExecutor executor = new FakeExecutor();
     final MutableClock clock = new MutableClock(Instant.parse("2026-12-05T10:00:00Z"));
-    static final Previews.Sandbox S0 = new Previews.Sandbox(Previews.Kind.SESSION, "s0");
+    static final PreviewControl.Sandbox S0 = new PreviewControl.Sandbox(PreviewControl.Kind.SESSION, "s0");
 
     @AfterEach
     void close() {
@@ -39,7 +40,7 @@ class PreviewsTest {
                 "PREVIEW_MAX_PER_SANDBOX", "2"));
         all.addAll(java.util.List.of(pairs));
         Previews p = new Previews(Config.of(all.toArray(String[]::new)), executor, Optional::empty, clock);
-        p.listening("http://127.0.0.1:8081/");
+        p.address().listening("http://127.0.0.1:8081/");
         return p;
     }
 
@@ -47,14 +48,14 @@ class PreviewsTest {
     void aPreviewOfALiveSessionReachesItsSocketByAnUnguessableTokenAndTheSamePortGivesTheSameUrl() {
         executor.sessionsByTenant = Map.of("alice", 1);
         Previews p = previews();
-        Previews.Preview a = p.expose("alice", S0, 8000, false);
+        PreviewControl.Preview a = p.expose("alice", S0, 8000, false);
         assertThat(a.token()).matches("[0-9a-f]{48}");
-        assertThat(p.url(a)).isEqualTo("http://127.0.0.1:8081/p/" + a.token() + "/");
+        assertThat(p.address().url(a.token())).isEqualTo("http://127.0.0.1:8081/p/" + a.token() + "/");
         assertThat(a.socket()).isEqualTo(data.resolve("previews").resolve(new SessionRef("alice", "s0").previewKey())
                 .resolve(SandboxSpec.PREVIEW_SOCKET));
         assertThat(p.find(a.token())).contains(a);
         assertThat(p.expose("alice", S0, 8000, false)).as("the same port again").isEqualTo(a);
-        Previews.Preview key = p.expose("alice", S0, 8000, true);
+        PreviewControl.Preview key = p.expose("alice", S0, 8000, true);
         assertThat(key.token()).as("a key preview is another").isNotEqualTo(a.token());
         assertThat(p.map(a)).containsEntry("auth", "token").containsEntry("port", 8000)
                 .containsEntry("expiresAt", "2026-12-06T10:00:00Z");
@@ -68,7 +69,7 @@ class PreviewsTest {
         assertThatThrownBy(() -> p.expose("bob", S0, 8000, false)).isInstanceOf(ExecutionException.InvalidRequest.class)
                 .hasMessageContaining("no session 's0'");
         assertThatThrownBy(() -> p.expose("alice", S0, 0, false)).isInstanceOf(ExecutionException.InvalidRequest.class);
-        assertThatThrownBy(() -> p.expose("alice", new Previews.Sandbox(Previews.Kind.JOB, "job-x"), 80, false))
+        assertThatThrownBy(() -> p.expose("alice", new PreviewControl.Sandbox(PreviewControl.Kind.JOB, "job-x"), 80, false))
                 .hasMessageContaining("no running job");
         p.expose("alice", S0, 1, false);
         p.expose("alice", S0, 2, false);
@@ -79,19 +80,19 @@ class PreviewsTest {
     void aPreviewEndsWithItsSessionAtItsExpiryAndByUnexposeByUrlOrPort() {
         executor.sessionsByTenant = Map.of("alice", 1);
         Previews p = previews();
-        Previews.Preview a = p.expose("alice", S0, 8000, false);
-        Previews.Preview b = p.expose("alice", S0, 9000, false);
-        assertThat(p.unexpose("bob", Optional.empty(), Optional.of(p.url(a)), Optional.empty())).as("not bob's").isZero();
-        assertThat(p.unexpose("alice", Optional.empty(), Optional.of(p.url(a)), Optional.empty())).isOne();
+        PreviewControl.Preview a = p.expose("alice", S0, 8000, false);
+        PreviewControl.Preview b = p.expose("alice", S0, 9000, false);
+        assertThat(p.unexpose("bob", Optional.empty(), Optional.of(a.token()), Optional.empty())).as("not bob's").isZero();
+        assertThat(p.unexpose("alice", Optional.empty(), Optional.of(a.token()), Optional.empty())).isOne();
         assertThat(p.find(a.token())).isEmpty();
         assertThat(p.unexpose("alice", Optional.of(S0), Optional.empty(), Optional.of(9000))).isOne();
         assertThat(p.find(b.token())).isEmpty();
 
-        Previews.Preview c = p.expose("alice", S0, 8000, false);
+        PreviewControl.Preview c = p.expose("alice", S0, 8000, false);
         clock.advance(Duration.ofHours(24));
         assertThat(p.find(c.token())).as("expired").isEmpty();
 
-        Previews.Preview d = p.expose("alice", S0, 8000, false);
+        PreviewControl.Preview d = p.expose("alice", S0, 8000, false);
         executor.sessionsByTenant = Map.of();
         clock.advance(Previews.CHECK_EVERY);
         assertThat(p.find(d.token())).as("its session ended").isEmpty();
@@ -105,7 +106,7 @@ class PreviewsTest {
         assertThatThrownBy(() -> off.expose("alice", S0, 8000, false)).isInstanceOf(ExecutionException.Unavailable.class)
                 .hasMessageContaining("PREVIEWS=off");
         Previews busy = new Previews(Config.of("DATA_DIR", data.toString()), executor, Optional::empty, clock);
-        busy.unavailable("the preview listener cannot listen on 127.0.0.1:8081 (in use)");
+        busy.address().unavailable("the preview listener cannot listen on 127.0.0.1:8081 (in use)");
         assertThatThrownBy(() -> busy.expose("alice", S0, 8000, false)).hasMessageContaining("in use");
     }
 
@@ -113,7 +114,7 @@ class PreviewsTest {
     void theHostFormGivesEachPreviewAnOriginOfItsOwn() {
         executor.sessionsByTenant = Map.of("alice", 1);
         Previews p = previews("PREVIEW_DOMAIN", "Preview.Example.com");
-        Previews.Preview a = p.expose("alice", S0, 8000, false);
-        assertThat(p.url(a)).isEqualTo("https://" + a.token() + ".preview.example.com/");
+        PreviewControl.Preview a = p.expose("alice", S0, 8000, false);
+        assertThat(p.address().url(a.token())).isEqualTo("https://" + a.token() + ".preview.example.com/");
     }
 }
