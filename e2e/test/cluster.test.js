@@ -576,6 +576,34 @@ describe('a gateway in front of three workers', () => {
         assert.equal(back.sc.stdout, 'before\n', 'the output written before the loss is kept on the worker');
     });
 
+    test('port previews behind two gateways: a session\'s server on a worker is reached through either gateway\'s listener by the same token; unexposed at one, gone at both', { timeout: 120_000 }, async (t) => {
+        let r = await tool(clientA, 'execute_code', { language: 'bash', session: 'preview',
+            code: 'echo "from the worker" > hello.txt\nnohup python3 -m http.server 8000 --bind 127.0.0.1 > /tmp/http.log 2>&1 &\necho started' });
+        assert.equal(r.isError, false, r.text);
+        const atA = await tool(clientA, 'expose_port', { session: 'preview', port: 8000 });
+        assert.equal(atA.isError, false, atA.text);
+        const atB = await tool(clientB, 'expose_port', { session: 'preview', port: 8000 });
+        assert.equal(atB.isError, false, atB.text);
+        const token = (u) => u.match(/\/p\/([0-9a-f]{48})\//)[1];
+        assert.equal(token(atA.sc.url), token(atB.sc.url), 'one preview, kept by the worker: the same token at both gateways');
+        assert.notEqual(new URL(atA.sc.url).port, new URL(atB.sc.url).port, 'each gateway has its own listener');
+        for (const url of [atA.sc.url, atB.sc.url]) {
+            const got = await until(async () => {
+                const x = await fetch(`${url}hello.txt`);
+                return x.status === 200 ? x.text() : null;
+            }, 30_000);
+            assert.equal(got, 'from the worker\n', `served through ${url}`);
+        }
+        const listed = (await tool(clientB, 'session_list')).sc.sessions.find((s) => s.name === 'preview');
+        assert.equal(listed.previews.length, 1);
+        t.diagnostic(`preview of session 'preview' through A and B: ${atA.sc.url}`);
+        const un = await tool(clientB, 'unexpose_port', { url: atB.sc.url });
+        assert.equal(un.sc.ended, 1);
+        for (const url of [atA.sc.url, atB.sc.url])
+            assert.ok(await until(async () => (await fetch(url)).status === 404, 5_000), `gone at ${url}`);
+        await tool(clientA, 'session_close', { session: 'preview' });
+    });
+
     test('kill -9 a worker under load: lost runs say so, nothing reruns, nothing hangs; it rejoins on restart', { timeout: 240_000 }, async (t) => {
         const w1 = cluster.workers.w1;
         let res = await apiA('POST', '/api/workspaces/kill/files/seed.txt', { body: 'seed' });

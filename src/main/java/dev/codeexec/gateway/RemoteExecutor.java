@@ -87,6 +87,8 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
     private final WorkerDirectory directory;
     /** The background jobs, kept by the workers (created with the directory, closed with this executor). */
     private final RemoteJobs jobs;
+    /** The port previews, kept by the workers. */
+    private final RemotePreviews previews;
     private final Languages languages;
     private final Duration queueTimeout;
     private final Duration slack;
@@ -130,6 +132,7 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
             sessionChannel.resetConnectBackoff();
         }, this::afterPoll);
         this.jobs = new RemoteJobs(directory, stateless);
+        this.previews = new RemotePreviews(config, directory, sessionChannel);
     }
 
     /**
@@ -411,6 +414,11 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
         return Optional.of(jobs);
     }
 
+    @Override
+    public Optional<dev.codeexec.engine.PreviewControl> previews() {
+        return Optional.of(previews);
+    }
+
     /** Polls the workers now (tests; the directory polls by itself every two seconds). */
     void pollNow() {
         directory.poll();
@@ -425,6 +433,7 @@ public final class RemoteExecutor implements Executor, ExecutorStatus {
         if (closed) return;
         closed = true;
         jobs.close();
+        previews.close();
         directory.close();
         long until = System.nanoTime() + shutdownGrace.toNanos();
         while (!inFlight.isEmpty() && System.nanoTime() < until) {

@@ -248,7 +248,7 @@ final class RemoteJobs implements JobControl<RemoteJobs.RemoteJob> {
 
     // ---- routing ----
 
-    private static Optional<String> instanceOf(String id) {
+    static Optional<String> instanceOf(String id) {
         Matcher m = ID.matcher(id);
         return m.matches() ? Optional.of(m.group(1)) : Optional.empty();
     }

@@ -228,4 +228,33 @@ public final class WireFormat {
     private static Optional<String> nonEmpty(String s) {
         return s == null || s.isEmpty() ? Optional.empty() : Optional.of(s);
     }
+
+    /** A preview's sandbox on the wire. */
+    public static dev.codeexec.wire.v1.PreviewSandbox toProto(dev.codeexec.engine.PreviewControl.Sandbox s) {
+        var b = dev.codeexec.wire.v1.PreviewSandbox.newBuilder();
+        return (s.kind() == dev.codeexec.engine.PreviewControl.Kind.SESSION ? b.setSession(s.name()) : b.setJob(s.name())).build();
+    }
+
+    /** @throws IllegalArgumentException neither a session nor a job */
+    public static dev.codeexec.engine.PreviewControl.Sandbox fromProto(dev.codeexec.wire.v1.PreviewSandbox p) {
+        if (!p.getSession().isEmpty())
+            return new dev.codeexec.engine.PreviewControl.Sandbox(dev.codeexec.engine.PreviewControl.Kind.SESSION, p.getSession());
+        if (!p.getJob().isEmpty())
+            return new dev.codeexec.engine.PreviewControl.Sandbox(dev.codeexec.engine.PreviewControl.Kind.JOB, p.getJob());
+        throw new IllegalArgumentException("a preview's sandbox is a session or a job");
+    }
+
+    /** A preview on the wire (without its socket: a path of the worker's). */
+    public static dev.codeexec.wire.v1.PreviewInfo toProto(dev.codeexec.engine.PreviewControl.Preview p) {
+        return dev.codeexec.wire.v1.PreviewInfo.newBuilder().setToken(p.token()).setTenant(p.tenant())
+                .setSandbox(toProto(p.sandbox())).setPort(p.port()).setKey(p.key())
+                .setCreatedEpochMs(p.createdAt().toEpochMilli()).setExpiresEpochMs(p.expiresAt().toEpochMilli()).build();
+    }
+
+    /** A preview from the wire, reached at {@code socket} (the gateway's bridge to the worker). */
+    public static dev.codeexec.engine.PreviewControl.Preview fromProto(dev.codeexec.wire.v1.PreviewInfo p, java.nio.file.Path socket) {
+        return new dev.codeexec.engine.PreviewControl.Preview(p.getToken(), p.getTenant(), fromProto(p.getSandbox()),
+                p.getPort(), p.getKey(), java.time.Instant.ofEpochMilli(p.getCreatedEpochMs()),
+                java.time.Instant.ofEpochMilli(p.getExpiresEpochMs()), socket);
+    }
 }

@@ -93,7 +93,12 @@ public final class WorkerServer implements AutoCloseable {
             m.put("worker", identity.name());
             return m;
         }, identity.instanceId() + "-", "the worker " + identity.name());
-        WorkerService service = new WorkerService(config, executor, workspaces, identity, load, jobs);
+        // the previews of this worker's sandboxes: tokens start with its instance id, which routes a gateway to it;
+        // URLs are the gateways' to make (their preview listeners)
+        dev.codeexec.surface.Previews previews = new dev.codeexec.surface.Previews(config, executor,
+                () -> java.util.Optional.of(jobs), java.time.Clock.systemUTC(), identity.instanceId().substring(0, 16));
+        previews.address().listening("");
+        WorkerService service = new WorkerService(config, executor, workspaces, identity, load, jobs, previews);
         HealthStatusManager health = new HealthStatusManager();
         ServingStatus serving = sandbox.available() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
         health.setStatus(HealthStatusManager.SERVICE_NAME_ALL_SERVICES, serving);

@@ -61,6 +61,7 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     private final Identity identity;
     private final LoadReport load;
     private final Jobs jobs;
+    private final dev.codeexec.engine.PreviewControl previews;
     private final Set<ExecuteCall> calls = ConcurrentHashMap.newKeySet();
     private volatile boolean draining;
 
@@ -73,9 +74,11 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
     record Identity(String name, String instanceId, String version, String sandbox, Instant started) {
     }
 
-    WorkerService(Config config, Executor executor, Workspaces workspaces, Identity identity, LoadReport load, Jobs jobs) {
+    WorkerService(Config config, Executor executor, Workspaces workspaces, Identity identity, LoadReport load, Jobs jobs,
+            dev.codeexec.engine.PreviewControl previews) {
         this.config = config;
         this.jobs = jobs;
+        this.previews = previews;
         this.executor = executor;
         this.workspaces = workspaces;
         this.validator = new RequestValidator(config, Languages.load());
@@ -373,6 +376,61 @@ final class WorkerService extends WorkerGrpc.WorkerImplBase {
         out.onNext(JobReply.newBuilder().setStateJson(JsonMapper.shared().writeValueAsString(state.toWire()))
                 .setWorker(identity.name()).build());
         out.onCompleted();
+    }
+
+    // ---- port previews of this worker's sandboxes ----
+
+    @Override
+    public void exposePort(dev.codeexec.wire.v1.ExposePortRequest req, StreamObserver<dev.codeexec.wire.v1.PreviewInfo> out) {
+        try {
+            out.onNext(WireFormat.toProto(previews.expose(req.getTenant(), WireFormat.fromProto(req.getSandbox()),
+                    req.getPort(), req.getKey())));
+            out.onCompleted();
+        } catch (IllegalArgumentException e) {
+            out.onError(Status.INVALID_ARGUMENT.withDescription(e.getMessage()).asRuntimeException());
+        } catch (RuntimeException e) {
+            out.onError(status(e).asRuntimeException());
+        }
+    }
+
+    @Override
+    public void unexposePort(dev.codeexec.wire.v1.UnexposePortRequest req, StreamObserver<dev.codeexec.wire.v1.UnexposePortReply> out) {
+        java.util.Optional<dev.codeexec.engine.PreviewControl.Sandbox> sandbox = req.hasSandbox()
+                ? java.util.Optional.of(WireFormat.fromProto(req.getSandbox())) : java.util.Optional.empty();
+        int ended = previews.unexpose(req.getTenant(), sandbox,
+                req.getToken().isEmpty() ? java.util.Optional.empty() : java.util.Optional.of(req.getToken()),
+                req.getPort() == 0 ? java.util.Optional.empty() : java.util.Optional.of(req.getPort()));
+        out.onNext(dev.codeexec.wire.v1.UnexposePortReply.newBuilder().setEnded(ended).build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void listPreviews(dev.codeexec.wire.v1.ListPreviewsRequest req, StreamObserver<dev.codeexec.wire.v1.ListPreviewsReply> out) {
+        var b = dev.codeexec.wire.v1.ListPreviewsReply.newBuilder();
+        try {
+            for (var p : previews.list(req.getTenant(), WireFormat.fromProto(req.getSandbox()))) b.addPreviews(WireFormat.toProto(p));
+        } catch (IllegalArgumentException e) {
+            out.onError(Status.INVALID_ARGUMENT.withDescription(e.getMessage()).asRuntimeException());
+            return;
+        }
+        out.onNext(b.build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void getPreview(dev.codeexec.wire.v1.GetPreviewRequest req, StreamObserver<dev.codeexec.wire.v1.PreviewInfo> out) {
+        var p = previews.find(req.getToken());
+        if (p.isEmpty()) {
+            out.onError(Status.NOT_FOUND.withDescription("no such preview").asRuntimeException());
+            return;
+        }
+        out.onNext(WireFormat.toProto(p.get()));
+        out.onCompleted();
+    }
+
+    @Override
+    public StreamObserver<dev.codeexec.wire.v1.PreviewFrame> preview(StreamObserver<dev.codeexec.wire.v1.PreviewFrame> out) {
+        return new PreviewRelay((ServerCallStreamObserver<dev.codeexec.wire.v1.PreviewFrame>) out, previews);
     }
 
     /** From now on Execute answers UNAVAILABLE; returns how many queued calls were sent back to be run elsewhere. */
