@@ -588,10 +588,12 @@ describe('a gateway in front of three workers', () => {
         assert.equal(token(atA.sc.url), token(atB.sc.url), 'one preview, kept by the worker: the same token at both gateways');
         assert.notEqual(new URL(atA.sc.url).port, new URL(atB.sc.url).port, 'each gateway has its own listener');
         for (const url of [atA.sc.url, atB.sc.url]) {
-            const got = await until(async () => {
+            let got = null;
+            assert.ok(await until(async () => {
                 const x = await fetch(`${url}hello.txt`);
-                return x.status === 200 ? x.text() : null;
-            }, 30_000);
+                got = await x.text();
+                return x.status === 200;
+            }, 30_000), `served through ${url}: ${got}`);
             assert.equal(got, 'from the worker\n', `served through ${url}`);
         }
         const listed = (await tool(clientB, 'session_list')).sc.sessions.find((s) => s.name === 'preview');
