@@ -29,7 +29,8 @@ const PORT = 8000;
 const SESSION = 'bench';
 const PAGE_BYTES = 1024;
 
-/** The page's server: one thread per connection, HTTP/1.1 keep-alive, one write per response, no access log. */
+/** The page's server: one thread per connection, HTTP/1.1 keep-alive, one write per response, a listen backlog of 128
+ * (the default 5 overflows when 8 connections open at once), no access log. */
 const SERVER_PY = String.raw`
 import sys
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -48,6 +49,7 @@ class Page(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer.request_queue_size = 128
 ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), Page).serve_forever()
 `;
 
@@ -154,6 +156,7 @@ async function compare(s, url, c, keep, n) {
     const acc = { preview: { samples: [], runs: 0, seconds: 0 }, inside: { samples: [], runs: 0, seconds: 0 } };
     const per = Math.ceil(n / ROUNDS);
     for (let i = 0; i < ROUNDS; i++) {
+        process.stderr.write(`concurrency ${c}, ${keep ? 'keep-alive' : 'new connection per request'}, round ${i + 1}/${ROUNDS}\n`);
         for (const [side, r] of [['preview', await previewRound(url, per, c, keep)], ['inside', await insideRound(s, per, c, keep)]]) {
             acc[side].samples.push(...r.samples);
             acc[side].runs += r.runs;
