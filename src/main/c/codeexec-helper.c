@@ -261,8 +261,8 @@ static void default_signal(int sig) {
 /* One direction of a pair. dead: its receiver went away (EPIPE); what comes from its sender is dropped while the
  * other direction still flows: it may carry the answer that says why (the proxy's 429 before it hung up). */
 struct half { char *buf; size_t len, off; int eof, shut, dead; };
-/* a: the program's TCP connection, b: the unix socket. awaiting: a preview connection whose port has not come yet
- * (a is -1 until it has). */
+/* a: the program's TCP connection, b: the unix socket. awaiting: a preview connection whose port has not come yet (1;
+ * a is -1 until it has) or whose connect is in progress (2). */
 struct relay { int a, b, awaiting; struct half ab, ba; };
 
 static struct relay relays[MAX_RELAYS];
@@ -315,32 +315,40 @@ static void preview_accept(int pfd) {
     }
 }
 
+/* Answers a preview connection: 0 (connected: the relay starts) or 1 (nothing listens; the pair is closed). */
+static int preview_answer(struct relay *r, int ok) {
+    char answer = ok ? 0 : 1;
+    if (write(r->b, &answer, 1) != 1 || !ok) return 0;
+    int one = 1;
+    setsockopt(r->a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    r->awaiting = 0;
+    return 1;
+}
+
 /*
- * A preview connection's port arrived (or its sender went away): connect to 127.0.0.1:PORT inside the sandbox and
- * answer one byte, 0 (connected: the relay starts) or 1 (nothing listens there: the server says so, 502). Returns
- * 0 when the pair must be closed.
+ * A preview connection's port arrived (or its sender went away): start connecting to 127.0.0.1:PORT inside the
+ * sandbox. Loopback answers at once, unless the program's listen queue is full: then the connect goes on in the poll
+ * loop (awaiting 2) while the kernel retries, and nothing else in the sandbox waits for it. Returns 0 when the pair
+ * must be closed.
  */
 static int preview_connect(struct relay *r) {
     unsigned char port[2];
     if (recv(r->b, port, sizeof port, MSG_WAITALL) != (ssize_t) sizeof port) return 0;
     int p = (port[0] << 8) | port[1];
     int a = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short) p), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    int ok = a >= 0 && p > 0 && connect(a, (struct sockaddr *) &sa, sizeof sa) == 0;
-    if (!ok && a >= 0 && errno == EINPROGRESS) {
-        /* loopback answers at once unless the program's listen queue is full: wait for it a little, not longer */
-        struct pollfd w = { .fd = a, .events = POLLOUT };
-        int err = 0;
-        socklen_t len = sizeof err;
-        ok = poll(&w, 1, 1000) == 1 && getsockopt(a, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-    }
-    char answer = ok ? 0 : 1;
-    if (write(r->b, &answer, 1) != 1 || !ok) { if (a >= 0) close(a); return 0; }
-    int one = 1;
-    setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (a < 0) return preview_answer(r, 0);
     r->a = a;
-    r->awaiting = 0;
-    return 1;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short) p), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (p > 0 && connect(a, (struct sockaddr *) &sa, sizeof sa) == 0) return preview_answer(r, 1);
+    if (p > 0 && errno == EINPROGRESS) { r->awaiting = 2; return 1; }
+    return preview_answer(r, 0);
+}
+
+/* A connect in progress has finished: connected, or refused. */
+static int preview_connected(struct relay *r) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    return preview_answer(r, getsockopt(r->a, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0);
 }
 
 static void relay_accept(int lfd) {
@@ -419,9 +427,14 @@ static void relay_round(int lfd, int pfd, int sfd) {
     p[n++] = (struct pollfd) { .fd = nrelays < MAX_RELAYS ? pfd : -1, .events = POLLIN };
     for (int i = 0; i < nrelays; i++) {
         struct relay *r = &relays[i];
-        if (r->awaiting) {
+        if (r->awaiting == 1) { /* its port */
             p[n++] = (struct pollfd) { .fd = -1 };
             p[n++] = (struct pollfd) { .fd = r->b, .events = POLLIN };
+            continue;
+        }
+        if (r->awaiting == 2) { /* its connect; the server's hang-up ends the wait */
+            p[n++] = (struct pollfd) { .fd = r->a, .events = POLLOUT };
+            p[n++] = (struct pollfd) { .fd = r->b, .events = 0 };
             continue;
         }
         /* read a side while its buffer is empty and it has not ended; wait to write while data is pending */
@@ -441,8 +454,13 @@ static void relay_round(int lfd, int pfd, int sfd) {
         struct relay *r = &relays[i];
         short ra = p[3 + 2 * i].revents, rb = p[4 + 2 * i].revents;
         if (!ra && !rb) continue;
-        if (r->awaiting) {
+        if (r->awaiting == 1) {
             if (!preview_connect(r)) relay_close(i);
+            continue;
+        }
+        if (r->awaiting == 2) {
+            if (rb & (POLLHUP | POLLERR)) relay_close(i); /* the server went away while it waited */
+            else if ((ra & (POLLOUT | POLLERR | POLLHUP)) && !preview_connected(r)) relay_close(i);
             continue;
         }
         int moved = relay_move(r->a, r->b, &r->ab) < 0 || relay_move(r->b, r->a, &r->ba) < 0;
