@@ -58,6 +58,17 @@ class ConfigTest {
     }
 
     @Test
+    void aNonLoopbackPreviewListenerNeedsAKeyOrAnExplicitOptInAsTheMainOneDoes() {
+        assertThatThrownBy(() -> Config.of("PREVIEW_HOST", "0.0.0.0")).isInstanceOf(ConfigException.class)
+                .hasMessageContaining("PREVIEW_HOST").hasMessageContaining("API_KEY");
+        assertThat(Config.of("PREVIEW_HOST", "0.0.0.0", "API_KEY", "k").get(Config.PREVIEW_HOST)).isEqualTo("0.0.0.0");
+        assertThat(Config.of("PREVIEW_HOST", "0.0.0.0", "ALLOW_UNAUTHENTICATED", "true").get(Config.PREVIEW_HOST))
+                .isEqualTo("0.0.0.0");
+        assertThat(Config.of("PREVIEW_HOST", "0.0.0.0", "PREVIEWS", "off").get(Config.PREVIEWS)).as("no listener, no rule")
+                .isEqualTo("off");
+    }
+
+    @Test
     void wildcardCorsNeedsAnApiKey() {
         assertThatThrownBy(() -> Config.of("CORS_ORIGINS", "*")).hasMessageContaining("CORS_ORIGINS");
         assertThat(Config.of("CORS_ORIGINS", "*", "API_KEY", "k").corsOrigins()).containsExactly("*");
