@@ -126,6 +126,7 @@ public final class Main {
         try {
             // Read before the engine starts: a bad API_KEYS_FILE line stops the start at once, naming file:line.
             ApiKeys keys = stdio ? null : ApiKeys.load(config);
+            if (!stdio) config.checkPreviewHost();
             ServerSetup setup = wiring.apply(config);
             logStart(setup);
             WorkspaceExpiry expiry = WorkspaceExpiry.start(setup.workspaces(), WorkspaceExpiry.PERIOD);

@@ -372,6 +372,16 @@ public final class Config {
             throw new ConfigException("CORS_ORIGINS '*' is only allowed when API_KEY or API_KEYS_FILE is set");
         if (!isLoopback(get(HOST)) && !hasKeys() && !get(ALLOW_UNAUTHENTICATED))
             throw new ConfigException("HOST " + get(HOST) + " is not a loopback address: set API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true to expose the server without authentication");
+    }
+
+    /**
+     * The HTTP server's preview listener binds like HOST: a non-loopback PREVIEW_HOST needs API_KEY or API_KEYS_FILE,
+     * or ALLOW_UNAUTHENTICATED. Checked where a listener is started (the HTTP server), not by a worker or a stdio
+     * server, which serve no previews (the image's PREVIEW_HOST=0.0.0.0 must not stop a worker).
+     *
+     * @throws ConfigException the combination is refused
+     */
+    public void checkPreviewHost() {
         if (get(PREVIEWS).equals("on") && !isLoopback(get(PREVIEW_HOST)) && !hasKeys() && !get(ALLOW_UNAUTHENTICATED))
             throw new ConfigException("PREVIEW_HOST " + get(PREVIEW_HOST) + " is not a loopback address: set API_KEY or API_KEYS_FILE, or ALLOW_UNAUTHENTICATED=true to expose previews without authentication");
     }
