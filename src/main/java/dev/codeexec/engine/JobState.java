@@ -2,7 +2,6 @@ package dev.codeexec.engine;
 
 import java.time.Instant;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
@@ -94,8 +93,4 @@ public record JobState(String id, String tenant, String status, Optional<Integer
     private static Optional<Instant> time(Object v) {
         return v == null ? Optional.empty() : Optional.of(Instant.parse((String) v));
     }
-
-    /** The fields of {@link #toWire} that are not {@code declared}'s (a record on disk flattens both into one map). */
-    public static final List<String> OWN_FIELDS = List.of("id", "tenant", "status", "position", "declared", "createdAt",
-            "startedAt", "endedAt", "message", "result", "stdout", "stderr");
 }

@@ -196,7 +196,9 @@ final class RemotePreviews implements PreviewControl {
             LOG.warn("preview bridge for a token cannot be made: {}", e.toString());
             return Optional.empty();
         }
-        return r.preview();
+        Preview p = r.preview().get();
+        return Optional.of(new Preview(p.token(), p.tenant(), p.sandbox(), p.port(), p.key(), p.createdAt(),
+                p.expiresAt(), bridgePath(token)));
     }
 
     /** The worker's answer for a token: its preview, or empty (none, or its worker is gone). */
@@ -215,7 +217,6 @@ final class RemotePreviews implements PreviewControl {
 
     private void forget(String token) {
         remembered.remove(token);
-        paths.remove(token);
         Bridge b = open.remove(token);
         if (b != null) b.close();
     }
@@ -228,12 +229,16 @@ final class RemotePreviews implements PreviewControl {
 
     // ---- bridges: a unix socket per preview, carried to the worker ----
 
-    /** Short names: a unix socket's path has at most 107 bytes, and DATA_DIR may be long already. */
-    private final Map<String, Path> paths = new ConcurrentHashMap<>();
+    /** Bridges get short names: a unix socket's path has at most 107 bytes, and DATA_DIR may be long already. */
     private final java.util.concurrent.atomic.AtomicLong nextPath = new java.util.concurrent.atomic.AtomicLong();
 
+    /**
+     * Where the listener connects for a token: its bridge once {@link #find} has opened one; before that (a preview
+     * as expose_port and the listings show it, never connected to) the bridges' directory.
+     */
     private Path bridgePath(String token) {
-        return paths.computeIfAbsent(token, t -> bridges.resolve(Long.toString(nextPath.incrementAndGet(), 36) + ".sock"));
+        Bridge b = open.get(token);
+        return b == null ? bridges : b.path;
     }
 
     private void bridge(String token) throws IOException {
@@ -248,7 +253,7 @@ final class RemotePreviews implements PreviewControl {
                 Files.setPosixFilePermissions(bridges, PosixFilePermissions.fromString("rwx------"));
             }
             sweepIdle();
-            open.put(token, new Bridge(token, bridgePath(token)));
+            open.put(token, new Bridge(token, bridges.resolve(Long.toString(nextPath.incrementAndGet(), 36) + ".sock")));
         }
     }
 
