@@ -63,8 +63,9 @@ public final class CodeToolsRun implements LocalEndpoint {
 
     @Override
     public Response tooLarge(String method, String path, long length) {
-        return record("?", "?", System.nanoTime(), 0, length, 429, "byte_limit", "the call's arguments (" + length
+        Outcome o = record("?", "?", System.nanoTime(), 0, length, 429, "byte_limit", "the call's arguments (" + length
                 + " bytes) are more than this run's " + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
+        return error(o.status(), o.reason(), o.message());
     }
 
     @Override
@@ -76,8 +77,6 @@ public final class CodeToolsRun implements LocalEndpoint {
     }
 
     private Response call(byte[] body) {
-        long started = System.nanoTime();
-        String server = "", tool = "";
         JsonNode req;
         try {
             req = JSON.readTree(body);
@@ -87,34 +86,58 @@ public final class CodeToolsRun implements LocalEndpoint {
         if (req == null || !req.isObject() || !req.path("server").isString() || !req.path("tool").isString()
                 || !(req.path("arguments").isMissingNode() || req.path("arguments").isObject() || req.path("arguments").isNull()))
             return error(400, "bad_request", "the body must be JSON {\"server\": ..., \"tool\": ..., \"arguments\": {...}}");
-        server = req.get("server").asString();
-        tool = req.get("tool").asString();
+        @SuppressWarnings("unchecked")
+        Map<String, Object> arguments = req.path("arguments").isObject()
+                ? JSON.convertValue(req.get("arguments"), LinkedHashMap.class) : Map.of();
+        Outcome o = invoke(req.get("server").asString(), req.get("tool").asString(), arguments, body.length);
+        if (o.result().isEmpty()) return error(o.status(), o.reason(), o.message());
+        return new Response(200, "application/json", o.answer());
+    }
+
+    /**
+     * One call's end: the upstream's result with the answer the run's code gets ({@code {"result", "structured"}},
+     * counted against the run's bytes), or a refusal or failure (an HTTP status, a reason word and a message).
+     */
+    public record Outcome(Optional<McpSchema.CallToolResult> result, byte[] answer, int status, String reason, String message) {
+        static Outcome failed(int status, String reason, String message) {
+            return new Outcome(Optional.empty(), new byte[0], status, reason, message);
+        }
+    }
+
+    /**
+     * Calls {@code tool} of {@code server} for this run's tenant, as the run's code would: the same allow-list, caps,
+     * timeout, record and audit line. For callers that are not code in a sandbox (a direct tool call of the chat
+     * agent or of {@code /mcp-no-code-execute}).
+     */
+    public Outcome call(String server, String tool, Map<String, Object> arguments) {
+        return invoke(server, tool, arguments, JSON.writeValueAsBytes(arguments).length);
+    }
+
+    private Outcome invoke(String server, String tool, Map<String, Object> arguments, long sent) {
+        long started = System.nanoTime();
         Optional<String> refusal = tools.refusal(tenant, server, tool);
-        if (refusal.isPresent()) return record(server, tool, started, 0, body.length, 403, "not_allowed", refusal.get());
+        if (refusal.isPresent()) return record(server, tool, started, 0, sent, 403, "not_allowed", refusal.get());
         UpstreamConfig.Upstream upstream = tools.upstreams().config().server(server).orElseThrow();
         server = upstream.name();
         List<McpSchema.Tool> listed = tools.upstreams().tools(server);
         if (tools.upstreams().connected(server)) { // else the call itself says why it cannot be made
             String name = tool;
             if (listed.stream().noneMatch(t -> t.name().equals(name)))
-                return record(server, tool, started, 0, body.length, 404, "unknown_tool", "no tool '" + tool + "' of " + server
+                return record(server, tool, started, 0, sent, 404, "unknown_tool", "no tool '" + tool + "' of " + server
                         + " (its tools: " + String.join(", ", listed.stream().map(McpSchema.Tool::name)
                         .filter(upstream::allowsTool).toList()) + ")");
         }
         synchronized (this) {
-            if (closed) return record(server, tool, started, 0, body.length, 410, "run_ended", "the run has ended");
+            if (closed) return record(server, tool, started, 0, sent, 410, "run_ended", "the run has ended");
             if (calls >= tools.maxCalls())
-                return record(server, tool, started, 0, body.length, 429, "call_limit", "this run has made its "
+                return record(server, tool, started, 0, sent, 429, "call_limit", "this run has made its "
                         + tools.maxCalls() + " tool calls (CODE_TOOLS_MAX_CALLS)");
-            if (bytes + body.length > tools.maxBytes())
-                return record(server, tool, started, 0, body.length, 429, "byte_limit", "this run has used its "
+            if (bytes + sent > tools.maxBytes())
+                return record(server, tool, started, 0, sent, 429, "byte_limit", "this run has used its "
                         + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
             calls++;
-            bytes += body.length;
+            bytes += sent;
         }
-        @SuppressWarnings("unchecked")
-        Map<String, Object> arguments = req.path("arguments").isObject()
-                ? JSON.convertValue(req.get("arguments"), LinkedHashMap.class) : Map.of();
         CompletableFuture<McpSchema.CallToolResult> f = tools.upstreams().call(server, tool, arguments);
         inFlight.add(f);
         if (closed) f.cancel(true); // closed between the check and the add
@@ -123,24 +146,24 @@ public final class CodeToolsRun implements LocalEndpoint {
             result = f.get(tools.callTimeout().toMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
             f.cancel(true);
-            return record(server, tool, started, 0, body.length, 504, "timeout", server + "." + tool + " did not answer within "
+            return record(server, tool, started, 0, sent, 504, "timeout", server + "." + tool + " did not answer within "
                     + tools.callTimeout().toMillis() + " ms (CODE_TOOLS_CALL_TIMEOUT_MS)"
                     + (tools.upstreams().connected(server) ? "" : "; " + server + " was still connecting"));
         } catch (CancellationException | InterruptedException e) {
             f.cancel(true);
-            return record(server, tool, started, 0, body.length, 410, "run_ended", "the run has ended");
+            return record(server, tool, started, 0, sent, 410, "run_ended", "the run has ended");
         } catch (ExecutionException e) {
             Throwable c = e.getCause();
             if (c instanceof Upstreams.UpstreamRefused)
-                return record(server, tool, started, 0, body.length, 422, "tool_error", server + "." + tool + ": " + c.getMessage());
-            return record(server, tool, started, 0, body.length, 502, "upstream_unavailable", tools.upstreams().message(c));
+                return record(server, tool, started, 0, sent, 422, "tool_error", server + "." + tool + ": " + c.getMessage());
+            return record(server, tool, started, 0, sent, 502, "upstream_unavailable", tools.upstreams().message(c));
         } finally {
             inFlight.remove(f);
         }
         Map<String, Object> answer = new LinkedHashMap<>();
         String text = text(result);
         if (Boolean.TRUE.equals(result.isError())) {
-            return record(server, tool, started, text.getBytes(StandardCharsets.UTF_8).length, body.length, 422, "tool_error",
+            return record(server, tool, started, text.getBytes(StandardCharsets.UTF_8).length, sent, 422, "tool_error",
                     text.isEmpty() ? server + "." + tool + " failed (no message)" : text);
         }
         if (result.structuredContent() != null) {
@@ -150,17 +173,17 @@ public final class CodeToolsRun implements LocalEndpoint {
             answer.put("result", text);
             answer.put("structured", false);
         }
-        Response r = json(200, answer);
+        byte[] body = JSON.writeValueAsBytes(answer);
         synchronized (this) {
-            if (bytes + r.body().length > tools.maxBytes()) {
+            if (bytes + body.length > tools.maxBytes()) {
                 bytes = tools.maxBytes();
-                return record(server, tool, started, r.body().length, body.length, 429, "byte_limit", server + "." + tool
+                return record(server, tool, started, body.length, sent, 429, "byte_limit", server + "." + tool
                         + "'s answer would pass this run's " + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
             }
-            bytes += r.body().length;
+            bytes += body.length;
         }
-        add(new ToolCall(server, tool, ms(started), true, r.body().length, body.length, Optional.empty()));
-        return r;
+        add(new ToolCall(server, tool, ms(started), true, body.length, sent, Optional.empty()));
+        return new Outcome(Optional.of(result), body, 200, "", "");
     }
 
     /** The text parts of a result, joined by newlines (other content kinds are named in brackets). */
@@ -174,9 +197,9 @@ public final class CodeToolsRun implements LocalEndpoint {
         return sb.toString();
     }
 
-    private Response record(String server, String tool, long started, long in, long out, int status, String reason, String message) {
+    private Outcome record(String server, String tool, long started, long in, long out, int status, String reason, String message) {
         add(new ToolCall(server, tool, ms(started), false, in, out, Optional.of(reason)));
-        return error(status, reason, message);
+        return Outcome.failed(status, reason, message);
     }
 
     private synchronized void add(ToolCall c) {
