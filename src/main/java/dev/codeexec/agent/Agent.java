@@ -45,24 +45,55 @@ public final class Agent {
 
     private final ChatSettings settings;
     private final Optional<Model> model;
-    private final InProcessTools own;
-    private final Optional<CodeTools> codeTools;
+    private final ToolSource tools;
     private final Conversations conversations;
     private final Clock clock;
 
-    Agent(ChatSettings settings, Optional<Model> model, InProcessTools own, Optional<CodeTools> codeTools, Clock clock) {
+    /** Where an answer's tools come from, by mode. */
+    interface ToolSource {
+        /**
+         * The tools of one answer.
+         *
+         * @param conversation the conversation's id, or null for a listing
+         * @throws ChatException a mode this server cannot serve
+         */
+        AgentTools open(Principal who, String mode, String conversation, String workspace);
+
+        /** Whether direct mode has anything to offer (upstream servers are configured). */
+        boolean direct();
+    }
+
+    Agent(ChatSettings settings, Optional<Model> model, ToolSource tools, Clock clock) {
         this.settings = settings;
         this.model = model;
-        this.own = own;
-        this.codeTools = codeTools;
+        this.tools = tools;
         this.clock = clock;
         this.conversations = new Conversations(settings, clock);
     }
 
-    /** The agent of a server: its model from the configuration (none when LLM_MODEL is empty). */
+    /**
+     * The agent of a server: its model from the configuration (none when LLM_MODEL is empty), this server's own
+     * tools in code mode, the upstream tools one by one in direct mode.
+     */
     public static Agent create(ChatSettings settings, InProcessTools own, Optional<CodeTools> codeTools) {
+        ToolSource source = new ToolSource() {
+            @Override
+            public AgentTools open(Principal who, String mode, String conversation, String workspace) {
+                if (mode.equals("direct")) {
+                    CodeTools ct = codeTools.orElseThrow(() -> ChatException.badRequest("direct mode calls the upstream "
+                            + "MCP servers' tools, and this server has none (UPSTREAM_MCP_FILE)"));
+                    return new DirectModeTools(new DirectTools(ct), who.tenant(), "chat-" + Ids.hex(8));
+                }
+                return new CodeModeTools(own, codeTools, who, "chat:" + (conversation == null ? "-" : conversation), workspace);
+            }
+
+            @Override
+            public boolean direct() {
+                return codeTools.isPresent();
+            }
+        };
         return new Agent(settings, settings.enabled() ? Optional.of(new LangChainModel(settings)) : Optional.empty(),
-                own, codeTools, Clock.systemUTC());
+                source, Clock.systemUTC());
     }
 
     public ChatSettings settings() {
@@ -166,7 +197,7 @@ public final class Agent {
         int round = 0;
         String stop = "answer";
         String response = "";
-        try (AgentTools tools = tools(who, useMode, c, workspace)) {
+        try (AgentTools tools = this.tools.open(who, useMode, c.id, workspace)) {
             turn.tools = tools;
             turn.thread = Thread.currentThread();
             req.message().ifPresent(text -> c.add(UserMessage.from(text)));
@@ -278,7 +309,7 @@ public final class Agent {
         record.put("rounds", rounds);
         record.put("usage", u);
         record.put("stopReason", stop);
-        error.ifPresent(e -> record.put("error", Map.of("reason", e.reason(), "message", e.getMessage())));
+        error.ifPresent(e -> record.put("error", Map.of("error", e.reason(), "message", e.getMessage())));
         record.put("ms", ms);
         c.turn(record, clock.instant());
         AUDIT.info("chat tenant={} conversation={} mode={} rounds={} toolCalls={} inputTokens={} outputTokens={} "
@@ -305,21 +336,12 @@ public final class Agent {
                 + "CHAT_CONVERSATION_MAX_KB.)" : "");
     }
 
-    private AgentTools tools(Principal who, String mode, Conversation c, String workspace) {
-        if (mode.equals("direct")) {
-            CodeTools ct = codeTools.orElseThrow(() -> ChatException.badRequest("direct mode calls the upstream MCP "
-                    + "servers' tools, and this server has none (UPSTREAM_MCP_FILE)"));
-            return new DirectModeTools(new DirectTools(ct), who.tenant(), "chat-" + Ids.hex(8));
-        }
-        return new CodeModeTools(own, codeTools, who, "chat:" + (c == null ? "-" : c.id), workspace);
-    }
-
     /** {@code GET /api/chat/tools?mode=}: what the model is offered in that mode. */
     public Map<String, Object> tools(Principal who, String mode) {
         if (!MODES.contains(mode)) throw ChatException.badRequest("mode must be 'code' or 'direct', got '" + cut(mode) + "'");
         List<Map<String, Object>> list;
-        if (mode.equals("direct") && codeTools.isEmpty()) list = List.of();
-        else try (AgentTools t = tools(who, mode, null, "chat")) {
+        if (mode.equals("direct") && !tools.direct()) list = List.of();
+        else try (AgentTools t = tools.open(who, mode, null, "chat")) {
             list = t.describe();
         }
         return Map.of("mode", mode, "tools", list);
@@ -333,7 +355,7 @@ public final class Agent {
         m.put("provider", settings.provider());
         m.put("model", settings.model().orElse(""));
         m.put("maxRounds", settings.maxRounds());
-        m.put("modes", codeTools.isPresent() ? MODES : List.of("code"));
+        m.put("modes", tools.direct() ? MODES : List.of("code"));
         m.put("conversations", conversations.list(tenant).stream().map(Conversation::summary).toList());
         return m;
     }

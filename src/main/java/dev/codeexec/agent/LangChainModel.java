@@ -139,18 +139,32 @@ final class LangChainModel implements Model {
 
     /** Why a call failed, in the chat's words; the API's own message is kept (without the key), its body is not. */
     ChatException failure(Throwable e) {
-        for (Throwable c = e; c != null; c = c.getCause()) {
+        List<Throwable> chain = new java.util.ArrayList<>();
+        for (Throwable c = e; c != null && chain.size() < 20; c = c.getCause()) chain.add(c);
+        for (Throwable c : chain) {
             if (c instanceof ModelHttp.Refused r) return refused(r.statusCode(), r.getMessage(), r.retryAfter);
             if (c instanceof HttpException h) return refused(h.statusCode(), h.getMessage(), Optional.empty());
+        }
+        for (Throwable c : chain)
             if (c instanceof dev.langchain4j.exception.TimeoutException || c instanceof java.net.http.HttpTimeoutException)
                 return timeout();
-            if (c instanceof ConnectException || c instanceof java.nio.channels.UnresolvedAddressException)
+        // a body that is not the format: Jackson's parse errors are IOExceptions too, so they are looked for first
+        for (Throwable c : chain)
+            if (c instanceof com.fasterxml.jackson.core.JacksonException || c instanceof tools.jackson.core.JacksonException)
+                return malformed(c);
+        for (Throwable c : chain)
+            if (c instanceof ConnectException || c instanceof java.nio.channels.UnresolvedAddressException
+                    || c instanceof java.net.UnknownHostException)
                 return new ChatException(502, "model_error", "could not reach the model's API at "
                         + settings.baseUrl().orElse("the provider's address") + " (" + c.getClass().getSimpleName() + ")");
-            if (c instanceof java.io.IOException || c instanceof java.io.UncheckedIOException)
+        for (Throwable c : chain)
+            if (c instanceof java.io.IOException)
                 return new ChatException(502, "model_error", "the connection to the model's API failed ("
-                        + settings.scrub(String.valueOf(c.getMessage())) + ")");
-        }
+                        + c.getClass().getSimpleName() + ")");
+        return malformed(e);
+    }
+
+    private static ChatException malformed(Throwable e) {
         return new ChatException(502, "model_malformed", "the model's answer could not be read ("
                 + e.getClass().getSimpleName() + ")");
     }
