@@ -25,7 +25,13 @@ async function errorOf(response) {
   let message = `${response.status} ${response.statusText}`;
   try {
     const body = await response.json();
-    if (body && typeof body.error === 'string') code = body.error;
+    if (body && typeof body.reason === 'string') {
+      // the chat's shape (docs/chat.md): {error: the text, reason: the code}
+      code = body.reason;
+      if (typeof body.error === 'string') message = body.error;
+    } else if (body && typeof body.error === 'string') {
+      code = body.error;
+    }
     if (body && typeof body.message === 'string') message = body.message;
   } catch {
     // not a JSON error body: the status line is all there is to say
@@ -132,12 +138,18 @@ export async function saveAs(url, name) {
 }
 
 /**
- * Reads a server-sent event stream with the key (EventSource cannot send an Authorization header): fetch, then the
- * body parsed as it arrives. `onEvent(name, data)` per event (`data` parsed as JSON when it is JSON). Resolves when
- * the server ends the stream; an abort through `signal` rejects with an AbortError.
+ * Reads a server-sent event stream with the key (EventSource cannot send an Authorization header, nor POST): fetch,
+ * then the body parsed as it arrives. `onEvent(name, data)` per event (`data` parsed as JSON when it is JSON).
+ * `json` makes it a POST of that body. Resolves when the server ends the stream; an abort through `signal` rejects
+ * with an AbortError; an error status before the stream throws ApiError.
  */
-export async function streamEvents(path, onEvent, { signal } = {}) {
-  const r = await request(path, { signal, headers: { Accept: 'text/event-stream' } });
+export async function streamEvents(path, onEvent, { signal, json } = {}) {
+  const init = { signal, headers: { Accept: 'text/event-stream' } };
+  if (json !== undefined) {
+    Object.assign(init, { method: 'POST', body: JSON.stringify(json) });
+    init.headers['Content-Type'] = 'application/json';
+  }
+  const r = await request(path, init);
   const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   let name = '';

@@ -12,6 +12,7 @@ export const PAGES = [
   { id: 'workspaces', title: 'Workspaces' },
   { id: 'packages', title: 'Packages', admin: true },
   { id: 'playground', title: 'Playground' },
+  { id: 'chat', title: 'Chat' },
 ];
 
 function pageOf(pathname) {

@@ -5,6 +5,8 @@
 // tiny PEP 503 index in this process on 127.0.0.1 serves one wheel (tinyc 1.0, built here with python3's zipfile),
 // started before the server, which pins pypi.test to 127.0.0.1 (EGRESS_RESOLVE) and opens 127.0.0.1/32 alone
 // (EGRESS_ALLOW_CIDRS) while EGRESS stays off: installs reach the index through the proxy, runs reach nothing.
+// The Chat page talks to the scripted model server (fixtures/model-server.js, OpenAI format) on 127.0.0.1, named by
+// LLM_BASE_URL; the scripts of its cases decide each answer, and the test reads what the model received.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -13,6 +15,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { startModelServer, messagesOf, toolResultsOf } from '../fixtures/model-server.js';
 import { makeBase, keysAdd, keysAppend, startServer3, restClient, callTool, sleep, REPO } from '../lib/server3.js';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -24,6 +27,8 @@ const ARTIFACTS = join(REPO, 'e2e', 'artifacts', 'console');
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==', 'base64');
 // Chromium logs every failed fetch as a console error; a refused key is expected where a test provokes one.
 const REFUSED_401 = /Failed to load resource: the server responded with a status of 401/;
+// The model's key, known to the server only.
+const MODEL_KEY = `sk-${createHash('sha256').update(String(Math.random())).digest('hex').slice(0, 32)}`;
 
 // tinyc 1.0 as a wheel: a zip of tinyc/__init__.py and its dist-info (METADATA, WHEEL, RECORD with the hashes).
 const TINYC_WHEEL = 'tinyc-1.0-py3-none-any.whl';
@@ -46,7 +51,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         z.writestr(info, c)
 `;
 
-let base; let srv; let browser; let index;
+let base; let srv; let browser; let index; let model;
 let adminKey; let aliceKey; let bobKey;
 
 before(async () => {
@@ -58,11 +63,14 @@ before(async () => {
     bobKey = keysAppend(keys, 'bob');
     // First the index, so that the server can be told its port.
     index = await startTinyIndex(base.dir);
+    model = await startModelServer();
     srv = await startServer3(base, {
         API_KEYS_FILE: keys, WORKSPACE_ROOT: base.workspaceRoot('ws'),
         PACKAGE_INDEX_PYTHON: `http://pypi.test:${index.port}/simple/`,
         EGRESS_RESOLVE: 'pypi.test=127.0.0.1',
         EGRESS_ALLOW_CIDRS: '127.0.0.1/32',
+        LLM_PROVIDER: 'openai', LLM_BASE_URL: model.url, LLM_API_KEY: MODEL_KEY, LLM_MODEL: 'scripted-model',
+        LLM_MAX_ROUNDS: '4',
     });
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
 });
@@ -71,6 +79,7 @@ after(async () => {
     await browser?.close();
     await srv?.stop();
     await index?.stop();
+    await model?.stop();
     base?.remove();
 });
 
@@ -564,7 +573,7 @@ describe('admin console', () => {
         await page.getByTestId('stat-total').waitFor();
         assert.ok(await overflow() <= 0, `dashboard is ${await overflow()} px too wide`);
         await shot(page, 'narrow-dashboard');
-        for (const id of ['executions', 'jobs', 'workspaces', 'packages', 'playground']) {
+        for (const id of ['executions', 'jobs', 'workspaces', 'packages', 'playground', 'chat']) {
             assert.equal(await page.getByTestId(`nav-${id}`).isVisible(), false, 'the menu starts closed');
             await page.getByRole('button', { name: 'Menu' }).click();
             await page.getByTestId(`nav-${id}`).click();
@@ -776,6 +785,87 @@ async function startJob(key, code) {
     assert.equal(r.status, 202, await r.clone().text());
     return (await r.json()).job;
 }
+
+describe('chat page (scripted model)', () => {
+    const code = 'print("chart-" + "ready")\nprint(6 * 7)\n';
+
+    test('chat: a message streams its answer; the execute_code call expands to its code and output; rounds and tokens show', async () => {
+        model.reset();
+        model.script([
+            { toolCalls: [{ name: 'execute_code', arguments: { language: 'python', code } }], usage: { input: 300, output: 40 } },
+            // A model's text may hold markup: the page must show it as text.
+            { text: 'The script printed <b>chart-ready</b> and 42. Done.', usage: { input: 500, output: 60 } },
+        ]);
+        const s = await loggedIn(aliceKey);
+        const { page } = s;
+        await page.getByTestId('nav-chat').click();
+        await page.getByTestId('chat-none').waitFor();
+        await page.getByTestId('chat-mode').selectOption('code');
+        await page.getByTestId('chat-message').fill('Run a tiny script, please.');
+        await page.getByTestId('chat-message').press('Enter');
+
+        const answer = page.getByTestId('chat-text').filter({ hasText: 'Done.' });
+        await answer.waitFor({ timeout: 90_000 });
+        assert.equal(await answer.textContent(), 'The script printed <b>chart-ready</b> and 42. Done.');
+        assert.equal(await page.locator('[data-testid=chat-text] b').count(), 0, 'the model\'s markup is not rendered');
+        await page.getByTestId('chat-meta').waitFor();
+        assert.match(await page.getByTestId('chat-rounds').textContent(), /^2 rounds$/);
+        assert.match(await page.getByTestId('chat-tokens').textContent(), /^800 in \/ 100 out tokens$/);
+
+        const call = page.locator('[data-testid=chat-tool-call][data-tool=execute_code]');
+        assert.equal(await call.count(), 1);
+        assert.equal(await call.getByTestId('chat-tool-code').isVisible(), false, 'a tool call starts folded');
+        await call.getByTestId('chat-tool-summary').click();
+        assert.equal(await call.getByTestId('chat-tool-code').textContent(), code);
+        assert.ok(await call.locator('[data-testid=chat-tool-code] .hljs-string').count() > 0, 'the code is highlighted');
+        assert.match(await call.getByTestId('chat-tool-output').textContent(), /chart-ready\s+42/);
+        assert.equal(await call.getByTestId('chat-tool-error').count(), 0);
+        assert.match(await call.getByTestId('chat-tool-ms').textContent(), /\d+(\.\d+)? m?s/);
+        // The conversation is listed now, in code mode.
+        await page.getByTestId('chat-conv').first().waitFor();
+        assert.match(await page.getByTestId('chat-conv').first().textContent(), /code/);
+        await shot(page, 'chat');
+
+        // What the model received: the user's message with the configured key, then the program's real output.
+        assert.equal(model.requests.length, 2);
+        assert.equal(model.requests[0].apiKey, MODEL_KEY);
+        assert.deepEqual(messagesOf(model.requests[0]).filter((m) => m.role === 'user').map((m) => m.text),
+            ['Run a tiny script, please.']);
+        const results = toolResultsOf(model.requests[1]);
+        assert.equal(results.length, 1);
+        assert.match(results[0].text, /chart-ready\s+42/);
+        assert.deepEqual(s.problems(), []);
+        await s.close();
+    });
+
+    test('chat: a model error is shown with its reason; Retry answers the same message', async () => {
+        model.reset();
+        // LangChain4j may retry a 500 on its own: every request past the script is a 500 too (the fixture's rule).
+        model.script([{ status: 500, body: { error: { message: 'scripted outage', type: 'server_error' } } }]);
+        const s = await loggedIn(aliceKey);
+        const { page } = s;
+        await page.getByTestId('nav-chat').click();
+        await page.getByTestId('chat-new').click();
+        await page.getByTestId('chat-message').fill('Are you there?');
+        await page.getByTestId('chat-send').click();
+        await page.getByTestId('chat-error').waitFor({ timeout: 60_000 });
+        assert.equal(await page.getByTestId('chat-error-reason').textContent(), 'model_error');
+        await shot(page, 'chat-error');
+
+        const sent = model.requests.length;
+        model.script([{ text: 'Yes, here now.' }]);
+        await page.getByTestId('chat-retry').click();
+        await page.getByTestId('chat-text').filter({ hasText: 'Yes, here now.' }).waitFor({ timeout: 60_000 });
+        assert.equal(await page.getByTestId('chat-error').count(), 0);
+        assert.equal(await page.getByTestId('chat-user').count(), 1, 'the retry answers the same message, not a new one');
+        const retried = model.requests.slice(sent);
+        assert.ok(retried.length >= 1);
+        assert.deepEqual(messagesOf(retried.at(-1)).filter((m) => m.role === 'user').map((m) => m.text), ['Are you there?']);
+        // Chromium logs a failed request's status; an error event inside a 200 stream logs nothing.
+        assert.deepEqual(s.problems(/status of 5\d\d/), []);
+        await s.close();
+    });
+});
 
 async function waitIdle(timeoutMs) {
     const end = Date.now() + timeoutMs;
