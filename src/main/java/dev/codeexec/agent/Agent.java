@@ -46,8 +46,21 @@ public final class Agent {
     private final ChatSettings settings;
     private final Optional<Model> model;
     private final ToolSource tools;
+    private volatile Observer observer = (mode, outcome, rounds, toolCalls, in, out) -> { };
     private final Conversations conversations;
     private final Clock clock;
+
+    /** Hears each answer's end, for metrics: its mode, outcome (answer, max_rounds or the error's word), counts. */
+    @FunctionalInterface
+    public interface Observer {
+        void ended(String mode, String outcome, int rounds, int toolCalls, long inputTokens, long outputTokens);
+    }
+
+    /** Sets who hears each answer's end. */
+    public Agent observedBy(Observer o) {
+        observer = o;
+        return this;
+    }
 
     /** Where an answer's tools come from, by mode. */
     interface ToolSource {
@@ -315,6 +328,7 @@ public final class Agent {
         AUDIT.info("chat tenant={} conversation={} mode={} rounds={} toolCalls={} inputTokens={} outputTokens={} "
                         + "outcome={} ms={}", who.tenant(), c.id, mode, rounds, calls.size(), usage[0], usage[1],
                 error.map(ChatException::reason).orElse(stop), ms);
+        observer.ended(mode, error.map(ChatException::reason).orElse(stop), rounds, calls.size(), usage[0], usage[1]);
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("response", response);
         out.put("conversation", c.id);

@@ -142,7 +142,8 @@ public final class HttpServer implements AutoCloseable {
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(),
                 new Uploads(setup.workspaces(), EdgeFilter.maxUploadBytes(config), data),
                 new AdminApi(setup, history, maxBody, bodies), new JobsApi(setup, maxBody, bodies),
-                new ChatApi(Agent.create(ChatSettings.of(config), InProcessTools.of(setup), setup.codeTools()), bodies),
+                new ChatApi(Agent.create(ChatSettings.of(config), InProcessTools.of(setup), setup.codeTools())
+                        .observedBy(metrics::chatAnswer), bodies),
                 bodies));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(data.uploadSpool().toString(),

@@ -180,6 +180,24 @@ public final class Metrics implements RunObserver, ExecutorStatus.StartListener,
                 .description("Requests through port previews, by status class").register(registry).increment();
     }
 
+    /**
+     * A chat answer ended ({@code outcome}: {@code answer}, {@code max_rounds} or an error's reason word):
+     * {@code codeexec_chat_answers_total{mode,outcome}}, {@code codeexec_chat_rounds_total{mode}},
+     * {@code codeexec_chat_tool_calls_total{mode}} and {@code codeexec_chat_tokens_total{direction}}.
+     */
+    public void chatAnswer(String mode, String outcome, long rounds, long toolCalls, long inputTokens, long outputTokens) {
+        io.micrometer.core.instrument.Counter.builder("codeexec.chat.answers").tag("mode", mode).tag("outcome", outcome)
+                .description("Chat answers, by mode and how they ended").register(registry).increment();
+        io.micrometer.core.instrument.Counter.builder("codeexec.chat.rounds").tag("mode", mode)
+                .description("Model calls of chat answers").register(registry).increment(rounds);
+        io.micrometer.core.instrument.Counter.builder("codeexec.chat.tool.calls").tag("mode", mode)
+                .description("Tool calls of chat answers").register(registry).increment(toolCalls);
+        io.micrometer.core.instrument.Counter.builder("codeexec.chat.tokens").tag("direction", "input")
+                .description("Tokens the model counted, by direction").register(registry).increment(inputTokens);
+        io.micrometer.core.instrument.Counter.builder("codeexec.chat.tokens").tag("direction", "output")
+                .description("Tokens the model counted, by direction").register(registry).increment(outputTokens);
+    }
+
     /** {@code codeexec_preview_connections}: the preview listener's connections open now. */
     public void bindPreviewConnections(java.util.function.IntSupplier open) {
         Gauge.builder("codeexec.preview.connections", open, java.util.function.IntSupplier::getAsInt).strongReference(true)

@@ -432,10 +432,13 @@ class AgentTest {
     }
 
     @Test
-    void eachAnswerWritesAnAuditLineWithoutTheMessage() {
-        Agent a = agent(new Scripted().text("fine"));
+    void eachAnswerWritesAnAuditLineWithoutTheMessageAndTellsItsObserver() {
+        List<String> ended = new ArrayList<>();
+        Agent a = agent(new Scripted().tool("run", "{\"code\": \"q\"}").text("fine"))
+                .observedBy((mode, outcome, rounds, calls, in, out) -> ended.add(mode + " " + outcome + " " + rounds + " " + calls + " " + in + " " + out));
         try (LogCapture audit = LogCapture.named("audit")) {
             answer(a, ALICE, ask("a private question"));
+            assertThat(ended).containsExactly("code answer 2 1 20 4");
             assertThat(audit.contains("chat tenant=alice")).isTrue();
             assertThat(audit.contains("outcome=answer")).isTrue();
             assertThat(audit.contains("a private question")).isFalse();
