@@ -147,6 +147,12 @@ final class LangChainModel implements Model {
             if (c instanceof ConnectException || c instanceof java.nio.channels.UnresolvedAddressException)
                 return new ChatException(502, "model_error", "could not reach the model's API at "
                         + settings.baseUrl().orElse("the provider's address") + " (" + c.getClass().getSimpleName() + ")");
+            // LangChain4j reads the answer with Jackson 2, whose parse errors are IOExceptions: the answer came but
+            // could not be read (without this, a body that is not JSON was named a connection failure, with the
+            // parser's position text in the message)
+            if (c instanceof com.fasterxml.jackson.core.JacksonException)
+                return new ChatException(502, "model_malformed", "the model's answer could not be read (not the "
+                        + settings.provider() + " format: " + c.getClass().getSimpleName() + ")");
             if (c instanceof java.io.IOException || c instanceof java.io.UncheckedIOException)
                 return new ChatException(502, "model_error", "the connection to the model's API failed ("
                         + settings.scrub(String.valueOf(c.getMessage())) + ")");
