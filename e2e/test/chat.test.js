@@ -16,7 +16,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { randomSecret, withLog, startServer } from '../lib/server.js';
+import { randomSecret, withLog, startServer, looksLikeStackTrace } from '../lib/server.js';
 import { makeBase, keysAppend } from '../lib/server3.js';
 import { startUpstreamFixture } from '../lib/upstream.js';
 import {
@@ -341,6 +341,26 @@ async function directMode(ctx, provider) {
     assert.equal(statsAfter.body.executions.total, statsBefore.body.executions.total, 'no code ran in direct mode');
 }
 
+
+/** A model failure while streaming: the stream ends with an `error` event naming the reason and the conversation. */
+async function streamedModelError(ctx, steps, reason) {
+    model.reset();
+    model.script(steps);
+    const message = unique(`streamed-${reason}-`);
+    const r = await chatSse(ctx.server, ctx.alice, { message });
+    assert.equal(r.status, 200, r.text.slice(0, 2000));
+    const last = r.events.at(-1);
+    assert.equal(last?.event, 'error', `the stream ends with an error event: ${r.text.slice(0, 2000)}`);
+    assert.equal(last.data.error, reason, JSON.stringify(last.data));
+    assert.equal(typeof last.data.message, 'string');
+    assert.ok(!looksLikeStackTrace(last.data.message) && !last.data.message.includes('[Source:'), last.data.message);
+    assert.match(last.data.conversation ?? '', /^conv-/);
+    assert.equal(r.events[0].event, 'conversation');
+    assert.equal(r.events[0].data.conversation, last.data.conversation);
+    const g = await call(ctx.server, ctx.alice, 'GET', `/api/chat/${last.data.conversation}`);
+    assert.equal(g.body.turns.at(-1).message, message, `the message is kept: ${show(g)}`);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // 1. OpenAI
 // ---------------------------------------------------------------------------------------------------------------
@@ -461,8 +481,9 @@ describe('chat over the OpenAI Chat Completions API (code and direct mode, error
         model.script(steps);
         const r = await chat(ctx.server, ctx.alice, { message });
         assert.equal(r.status, status, show(r));
-        assert.equal(r.body?.reason, reason, show(r));
-        assert.equal(typeof r.body.error, 'string');
+        assert.equal(r.body?.error, reason, show(r));
+        assert.equal(typeof r.body.message, 'string');
+        assert.ok(!r.text.includes('[Source:') && !looksLikeStackTrace(r.text), `a clear message, no internals: ${show(r)}`);
         assert.match(r.body.conversation ?? '', /^conv-/, `the error carries the conversation id: ${show(r)}`);
         check(r);
         const id = r.body.conversation;
@@ -486,7 +507,7 @@ describe('chat over the OpenAI Chat Completions API (code and direct mode, error
         () => assert.equal(model.requests.length, 1, `a refused key is not retried: ${seen()}`));
     modelError('a 429 with Retry-After: 120 is model_rate_limited and names the wait',
         [{ status: 429, headers: { 'Retry-After': '120' } }], 429, 'model_rate_limited', (r) => {
-            assert.match(r.body.error, /120/, 'the error names the wait');
+            assert.match(r.body.message, /120/, 'the error names the wait');
             assert.equal(model.requests.length, 1, `a long Retry-After is not waited out: ${seen()}`);
         });
     modelError('a 500 from the model is model_error', [{ status: 500 }, { status: 500 }, { status: 500 }], 502, 'model_error');
@@ -495,6 +516,11 @@ describe('chat over the OpenAI Chat Completions API (code and direct mode, error
         504, 'model_timeout');
     modelError('a malformed answer is model_malformed', [{ malformed: true }, { malformed: true }, { malformed: true }], 502,
         'model_malformed');
+
+    t('a model error while streaming ends the stream with an error event (500, malformed)', async () => {
+        await streamedModelError(ctx, [{ status: 500 }], 'model_error');
+        await streamedModelError(ctx, [{ malformed: true }], 'model_malformed');
+    });
 
     t('a 429 with Retry-After: 1 is waited out once and the retry answers', async () => {
         model.reset();
@@ -521,7 +547,7 @@ describe('chat over the OpenAI Chat Completions API (code and direct mode, error
             ['POST', '/api/chat', { conversation: id, message: 'bob continues' }], ['POST', '/api/chat', { conversation: id }]]) {
             const b = await call(ctx.server, ctx.bob, method, path, body);
             assert.equal(b.status, 404, `${method} ${path} as bob: ${show(b)}`);
-            assert.equal(b.body?.reason, 'not_found', show(b));
+            assert.equal(b.body?.error, 'not_found', show(b));
             assert.ok(!b.text.includes('A secret of alice'), 'nothing of the conversation leaks');
         }
         assert.equal(model.requests.length, 0, 'bob reached no model');
@@ -596,6 +622,20 @@ describe('chat over the Anthropic Messages API (code and direct mode)', () => {
     t('direct mode: the upstream tools as SERVER__TOOL, called directly with the credentials, no code runs',
         () => directMode(ctx, 'anthropic'));
 
+    t('a model error while streaming ends the stream with an error event (401, malformed)', async () => {
+        await streamedModelError(ctx, [{ status: 401 }], 'model_auth');
+        await streamedModelError(ctx, [{ malformed: true }], 'model_malformed');
+    });
+
+    t('a malformed answer is model_malformed (JSON)', async () => {
+        model.reset();
+        model.script([{ malformed: true }]);
+        const r = await chat(ctx.server, ctx.alice, { message: 'Anything.' });
+        assert.equal(r.status, 502, show(r));
+        assert.equal(r.body?.error, 'model_malformed', show(r));
+        assert.match(r.body.conversation ?? '', /^conv-/);
+    });
+
     t('the model key is sent as x-api-key and appears in no response or log line', async () => {
         assert.ok(model.requests.length > 0);
         for (const r of model.requests) assert.equal(r.headers['x-api-key'], LLM_KEY);
@@ -621,8 +661,8 @@ describe('chat without LLM_MODEL', () => {
         model.reset();
         const r = await chat(server, server.apiKey, { message: 'hello' });
         assert.equal(r.status, 503, show(r));
-        assert.equal(r.body?.reason, 'chat_off', show(r));
-        assert.match(r.body.error, /LLM_MODEL/, 'the error names what turns the chat on');
+        assert.equal(r.body?.error, 'chat_off', show(r));
+        assert.match(r.body.message, /LLM_MODEL/, 'the error names what turns the chat on');
         assert.equal(model.requests.length, 0);
         assert.ok(!r.text.includes(LLM_KEY));
     }));
