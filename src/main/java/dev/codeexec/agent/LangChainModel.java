@@ -160,8 +160,13 @@ final class LangChainModel implements Model {
         for (Throwable c : chain)
             if (c instanceof java.io.IOException)
                 return new ChatException(502, "model_error", "the connection to the model's API failed ("
-                        + c.getClass().getSimpleName() + ")");
+                        + (c.getMessage() == null ? c.getClass().getSimpleName() : settings.scrub(shorter(c.getMessage()))) + ")");
         return malformed(e);
+    }
+
+    private static String shorter(String s) {
+        String one = s.strip().replaceAll("\\s+", " ");
+        return one.length() > 200 ? one.substring(0, 200) + "…" : one;
     }
 
     private static ChatException malformed(Throwable e) {
