@@ -265,6 +265,30 @@ public final class Config {
     public static final ConfigKey<Integer> PREVIEW_MAX_PER_SANDBOX = ConfigKey.integer("PREVIEW_MAX_PER_SANDBOX", 8, 1, 100,
             "Previews one session or job may have at once.");
 
+    public static final ConfigKey<String> LLM_MODEL = ConfigKey.string("LLM_MODEL", "",
+            "The chat agent's model (`gpt-4.1`, `claude-sonnet-4-5`, `qwen2.5-coder:14b`, ...). Empty: the chat is off "
+                    + "and `/api/chat` says so.");
+    public static final ConfigKey<String> LLM_PROVIDER = ConfigKey.oneOf("LLM_PROVIDER", "openai",
+            "The model's API: `openai` (Chat Completions: OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's server, "
+                    + "LM Studio) or `anthropic` (Messages).", "openai", "anthropic");
+    public static final ConfigKey<String> LLM_BASE_URL = ConfigKey.string("LLM_BASE_URL", "",
+            "The model API's base URL (`http://127.0.0.1:11434/v1` for Ollama); empty: the provider's own "
+                    + "(https://api.openai.com/v1, https://api.anthropic.com/v1).");
+    public static final ConfigKey<String> LLM_API_KEY = ConfigKey.string("LLM_API_KEY", "",
+            "The model API's key; sent only to LLM_BASE_URL, never to a browser, a sandbox or a log line.");
+    public static final ConfigKey<Integer> LLM_MAX_ROUNDS = ConfigKey.integer("LLM_MAX_ROUNDS", 10, 1, 100,
+            "Model calls one chat answer may make (each with the tool calls it asks for).");
+    public static final ConfigKey<Integer> LLM_MAX_TOKENS = ConfigKey.integer("LLM_MAX_TOKENS", 4096, 1, 1000000,
+            "The most tokens one model call may write.");
+    public static final ConfigKey<Integer> LLM_TIMEOUT_MS = ConfigKey.integer("LLM_TIMEOUT_MS", 120000, 100, 3600000,
+            "How long one model call may take.");
+    public static final ConfigKey<Integer> CHAT_MAX_CONVERSATIONS = ConfigKey.integer("CHAT_MAX_CONVERSATIONS", 50, 1, 100000,
+            "Chat conversations kept per tenant; a new one past it removes the tenant's least recently used.");
+    public static final ConfigKey<Integer> CHAT_CONVERSATION_MAX_KB = ConfigKey.integer("CHAT_CONVERSATION_MAX_KB", 512, 16, 1048576,
+            "The longest history a conversation sends the model; past it the oldest turns are left out (and said so).");
+    public static final ConfigKey<Integer> CHAT_CONVERSATION_IDLE_HOURS = ConfigKey.integer("CHAT_CONVERSATION_IDLE_HOURS", 24, 1, 8760,
+            "A conversation unused this long is removed.");
+
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
             "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");
 
@@ -313,6 +337,11 @@ public final class Config {
             new ConfigSection("Code mode", "Sandboxed code that calls upstream MCP servers' tools "
                     + "([code-mode.md](code-mode.md)).",
                     List.of(UPSTREAM_MCP_FILE, CODE_TOOLS_MAX_CALLS, CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS)),
+            new ConfigSection("Chat agent", "The built-in agent over this server's tools, and the model it talks to "
+                    + "([chat.md](chat.md)).",
+                    List.of(LLM_MODEL, LLM_PROVIDER, LLM_BASE_URL, LLM_API_KEY, LLM_MAX_ROUNDS, LLM_MAX_TOKENS,
+                            LLM_TIMEOUT_MS, CHAT_MAX_CONVERSATIONS, CHAT_CONVERSATION_MAX_KB,
+                            CHAT_CONVERSATION_IDLE_HOURS)),
             new ConfigSection("Declared packages", "pip and npm packages a run declares, installed once per set and "
                     + "shared read-only ([packages.md](packages.md)).",
                     List.of(PACKAGES, PACKAGE_INDEX_PYTHON, PACKAGE_REGISTRY_NPM, PACKAGE_INDEX_HOSTS,

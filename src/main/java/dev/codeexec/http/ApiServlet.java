@@ -47,9 +47,11 @@ final class ApiServlet extends HttpServlet {
     private final Uploads uploads;
     private final AdminApi admin;
     private final JobsApi jobs;
+    private final ChatApi chat;
     private final Bodies bodies;
 
-    ApiServlet(Workspaces workspaces, Uploads uploads, AdminApi admin, JobsApi jobs, Bodies bodies) {
+    ApiServlet(Workspaces workspaces, Uploads uploads, AdminApi admin, JobsApi jobs, ChatApi chat, Bodies bodies) {
+        this.chat = chat;
         this.jobs = jobs;
         this.workspaces = workspaces;
         this.uploads = uploads;
@@ -102,6 +104,10 @@ final class ApiServlet extends HttpServlet {
             }
             if (JobsApi.handles(req.getRequestURI())) {
                 jobs.handle(method, who, req, resp);
+                return;
+            }
+            if (ChatApi.handles(req.getRequestURI())) {
+                chat.handle(method, who, req, resp);
                 return;
             }
             ApiRoute r = ApiRoute.parse(req.getRequestURI(), req.getQueryString());

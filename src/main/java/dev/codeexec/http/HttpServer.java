@@ -1,6 +1,9 @@
 package dev.codeexec.http;
 
+import dev.codeexec.agent.Agent;
+import dev.codeexec.agent.ChatSettings;
 import dev.codeexec.auth.ApiKeys;
+import dev.codeexec.mcp.InProcessTools;
 import dev.codeexec.config.Config;
 import dev.codeexec.config.DataDir;
 import dev.codeexec.engine.ObservedExecutor;
@@ -161,7 +164,9 @@ public final class HttpServer implements AutoCloseable {
         DataDir data = DataDir.of(config);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(),
                 new Uploads(setup.workspaces(), EdgeFilter.maxUploadBytes(config), data),
-                new AdminApi(setup, history, maxBody, bodies), new JobsApi(setup, maxBody, bodies), bodies));
+                new AdminApi(setup, history, maxBody, bodies), new JobsApi(setup, maxBody, bodies),
+                new ChatApi(Agent.create(ChatSettings.of(config), InProcessTools.of(setup), setup.codeTools()), bodies),
+                bodies));
         // Parts over 64 KB are spooled to disk while the body is parsed, so memory stays bounded per upload.
         api.getRegistration().setMultipartConfig(new MultipartConfigElement(data.uploadSpool().toString(),
                 EdgeFilter.maxUploadBytes(config), EdgeFilter.maxUploadBytes(config) + EdgeFilter.ENVELOPE_BYTES,
