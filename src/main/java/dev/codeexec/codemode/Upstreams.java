@@ -71,6 +71,8 @@ public final class Upstreams implements AutoCloseable {
     private final Secrets secrets;
     private final Duration retry;
     private final Map<String, Connection> connections = new ConcurrentHashMap<>();
+    /** Told whenever an upstream's tool list may have changed (see {@link #onToolsChanged}). */
+    private final List<Runnable> toolsListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
     private volatile boolean closed;
 
     public Upstreams(UpstreamConfig config) {
@@ -93,6 +95,25 @@ public final class Upstreams implements AutoCloseable {
 
     public UpstreamConfig config() {
         return config;
+    }
+
+    /**
+     * Runs {@code listener} whenever an upstream's tool list may have changed: it connected (again), or it said its
+     * tools changed. On the thread that learnt it; a listener must not block for long. A listener added after an
+     * upstream connected hears only of later changes: read {@link #tools} once after adding it.
+     */
+    public void onToolsChanged(Runnable listener) {
+        toolsListeners.add(listener);
+    }
+
+    private void toolsChanged() {
+        for (Runnable r : toolsListeners) {
+            try {
+                r.run();
+            } catch (RuntimeException e) {
+                LOG.warn("a listener of upstream tool changes failed: {}", e.toString());
+            }
+        }
     }
 
     /**
@@ -232,6 +253,7 @@ public final class Upstreams implements AutoCloseable {
                         .toolsChangeConsumer(list -> {
                             tools = scrubbed(list);
                             LOG.info("upstream {}: tools changed, {} now", upstream.name(), list.size());
+                            toolsChanged();
                             return Mono.empty();
                         }).build();
                 // a transport that cannot connect (a stdio command that cannot start) fails the attempt at once
@@ -259,6 +281,7 @@ public final class Upstreams implements AutoCloseable {
                     return;
                 }
                 LOG.info("upstream {}: connected, {} tools", upstream.name(), all.size());
+                toolsChanged();
             } catch (RuntimeException e) {
                 lastError = message(e);
                 LOG.warn("upstream {}: cannot connect: {}", upstream.name(), lastError);

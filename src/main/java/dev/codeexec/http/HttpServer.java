@@ -8,6 +8,8 @@ import dev.codeexec.config.Config;
 import dev.codeexec.config.DataDir;
 import dev.codeexec.engine.ObservedExecutor;
 import dev.codeexec.engine.RunObserver;
+import dev.codeexec.auth.Principal;
+import dev.codeexec.mcp.DirectToolsServer;
 import dev.codeexec.mcp.McpServers;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
@@ -41,8 +43,8 @@ import java.util.concurrent.Executors;
 
 /**
  * The HTTP server: Jetty 12 with one servlet context holding the edge filter, the /mcp filter and the SDK's
- * Streamable HTTP servlet, the REST file API under /api ({@link ApiServlet}), the admin console at /admin
- * ({@link AdminConsoleServlet}), /healthz and /metrics; around it all {@link RequestTracker} (request ids, HTTP
+ * Streamable HTTP servlet (and the same pair for /mcp-no-code-execute, {@link DirectToolsServer}), the REST file API
+ * under /api ({@link ApiServlet}), the admin console at /admin ({@link AdminConsoleServlet}), /healthz and /metrics; around it all {@link RequestTracker} (request ids, HTTP
  * metrics). Requests run on virtual threads, so a tool call that waits minutes for its run costs no platform
  * thread. Start with {@link #start}; {@link #close()} shuts down in order.
  */
@@ -55,6 +57,9 @@ public final class HttpServer implements AutoCloseable {
     private final Server jetty;
     private final ServerConnector connector;
     private final McpSyncServer mcp;
+    /** /mcp-no-code-execute's server and filter. */
+    private final McpSyncServer direct;
+    private final McpEndpointFilter directEndpoint;
     private final ServerSetup setup;
     private final RunRegistry registry;
     private final McpEndpointFilter endpoint;
@@ -66,7 +71,9 @@ public final class HttpServer implements AutoCloseable {
 
     private HttpServer(Server jetty, ServerConnector connector, McpSyncServer mcp, ServerSetup setup,
             RunRegistry registry, McpEndpointFilter endpoint, Metrics metrics, Bodies bodies,
-            Optional<PreviewProxy> previews) {
+            Optional<PreviewProxy> previews, McpSyncServer direct, McpEndpointFilter directEndpoint) {
+        this.direct = direct;
+        this.directEndpoint = directEndpoint;
         this.bodies = bodies;
         this.previews = previews;
         this.endpoint = endpoint;
@@ -106,6 +113,14 @@ public final class HttpServer implements AutoCloseable {
                 .maxRequestSize((int) Math.min(Integer.MAX_VALUE, maxBody + 65536))
                 .build();
         McpSyncServer mcp = McpServers.http(transport, setup, registry);
+        // The upstream tools one by one; the tenant each listing and call is for comes from the edge's principal.
+        HttpServletStreamableServerTransportProvider directTransport = HttpServletStreamableServerTransportProvider.builder()
+                .mcpEndpoint(DirectToolsServer.PATH)
+                .maxRequestSize((int) Math.min(Integer.MAX_VALUE, maxBody + 65536))
+                .contextExtractor(request -> DirectToolsServer.context(
+                        request.getAttribute(Principal.ATTRIBUTE) instanceof Principal p ? p : Principal.DEFAULT))
+                .build();
+        McpSyncServer direct = DirectToolsServer.http(directTransport, setup);
 
         QueuedThreadPool threads = new QueuedThreadPool();
         threads.setName("http");
@@ -138,6 +153,14 @@ public final class HttpServer implements AutoCloseable {
         ServletHolder mcpServlet = new ServletHolder(transport);
         mcpServlet.setAsyncSupported(true);
         context.addServlet(mcpServlet, EdgeFilter.MCP_PATH);
+        // The same edge and the same endpoint checks as /mcp (session ownership by key, bodies); its own sessions.
+        McpEndpointFilter directFilter = new McpEndpointFilter(new MessageInterceptor(registry), registry, maxBody, bodies);
+        FilterHolder directHolder = new FilterHolder(directFilter);
+        directHolder.setAsyncSupported(true);
+        context.addFilter(directHolder, DirectToolsServer.PATH, EnumSet.of(DispatcherType.REQUEST));
+        ServletHolder directServlet = new ServletHolder(directTransport);
+        directServlet.setAsyncSupported(true);
+        context.addServlet(directServlet, DirectToolsServer.PATH);
         DataDir data = DataDir.of(config);
         ServletHolder api = new ServletHolder(new ApiServlet(setup.workspaces(),
                 new Uploads(setup.workspaces(), EdgeFilter.maxUploadBytes(config), data),
@@ -165,7 +188,7 @@ public final class HttpServer implements AutoCloseable {
         jetty.setStopTimeout(5000);
         jetty.start();
         HttpServer server = new HttpServer(jetty, connector, mcp, setup, registry, endpointFilter, metrics,
-                bodies, previewListener);
+                bodies, previewListener, direct, directFilter);
         LOG.info("listening on http://{}:{}/mcp (healthz at {}, metrics at {})", config.get(Config.HOST), server.port(),
                 EdgeFilter.HEALTH_PATH, EdgeFilter.METRICS_PATH);
         return server;
@@ -201,6 +224,7 @@ public final class HttpServer implements AutoCloseable {
         setup.closeEngine();
         try {
             endpoint.awaitIdle(RESULT_DELIVERY_MILLIS);
+            directEndpoint.awaitIdle(RESULT_DELIVERY_MILLIS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -208,6 +232,11 @@ public final class HttpServer implements AutoCloseable {
             mcp.closeGracefully();
         } catch (RuntimeException e) {
             LOG.debug("MCP sessions did not close cleanly: {}", e.toString());
+        }
+        try {
+            direct.closeGracefully();
+        } catch (RuntimeException e) {
+            LOG.debug("/mcp-no-code-execute sessions did not close cleanly: {}", e.toString());
         }
         try {
             jetty.stop();
