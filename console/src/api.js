@@ -25,13 +25,7 @@ async function errorOf(response) {
   let message = `${response.status} ${response.statusText}`;
   try {
     const body = await response.json();
-    if (body && typeof body.reason === 'string') {
-      // the chat's shape (docs/chat.md): {error: the text, reason: the code}
-      code = body.reason;
-      if (typeof body.error === 'string') message = body.error;
-    } else if (body && typeof body.error === 'string') {
-      code = body.error;
-    }
+    if (body && typeof body.error === 'string') code = body.error;
     if (body && typeof body.message === 'string') message = body.message;
   } catch {
     // not a JSON error body: the status line is all there is to say
