@@ -14,6 +14,7 @@ import { exec, sleep, hostProcessesWith, looksLikeStackTrace } from '../lib/serv
 import { restClient } from '../lib/server3.js';
 import { startCluster, workersOf } from '../lib/cluster.js';
 import { Code, workerExecute } from '../lib/grpc.js';
+import { startModelServer, toolResultsOf } from '../fixtures/model-server.js';
 
 const MiB = 1024 * 1024;
 const SLOTS = { w1: 4, w2: 4, w3: 1 };
@@ -28,8 +29,11 @@ const COLD = { E2E_COLD: '1' };
 const TICKER = 'import sys, time\ni = 0\nwhile True:\n    print("tick", i, flush=True)\n    i += 1\n    time.sleep(0.1)\n';
 
 let cluster; let A; let B; let clientA; let clientB; let key; let apiA; let apiB;
+// The chat agent's model: the scripted one of the chat tests (fixtures/model-server.js), for the gateways.
+let model; const LLM_KEY = `sk-${randomBytes(12).toString('hex')}`;
 
 before(async () => {
+    model = await startModelServer();
     cluster = await startCluster({
         workers: [{ name: 'w1' }, { name: 'w2' }, { name: 'w3', env: { MAX_CONCURRENT: '1' } }],
         gateways: [{ name: 'A' }, { name: 'B', env: { WORKER_BALANCING: 'least_request' } }],
@@ -39,7 +43,8 @@ before(async () => {
         workerEnv: { MAX_CONCURRENT: '4', SHUTDOWN_GRACE_SECONDS: '60', MAX_JOBS: '6', MAX_JOBS_PER_TENANT: '6' },
         // A gateway's deadline for a run is timeout + QUEUE_TIMEOUT_MS + 15 s of slack: a shorter queue wait
         // keeps the deadline of a call to a hung worker short.
-        gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS) },
+        gatewayEnv: { QUEUE_TIMEOUT_MS: String(GATEWAY_QUEUE_TIMEOUT_MS), LLM_MODEL: 'scripted', LLM_BASE_URL: model.url,
+            LLM_API_KEY: LLM_KEY },
         tenants: ['alice'],
     });
     ({ A, B } = cluster.gateways);
@@ -52,6 +57,7 @@ before(async () => {
 });
 
 after(async () => {
+    await model?.stop().catch(() => {});
     await clientA?.close().catch(() => {});
     await clientB?.close().catch(() => {});
     for (const o of Object.values(only)) await o.client.close().catch(() => {});
@@ -574,6 +580,33 @@ describe('a gateway in front of three workers', () => {
         assert.equal(back.sc.status, 'lost', back.text);
         assert.match(back.sc.message, /\bw2\b/, back.sc.message);
         assert.equal(back.sc.stdout, 'before\n', 'the output written before the loss is kept on the worker');
+    });
+
+    test('the chat agent at a gateway: its execute_code runs on a worker, files persist across turns through the shared workspace, and the conversation is kept by the gateway that has it', { timeout: 120_000 }, async (t) => {
+        const post = (base, body) => fetch(`${base}/api/chat`, { method: 'POST',
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        model.reset();
+        model.script([
+            { toolCalls: [{ name: 'execute_code', arguments: { language: 'python', code: 'open("note.txt", "w").write("kept")\nprint("wrote")' } }] },
+            { text: 'Written.' },
+            { toolCalls: [{ name: 'execute_code', arguments: { language: 'bash', code: 'cat note.txt' } }] },
+            { text: 'It says kept.' },
+        ]);
+        const first = await post(A.base, { message: 'write a note' });
+        const one = await first.json();
+        assert.equal(first.status, 200, JSON.stringify(one));
+        assert.equal(one.response, 'Written.');
+        assert.match(one.toolCalls[0].output, /worker w[123]/, 'the run was a worker\'s');
+        const second = await post(A.base, { message: 'read it back', conversation: one.conversation });
+        const two = await second.json();
+        assert.equal(second.status, 200, JSON.stringify(two));
+        assert.match(two.toolCalls[0].output, /kept/, 'the conversation\'s workspace, on the shared volume, whichever worker ran it');
+        const results = toolResultsOf(model.requests[3]).map((r) => r.text);
+        assert.match(results.at(-1), /kept/, 'the model received the second run\'s real output');
+        assert.equal(model.requests[0].apiKey, LLM_KEY);
+        const atB = await post(B.base, { message: 'and at B?', conversation: one.conversation });
+        assert.equal(atB.status, 404, 'each gateway replica keeps its own conversations (docs/chat.md)');
+        t.diagnostic(`chat at A: two turns, runs on ${one.toolCalls[0].output.match(/worker (w\d)/)[1]} and ${two.toolCalls[0].output.match(/worker (w\d)/)?.[1]}`);
     });
 
     test('port previews behind two gateways: a session\'s server on a worker is reached through either gateway\'s listener by the same token; unexposed at one, gone at both', { timeout: 120_000 }, async (t) => {
