@@ -75,6 +75,8 @@ final class FakeWorker implements AutoCloseable {
     final AtomicInteger calls = new AtomicInteger();
     final AtomicInteger ran = new AtomicInteger();
     final AtomicInteger cancelled = new AtomicInteger();
+    /** Execute calls whose handler started here (the call reached the worker, with or without its request). */
+    final AtomicInteger opened = new AtomicInteger();
     /** Execute calls whose client sent start (it saw accepted). */
     final AtomicInteger starts = new AtomicInteger();
     private final Map<Object, java.util.concurrent.CompletableFuture<Void>> startSignals = new ConcurrentHashMap<>();
@@ -227,6 +229,7 @@ final class FakeWorker implements AutoCloseable {
         /** The gateway's side: the request, then (after accepted) start, then half-close; starts are counted. */
         @Override
         public StreamObserver<ExecuteInput> execute(StreamObserver<ExecuteEvent> obs) {
+            opened.incrementAndGet();
             ((ServerCallStreamObserver<ExecuteEvent>) obs).setOnCancelHandler(() -> {
                 cancelled.incrementAndGet();
                 startSignals.remove(obs);

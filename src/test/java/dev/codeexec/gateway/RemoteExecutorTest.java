@@ -249,7 +249,10 @@ class RemoteExecutorTest {
         assertThat(t).isInstanceOf(ExecutionException.Unavailable.class)
                 .hasMessageContaining("no worker could take the run").hasMessageContaining("before its deadline");
         assertThat(silent.ran.get()).isZero();
-        Poll.until("the expired call reaches the worker", () -> silent.cancelled.get() == 1);
+        // The expired call is cancelled at the worker, so nothing there keeps waiting on it. On a loaded machine the
+        // deadline can pass before the call reached the worker at all; then gRPC never starts its handler there, and
+        // there is nothing to cancel: every call that reached the worker is cancelled, whichever happened.
+        Poll.until("every call that reached the worker is cancelled there", () -> silent.cancelled.get() == silent.opened.get());
     }
 
     @Test
