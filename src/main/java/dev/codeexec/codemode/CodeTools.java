@@ -247,8 +247,12 @@ public final class CodeTools implements AutoCloseable {
         return new CodeToolsRun(this, tenant, runId);
     }
 
-    /** The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}). */
+    /**
+     * The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}):
+     * CODE_TOOLS_URL, and CODE_APIS_URL when the file has {@code httpApis}.
+     */
     public Map<String, String> environment() {
+        if (upstreams.config().apis().isEmpty()) return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL);
         return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL, "CODE_APIS_URL", ApiRoutes.URL);
     }
 
