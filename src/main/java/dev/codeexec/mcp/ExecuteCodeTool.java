@@ -76,6 +76,10 @@ final class ExecuteCodeTool {
                         + "TypeScript `const { SERVER } = require('mcp-tools')`, then `await SERVER.TOOL({...})`): loop, "
                         + "filter and join their results in code and print only what matters. list_code_tools shows the "
                         + "servers, their tools and a tool's signature; the result's `toolCalls` lists the calls made. ";
+        if (setup.codeTools().filter(t -> !t.upstreams().config().apis().isEmpty()).isPresent())
+            tools += "HTTP APIs with the server's credentials: plain HTTP to $CODE_APIS_URL/NAME/PATH (curl, requests, "
+                    + "fetch; no token needed: the server adds it) or `mcp_tools.apis.NAME.get(PATH)` / `apis.NAME.get(PATH)` "
+                    + "of 'mcp-tools'; list_code_tools lists them (`apis`), the result's `apiCalls` the calls made. ";
         return "Runs a program in a sandbox (" + (network.isEmpty() ? "no network, " : "")
                 + "no access to the host) and returns its "
                         + "exit code, stdout and stderr. A non-zero exit code is a normal result. Output streams as "
