@@ -50,11 +50,12 @@ public final class ApiRoutes {
             "proxy-connection", ":status");
 
     private final UpstreamConfig config;
+    /** Null when the file has no APIs: a client holds a selector thread of its own. */
     private final HttpClient client;
 
     ApiRoutes(UpstreamConfig config, Duration connectTimeout) {
         this.config = config;
-        this.client = HttpClient.newBuilder().followRedirects(HttpClient.Redirect.NEVER).version(HttpClient.Version.HTTP_1_1)
+        this.client = config.apis().isEmpty() ? null : HttpClient.newBuilder().followRedirects(HttpClient.Redirect.NEVER).version(HttpClient.Version.HTTP_1_1)
                 .connectTimeout(connectTimeout).executor(Executors.newThreadPerTaskExecutor(
                         Thread.ofVirtual().name("api-route-", 0).factory())).build();
     }
@@ -230,6 +231,6 @@ public final class ApiRoutes {
     }
 
     void close() {
-        client.close();
+        if (client != null) client.close();
     }
 }
