@@ -49,6 +49,7 @@ class RealWorkerGatewayTest {
         pairs.addAll(List.of(more));
         Config c = Config.of(pairs.toArray(String[]::new));
         LocalEngine engine = LocalEngine.create(c);
+        engine.codeTools().ifPresent(toClose::add);
         toClose.add(engine.executor());
         Requires.that(engine.sandbox().unavailableReason().isEmpty(), "a sandbox that can run code here ("
                 + engine.sandbox().unavailableReason().orElse("") + ")");
