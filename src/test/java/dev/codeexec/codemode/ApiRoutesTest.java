@@ -246,6 +246,8 @@ class ApiRoutesTest {
     @Test
     void theRouteListsTheApisTheCallerMayUseWithoutSecrets(@TempDir Path dir) {
         try (CodeTools tools = tools(dir, FX.replace("BASE/v1", "BASE/v1?key=${KEY}"), 100, 16 << 20, Duration.ofSeconds(10))) {
+            assertThat(tools.environment()).containsEntry("CODE_APIS_URL", "http://127.0.0.1:3128/apis")
+                    .containsEntry("CODE_TOOLS_URL", "http://127.0.0.1:3128/code-tools/v1");
             LocalEndpoint.Response r = call(tools.open("team-a", "run-1"), "GET", "/apis", new byte[0]);
             assertThat(r.status()).isEqualTo(200);
             JsonNode apis = JSON.readTree(r.body()).get("apis");
