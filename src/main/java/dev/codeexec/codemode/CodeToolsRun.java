@@ -115,7 +115,7 @@ public final class CodeToolsRun implements LocalEndpoint {
             if (calls >= tools.maxCalls())
                 return apiRefused(t.api(), method, t.rawPath(), started, sent, 429, "call_limit", "this run has made its "
                         + tools.maxCalls() + " tool and API calls (CODE_TOOLS_MAX_CALLS)");
-            if (bytes + sent > tools.maxBytes())
+            if (bytes + sent > tools.maxBytes() || bytes >= tools.maxBytes()) // nothing left: no room for an answer
                 return apiRefused(t.api(), method, t.rawPath(), started, sent, 429, "byte_limit", "this run has used its "
                         + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
             calls++;

@@ -149,7 +149,7 @@ class UpstreamConfigTest {
         assertThat(keyed.allowsPath("/anything/at/all")).isTrue();
         assertThat(keyed.shownUrl()).isEqualTo("http://10.0.0.5:8080/v2/");
         assertThat(keyed.toString()).doesNotContain("/srv/data");
-        assertThat(c.secrets().scrub("Bearer s3cret, key /srv/data")).isEqualTo("Bearer [redacted], key [redacted]");
+        assertThat(c.secrets().scrub("Bearer s3cret, key /srv/data")).isEqualTo("[redacted], key [redacted]");
 
         UpstreamConfig both = parse("""
                 {"mcpServers": {"a": {"url": "http://h/mcp"}}, "httpApis": {"a": {"url": "http://h/api"}}}
