@@ -42,9 +42,11 @@ public final class CodeTools implements AutoCloseable {
     private final int maxCalls;
     private final long maxBytes;
     private final Duration callTimeout;
+    private final ApiRoutes routes;
 
     CodeTools(Upstreams upstreams, Path dir, int maxCalls, long maxBytes, Duration callTimeout) {
         this.upstreams = upstreams;
+        this.routes = new ApiRoutes(upstreams.config(), callTimeout);
         this.dir = dir;
         this.maxCalls = maxCalls;
         this.maxBytes = maxBytes;
@@ -73,14 +75,20 @@ public final class CodeTools implements AutoCloseable {
         } catch (IOException e) {
             throw new ConfigException("UPSTREAM_MCP_FILE is set, but " + dir + " cannot be prepared: " + e.getMessage());
         }
-        LOG.info("code mode: {} upstream server(s): {}", upstreams.servers().size(),
-                upstreams.servers().stream().map(UpstreamConfig.Upstream::name).toList());
+        LOG.info("code mode: {} upstream server(s): {}; {} HTTP API route(s): {}", upstreams.servers().size(),
+                upstreams.servers().stream().map(UpstreamConfig.Upstream::name).toList(), upstreams.apis().size(),
+                upstreams.apis().stream().map(UpstreamConfig.HttpApi::toString).toList());
         return Optional.of(new CodeTools(new Upstreams(upstreams).start(), dir, config.get(Config.CODE_TOOLS_MAX_CALLS),
                 (long) config.get(Config.CODE_TOOLS_MAX_MB) << 20, Duration.ofMillis(config.get(Config.CODE_TOOLS_CALL_TIMEOUT_MS))));
     }
 
     public Upstreams upstreams() {
         return upstreams;
+    }
+
+    /** The credentialed HTTP API routes ({@code httpApis}). */
+    public ApiRoutes routes() {
+        return routes;
     }
 
     int maxCalls() {
@@ -173,7 +181,7 @@ public final class CodeTools implements AutoCloseable {
 
     /**
      * list_code_tools, progressively: no server → the servers {@code tenant} may call (name, module, description,
-     * how many tools); a server → its tools (name, description); a server and a tool → the tool's description, input
+     * how many tools) and, when the file has {@code httpApis}, the APIs it may call ({@link ApiRoutes#describe}); a server → its tools (name, description); a server and a tool → the tool's description, input
      * schema and its Python and TypeScript signatures.
      *
      * @throws IllegalArgumentException a server or tool the caller cannot see, naming it
@@ -194,6 +202,7 @@ public final class CodeTools implements AutoCloseable {
                 servers.add(m);
             }
             out.put("servers", servers);
+            if (!upstreams.config().apis().isEmpty()) out.put("apis", routes.describe(tenant));
             return out;
         }
         Library.ServerView s = visible.stream().filter(v -> v.name().equals(server.get()) || v.module().equals(server.get()))
@@ -238,9 +247,13 @@ public final class CodeTools implements AutoCloseable {
         return new CodeToolsRun(this, tenant, runId);
     }
 
-    /** The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}). */
+    /**
+     * The variables every run with code tools gets (its library's search paths come with {@link LibraryFiles}):
+     * CODE_TOOLS_URL, and CODE_APIS_URL when the file has {@code httpApis}.
+     */
     public Map<String, String> environment() {
-        return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL);
+        if (upstreams.config().apis().isEmpty()) return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL);
+        return Map.of("CODE_TOOLS_URL", CodeToolsRun.URL, "CODE_APIS_URL", ApiRoutes.URL);
     }
 
     /** A new library directory for one sandbox; it is empty until {@link LibraryFiles#write}. */
@@ -257,6 +270,7 @@ public final class CodeTools implements AutoCloseable {
     @Override
     public void close() {
         upstreams.close();
+        routes.close();
     }
 
     /**

@@ -20,6 +20,8 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -28,9 +30,10 @@ import java.util.concurrent.TimeoutException;
  * run's channel. {@code GET .../servers} lists what the run may call; {@code POST .../call} with
  * {@code {"server", "tool", "arguments"}} calls it upstream with the operator's credentials and answers
  * {@code {"result": ..., "structured": bool}} (the tool's structuredContent when it has one, else its text) or an
- * error {@code {"error", "reason"}} with a status that fits. Applies the caller's allow-list, the per-run caps on
- * calls and bytes and the per-call timeout, keeps a record of every call, and cancels what is in flight when the
- * run ends.
+ * error {@code {"error", "reason"}} with a status that fits. {@code .../apis/{api}/...} (CODE_APIS_URL) is a
+ * credentialed HTTP API route ({@link ApiRoutes}); {@code GET /apis} lists the APIs the run may call. Applies the
+ * caller's allow-lists, the per-run caps on calls and bytes (tool and API calls count against the same) and the
+ * per-call timeout, keeps a record of every call, and cancels what is in flight when the run ends.
  */
 public final class CodeToolsRun implements LocalEndpoint {
 
@@ -43,9 +46,11 @@ public final class CodeToolsRun implements LocalEndpoint {
     private final CodeTools tools;
     private final String tenant;
     private final String runId;
-    private final Set<CompletableFuture<?>> inFlight = ConcurrentHashMap.newKeySet();
+    private final Set<Future<?>> inFlight = ConcurrentHashMap.newKeySet();
     private final List<ToolCall> records = new ArrayList<>();
     private int leftOut;
+    private final List<ApiCall> apiRecords = new ArrayList<>();
+    private int apiLeftOut;
     private int calls;
     private long bytes;
     private volatile boolean closed;
@@ -63,9 +68,113 @@ public final class CodeToolsRun implements LocalEndpoint {
 
     @Override
     public Response tooLarge(String method, String path, long length) {
+        if (isRoute(path)) {
+            String name = path.length() > ApiRoutes.PREFIX.length() + 1 ? path.substring(ApiRoutes.PREFIX.length() + 1).split("[/?]", 2)[0] : "?";
+            return apiRefused(name, method, "?", System.nanoTime(), length, 429, "byte_limit", "the request body (" + length
+                    + " bytes) is more than this run's " + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
+        }
         Outcome o = record("?", "?", System.nanoTime(), 0, length, 429, "byte_limit", "the call's arguments (" + length
                 + " bytes) are more than this run's " + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
         return error(o.status(), o.reason(), o.message());
+    }
+
+    @Override
+    public Response handle(Request request) {
+        if (isRoute(request.target())) return route(request);
+        return handle(request.method(), request.target(), request.body());
+    }
+
+    private static boolean isRoute(String target) {
+        return target.equals(ApiRoutes.PREFIX) || target.startsWith(ApiRoutes.PREFIX + "/") || target.startsWith(ApiRoutes.PREFIX + "?");
+    }
+
+    /** A call through a credentialed API route: checked, counted, made by the server, recorded. */
+    private Response route(Request request) {
+        long started = System.nanoTime();
+        String method = request.method();
+        String target = request.target();
+        if (!target.startsWith(ApiRoutes.PREFIX + "/") || target.startsWith(ApiRoutes.PREFIX + "/?")
+                || target.equals(ApiRoutes.PREFIX + "/")) {
+            if (method.equals("GET")) return json(200, Map.of("apis", tools.routes().describe(tenant)));
+            return error(405, "bad_request", "GET " + ApiRoutes.PREFIX + " lists the APIs; call one at " + ApiRoutes.PREFIX + "/NAME/PATH");
+        }
+        ApiRoutes.Target t;
+        try {
+            t = ApiRoutes.Target.parse(target);
+        } catch (IllegalArgumentException e) {
+            String name = target.substring(ApiRoutes.PREFIX.length() + 1).split("[/?]", 2)[0];
+            return apiRefused(name, method, "?", started, request.body().length, 400, "bad_request", e.getMessage());
+        }
+        long sent = request.body().length;
+        Optional<String> refusal = tools.routes().refusal(tenant, t.api(), method, t.path());
+        if (refusal.isPresent()) return apiRefused(t.api(), method, t.rawPath(), started, sent, 403, "not_allowed", refusal.get());
+        UpstreamConfig.HttpApi api = tools.upstreams().config().api(t.api()).orElseThrow();
+        long room;
+        synchronized (this) {
+            if (closed) return apiRefused(t.api(), method, t.rawPath(), started, sent, 410, "run_ended", "the run has ended");
+            if (calls >= tools.maxCalls())
+                return apiRefused(t.api(), method, t.rawPath(), started, sent, 429, "call_limit", "this run has made its "
+                        + tools.maxCalls() + " tool and API calls (CODE_TOOLS_MAX_CALLS)");
+            if (bytes + sent > tools.maxBytes() || bytes >= tools.maxBytes()) // nothing left: no room for an answer
+                return apiRefused(t.api(), method, t.rawPath(), started, sent, 429, "byte_limit", "this run has used its "
+                        + (tools.maxBytes() >> 20) + " MiB of tool call data (CODE_TOOLS_MAX_MB)");
+            calls++;
+            bytes += sent;
+            room = tools.maxBytes() - bytes;
+        }
+        FutureTask<ApiRoutes.Answer> f = new FutureTask<>(() -> tools.routes().forward(api, method, t, request.headers(),
+                request.body(), room, tools.callTimeout()));
+        inFlight.add(f);
+        Thread.ofVirtual().name("api-call-" + t.api()).start(f);
+        if (closed) f.cancel(true); // closed between the check and the add
+        ApiRoutes.Answer a;
+        try {
+            a = f.get(tools.callTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            f.cancel(true);
+            return apiRefused(t.api(), method, t.rawPath(), started, sent, 504, "timeout", "API " + t.api() + " did not answer "
+                    + "within " + tools.callTimeout().toMillis() + " ms (CODE_TOOLS_CALL_TIMEOUT_MS)");
+        } catch (CancellationException | InterruptedException e) {
+            f.cancel(true);
+            return apiRefused(t.api(), method, t.rawPath(), started, sent, 410, "run_ended", "the run has ended");
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            if (c instanceof IllegalArgumentException)
+                return apiRefused(t.api(), method, t.rawPath(), started, sent, 400, "bad_request", "the request cannot be sent: "
+                        + tools.upstreams().config().secrets().scrub(String.valueOf(c.getMessage())));
+            if (c instanceof java.net.http.HttpTimeoutException)
+                return apiRefused(t.api(), method, t.rawPath(), started, sent, 504, "timeout", "API " + t.api()
+                        + " did not answer within " + tools.callTimeout().toMillis() + " ms (CODE_TOOLS_CALL_TIMEOUT_MS)");
+            return apiRefused(t.api(), method, t.rawPath(), started, sent, 502, "upstream_unavailable", "API " + t.api()
+                    + " (" + api.shownUrl() + ") could not be reached: " + tools.upstreams().config().secrets().scrub(
+                    c.getClass().getSimpleName() + (c.getMessage() == null ? "" : ": " + c.getMessage())));
+        } finally {
+            inFlight.remove(f);
+        }
+        synchronized (this) {
+            if (a.cut() || bytes + a.body().length > tools.maxBytes()) {
+                bytes = tools.maxBytes();
+                return apiRefused(t.api(), method, t.rawPath(), started, sent, 429, "byte_limit", "API " + t.api()
+                        + "'s answer (status " + a.status() + ") would pass this run's " + (tools.maxBytes() >> 20)
+                        + " MiB of tool call data (CODE_TOOLS_MAX_MB); it was cut off and not passed on");
+            }
+            bytes += a.body().length;
+        }
+        addApi(new ApiCall(t.api(), method, t.rawPath(), a.status(), ms(started), a.body().length, sent));
+        return new Response(a.status(), a.contentType(), a.body(), a.headers());
+    }
+
+    private Response apiRefused(String api, String method, String path, long started, long sent, int status, String reason,
+            String message) {
+        addApi(new ApiCall(api, method, path, status, ms(started), 0, sent));
+        return error(status, reason, message);
+    }
+
+    private synchronized void addApi(ApiCall c) {
+        if (apiRecords.size() < ToolCall.Report.MAX_RECORDS) apiRecords.add(c);
+        else apiLeftOut++;
+        AUDIT.info("api_call run={} tenant={} api={} method={} path={} status={} ms={} bytesIn={} bytesOut={}", runId, tenant,
+                c.api(), c.method(), c.path(), c.status(), c.ms(), c.bytesIn(), c.bytesOut());
     }
 
     @Override
@@ -73,7 +182,8 @@ public final class CodeToolsRun implements LocalEndpoint {
         if (path.equals(PREFIX + "/servers") && method.equals("GET"))
             return json(200, Map.of("servers", tools.describe(tenant)));
         if (path.equals(PREFIX + "/call") && method.equals("POST")) return call(body);
-        return error(404, "bad_request", "no " + method + " " + path + " here: GET " + PREFIX + "/servers, POST " + PREFIX + "/call");
+        return error(404, "bad_request", "no " + method + " " + path + " here: GET " + PREFIX + "/servers, POST " + PREFIX + "/call"
+                + (tools.upstreams().config().apis().isEmpty() ? "" : ", " + ApiRoutes.PREFIX + "/NAME/PATH"));
     }
 
     private Response call(byte[] body) {
@@ -223,12 +333,12 @@ public final class CodeToolsRun implements LocalEndpoint {
 
     /** The calls so far. */
     public synchronized ToolCall.Report report() {
-        return new ToolCall.Report(records, leftOut);
+        return new ToolCall.Report(records, leftOut, apiRecords, apiLeftOut);
     }
 
     @Override
     public void close() {
         closed = true;
-        for (CompletableFuture<?> f : List.copyOf(inFlight)) f.cancel(true);
+        for (Future<?> f : List.copyOf(inFlight)) f.cancel(true);
     }
 }

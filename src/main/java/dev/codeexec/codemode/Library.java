@@ -164,6 +164,12 @@ public final class Library {
 
                 A failed call raises mcp_tools.McpToolError (.server, .tool, .reason). The calls go to the endpoint in
                 CODE_TOOLS_URL; the server makes them with credentials this code never sees.
+
+                Credentialed HTTP APIs (httpApis; plain HTTP to CODE_APIS_URL/NAME/PATH works as well):
+                    mcp_tools.apis()                     # the APIs this run may call
+                    mcp_tools.apis.github.get("/user")   # parsed JSON, else text; apis["my-api"] for other names
+                    mcp_tools.apis.github.post("/repos/o/r/issues", json={"title": "..."})
+                A 4xx/5xx answer raises mcp_tools.ApiError (.status, .body).
                 \"""
                 from __future__ import annotations
 
@@ -171,8 +177,9 @@ public final class Library {
                 import os as _os
                 import socket as _socket
 
-                __all__ = ["McpToolError", "servers", "call"]
+                __all__ = ["McpToolError", "servers", "call", "apis", "ApiError"]
                 _URL = _os.environ.get("CODE_TOOLS_URL", "@CODE_TOOLS_URL@")
+                _APIS_URL = _os.environ.get("CODE_APIS_URL", "@CODE_APIS_URL@")
                 _MISSING = object()
 
 
@@ -295,7 +302,103 @@ public final class Library {
                         by_name.__name__ = by_name.__qualname__ = tool
                         return by_name
 
-                """.replace("@CODE_TOOLS_URL@", CodeToolsRun.URL));
+
+                class ApiError(Exception):
+                    \"""An API route's answer with a 4xx or 5xx status (the API's own, or the route's refusal).\"""
+
+                    def __init__(self, message, api=None, status=None, body=None):
+                        super().__init__(message)
+                        self.api, self.status, self.body = api, status, body
+
+
+                def _api_request(name, method, path, json=None, data=None, headers=None, params=None):
+                    import http.client
+                    import urllib.parse
+                    host, port, base = _where(_APIS_URL)
+                    target = base + "/" + name + ("" if path.startswith("/") else "/") + path
+                    if params:
+                        target += ("&" if "?" in target else "?") + urllib.parse.urlencode(params)
+                    fields = dict(headers or {})
+                    body = data.encode() if isinstance(data, str) else data
+                    if json is not None:
+                        body = _json.dumps(json).encode()
+                        fields.setdefault("Content-Type", "application/json")
+                    conn = http.client.HTTPConnection(host, port)
+                    try:
+                        conn.request(method, target, body=body, headers=fields)
+                        r = conn.getresponse()
+                        raw, status, kind = r.read(), r.status, r.getheader("Content-Type", "")
+                    finally:
+                        conn.close()
+                    text = raw.decode("utf-8", "replace")
+                    value = text
+                    if "json" in kind.lower() and text.strip():
+                        try:
+                            value = _json.loads(text)
+                        except ValueError:
+                            pass
+                    if status >= 400:
+                        message = value.get("error") if isinstance(value, dict) and isinstance(value.get("error"), str) else text[:500]
+                        raise ApiError("%s %s %s: HTTP %d: %s" % (name, method, path, status, message), name, status, value)
+                    return value
+
+
+                class _Api:
+                    def __init__(self, name):
+                        self.__name__ = name
+
+                    def __repr__(self):
+                        return "<HTTP API %s>" % self.__name__
+
+                    def request(self, method, path="/", **kw):
+                        \"""METHOD PATH on this API; json=, data=, headers=, params= as in requests.\"""
+                        return _api_request(self.__name__, method.upper(), path, **kw)
+
+                    def get(self, path="/", **kw):
+                        return self.request("GET", path, **kw)
+
+                    def post(self, path="/", json=None, **kw):
+                        return self.request("POST", path, json=json, **kw)
+
+                    def put(self, path="/", json=None, **kw):
+                        return self.request("PUT", path, json=json, **kw)
+
+                    def patch(self, path="/", json=None, **kw):
+                        return self.request("PATCH", path, json=json, **kw)
+
+                    def delete(self, path="/", **kw):
+                        return self.request("DELETE", path, **kw)
+
+
+                class _Apis:
+                    \"""The credentialed HTTP APIs: apis.NAME or apis["NAME"]; apis() lists those this run may call.\"""
+
+                    def __getattr__(self, name):
+                        if name.startswith("_"):
+                            raise AttributeError(name)
+                        return _Api(name)
+
+                    def __getitem__(self, name):
+                        return _Api(name)
+
+                    def __call__(self):
+                        return _list_apis()
+
+
+                def _list_apis():
+                    import http.client
+                    host, port, base = _where(_APIS_URL)
+                    conn = http.client.HTTPConnection(host, port)
+                    try:
+                        conn.request("GET", base)
+                        return _json.loads(conn.getresponse().read())["apis"]
+                    finally:
+                        conn.close()
+
+
+                apis = _Apis()
+
+                """.replace("@CODE_TOOLS_URL@", CodeToolsRun.URL).replace("@CODE_APIS_URL@", ApiRoutes.URL));
         List<String> moduleNames = new ArrayList<>();
         for (ServerView s : servers) {
             Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
@@ -508,7 +611,57 @@ public final class Library {
                   throw new McpToolError(data.error || '', server, tool, data.reason);
                 }
 
-                """.replace("@CODE_TOOLS_URL@", CodeToolsRun.URL));
+                // Credentialed HTTP APIs (httpApis): apis.NAME.get('/path') resolves to parsed JSON, else text; a 4xx/5xx
+                // answer rejects with ApiError (.api, .status, .body). Plain fetch to CODE_APIS_URL/NAME/PATH works too.
+                class ApiError extends Error {
+                  constructor(message, api, status, body) {
+                    super(message);
+                    this.name = 'ApiError';
+                    this.api = api;
+                    this.status = status;
+                    this.body = body;
+                  }
+                }
+                const apisBase = (process.env.CODE_APIS_URL || '@CODE_APIS_URL@').replace(/\\/$/, '');
+                async function apiRequest(name, method, path = '/', { json, body, headers = {}, params } = {}) {
+                  let url = apisBase + '/' + name + (String(path).startsWith('/') ? '' : '/') + path;
+                  if (params) url += (url.includes('?') ? '&' : '?') + new URLSearchParams(params).toString();
+                  const fields = { ...headers };
+                  if (json !== undefined) {
+                    body = JSON.stringify(json);
+                    if (!Object.keys(fields).some((k) => k.toLowerCase() === 'content-type')) fields['Content-Type'] = 'application/json';
+                  }
+                  const r = await fetch(url, { method, headers: fields, body, redirect: 'manual' });
+                  const text = await r.text();
+                  let value = text;
+                  if ((r.headers.get('content-type') || '').toLowerCase().includes('json') && text.trim()) {
+                    try { value = JSON.parse(text); } catch (e) { /* text */ }
+                  }
+                  if (r.status >= 400) {
+                    const message = value && typeof value.error === 'string' ? value.error : text.slice(0, 500);
+                    throw new ApiError(name + ' ' + method + ' ' + path + ': HTTP ' + r.status + ': ' + message, name, r.status, value);
+                  }
+                  return value;
+                }
+                function api(name) {
+                  return Object.freeze({
+                    request: (method, path, opts) => apiRequest(name, String(method).toUpperCase(), path, opts),
+                    get: (path, opts) => apiRequest(name, 'GET', path, opts),
+                    post: (path, json, opts) => apiRequest(name, 'POST', path, { ...opts, json }),
+                    put: (path, json, opts) => apiRequest(name, 'PUT', path, { ...opts, json }),
+                    patch: (path, json, opts) => apiRequest(name, 'PATCH', path, { ...opts, json }),
+                    delete: (path, opts) => apiRequest(name, 'DELETE', path, opts),
+                  });
+                }
+                async function listApis() {
+                  return (await (await fetch(apisBase)).json()).apis;
+                }
+                const NOT_APIS = new Set(['then', 'constructor', 'prototype', 'toString', 'valueOf', 'toJSON', 'inspect']);
+                const apiRoutes = new Proxy(listApis, {
+                  get: (target, name) => (typeof name !== 'string' || NOT_APIS.has(name) ? target[name] : api(name)),
+                });
+
+                """.replace("@CODE_TOOLS_URL@", CodeToolsRun.URL).replace("@CODE_APIS_URL@", ApiRoutes.URL));
         List<String> exports = new ArrayList<>(List.of("McpToolError", "call"));
         List<String> moduleNames = new ArrayList<>();
         for (ServerView s : servers) {
@@ -524,8 +677,8 @@ public final class Library {
             moduleNames.add(lit(s.module()));
         }
         js.append("/** The names of the servers this run may call. */\nfunction servers() { return [")
-                .append(String.join(", ", moduleNames)).append("]; }\n\nmodule.exports = { ")
-                .append(String.join(", ", exports)).append(", servers };\n");
+                .append(String.join(", ", moduleNames)).append("]; }\n\nmodule.exports = { apis: apiRoutes, ApiError, ")
+                .append(String.join(", ", exports)).append(", servers };\n"); // a server named apis wins: it comes later
         return js.toString();
     }
 
@@ -543,7 +696,27 @@ public final class Library {
                 export declare function call(server: string, tool: string, args?: Record<string, unknown>): Promise<unknown>;
                 /** The names of the servers this run may call. */
                 export declare function servers(): string[];
+                /** An API route's answer with a 4xx or 5xx status. */
+                export declare class ApiError extends Error {
+                  readonly api: string;
+                  readonly status: number;
+                  readonly body: unknown;
+                }
+                export interface ApiOptions { json?: unknown; body?: string | Uint8Array; headers?: Record<string, string>; params?: Record<string, string>; }
+                /** One credentialed HTTP API: each method resolves to parsed JSON, else text. */
+                export interface HttpApi {
+                  request(method: string, path?: string, opts?: ApiOptions): Promise<any>;
+                  get(path?: string, opts?: ApiOptions): Promise<any>;
+                  post(path?: string, json?: unknown, opts?: ApiOptions): Promise<any>;
+                  put(path?: string, json?: unknown, opts?: ApiOptions): Promise<any>;
+                  patch(path?: string, json?: unknown, opts?: ApiOptions): Promise<any>;
+                  delete(path?: string, opts?: ApiOptions): Promise<any>;
+                }
                 """);
+        if (servers.stream().noneMatch(x -> x.module().equals("apis")))
+            ts.append("/** The credentialed HTTP APIs (httpApis): apis.NAME or apis['NAME']; apis() lists those this run may call. */\n"
+                    + "export declare const apis: { (): Promise<Array<{ name: string; description: string; url: string; route: string; "
+                    + "methods: string[]; paths: string[] }>>; readonly [name: string]: HttpApi };\n");
         for (ServerView s : servers) {
             Map<String, String> ids = names(s.tools().stream().map(McpSchema.Tool::name).toList());
             ts.append("/** ").append(jsdoc(s.describedNow()).replace("\n", "\n * ")).append(" */\nexport declare const ")

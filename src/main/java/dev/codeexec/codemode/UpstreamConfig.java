@@ -47,9 +47,22 @@ import java.util.regex.Pattern;
  * server to everyone. The file's credentials ({@link Secrets}: every {@code ${VAR}} value, header values, a URL's
  * user info and query values) are collected while it is read, so that nothing an upstream says can show them to code.
  *
+ * <p>Next to {@code mcpServers} (either may be absent, not both), {@code httpApis} names plain HTTP APIs that runs reach
+ * through a credentialed route ({@link HttpApi}, served by {@link ApiRoutes}):
+ *
+ * <pre>{@code
+ * "httpApis": {"github": {"url": "https://api.github.com", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"},
+ *              "tenants": ["team-a"], "methods": ["GET", "POST"], "paths": ["/repos/**", "/user"],
+ *              "description": "GitHub's REST API"}}
+ * }</pre>
+ *
+ * <p>Its {@code ${VAR}}, names, {@code tenants}, {@code disabled} and unknown fields are read as a server's; its
+ * header values, {@code ${VAR}} values and URL query values are secrets too. {@code url} may be http:// (an internal
+ * API, a test fixture) or https://; user info in it is refused (credentials go in {@code headers}).
+ *
  * @param secrets the values no text from an upstream may carry on to code or callers
  */
-public record UpstreamConfig(List<Upstream> servers, Secrets secrets) {
+public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets secrets) {
 
     private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
     private static final Pattern NAME = Pattern.compile("[A-Za-z][A-Za-z0-9_-]{0,63}");
@@ -60,10 +73,14 @@ public record UpstreamConfig(List<Upstream> servers, Secrets secrets) {
     private static final Set<String> STDIO_FIELDS = Set.of("type", "command", "args", "env", "cwd", "tenants", "tools", "disabled",
             "description");
 
-    public static final UpstreamConfig NONE = new UpstreamConfig(List.of(), Secrets.NONE);
+    private static final Set<String> API_FIELDS = Set.of("url", "headers", "tenants", "methods", "paths", "description", "disabled");
+    private static final Pattern METHOD = Pattern.compile("[A-Z]{1,20}");
+
+    public static final UpstreamConfig NONE = new UpstreamConfig(List.of(), List.of(), Secrets.NONE);
 
     public UpstreamConfig {
         servers = List.copyOf(servers);
+        apis = List.copyOf(apis);
     }
 
     /** How the server reaches an upstream. */
@@ -123,8 +140,82 @@ public record UpstreamConfig(List<Upstream> servers, Secrets secrets) {
         }
     }
 
+    /**
+     * One credentialed HTTP API: runs reach {@code url} at {@code http://127.0.0.1:3128/apis/{name}/...} and the
+     * server adds {@code headers}.
+     *
+     * @param url         where calls go: a path under the route is appended to its path; its query (if any) comes first
+     * @param headers     added to every call (the caller's own of the same names are dropped)
+     * @param tenants     who may call it; empty: everyone
+     * @param methods     the HTTP methods allowed (upper case); empty: all
+     * @param paths       the paths allowed under {@code url}, {@code *} one segment and {@code **} any number
+     *                    (zero too); empty: all
+     * @param description the operator's words about it ("" when none)
+     */
+    public record HttpApi(String name, URI url, Map<String, String> headers, Optional<Set<String>> tenants,
+            Optional<Set<String>> methods, Optional<List<String>> paths, String description) {
+
+        public HttpApi {
+            headers = Collections.unmodifiableMap(new LinkedHashMap<>(headers));
+            tenants = tenants.map(Set::copyOf);
+            methods = methods.map(m -> Collections.unmodifiableSet(new LinkedHashSet<>(m)));
+            paths = paths.map(List::copyOf);
+        }
+
+        public boolean allowsTenant(String tenant) {
+            return tenants.isEmpty() || tenants.get().contains(tenant);
+        }
+
+        public boolean allowsMethod(String method) {
+            return methods.isEmpty() || methods.get().contains(method);
+        }
+
+        /** Whether {@code path} (decoded, starting with {@code /}) matches one of {@link #paths}. */
+        public boolean allowsPath(String path) {
+            return paths.isEmpty() || paths.get().stream().anyMatch(p -> glob(p).matcher(path).matches());
+        }
+
+        /** The base URL as callers may see it: scheme, host, port and path, never user info or query. */
+        public String shownUrl() {
+            return url.getScheme() + "://" + url.getHost() + (url.getPort() < 0 ? "" : ":" + url.getPort())
+                    + (url.getRawPath() == null ? "" : url.getRawPath());
+        }
+
+        @Override
+        public String toString() {
+            return "HttpApi[" + name + " " + shownUrl() + ", headers " + headers.keySet() + "]";
+        }
+
+        /** {@code **} any characters ({@code /**} at the end: also none), {@code *} any but {@code /}. */
+        static Pattern glob(String pattern) {
+            StringBuilder re = new StringBuilder();
+            String p = pattern;
+            String tail = "";
+            if (p.endsWith("/**")) {
+                p = p.substring(0, p.length() - 3);
+                tail = "(/.*)?";
+            }
+            for (int i = 0; i < p.length(); i++) {
+                char c = p.charAt(i);
+                if (c == '*' && i + 1 < p.length() && p.charAt(i + 1) == '*') {
+                    re.append(".*");
+                    i++;
+                } else if (c == '*') {
+                    re.append("[^/]*");
+                } else {
+                    re.append(Pattern.quote(String.valueOf(c)));
+                }
+            }
+            return Pattern.compile(re + tail);
+        }
+    }
+
     public boolean isEmpty() {
-        return servers.isEmpty();
+        return servers.isEmpty() && apis.isEmpty();
+    }
+
+    public Optional<HttpApi> api(String name) {
+        return apis.stream().filter(a -> a.name().equals(name)).findFirst();
     }
 
     public Optional<Upstream> server(String nameOrModule) {
@@ -150,12 +241,15 @@ public record UpstreamConfig(List<Upstream> servers, Secrets secrets) {
         } catch (JacksonException e) {
             throw new ConfigException("UPSTREAM_MCP_FILE is not valid JSON: " + firstLine(e.getMessage()));
         }
-        if (root == null || !root.isObject() || !root.path("mcpServers").isObject())
-            throw new ConfigException("UPSTREAM_MCP_FILE must be an object with \"mcpServers\": {\"NAME\": {...}, ...}");
+        if (root == null || !root.isObject() || !(root.path("mcpServers").isObject() || root.path("httpApis").isObject())
+                || !(root.path("mcpServers").isMissingNode() || root.path("mcpServers").isObject())
+                || !(root.path("httpApis").isMissingNode() || root.path("httpApis").isObject()))
+            throw new ConfigException("UPSTREAM_MCP_FILE must be an object with \"mcpServers\": {\"NAME\": {...}, ...} "
+                    + "and/or \"httpApis\": {\"NAME\": {\"url\": ...}, ...}");
         List<Upstream> out = new ArrayList<>();
         Set<String> secrets = new LinkedHashSet<>();
         Map<String, String> modules = new HashMap<>();
-        for (Map.Entry<String, JsonNode> e : root.get("mcpServers").properties()) {
+        for (Map.Entry<String, JsonNode> e : root.path("mcpServers").properties()) {
             String name = e.getKey();
             JsonNode s = e.getValue();
             String where = "UPSTREAM_MCP_FILE server \"" + name + "\"";
@@ -171,7 +265,62 @@ public record UpstreamConfig(List<Upstream> servers, Secrets secrets) {
             out.add(new Upstream(name, module, transport(s, where, env, secrets), stringSet(s, "tenants", where),
                     stringSet(s, "tools", where), s.path("description").asString("")));
         }
-        return new UpstreamConfig(out, Secrets.of(secrets));
+        List<HttpApi> apis = new ArrayList<>();
+        for (Map.Entry<String, JsonNode> e : root.path("httpApis").properties()) {
+            String where = "UPSTREAM_MCP_FILE API \"" + e.getKey() + "\"";
+            if (!e.getValue().isObject()) throw new ConfigException(where + ": must be an object");
+            if (e.getValue().path("disabled").asBoolean(false)) continue;
+            apis.add(api(e.getKey(), e.getValue(), where, env, secrets));
+        }
+        return new UpstreamConfig(out, apis, Secrets.of(secrets));
+    }
+
+    private static HttpApi api(String name, JsonNode s, String where, Function<String, String> lookup, Set<String> secrets) {
+        if (!NAME.matcher(name).matches())
+            throw new ConfigException(where + ": a name must start with a letter and hold only letters, digits, _ and - "
+                    + "(at most 64)");
+        for (String field : s.propertyNames()) {
+            if (!API_FIELDS.contains(field))
+                throw new ConfigException(where + ": unknown field \"" + field + "\" (known: " + API_FIELDS + ")");
+        }
+        Function<String, String> env = v -> {
+            String value = lookup.apply(v);
+            if (value != null) secrets.add(value);
+            return value;
+        };
+        URI uri;
+        try {
+            uri = URI.create(expand(text(s, "url", where), where + " url", env));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(where + ": \"url\" is not a URL");
+        }
+        if (!("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) || uri.getHost() == null)
+            throw new ConfigException(where + ": \"url\" must be an http:// or https:// URL with a host");
+        if (uri.getRawUserInfo() != null)
+            throw new ConfigException(where + ": \"url\" must not hold user info; give credentials in \"headers\"");
+        if (uri.getRawFragment() != null) throw new ConfigException(where + ": \"url\" must not have a #fragment");
+        urlSecrets(uri, secrets);
+        Map<String, String> headers = stringMap(s, "headers", where, env);
+        for (Map.Entry<String, String> h : headers.entrySet()) {
+            if (!h.getKey().matches("[A-Za-z0-9!#$%&'*+.^_`|~-]+") || h.getValue().indexOf('\r') >= 0 || h.getValue().indexOf('\n') >= 0)
+                throw new ConfigException(where + ": \"headers\" has a field name or value that is not valid HTTP");
+            secrets.addAll(Secrets.headerValue(h.getValue()));
+        }
+        Optional<Set<String>> methods = stringSet(s, "methods", where);
+        if (methods.isPresent()) {
+            Set<String> upper = new LinkedHashSet<>();
+            for (String m : methods.get()) {
+                String u = m.toUpperCase(java.util.Locale.ROOT);
+                if (!METHOD.matcher(u).matches()) throw new ConfigException(where + ": \"methods\": \"" + m + "\" is not an HTTP method");
+                upper.add(u);
+            }
+            methods = Optional.of(upper);
+        }
+        Optional<List<String>> paths = stringSet(s, "paths", where).map(List::copyOf);
+        if (paths.isPresent()) for (String p : paths.get()) {
+            if (!p.startsWith("/")) throw new ConfigException(where + ": \"paths\": \"" + p + "\" must start with /");
+        }
+        return new HttpApi(name, uri, headers, stringSet(s, "tenants", where), methods, paths, s.path("description").asString(""));
     }
 
     /** How to reach the server; {@code lookup} resolves {@code ${VAR}}, and each value it gives goes into {@code secrets}. */

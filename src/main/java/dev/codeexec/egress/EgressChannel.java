@@ -657,10 +657,12 @@ public final class EgressChannel implements AutoCloseable {
             while (true) {
                 long length = 0;
                 boolean keepAlive = lines[0].endsWith("HTTP/1.1");
+                List<LocalEndpoint.Header> fields = new ArrayList<>();
                 for (int i = 1; i < lines.length; i++) {
                     int colon = lines[i].indexOf(':');
                     if (colon <= 0) continue;
                     String name = lines[i].substring(0, colon).trim(), value = lines[i].substring(colon + 1).trim();
+                    fields.add(new LocalEndpoint.Header(name, value));
                     if (name.equalsIgnoreCase("content-length")) {
                         try {
                             length = Long.parseLong(value);
@@ -707,16 +709,20 @@ public final class EgressChannel implements AutoCloseable {
                     lastActivity = System.nanoTime();
                     connecting = true; // waiting on the endpoint (an upstream call) is not idleness
                     try {
-                        answer = endpoint.handle(method, path, body);
+                        answer = endpoint.handle(new LocalEndpoint.Request(method, path, fields, body));
                     } finally {
                         connecting = false;
                     }
                 }
-                byte[] headOut = ("HTTP/1.1 " + answer.status() + " " + (answer.status() == 200 ? "OK" : "Error") + "\r\n"
-                        + "Content-Type: " + answer.contentType() + "\r\nContent-Length: " + answer.body().length
-                        + "\r\nConnection: " + (keepAlive ? "keep-alive" : "close") + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
-                writeAll(client, ByteBuffer.wrap(headOut));
-                writeAll(client, ByteBuffer.wrap(answer.body()));
+                StringBuilder headOut = new StringBuilder("HTTP/1.1 ").append(answer.status()).append(' ')
+                        .append(answer.status() == 200 ? "OK" : answer.status() >= 300 && answer.status() < 400 ? "Redirect"
+                                : answer.status() < 300 ? "Success" : "Error").append("\r\n");
+                if (!answer.contentType().isEmpty()) headOut.append("Content-Type: ").append(answer.contentType()).append("\r\n");
+                for (LocalEndpoint.Header h : answer.headers()) headOut.append(h.name()).append(": ").append(h.value()).append("\r\n");
+                headOut.append("Content-Length: ").append(answer.body().length).append("\r\nConnection: ")
+                        .append(keepAlive ? "keep-alive" : "close").append("\r\n\r\n");
+                writeAll(client, ByteBuffer.wrap(headOut.toString().getBytes(StandardCharsets.ISO_8859_1)));
+                if (!method.equals("HEAD")) writeAll(client, ByteBuffer.wrap(answer.body()));
                 lastActivity = System.nanoTime();
                 if (!keepAlive) {
                     endLocal();

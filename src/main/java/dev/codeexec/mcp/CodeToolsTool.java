@@ -49,7 +49,9 @@ final class CodeToolsTool {
                         + "tools (name, one-line description). `server` and `tool`: that tool's description, input schema "
                         + "and its Python and TypeScript signatures. In code: Python `from mcp_tools import SERVER; "
                         + "SERVER.TOOL(arg=...)`, Node/TypeScript `const { SERVER } = require('mcp-tools'); await "
-                        + "SERVER.TOOL({ arg: ... })`.")
+                        + "SERVER.TOOL({ arg: ... })`." + (tools.upstreams().config().apis().isEmpty() ? ""
+                        : " Without arguments it also lists the HTTP APIs code may call through $CODE_APIS_URL/NAME/PATH "
+                        + "(`apis`: name, description, URL, methods, paths); the server adds their credentials."))
                 .inputSchema(Map.of("type", "object", "properties", Map.of(
                         "server", Map.of("type", "string", "description", "A server's name (or module name)."),
                         "tool", Map.of("type", "string", "description", "One tool of that server.")),

@@ -76,6 +76,10 @@ final class ExecuteCodeTool {
                         + "TypeScript `const { SERVER } = require('mcp-tools')`, then `await SERVER.TOOL({...})`): loop, "
                         + "filter and join their results in code and print only what matters. list_code_tools shows the "
                         + "servers, their tools and a tool's signature; the result's `toolCalls` lists the calls made. ";
+        if (setup.codeTools().filter(t -> !t.upstreams().config().apis().isEmpty()).isPresent())
+            tools += "HTTP APIs with the server's credentials: plain HTTP to $CODE_APIS_URL/NAME/PATH (curl, requests, "
+                    + "fetch; no token needed: the server adds it) or `mcp_tools.apis.NAME.get(PATH)` / `apis.NAME.get(PATH)` "
+                    + "of 'mcp-tools'; list_code_tools lists them (`apis`), the result's `apiCalls` the calls made. ";
         return "Runs a program in a sandbox (" + (network.isEmpty() ? "no network, " : "")
                 + "no access to the host) and returns its "
                         + "exit code, stdout and stderr. A non-zero exit code is a normal result. Output streams as "
@@ -154,6 +158,13 @@ final class ExecuteCodeTool {
                                 "bytesIn", Map.of("type", "integer"), "bytesOut", Map.of("type", "integer"),
                                 "reason", Map.of("type", "string")))),
                         "callsLeftOut", Map.of("type", "integer"))));
+        props.put("apiCalls", Map.of("type", "array", "description", "Code mode with credentialed HTTP APIs: the calls "
+                + "the run's code made through CODE_APIS_URL (at most 100; apiCallsLeftOut counts the rest). Present when "
+                + "there were any.", "items", Map.of("type", "object", "properties", Map.of(
+                        "api", Map.of("type", "string"), "method", Map.of("type", "string"), "path", Map.of("type", "string"),
+                        "status", Map.of("type", "integer"), "ms", Map.of("type", "integer"),
+                        "bytesIn", Map.of("type", "integer"), "bytesOut", Map.of("type", "integer")))));
+        props.put("apiCallsLeftOut", Map.of("type", "integer", "description", "API calls past the first 100."));
         props.put("packages", Map.of("type", "object", "additionalProperties", Map.of("type", "string"),
                 "description", "With declared packages: name → version of everything installed for the set "
                         + "(dependencies included)."));
@@ -347,6 +358,7 @@ final class ExecuteCodeTool {
 
     /** The run's tool calls in a few lines: how many, and each one that failed with its reason. */
     private static void toolCalls(StringBuilder b, ToolCall.Report t) {
+        apiCalls(b, t);
         if (t.total() == 0) return;
         long failed = t.calls().stream().filter(c -> !c.ok()).count();
         b.append("\n--- tool calls: ").append(t.total()).append(failed > 0 ? ", " + failed + " failed" : "").append(" ---");
@@ -355,6 +367,20 @@ final class ExecuteCodeTool {
             if (c.ok()) continue;
             if (++listed > 10) break;
             b.append('\n').append(c.server()).append('.').append(c.tool()).append(": ").append(c.reason().orElse("failed"));
+        }
+    }
+
+    /** The run's API route calls in a few lines: how many, and each one answered 4xx/5xx with its status. */
+    private static void apiCalls(StringBuilder b, ToolCall.Report t) {
+        if (t.apiTotal() == 0) return;
+        long failed = t.apiCalls().stream().filter(c -> c.status() >= 400).count();
+        b.append("\n--- API calls: ").append(t.apiTotal()).append(failed > 0 ? ", " + failed + " answered with an error" : "")
+                .append(" ---");
+        int listed = 0;
+        for (dev.codeexec.codemode.ApiCall c : t.apiCalls()) {
+            if (c.status() < 400) continue;
+            if (++listed > 10) break;
+            b.append('\n').append(c.api()).append(' ').append(c.method()).append(' ').append(c.path()).append(": ").append(c.status());
         }
     }
 

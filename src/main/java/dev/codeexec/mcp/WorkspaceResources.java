@@ -90,6 +90,8 @@ final class WorkspaceResources {
         limits.put("inlineImageMaxKb", c.get(Config.MAX_IMAGE_KB));
         doc.put("limits", limits);
         doc.put("network", setup.egress().describe(setup.egress().policyFor(who.egress())));
+        setup.codeTools().filter(t -> !t.upstreams().config().apis().isEmpty())
+                .ifPresent(t -> doc.put("apis", t.routes().describe(who.tenant()))); // credentialed HTTP API routes
         doc.put("files", Map.of("resourceTemplate", FILE_TEMPLATE,
                 "restDownload", "/api/workspaces/{workspace}/files/{path}",
                 "tools", List.of("list_files", "read_file", "write_file", "delete_file", "workspace_info")));

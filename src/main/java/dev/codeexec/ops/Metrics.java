@@ -271,12 +271,19 @@ public final class Metrics implements RunObserver, ExecutorStatus.StartListener,
         r.toolCalls().ifPresent(t -> {
             for (ToolCall c : t.calls()) toolCalls(c.server(), c.tool(), c.ok() ? "ok" : c.reason().orElse("failed")).increment();
             if (t.leftOut() > 0) toolCalls("-", "-", "unrecorded").increment(t.leftOut());
+            for (dev.codeexec.codemode.ApiCall c : t.apiCalls()) apiCalls(c.api(), c.status() / 100 + "xx").increment();
+            if (t.apiLeftOut() > 0) apiCalls("-", "unrecorded").increment(t.apiLeftOut());
         });
     }
 
     private Counter toolCalls(String server, String tool, String outcome) {
         return Counter.builder("codeexec.tool.calls").description("Code mode: tool calls runs made, by server, tool and outcome")
                 .tag("server", server).tag("tool", tool).tag("outcome", outcome).register(registry);
+    }
+
+    private Counter apiCalls(String api, String status) {
+        return Counter.builder("codeexec.api.calls").description("Code mode: calls runs made through credentialed API routes, "
+                + "by API and status class").tag("api", api).tag("status", status).register(registry);
     }
 
     private Counter egressBytes(String tenant, String direction) {

@@ -145,6 +145,10 @@ public final class ResultMaps {
         });
         s.put("network", network(r));
         r.toolCalls().ifPresent(t -> s.put("toolCalls", toolCalls(t)));
+        r.toolCalls().filter(t -> t.apiTotal() > 0).ifPresent(t -> {
+            s.put("apiCalls", apiCalls(t));
+            s.put("apiCallsLeftOut", t.apiLeftOut());
+        });
         r.packages().ifPresent(p -> {
             s.put("packages", new java.util.TreeMap<>(p.resolved()));
             s.put("installMs", p.installMs());
@@ -170,6 +174,23 @@ public final class ResultMaps {
         m.put("calls", calls);
         m.put("callsLeftOut", report.leftOut());
         return m;
+    }
+
+    /** The calls a run's code made through credentialed API routes, the first 100 (code mode with httpApis). */
+    public static List<Map<String, Object>> apiCalls(ToolCall.Report report) {
+        List<Map<String, Object>> calls = new ArrayList<>();
+        for (dev.codeexec.codemode.ApiCall c : report.apiCalls()) {
+            Map<String, Object> e = new LinkedHashMap<>();
+            e.put("api", c.api());
+            e.put("method", c.method());
+            e.put("path", c.path());
+            e.put("status", c.status());
+            e.put("ms", c.ms());
+            e.put("bytesIn", c.bytesIn());
+            e.put("bytesOut", c.bytesOut());
+            calls.add(e);
+        }
+        return calls;
     }
 
     /** The run's network as the structured result shows it; a run without any says so. */

@@ -149,6 +149,10 @@ public final class WireFormat {
             for (dev.codeexec.codemode.ToolCall c : t.calls())
                 tb.addCalls(ToolCall.newBuilder().setServer(c.server()).setTool(c.tool()).setMs(c.ms()).setOk(c.ok())
                         .setBytesIn(c.bytesIn()).setBytesOut(c.bytesOut()).setReason(c.reason().orElse("")));
+            tb.setApiLeftOut(t.apiLeftOut());
+            for (dev.codeexec.codemode.ApiCall c : t.apiCalls())
+                tb.addApiCalls(dev.codeexec.wire.v1.ApiCall.newBuilder().setApi(c.api()).setMethod(c.method()).setPath(c.path())
+                        .setStatus(c.status()).setMs(c.ms()).setBytesIn(c.bytesIn()).setBytesOut(c.bytesOut()));
             b.setToolCalls(tb);
         });
         r.packages().ifPresent(pk -> b.setPackages(dev.codeexec.wire.v1.Packages.newBuilder()
@@ -195,7 +199,8 @@ public final class WireFormat {
                     .map(c -> new dev.codeexec.codemode.ToolCall(c.getServer(), c.getTool(), c.getMs(), c.getOk(), c.getBytesIn(),
                             c.getBytesOut(), c.getReason()
                                     .isEmpty() ? Optional.empty() : Optional.of(c.getReason()))).toList(),
-                    t.getLeftOut()));
+                    t.getLeftOut(), t.getApiCallsList().stream().map(c -> new dev.codeexec.codemode.ApiCall(c.getApi(), c.getMethod(),
+                            c.getPath(), c.getStatus(), c.getMs(), c.getBytesIn(), c.getBytesOut())).toList(), t.getApiLeftOut()));
         }
         if (p.hasPackages())
             r = r.withPackages(new ExecutionResult.PackagesUsed(p.getPackages().getResolvedMap(), p.getPackages()

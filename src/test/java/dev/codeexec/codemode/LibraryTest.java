@@ -85,7 +85,7 @@ class LibraryTest {
         Files.writeString(js, Library.javascript(List.of(SERVER)));
         String out = run(dir, "/usr/bin/node", "-e", "const m = require(process.argv[1]); console.log(Object.keys(m).join(','), "
                 + "Object.keys(m.git_hub).join(','), m.servers().join(','))", js.toString());
-        assertThat(out.strip()).isEqualTo("McpToolError,call,git_hub,servers add,search_issues,search_issues_2,import_ git_hub");
+        assertThat(out.strip()).isEqualTo("apis,ApiError,McpToolError,call,git_hub,servers add,search_issues,search_issues_2,import_ git_hub");
         String ts = Library.typescript(List.of(SERVER));
         assertThat(ts).contains("/** Issues *\\/ and \"quotes\" */", "Finds *\\/ issues", "export declare const git_hub: {");
     }

@@ -117,4 +117,63 @@ class UpstreamConfigTest {
         assertThat(c.servers().get(0).tenants()).contains(Set.of());
         assertThat(c.servers().get(0).allowsTenant("default")).isFalse();
     }
+
+    @Test
+    void httpApisAreReadNextToServersOrAloneWithTheirSecrets() {
+        UpstreamConfig c = parse("""
+                {"httpApis": {
+                  "github": {"url": "https://api.github.test", "headers": {"Authorization": "Bearer ${TOKEN}"},
+                             "tenants": ["team-a"], "methods": ["get", "POST"], "paths": ["/repos/**", "/user", "/orgs/*/teams"],
+                             "description": "GitHub"},
+                  "keyed": {"url": "http://10.0.0.5:8080/v2/?api_key=${ROOT}"},
+                  "off": {"url": "http://h.test", "disabled": true}}}
+                """);
+        assertThat(c.servers()).isEmpty();
+        assertThat(c.isEmpty()).isFalse();
+        assertThat(c.apis()).extracting(UpstreamConfig.HttpApi::name).containsExactly("github", "keyed");
+        UpstreamConfig.HttpApi gh = c.api("github").orElseThrow();
+        assertThat(gh.headers()).containsEntry("Authorization", "Bearer s3cret");
+        assertThat(gh.allowsTenant("team-a")).isTrue();
+        assertThat(gh.allowsTenant("team-b")).isFalse();
+        assertThat(gh.allowsMethod("GET")).isTrue();
+        assertThat(gh.allowsMethod("DELETE")).isFalse();
+        assertThat(gh.allowsPath("/repos")).as("/** takes none too").isTrue();
+        assertThat(gh.allowsPath("/repos/o/r/issues")).isTrue();
+        assertThat(gh.allowsPath("/user")).isTrue();
+        assertThat(gh.allowsPath("/user/keys")).isFalse();
+        assertThat(gh.allowsPath("/orgs/acme/teams")).isTrue();
+        assertThat(gh.allowsPath("/orgs/acme/x/teams")).as("* is one segment").isFalse();
+        assertThat(gh.allowsPath("/reposx")).isFalse();
+        UpstreamConfig.HttpApi keyed = c.api("keyed").orElseThrow();
+        assertThat(keyed.allowsMethod("PATCH")).isTrue();
+        assertThat(keyed.allowsPath("/anything/at/all")).isTrue();
+        assertThat(keyed.shownUrl()).isEqualTo("http://10.0.0.5:8080/v2/");
+        assertThat(keyed.toString()).doesNotContain("/srv/data");
+        assertThat(c.secrets().scrub("Bearer s3cret, key /srv/data")).isEqualTo("[redacted], key [redacted]");
+
+        UpstreamConfig both = parse("""
+                {"mcpServers": {"a": {"url": "http://h/mcp"}}, "httpApis": {"a": {"url": "http://h/api"}}}
+                """);
+        assertThat(both.servers()).hasSize(1);
+        assertThat(both.apis()).hasSize(1);
+    }
+
+    @Test
+    void badHttpApisAreRefusedWithTheirReason() {
+        Map<String, String> cases = Map.of(
+                "{\"httpApis\": {\"a\": {\"url\": \"http://h\", \"header\": {}}}}", "API \"a\": unknown field \"header\"",
+                "{\"httpApis\": {\"9a\": {\"url\": \"http://h\"}}}", "a name must start",
+                "{\"httpApis\": {\"a\": {\"url\": \"ftp://h\"}}}", "http:// or https://",
+                "{\"httpApis\": {\"a\": {\"url\": \"https://u:p@h\"}}}", "must not hold user info",
+                "{\"httpApis\": {\"a\": {\"url\": \"http://h\", \"methods\": [\"GE T\"]}}}", "is not an HTTP method",
+                "{\"httpApis\": {\"a\": {\"url\": \"http://h\", \"paths\": [\"repos/**\"]}}}", "must start with /",
+                "{\"httpApis\": {\"a\": {\"headers\": {}}}}", "\"url\" must be a non-empty string",
+                "{\"httpApis\": []}", "and/or \"httpApis\"");
+        cases.forEach((json, message) -> assertThatThrownBy(() -> parse(json)).as(json)
+                .isInstanceOf(ConfigException.class).hasMessageContaining(message));
+        assertThatThrownBy(() -> parse("""
+                {"httpApis": {"gh": {"url": "https://h.test", "headers": {"Authorization": "Bearer ${NOPE}"}}}}
+                """)).isInstanceOf(ConfigException.class)
+                .hasMessageContaining("API \"gh\"").hasMessageContaining("headers.Authorization").hasMessageContaining("${NOPE}");
+    }
 }

@@ -538,6 +538,46 @@ class EgressChannelTest {
     }
 
     @Test
+    void aLocalEndpointGetsTheRequestsHeaderFieldsAndItsAnswersFieldsReachTheClient() throws Exception {
+        EgressChannel ch = open(settings());
+        LocalEndpoint fields = new LocalEndpoint() {
+            @Override
+            public int maxRequestBytes() {
+                return 1000;
+            }
+
+            @Override
+            public Response handle(String method, String path, byte[] body) {
+                throw new AssertionError("the channel hands the endpoint the whole request");
+            }
+
+            @Override
+            public void close() {
+            }
+
+            @Override
+            public Response handle(Request r) {
+                String seen = r.method() + " " + r.target() + " " + r.header("x-trace").orElse("-") + " "
+                        + r.headers().size() + " " + new String(r.body(), StandardCharsets.UTF_8);
+                return new Response(302, "text/plain", seen.getBytes(StandardCharsets.UTF_8),
+                        List.of(new Header("Location", "http://127.0.0.1:3128/apis/x/next"), new Header("X-Answer", "a")));
+            }
+        };
+        ch.arm(EgressPolicy.OFF, "tenant", "run-3", fields);
+        SocketChannel c = client(ch);
+        send(c, "POST /apis/x/y?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trace: t-1\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 302 ")
+                .contains("\r\nContent-Type: text/plain\r\n", "\r\nLocation: http://127.0.0.1:3128/apis/x/next\r\n",
+                        "\r\nX-Answer: a\r\n", "\r\nContent-Length: 27\r\n")
+                .endsWith("\r\n\r\nPOST /apis/x/y?q=1 t-1 4 hi");
+        // HEAD: the head says how long the body is, and no body follows
+        c = client(ch);
+        send(c, "HEAD /apis/x/y HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 302 ").endsWith("Connection: close\r\n\r\n");
+        ch.finish();
+    }
+
+    @Test
     void malformedRequestsAreBadRequests() throws Exception {
         EgressChannel ch = open(settings());
         String[][] cases = {

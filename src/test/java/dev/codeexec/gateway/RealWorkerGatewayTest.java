@@ -43,15 +43,13 @@ class RealWorkerGatewayTest {
         for (int i = toClose.size() - 1; i >= 0; i--) toClose.get(i).close();
     }
 
-    private Config workerConfig(String name) {
-        return Config.of("DATA_DIR", "/tmp/code-exec-engine-test", "WARM_POOL", "off", "WORKER_PORT", "0",
-                "WORKSPACE_ROOT", workspaces.toString(), "SHUTDOWN_GRACE_SECONDS", "2", "WORKER_NAME", name,
-                "MAX_CONCURRENT", "2");
-    }
-
-    private WorkerServer worker(String name) throws Exception {
-        Config c = workerConfig(name);
+    private WorkerServer worker(String name, String... more) throws Exception {
+        List<String> pairs = new ArrayList<>(List.of("DATA_DIR", "/tmp/code-exec-engine-test", "WARM_POOL", "off", "WORKER_PORT", "0",
+                "WORKSPACE_ROOT", workspaces.toString(), "SHUTDOWN_GRACE_SECONDS", "2", "WORKER_NAME", name, "MAX_CONCURRENT", "2"));
+        pairs.addAll(List.of(more));
+        Config c = Config.of(pairs.toArray(String[]::new));
         LocalEngine engine = LocalEngine.create(c);
+        engine.codeTools().ifPresent(toClose::add);
         toClose.add(engine.executor());
         Requires.that(engine.sandbox().unavailableReason().isEmpty(), "a sandbox that can run code here ("
                 + engine.sandbox().unavailableReason().orElse("") + ")");
@@ -129,5 +127,45 @@ class RealWorkerGatewayTest {
         ExecutionResult r = h.result().get(30, TimeUnit.SECONDS);
         assertThat(r.outcome()).as(r.stderr()).isIn(Outcome.WORKER_LOST, Outcome.CANCELLED);
         assertThat(r.stdout()).startsWith("started");
+    }
+
+    @Test
+    void aRunThroughTheGatewayReachesACredentialedApiFromItsWorkerAndItsRecordComesBack() throws Exception {
+        java.util.concurrent.ConcurrentLinkedQueue<String> seen = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        com.sun.net.httpserver.HttpServer fixture = com.sun.net.httpserver.HttpServer.create(
+                new java.net.InetSocketAddress(java.net.InetAddress.ofLiteral("127.0.0.1"), 0), 10);
+        fixture.createContext("/", ex -> {
+            seen.add(ex.getRequestURI() + " " + ex.getRequestHeaders().getFirst("X-Key"));
+            byte[] body = "{\"ok\": true}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            ex.getResponseHeaders().add("Content-Type", "application/json");
+            ex.sendResponseHeaders(200, body.length);
+            ex.getResponseBody().write(body);
+            ex.close();
+        });
+        fixture.start();
+        toClose.add(() -> fixture.stop(0));
+        Path file = workspaces.resolve("upstreams.json");
+        java.nio.file.Files.writeString(file, "{\"httpApis\": {\"fx\": {\"url\": \"http://127.0.0.1:"
+                + fixture.getAddress().getPort() + "\", \"headers\": {\"X-Key\": \"gateway-test-key-1\"}}}}");
+        WorkerServer a = worker("api-worker", "SANDBOX", "bwrap", "UPSTREAM_MCP_FILE", file.toString());
+        RemoteExecutor gw = gateway(a);
+        Poll.until("the worker healthy at the gateway", () -> {
+            gw.pollNow();
+            return gw.workers().size() == 1 && gw.workers().getFirst().healthy();
+        });
+        ExecutionResult r = gw.submit(python("""
+                import os, urllib.request
+                with urllib.request.urlopen(os.environ["CODE_APIS_URL"] + "/fx/user?page=1") as res:
+                    print(res.status, res.read().decode())
+                """, Duration.ofSeconds(30)), OutputListener.NONE).result().get(60, TimeUnit.SECONDS);
+        assertThat(r.outcome()).as(r.stderr()).isEqualTo(Outcome.EXITED);
+        assertThat(r.stdout()).isEqualTo("200 {\"ok\": true}\n");
+        assertThat(seen).containsExactly("/user?page=1 gateway-test-key-1");
+        assertThat(r.toolCalls().orElseThrow().apiCalls()).singleElement().satisfies(c -> {
+            assertThat(c.api()).isEqualTo("fx");
+            assertThat(c.path()).isEqualTo("/user");
+            assertThat(c.status()).isEqualTo(200);
+            assertThat(c.bytesIn()).isEqualTo(12);
+        });
     }
 }

@@ -81,4 +81,14 @@ class WireFormatEgressTest {
                 .sandbox("bwrap").build();
         assertThat(WireFormat.fromProto(WireFormat.toProto(none, "w1")).toolCalls()).isEmpty();
     }
+
+    @Test
+    void apiRouteCallsComeBackWholeWithTheToolCalls() {
+        ToolCall.Report t = new ToolCall.Report(List.of(), 0, List.of(
+                new dev.codeexec.codemode.ApiCall("github", "GET", "/user", 200, 42, 1234, 0),
+                new dev.codeexec.codemode.ApiCall("github", "DELETE", "/repos/o/r", 403, 0, 0, 0)), 5);
+        ExecutionResult r = ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).durationMs(5)
+                .sandbox("bwrap").build().withToolCalls(t);
+        assertThat(WireFormat.fromProto(WireFormat.toProto(r, "w1")).toolCalls()).contains(t);
+    }
 }
