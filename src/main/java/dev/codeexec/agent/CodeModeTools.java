@@ -64,6 +64,13 @@ final class CodeModeTools implements AgentTools {
                 .append("of this conversation. Save charts as PNG files there to show them. ")
                 .append("When a call fails, read the error and correct the code.");
         codeTools.ifPresent(ct -> {
+            List<dev.codeexec.codemode.UpstreamConfig.HttpApi> apis = ct.routes().visible(who.tenant());
+            if (!apis.isEmpty()) {
+                b.append("\n\nHTTP APIs your programs can call with the server's credentials (send no token of your own): "
+                        + "http://127.0.0.1:3128/apis/NAME/PATH (CODE_APIS_URL), or in Python `mcp_tools.apis.NAME.get(\"/path\")`:");
+                for (var api : apis) b.append("\n- ").append(api.name())
+                        .append(api.description().isBlank() ? "" : ": " + api.description().strip());
+            }
             List<Library.ServerView> servers = ct.visible(who.tenant());
             if (servers.isEmpty()) return;
             b.append("\n\nCode mode: your programs can call the tools of these MCP servers as functions. In Python: ")
