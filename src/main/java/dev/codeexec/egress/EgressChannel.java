@@ -498,6 +498,7 @@ public final class EgressChannel implements AutoCloseable {
                     StandardCharsets.ISO_8859_1));
             if (placeholder.isPresent()) {
                 RunSecrets.Placeholder p = placeholder.get();
+                port = url.host().port();
                 refuse(403, EgressDecision.refused(normalizedOrShort(url.host().host()), "secret_not_allowed", "the placeholder of "
                         + p.name() + " may only be sent to " + String.join(", ", p.secret().hostPatterns())
                         + " over https, not in a plain http:// request"));

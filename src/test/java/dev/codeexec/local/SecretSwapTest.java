@@ -176,6 +176,10 @@ class SecretSwapTest {
         assertThat(r.stdout()).contains("refused (secret_not_allowed): the placeholder of GITHUB_TOKEN may only be sent to api.github.test:" + githubPort);
         assertThat(r.stdout()).contains("not in a plain http:// request");
         assertThat(r.network().orElseThrow().counts()).containsEntry("refused/secret_not_allowed", 2);
+        assertThat(r.network().orElseThrow().connections()).filteredOn(c -> c.reason().equals("secret_not_allowed"))
+                .extracting(ConnectionRecord::host, ConnectionRecord::port)
+                .containsExactlyInAnyOrder(org.assertj.core.groups.Tuple.tuple("other.test", otherPort),
+                        org.assertj.core.groups.Tuple.tuple("api.github.test", githubPort));
     }
 
     @Test
