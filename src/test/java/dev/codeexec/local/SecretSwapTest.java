@@ -166,6 +166,18 @@ class SecretSwapTest {
     }
 
     @Test
+    void nodesFetchTrustsTheServersCaAndGetsThroughWithThePlaceholder() throws Exception {
+        github.clear();
+        ExecutionResult r = run("nodejs", """
+                const res = await fetch('https://api.github.test:%d/node', {headers: {Authorization: 'Bearer ' + process.env.GITHUB_TOKEN}});
+                console.log(res.status, (await res.text()).trim());
+                """.formatted(githubPort));
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        assertThat(github).containsExactly("Bearer " + VALUE);
+        assertThat(r.stdout().strip()).matches("200 you sent Bearer cxs_[0-9a-f]{40}");
+    }
+
+    @Test
     void aPlaceholderSentToAnotherSecretsHostOrInPlainHttpIsRefusedNamingTheSecret() throws Exception {
         other.clear();
         ExecutionResult r = run("bash", """
