@@ -201,6 +201,14 @@ public final class Config {
     public static final ConfigKey<String> EGRESS_CA_FILE = ConfigKey.string("EGRESS_CA_FILE", "",
             "PEM certificates that runs with network access trust besides the system's (a TLS-inspecting "
                     + "corporate proxy, an internal mirror): set through SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and the like.");
+    public static final ConfigKey<String> EGRESS_SECRETS_FILE = ConfigKey.string("EGRESS_SECRETS_FILE", "",
+            "Placeholder secrets: a JSON file `{\"NAME\": {\"value\": \"${VAR}\", \"hosts\": [...], \"tenants\": [...]}}` "
+                    + "(`${VAR}` from the server's environment). A run whose allow-list reaches one of a secret's hosts gets "
+                    + "`NAME` set to a placeholder of its own; the proxy puts the real value in its place on the way to "
+                    + "those hosts only ([network.md](network.md#placeholder-secrets)). Needs EGRESS=on.");
+    public static final ConfigKey<String> EGRESS_UPSTREAM_CA_FILE = ConfigKey.string("EGRESS_UPSTREAM_CA_FILE", "",
+            "Placeholder secrets: PEM certificates the proxy trusts besides the system's when it connects to a "
+                    + "secret's host itself (an internal API with a private CA).");
     public static final ConfigKey<String> UPSTREAM_MCP_FILE = ConfigKey.string("UPSTREAM_MCP_FILE", "",
             "Code mode: a JSON file of upstream MCP servers (`{\"mcpServers\": {...}}`, the desktop clients' format, "
                     + "`${VAR}` from the server's environment) whose tools sandboxed code may call through `mcp_tools` "
@@ -333,7 +341,8 @@ public final class Config {
             new ConfigSection("Network access", "Runs reach the hosts of an allow-list through the server's checking "
                     + "proxy, and nothing else ([network.md](network.md)).",
                     List.of(EGRESS, EGRESS_ALLOW, EGRESS_ALLOW_CIDRS, EGRESS_RESOLVE, EGRESS_MAX_CONNECTIONS,
-                            EGRESS_MAX_MB, EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE)),
+                            EGRESS_MAX_MB, EGRESS_CONNECT_TIMEOUT_MS, EGRESS_IDLE_TIMEOUT_MS, EGRESS_CA_FILE,
+                            EGRESS_SECRETS_FILE, EGRESS_UPSTREAM_CA_FILE)),
             new ConfigSection("Code mode", "Sandboxed code that calls upstream MCP servers' tools "
                     + "([code-mode.md](code-mode.md)).",
                     List.of(UPSTREAM_MCP_FILE, CODE_TOOLS_MAX_CALLS, CODE_TOOLS_MAX_MB, CODE_TOOLS_CALL_TIMEOUT_MS)),

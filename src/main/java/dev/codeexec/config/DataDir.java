@@ -124,6 +124,14 @@ public final class DataDir {
         return root.resolve("egress");
     }
 
+    /**
+     * The egress proxy's own CA for placeholder secrets (egress.InterceptCa): its key never leaves this directory,
+     * which is the server's alone (0700); only the certificate is copied where sandboxes read it.
+     */
+    public Path secretsCa() {
+        return root.resolve("secrets-ca");
+    }
+
     /** Code mode: each sandbox's generated tool library (a directory per sandbox, readable by its uid). */
     public Path codeTools() {
         return root.resolve("code-tools");
@@ -244,6 +252,11 @@ public final class DataDir {
     /** This server's directory in late/ (one per run in it), with late/'s mode for the same reason. */
     public Path prepareLateFor(String token) throws IOException {
         return directory(lateFor(token), SEARCH_ONLY_DIR);
+    }
+
+    /** secrets-ca/ is 0700: it holds the CA's private key (0600). */
+    public Path prepareSecretsCa() throws IOException {
+        return directory(secretsCa(), PRIVATE_DIR);
     }
 
     /** upload-tmp/ is 0700: the spooled parts are a tenant's files, for the server's eyes only. */

@@ -118,6 +118,8 @@ public final class EgressChannel implements AutoCloseable {
         final List<ConnectionRecord> records = new ArrayList<>();
         final Map<String, Integer> counts = new TreeMap<>();
         final AtomicInteger closedAtOnce = new AtomicInteger();
+        /** The run's placeholder secrets ({@link #useSecrets}): set before its sandbox starts. */
+        volatile RunSecrets secrets = RunSecrets.NONE;
         int leftOut;
         /** Set on the state after {@link #finish}: the run that ended. No connection is served until the next arm. */
         final Run finished;
@@ -210,6 +212,19 @@ public final class EgressChannel implements AutoCloseable {
      */
     public void arm(EgressPolicy policy, String tenant, String runId, LocalEndpoint local) {
         run = new Run(policy, tenant, runId, local);
+    }
+
+    /**
+     * The run the channel serves now has these placeholder secrets (its environment holds the placeholders). Called
+     * before the run's program starts; the next {@link #arm} or {@link #finish} drops them.
+     */
+    public void useSecrets(RunSecrets secrets) {
+        run.secrets = secrets;
+    }
+
+    /** The placeholder secrets of the run the channel serves now. */
+    RunSecrets secrets() {
+        return run.secrets;
     }
 
     /** The policy the channel serves now (nothing, between a session's calls). */
@@ -385,6 +400,8 @@ public final class EgressChannel implements AutoCloseable {
         volatile boolean local;
         /** A tunnel's: opens when the upstream has answered the ClientHello with TLS, or when the connection ends. */
         volatile CountDownLatch serverAnswered;
+        /** The placeholder secrets the proxy put in on this connection (a {@link SecretTunnel}'s). */
+        volatile List<String> secretsApplied = List.of();
 
         /** Descriptors taken from the process's share for this connection, given back when it ends. */
         final int descriptorsHeld;
@@ -475,6 +492,16 @@ public final class EgressChannel implements AutoCloseable {
                 framing = request.framing();
             } catch (Malformed e) {
                 refuse(400, EgressDecision.refused(EgressDecision.shorten(url.authority()), "bad_request", e.getMessage()));
+                return null;
+            }
+            java.util.Optional<RunSecrets.Placeholder> placeholder = owner.secrets.foundIn(new String(head, 0, headEnd,
+                    StandardCharsets.ISO_8859_1));
+            if (placeholder.isPresent()) {
+                RunSecrets.Placeholder p = placeholder.get();
+                port = url.host().port();
+                refuse(403, EgressDecision.refused(normalizedOrShort(url.host().host()), "secret_not_allowed", "the placeholder of "
+                        + p.name() + " may only be sent to " + String.join(", ", p.secret().hostPatterns())
+                        + " over https, not in a plain http:// request"));
                 return null;
             }
             byte[] rewritten = originForm(request, url.path(), url.authority());
@@ -823,6 +850,15 @@ public final class EgressChannel implements AutoCloseable {
                 in = more.flip();
             }
             byte[] hello = reader.hello();
+            RunSecrets secrets = owner.secrets;
+            if (secrets.interception() != null && !secrets.forHost(host, port).isEmpty()) {
+                // a host with a secret for this run: the proxy ends the program's TLS and opens its own
+                byte[] rest = reader.rest();
+                byte[] all = Arrays.copyOf(hello, hello.length + rest.length);
+                System.arraycopy(rest, 0, all, hello.length, rest.length);
+                if (!count(true, all.length)) return null;
+                return () -> intercept(all);
+            }
             if (!count(true, hello.length)) return null;
             writeAll(upstream, ByteBuffer.wrap(hello));
             byte[] early = reader.rest();
@@ -928,6 +964,29 @@ public final class EgressChannel implements AutoCloseable {
                 }
             }
             pump(client, upstream, true, check, null);
+        }
+
+        /** A tunnel to a secret's host, relayed by a {@link SecretTunnel}; it ends the connection when it is done. */
+        private void intercept(byte[] early) {
+            relaying = true;
+            SecretTunnel.Outcome o = new SecretTunnel(client, upstream, early, host, port, owner.secrets, new SecretTunnel.Link() {
+                @Override
+                public boolean out(long n) {
+                    return take(true, n) == n;
+                }
+
+                @Override
+                public boolean in(long n) {
+                    return take(false, n) == n;
+                }
+
+                @Override
+                public void active() {
+                    lastActivity = System.nanoTime();
+                }
+            }).run();
+            secretsApplied = List.copyOf(o.applied());
+            end(o.decision(), o.reason(), o.message());
         }
 
         private void notTls(boolean outbound) {
@@ -1051,11 +1110,15 @@ public final class EgressChannel implements AutoCloseable {
             SocketChannel up = upstream;
             if (up != null) closeQuietly(up);
             long ms = (System.nanoTime() - started) / 1_000_000;
-            ConnectionRecord rec = new ConnectionRecord(host, port, decision, reason, message, bytesOut, bytesIn, ms);
+            ConnectionRecord rec = new ConnectionRecord(host, port, decision, reason, message, bytesOut, bytesIn, ms, secretsApplied);
             owner.add(rec);
             open.remove(this);
-            AUDIT.info("egress run={} tenant={} host={} port={} decision={} reason={} bytesOut={} bytesIn={} ms={}",
-                    owner.runId, owner.tenant, host, port, decision, reason, bytesOut, bytesIn, ms);
+            if (secretsApplied.isEmpty())
+                AUDIT.info("egress run={} tenant={} host={} port={} decision={} reason={} bytesOut={} bytesIn={} ms={}",
+                        owner.runId, owner.tenant, host, port, decision, reason, bytesOut, bytesIn, ms);
+            else
+                AUDIT.info("egress run={} tenant={} host={} port={} decision={} reason={} bytesOut={} bytesIn={} ms={} secrets={}",
+                        owner.runId, owner.tenant, host, port, decision, reason, bytesOut, bytesIn, ms, String.join(",", secretsApplied));
             descriptors.release(descriptorsHeld); // last: once the share is back, the connection is wholly done
         }
     }

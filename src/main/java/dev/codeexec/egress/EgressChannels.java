@@ -32,9 +32,16 @@ public final class EgressChannels {
     private final Path dir;
     private final Optional<Path> caBundle;
     private final Path nodePreload;
+    private final Optional<Path> extraCa;
+    private final EgressSecrets secrets;
+    private final Interception interception;
 
-    private EgressChannels(EgressSettings settings, Path dir, Optional<Path> caBundle, Path nodePreload) {
+    private EgressChannels(EgressSettings settings, Path dir, Optional<Path> caBundle, Optional<Path> extraCa,
+            Path nodePreload, EgressSecrets secrets, Interception interception) {
         this.settings = settings;
+        this.extraCa = extraCa;
+        this.secrets = secrets;
+        this.interception = interception;
         this.resolver = EgressDecision.resolver(settings);
         this.dir = dir;
         this.caBundle = caBundle;
@@ -58,25 +65,51 @@ public final class EgressChannels {
      */
     public static Optional<EgressChannels> of(EgressSettings settings, Path dir, Path nodePreload, boolean forLocalService)
             throws IOException {
+        return of(settings, dir, nodePreload, forLocalService, EgressSecrets.NONE, null);
+    }
+
+    /**
+     * @param secrets EGRESS_SECRETS_FILE's: what runs get placeholders for ({@link #secretsFor})
+     * @param interception how the proxy opens a secret's host's tunnels (null without secrets): runs trust its CA
+     *                     besides the system's certificates and EGRESS_CA_FILE's
+     */
+    public static Optional<EgressChannels> of(EgressSettings settings, Path dir, Path nodePreload, boolean forLocalService,
+            EgressSecrets secrets, Interception interception) throws IOException {
         if (!(settings.enabled() || forLocalService) || settings.unavailable().isPresent()) return Optional.empty();
         Files.createDirectories(dir);
         Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwx--x--x"));
         if (dir.toAbsolutePath().toString().length() + 1 + 16 + 5 > MAX_SOCKET_PATH)
             throw new IOException("DATA_DIR is too long for the egress proxy's unix sockets (" + dir + ")");
         Optional<Path> bundle = Optional.empty();
-        if (settings.caFile().isPresent()) {
+        Optional<Path> extra = settings.caFile();
+        if (interception != null) {
+            // the operator's certificates and the secrets CA's, for Node (NODE_EXTRA_CA_CERTS takes one file)
+            Path e = dir.resolve("extra-ca.pem");
+            Files.writeString(e, (extra.isPresent() ? Files.readString(extra.get()) + "\n" : "") + interception.ca().certificatePem());
+            Files.setPosixFilePermissions(e, PosixFilePermissions.fromString("rw-r--r--"));
+            extra = Optional.of(e);
+        }
+        if (extra.isPresent()) {
             // one file with both, for the tools that read only the system bundle (OpenSSL, Python, curl, git, pip)
             Path b = dir.resolve("ca-bundle.pem");
-            String all = (Files.isReadable(SYSTEM_CA_BUNDLE) ? Files.readString(SYSTEM_CA_BUNDLE) : "") + "\n" + Files.readString(settings.caFile().get());
+            String all = (Files.isReadable(SYSTEM_CA_BUNDLE) ? Files.readString(SYSTEM_CA_BUNDLE) : "") + "\n" + Files.readString(extra.get());
             Files.writeString(b, all);
             Files.setPosixFilePermissions(b, PosixFilePermissions.fromString("rw-r--r--"));
             bundle = Optional.of(b);
         }
-        return Optional.of(new EgressChannels(settings, dir, bundle, nodePreload));
+        return Optional.of(new EgressChannels(settings, dir, bundle, extra, nodePreload, secrets, interception));
     }
 
     public EgressSettings settings() {
         return settings;
+    }
+
+    /**
+     * The secrets a run of {@code tenant} with {@code policy} gets placeholders for (none when its allow-list
+     * reaches none of their hosts); the run's channel takes them with {@link EgressChannel#useSecrets}.
+     */
+    public RunSecrets secretsFor(EgressPolicy policy, String tenant) {
+        return settings.enabled() && interception != null ? secrets.forRun(policy, tenant).with(interception) : RunSecrets.NONE;
     }
 
     /** A new channel on a socket of its own, serving {@code policy} until {@link EgressChannel#arm armed} again. */
@@ -113,6 +146,6 @@ public final class EgressChannels {
     public Map<String, Path> readOnlyFiles() {
         if (caBundle.isEmpty()) return Map.of(NODE_PRELOAD_IN_SANDBOX, nodePreload);
         return Map.of(NODE_PRELOAD_IN_SANDBOX, nodePreload, CA_BUNDLE_IN_SANDBOX, caBundle.get(),
-                EXTRA_CA_IN_SANDBOX, settings.caFile().get());
+                EXTRA_CA_IN_SANDBOX, extraCa.get());
     }
 }

@@ -5,6 +5,9 @@ import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
 import dev.codeexec.config.DataDir;
 import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.EgressSecrets;
+import dev.codeexec.egress.InterceptCa;
+import dev.codeexec.egress.Interception;
 import dev.codeexec.egress.EgressSettings;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
@@ -177,8 +180,19 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
     /** The egress proxy's channels when EGRESS=on; a bad egress setting stops the start. */
     private static Optional<EgressChannels> egressChannels(Config config, DataDir data, boolean codeTools) {
         try {
-            return EgressChannels.of(EgressSettings.of(config), data.egress(),
-                    data.runtime().resolve("codeexec_egress_node.js"), codeTools);
+            EgressSettings settings = EgressSettings.of(config);
+            EgressSecrets secrets = EgressSecrets.of(config);
+            Interception interception = null;
+            if (!secrets.isEmpty() && settings.enabled()) {
+                InterceptCa ca = data.locked("secrets-ca", () -> InterceptCa.loadOrCreate(data.prepareSecretsCa()));
+                String upstreamCa = config.get(Config.EGRESS_UPSTREAM_CA_FILE);
+                interception = Interception.of(ca, upstreamCa.isBlank() ? Optional.empty() : Optional.of(Path.of(upstreamCa)));
+            }
+            return EgressChannels.of(settings, data.egress(), data.runtime().resolve("codeexec_egress_node.js"), codeTools,
+                    secrets, interception);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new ConfigException("interrupted while the egress secrets CA was prepared");
         } catch (IOException e) {
             throw new ConfigException("EGRESS=on, but the egress proxy cannot be prepared: " + e.getMessage());
         }

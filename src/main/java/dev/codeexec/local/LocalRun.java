@@ -7,6 +7,7 @@ import dev.codeexec.codemode.CodeToolsRun;
 import dev.codeexec.config.Ids;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
+import dev.codeexec.egress.RunSecrets;
 import dev.codeexec.engine.ExecutionException;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
@@ -287,8 +288,10 @@ final class LocalRun implements RunHandle {
         // a channel for network access, or for code mode's tool calls (every run when the server has code tools)
         boolean needsChannel = !request.egress().isOff() || executor.codeTools.isPresent();
         Optional<PackageStore.Lease> packages = scope.packages();
+        // placeholder secrets go into the environment at the start: a run that gets any starts cold
+        RunSecrets secrets = executor.egress.map(c -> c.secretsFor(request.egress(), tenant())).orElse(RunSecrets.NONE);
         // a background job starts cold: a warm sandbox was started at an interactive run's CPU limit and weight
-        if (executor.warmPool.isPresent() && !request.background()) {
+        if (executor.warmPool.isPresent() && !request.background() && secrets.isEmpty()) {
             WarmPool pool = executor.warmPool.get();
             // a run with packages takes a sandbox that can mount its set's entry at hand-out
             Optional<SandboxProcess> warm = pool.take(language.id(), limits, request.env(), ws.isPresent(), needsChannel,
@@ -336,7 +339,7 @@ final class LocalRun implements RunHandle {
         if (packages.isPresent()) spec = PackageInstalls.mount(spec, request.packages().get()
                 .ecosystem(), packages.get());
         EgressStart.Started started = EgressStart.start(executor.sandbox, spec,
-                channels, request.egress(), tenant(), executor.codeTools.orElse(null), codeRun);
+                channels, request.egress(), tenant(), executor.codeTools.orElse(null), codeRun, secrets);
         scope.channel(started.channel(), started.library(), codeRun, true);
         return started.process();
     }

@@ -5,6 +5,7 @@ import dev.codeexec.codemode.CodeToolsRun;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.egress.RunSecrets;
 import dev.codeexec.sandbox.Sandbox;
 import dev.codeexec.sandbox.SandboxException;
 import dev.codeexec.sandbox.SandboxProcess;
@@ -51,12 +52,25 @@ public final class EgressStart {
      */
     public static Started start(Sandbox sandbox, SandboxSpec spec, EgressChannels channels, EgressPolicy policy, String tenant,
             CodeTools codeTools, CodeToolsRun codeRun) throws SandboxException {
+        return start(sandbox, spec, channels, policy, tenant, codeTools, codeRun, RunSecrets.NONE);
+    }
+
+    /**
+     * As above, with the run's placeholder secrets: their variables go into the spec's environment and the
+     * channel takes them before the sandbox starts, so the proxy knows every placeholder the program can send.
+     */
+    public static Started start(Sandbox sandbox, SandboxSpec spec, EgressChannels channels, EgressPolicy policy, String tenant,
+            CodeTools codeTools, CodeToolsRun codeRun, RunSecrets secrets) throws SandboxException {
         if (channels == null) return new Started(sandbox.start(spec), null, null);
         EgressChannel channel = null;
         CodeTools.LibraryFiles library = null;
         try {
             channel = channels.open(policy, tenant == null ? "-" : tenant, spec.runId());
             Map<String, String> env = new LinkedHashMap<>(channels.environment());
+            if (!secrets.isEmpty()) {
+                channel.useSecrets(secrets);
+                env.putAll(secrets.environment());
+            }
             List<Path> dirs = new ArrayList<>();
             if (codeTools != null) {
                 library = codeTools.files();

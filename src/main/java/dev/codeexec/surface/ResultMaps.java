@@ -214,6 +214,7 @@ public final class ResultMaps {
             e.put("bytesOut", c.bytesOut());
             e.put("bytesIn", c.bytesIn());
             e.put("ms", c.ms());
+            if (!c.secrets().isEmpty()) e.put("secrets", c.secrets());
             conns.add(e);
         }
         m.put("connections", conns);

@@ -141,7 +141,7 @@ public final class WireFormat {
             for (ConnectionRecord c : n.connections())
                 nb.addConnections(Connection.newBuilder().setHost(c.host()).setPort(c.port()).setDecision(c.decision())
                         .setReason(c.reason()).setMessage(c.message()).setBytesOut(c.bytesOut()).setBytesIn(c.bytesIn())
-                        .setMs(c.ms()));
+                        .setMs(c.ms()).addAllSecrets(c.secrets()));
             b.setNetwork(nb);
         });
         r.toolCalls().ifPresent(t -> {
@@ -190,7 +190,7 @@ public final class WireFormat {
             NetworkReport n = p.getNetwork();
             r = r.withNetwork(new dev.codeexec.egress.NetworkReport(n.getPolicyList(), n.getConnectionsList().stream()
                     .map(c -> new ConnectionRecord(c.getHost(), c.getPort(), c.getDecision(), c.getReason(), c.getMessage(),
-                            c.getBytesOut(), c.getBytesIn(), c.getMs())).toList(), n.getLeftOut(), n.getCountsMap(),
+                            c.getBytesOut(), c.getBytesIn(), c.getMs(), c.getSecretsList())).toList(), n.getLeftOut(), n.getCountsMap(),
                     n.getBytesOut(), n.getBytesIn()));
         }
         if (p.hasToolCalls()) {

@@ -57,6 +57,7 @@ class WireFormatEgressTest {
     void theNetworkReportComesBackWhole() {
         NetworkReport n = new NetworkReport(List.of("fixture.test:8080"), List.of(
                 new ConnectionRecord("fixture.test", 8080, "allowed", "closed", "closed", 120, 4567, 12),
+                new ConnectionRecord("api.github.test", 443, "allowed", "closed", "closed", 80, 900, 7, List.of("GITHUB_TOKEN")),
                 new ConnectionRecord("evil.test", 443, "refused", "not_allowed", "evil.test:443 is not on ...", 0, 0, 1)),
                 3, Map.of("allowed/closed", 1, "refused/not_allowed", 4), 120, 4567);
         ExecutionResult r = ExecutionResult.builder("python", Outcome.EXITED).exitCode(0).durationMs(5)

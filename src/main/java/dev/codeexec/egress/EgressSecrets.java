@@ -1,0 +1,223 @@
+package dev.codeexec.egress;
+
+import dev.codeexec.config.Config;
+import dev.codeexec.config.ConfigException;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The secrets an operator lets runs use without holding them (EGRESS_SECRETS_FILE):
+ *
+ * <pre>{@code
+ * {"GITHUB_TOKEN": {"value": "${GITHUB_TOKEN}", "hosts": ["api.github.com"], "tenants": ["team-a"]}}
+ * }</pre>
+ *
+ * <p>A run whose allow-list reaches one of a secret's hosts, and whose tenant may use it, gets the variable in its
+ * environment with a placeholder of its own ({@link RunSecrets}); the proxy puts the real value in place of the
+ * placeholder on the way to those hosts only. Decisions: a name is an environment variable name; {@code ${VAR}} in
+ * the value comes from the server's environment when the file is read (an unset variable stops the start, naming
+ * the secret and the variable, never a value); {@code hosts} are patterns as EGRESS_ALLOW's; {@code tenants}
+ * absent: every tenant. Unknown fields are refused, so that a typo in {@code tenants} cannot give a secret to
+ * everyone. {@link #toString} never shows a value.
+ */
+public final class EgressSecrets {
+
+    /** No secrets (no file). */
+    public static final EgressSecrets NONE = new EgressSecrets(List.of());
+
+    private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
+    private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,127}");
+    private static final Set<String> FIELDS = Set.of("value", "hosts", "tenants", "description");
+    /** Variables the server sets in a run with egress itself: a secret may not take their place. */
+    private static final Set<String> RESERVED = Set.of("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY",
+            "all_proxy", "NO_PROXY", "no_proxy", "NODE_USE_ENV_PROXY", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NPM_CONFIG_CAFILE", "PATH", "HOME",
+            "LANG", "TMPDIR", "PYTHONPATH", "NODE_PATH");
+
+    /**
+     * One secret.
+     *
+     * @param name    the environment variable a run gets its placeholder in
+     * @param value   the real value, which only the proxy uses
+     * @param hosts   where the proxy puts it in place of the placeholder
+     * @param tenants who may use it; empty: everyone
+     */
+    public record Secret(String name, String value, List<HostPattern> hosts, Optional<Set<String>> tenants) {
+
+        public Secret {
+            hosts = List.copyOf(hosts);
+            tenants = tenants.map(Set::copyOf);
+        }
+
+        /** Whether a connection to this normalised name and port is one of the secret's hosts. */
+        public boolean isFor(String host, int port) {
+            for (HostPattern h : hosts) if (h.matches(host, port)) return true;
+            return false;
+        }
+
+        /** Whether a run of {@code tenant} with {@code policy} may use it: its tenant's, and a host within reach. */
+        boolean reachableBy(EgressPolicy policy, String tenant) {
+            if (tenants.isPresent() && !tenants.get().contains(tenant)) return false;
+            for (HostPattern allowed : policy.allow())
+                for (HostPattern h : hosts) if (allowed.intersection(h).isPresent()) return true;
+            return false;
+        }
+
+        /** The hosts as written. */
+        public List<String> hostPatterns() {
+            return hosts.stream().map(HostPattern::toString).toList();
+        }
+
+        @Override
+        public String toString() {
+            return "Secret[" + name + " for " + hostPatterns() + "]";
+        }
+    }
+
+    private final List<Secret> secrets;
+
+    private EgressSecrets(List<Secret> secrets) {
+        this.secrets = List.copyOf(secrets);
+    }
+
+    public List<Secret> secrets() {
+        return secrets;
+    }
+
+    public boolean isEmpty() {
+        return secrets.isEmpty();
+    }
+
+    /**
+     * The secrets of this configuration: {@link #NONE} without EGRESS_SECRETS_FILE.
+     *
+     * @throws ConfigException a bad file, an unset variable, or the file without EGRESS=on
+     */
+    public static EgressSecrets of(Config config) {
+        String file = config.get(Config.EGRESS_SECRETS_FILE);
+        if (file.isBlank()) return NONE;
+        if (!config.get(Config.EGRESS).equals("on"))
+            throw new ConfigException("EGRESS_SECRETS_FILE is set but EGRESS is off: placeholder secrets travel through the "
+                    + "egress proxy; set EGRESS=on");
+        return read(Path.of(file), System::getenv);
+    }
+
+    /** Reads {@code file} (EGRESS_SECRETS_FILE); {@code env} resolves {@code ${VAR}}. Any problem: a ConfigException. */
+    public static EgressSecrets read(Path file, Function<String, String> env) {
+        String text;
+        try {
+            text = Files.readString(file);
+        } catch (IOException e) {
+            throw new ConfigException("EGRESS_SECRETS_FILE " + file + " cannot be read: " + e.getMessage());
+        }
+        return parse(text, env);
+    }
+
+    /** Parses the file's text; see the class comment for the format. */
+    public static EgressSecrets parse(String text, Function<String, String> env) {
+        JsonNode root;
+        try {
+            root = JsonMapper.shared().readTree(text);
+        } catch (JacksonException e) {
+            String m = e.getOriginalMessage();
+            throw new ConfigException("EGRESS_SECRETS_FILE is not valid JSON: " + (m == null ? "" : m.lines().findFirst().orElse("")));
+        }
+        if (root == null || !root.isObject())
+            throw new ConfigException("EGRESS_SECRETS_FILE must be an object: {\"NAME\": {\"value\": \"${VAR}\", \"hosts\": [...]}, ...}");
+        List<Secret> out = new ArrayList<>();
+        for (Map.Entry<String, JsonNode> e : root.properties()) {
+            String name = e.getKey();
+            JsonNode s = e.getValue();
+            String where = "EGRESS_SECRETS_FILE secret \"" + name + "\"";
+            if (!NAME.matcher(name).matches())
+                throw new ConfigException(where + ": a name must be an environment variable name (letters, digits and _, "
+                        + "not starting with a digit)");
+            if (RESERVED.contains(name)) throw new ConfigException(where + ": the server sets " + name + " itself");
+            if (!s.isObject()) throw new ConfigException(where + ": must be an object with \"value\" and \"hosts\"");
+            for (String field : s.propertyNames())
+                if (!FIELDS.contains(field))
+                    throw new ConfigException(where + ": unknown field \"" + field + "\" (known: value, hosts, tenants, description)");
+            JsonNode v = s.path("value");
+            if (!v.isString()) throw new ConfigException(where + ": \"value\" must be a string, such as \"${" + name + "}\"");
+            String value = expand(v.asString(), where, env);
+            if (value.isEmpty()) throw new ConfigException(where + ": the value is empty");
+            if (value.indexOf('\r') >= 0 || value.indexOf('\n') >= 0 || value.indexOf(0) >= 0)
+                throw new ConfigException(where + ": the value holds a line break or a NUL, which no header may carry");
+            JsonNode h = s.path("hosts");
+            if (!h.isArray() || h.isEmpty())
+                throw new ConfigException(where + ": \"hosts\" must be a non-empty list of host patterns, as in EGRESS_ALLOW");
+            List<HostPattern> hosts = new ArrayList<>();
+            for (JsonNode x : h) {
+                if (!x.isString()) throw new ConfigException(where + ": \"hosts\" must be a list of strings");
+                try {
+                    hosts.add(HostPattern.parse(x.asString()));
+                } catch (IllegalArgumentException ex) {
+                    throw new ConfigException(where + ": " + ex.getMessage());
+                }
+            }
+            out.add(new Secret(name, value, hosts, tenants(s, where)));
+        }
+        return new EgressSecrets(out);
+    }
+
+    /**
+     * The secrets a run of {@code tenant} with {@code policy} gets, each with a fresh placeholder; none when its
+     * policy reaches none of their hosts.
+     */
+    public RunSecrets forRun(EgressPolicy policy, String tenant) {
+        if (secrets.isEmpty() || policy.isOff()) return RunSecrets.NONE;
+        List<Secret> mine = new ArrayList<>();
+        for (Secret s : secrets) if (s.reachableBy(policy, tenant)) mine.add(s);
+        return mine.isEmpty() ? RunSecrets.NONE : RunSecrets.of(mine);
+    }
+
+    /** The names a tenant's runs with this policy would get (runtime_info, code-exec://info); never a value. */
+    public List<String> namesFor(EgressPolicy policy, String tenant) {
+        return secrets.stream().filter(s -> !policy.isOff() && s.reachableBy(policy, tenant)).map(Secret::name).toList();
+    }
+
+    private static Optional<Set<String>> tenants(JsonNode s, String where) {
+        JsonNode v = s.path("tenants");
+        if (v.isMissingNode()) return Optional.empty();
+        if (!v.isArray()) throw new ConfigException(where + ": \"tenants\" must be a list of strings");
+        Set<String> out = new LinkedHashSet<>();
+        for (JsonNode x : v) {
+            if (!x.isString() || x.asString().isBlank())
+                throw new ConfigException(where + ": \"tenants\" must be a list of non-empty strings");
+            out.add(x.asString());
+        }
+        return Optional.of(out);
+    }
+
+    /** {@code ${VAR}} from the server's environment; an unset variable stops the start. */
+    private static String expand(String value, String where, Function<String, String> env) {
+        Matcher m = VAR.matcher(value);
+        StringBuilder out = new StringBuilder();
+        while (m.find()) {
+            String v = env.apply(m.group(1));
+            if (v == null) throw new ConfigException(where + ": ${" + m.group(1) + "} is not set in the server's environment");
+            m.appendReplacement(out, Matcher.quoteReplacement(v));
+        }
+        m.appendTail(out);
+        return out.toString();
+    }
+
+    @Override
+    public String toString() {
+        return "EgressSecrets" + secrets;
+    }
+}
