@@ -4,6 +4,7 @@ import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.config.EnvRefs;
 
 import java.io.IOException;
 import java.net.URI;
@@ -21,7 +22,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -64,7 +64,6 @@ import java.util.regex.Pattern;
  */
 public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets secrets) {
 
-    private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
     private static final Pattern NAME = Pattern.compile("[A-Za-z][A-Za-z0-9_-]{0,63}");
     private static final Set<String> RESERVED = Set.of("call", "servers", "tools", "describe", "McpToolError", "http", "base", "Any",
             "default", "class", "import", "from", "def", "function", "return", "async", "await", "None", "True", "False",
@@ -418,17 +417,9 @@ public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets
         return Optional.of(out);
     }
 
-    /** {@code ${VAR}} from the server's environment; an unset variable stops the start. */
+    /** {@code ${VAR}} from the server's environment ({@link EnvRefs}). */
     static String expand(String value, String where, Function<String, String> env) {
-        Matcher m = VAR.matcher(value);
-        StringBuilder out = new StringBuilder();
-        while (m.find()) {
-            String v = env.apply(m.group(1));
-            if (v == null) throw new ConfigException(where + ": ${" + m.group(1) + "} is not set in the server's environment");
-            m.appendReplacement(out, Matcher.quoteReplacement(v));
-        }
-        m.appendTail(out);
-        return out.toString();
+        return EnvRefs.expand(value, where, env);
     }
 
     private static String firstLine(String s) {

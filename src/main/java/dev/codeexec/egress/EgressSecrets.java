@@ -2,6 +2,7 @@ package dev.codeexec.egress;
 
 import dev.codeexec.config.Config;
 import dev.codeexec.config.ConfigException;
+import dev.codeexec.config.EnvRefs;
 import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -16,7 +17,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -39,7 +39,6 @@ public final class EgressSecrets {
     /** No secrets (no file). */
     public static final EgressSecrets NONE = new EgressSecrets(List.of());
 
-    private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
     private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,127}");
     private static final Set<String> FIELDS = Set.of("value", "hosts", "tenants", "description");
     /** Variables the server sets in a run with egress itself: a secret may not take their place. */
@@ -203,17 +202,9 @@ public final class EgressSecrets {
         return Optional.of(out);
     }
 
-    /** {@code ${VAR}} from the server's environment; an unset variable stops the start. */
+    /** {@code ${VAR}} from the server's environment ({@link EnvRefs}). */
     private static String expand(String value, String where, Function<String, String> env) {
-        Matcher m = VAR.matcher(value);
-        StringBuilder out = new StringBuilder();
-        while (m.find()) {
-            String v = env.apply(m.group(1));
-            if (v == null) throw new ConfigException(where + ": ${" + m.group(1) + "} is not set in the server's environment");
-            m.appendReplacement(out, Matcher.quoteReplacement(v));
-        }
-        m.appendTail(out);
-        return out.toString();
+        return EnvRefs.expand(value, where, env);
     }
 
     @Override
