@@ -335,19 +335,11 @@ class AgentTest {
         tools.block = release;
         String[] id = new String[1];
         // start a conversation that blocks in its tool call, then try a second request in it
-        Map<String, Object> seed = answer(agent(new Scripted().text("x")), ALICE, ask("warm"));
-        assertThat(seed).isNotNull();
         Thread t = Thread.ofVirtual().start(() -> id[0] = (String) answer(a, ALICE, ask("first")).get("conversation"));
-        String conv;
-        while (true) {
-            @SuppressWarnings("unchecked")
-            List<Map<String, Object>> list = (List<Map<String, Object>>) a.list("alice").get("conversations");
-            if (!list.isEmpty() && !tools.calls.isEmpty()) {
-                conv = (String) list.get(0).get("id");
-                break;
-            }
-            Thread.onSpinWait();
-        }
+        dev.codeexec.testing.Poll.until("the first request is in its tool call", () -> !tools.calls.isEmpty());
+        @SuppressWarnings("unchecked")
+        List<Map<String, Object>> list = (List<Map<String, Object>>) a.list("alice").get("conversations");
+        String conv = (String) list.get(0).get("id");
         String busy = conv;
         assertThatThrownBy(() -> answer(a, ALICE, ask("second", busy)))
                 .isInstanceOfSatisfying(ChatException.class, e -> assertThat(e.status()).isEqualTo(409));
