@@ -227,7 +227,7 @@ describe('port previews', () => {
         const b = (await tool(alice, 'expose_port', { job: job.sc.job, port: 3002, auth: 'key' })).sc.url;
         // preview a is reached on connections of its own only: a client's pooled connection would hold a place
         assert.ok(await until(async () => (await rawGet(a)).status === 200, 30_000));
-        // four streams held open on preview a (a slow reader each: they read nothing)
+        // four streams held open on preview a; each holds its place from the moment its response head is on its way
         const held = [];
         const u = new URL(a);
         for (let i = 0; i < 4; i++) {
@@ -236,13 +236,21 @@ describe('port previews', () => {
                     s.write(`GET ${u.pathname}sse HTTP/1.1\r\nHost: ${u.host}\r\n\r\n`);
                     resolve(s);
                 });
+                s.seen = '';
+                s.setEncoding('utf8');
+                s.on('data', (d) => { s.seen += d; });
                 s.on('error', reject);
             }));
         }
-        // the held streams take their places as the listener reads their requests: a probe is refused once they have
+        // every held stream is answered (a stream that was not would not hold its place: say what it got instead)
+        assert.ok(await until(async () => held.every((s) => /^HTTP\/1\.1 \S+/.test(s.seen)), 20_000),
+            `the held streams are answered: ${JSON.stringify(held.map((s) => s.seen.slice(0, 60)))}`);
+        assert.deepEqual(held.map((s) => s.seen.split(' ')[1]), ['200', '200', '200', '200'],
+            `the held streams are served: ${JSON.stringify(held.map((s) => s.seen.slice(0, 200)))}`);
         let over = null;
         assert.ok(await until(async () => { over = await rawGet(a); return over.status === 503; }, 10_000),
-            `a fifth connection is refused: ${over?.status} ${over?.body?.slice(0, 200)}`);
+            `a fifth connection is refused: ${over?.status} ${over?.body?.slice(0, 200)}; `
+            + `held: ${JSON.stringify(held.map((s) => [s.destroyed, s.seen.length, s.seen.slice(-80)]))}`);
         const other = await get(b, { Authorization: `Bearer ${aliceKey}` });
         assert.equal(other.status, 200, 'another preview is not held up');
         for (const s of held) s.destroy();
