@@ -385,7 +385,7 @@ public final class Upstreams implements AutoCloseable {
      * The SDK's stdio transport with the upstream's process started in exactly {@link #environment} and its
      * {@code cwd}.
      *
-     * <p>Decision: the SDK (2.1.0) starts the process from {@link #getProcessBuilder()}, a new ProcessBuilder, which
+     * <p>Decision: the SDK (2.1.0, 2.2.0) starts the process from {@link #getProcessBuilder()}, a new ProcessBuilder, which
      * inherits the server's whole environment (METRICS_TOKEN, every other upstream's {@code ${VAR}}, ...), and adds
      * {@link ServerParameters#getEnv()} to it, a map it seeds with HOME, LOGNAME, PATH, SHELL, TERM and USER from the
      * server's environment before the given variables. So this overrides that hook, the SDK's extension point for

@@ -25,7 +25,7 @@ import java.util.List;
 import java.util.function.Consumer;
 
 /**
- * Sits between the edge checks and the SDK's servlet on /mcp, for four gaps of the SDK 2.1.0:
+ * Sits between the edge checks and the SDK's servlet on /mcp, for four gaps of the SDK (2.1.0; 2.2.0's 2025-11-25 stack has them too):
  * <ol>
  *   <li>It buffers each POST body through {@link Bodies} (at most MAX_BODY_MB, counted while reading, so chunked
  *   bodies are capped too; within the server-wide BODY_MEMORY_MB and BODY_TIMEOUT_SECONDS), answers non-JSON with a

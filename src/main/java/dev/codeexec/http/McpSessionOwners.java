@@ -4,7 +4,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * Which API key opened each MCP session. The SDK 2.1.0 serves any request that names a live {@code Mcp-Session-Id},
+ * Which API key opened each MCP session. The SDK (2.1.0, and 2.2.0's 2025-11-25 stack, unchanged there) serves any request that names a live {@code Mcp-Session-Id},
  * whoever sends it; so another tenant holding an id (from a log, a proxy, a shared client) could cancel the session's
  * runs or DELETE it. Here the id is bound, at the moment the SDK hands it out in the {@code initialize} response
  * (before the client can see it), to the key that asked; a request with any other key, or naming an id that was

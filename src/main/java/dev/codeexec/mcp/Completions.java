@@ -19,7 +19,7 @@ import java.util.Map;
 
 /**
  * completion/complete for the prompts' arguments and the file template's variables: workspace names of the
- * caller's tenant, and paths inside the workspace named in the request's context (SDK 2.1.0 passes the
+ * caller's tenant, and paths inside the workspace named in the request's context (SDK 2.1.0 and 2.2.0 pass the
  * arguments already resolved as {@code context.arguments}). Paths are listed through {@link WorkspaceFs}, one
  * directory at a time, so a link is never followed; links and special files are not offered. A completion never
  * fails: anything it cannot resolve (no such workspace, a bad path) completes to nothing.

@@ -32,7 +32,7 @@ import java.util.Optional;
  * a refusal or a failure is a tool error {@code Error [reason]: message} with code mode's reason words
  * ({@code not_allowed}, {@code call_limit}, {@code timeout}, {@code tool_error}, {@code upstream_unavailable}, ...).
  *
- * <p><b>One server, listed per tenant.</b> The SDK's tools/list is server-wide, but SDK 2.1.0 filters a listing per
+ * <p><b>One server, listed per tenant.</b> The SDK's tools/list is server-wide, but the SDK (since 2.1.0) filters a listing per
  * request ({@code addToolFilter}, given the request's {@link McpTransportContext}). So there is one SDK server and one
  * transport: every upstream tool the operator opens to code (any tenant's) is registered, and the filter shows a
  * caller only the tools its tenant may call ({@link DirectTools#find}); the tenant comes from the transport context,

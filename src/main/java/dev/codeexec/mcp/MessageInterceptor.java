@@ -12,7 +12,7 @@ import java.util.Optional;
 
 /**
  * Looks at every JSON-RPC message from a client before the SDK does (the HTTP filter and the stdio input stream
- * both call it), because the SDK 2.1.0 gives a tool handler neither the JSON-RPC id of its call nor any way to
+ * both call it), because the SDK (2.1.0, 2.2.0) gives a tool handler neither the JSON-RPC id of its call nor any way to
  * hear {@code notifications/cancelled}.
  *
  * <ul>
