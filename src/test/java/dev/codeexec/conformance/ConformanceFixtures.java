@@ -44,7 +44,7 @@ import java.util.function.BiFunction;
 
 /**
  * The tools, resources, prompts and completion that the server scenarios of {@code @modelcontextprotocol/conformance}
- * 0.1.16 call by name (test_simple_text, test://static-text, test_simple_prompt, ...). They exist only in test scope
+ * 0.2.0-alpha.12 call by name (test_simple_text, test://static-text, test_simple_prompt, ...). They exist only in test scope
  * and are added to the real MCP server through the surfaces' extension hook, so the suite exercises our transport,
  * edge filters and session handling, while the shipped jar offers only execute_code and runtime_info.
  */
@@ -144,7 +144,31 @@ public final class ConformanceFixtures {
                                         Map.of("const", "value2", "title", "Second Choice"),
                                         Map.of("const", "value3", "title", "Third Choice"))))),
                                 "untitledSingle", "titledSingle", "legacyEnum", "untitledMulti", "titledMulti"),
-                                "Elicitation completed: ")));
+                                "Elicitation completed: ")),
+                tool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", jsonSchema202012(),
+                        (ex, req) -> ok(text("ok"))));
+    }
+
+    /**
+     * The json-schema-2020-12 scenario's input schema: {@code $schema}, {@code $defs} with an {@code $anchor},
+     * a {@code $ref}, {@code allOf}/{@code anyOf}, {@code if}/{@code then}/{@code else} and
+     * {@code additionalProperties: false}, each of which must reach the client as written (SEP-1613, SEP-2106).
+     */
+    static Map<String, Object> jsonSchema202012() {
+        Map<String, Object> s = new LinkedHashMap<>();
+        s.put("$schema", "https://json-schema.org/draft/2020-12/schema");
+        s.put("type", "object");
+        s.put("$defs", Map.of("address", ordered("$anchor", "addressDef", "type", "object", "properties",
+                ordered("street", Map.of("type", "string"), "city", Map.of("type", "string")))));
+        s.put("properties", ordered("name", Map.of("type", "string"), "address", Map.of("$ref", "#/$defs/address"),
+                "contactMethod", Map.of("type", "string", "enum", List.of("phone", "email")),
+                "phone", Map.of("type", "string"), "email", Map.of("type", "string")));
+        s.put("allOf", List.of(Map.of("anyOf", List.of(Map.of("required", List.of("phone")), Map.of("required", List.of("email"))))));
+        s.put("if", Map.of("properties", Map.of("contactMethod", Map.of("const", "phone")), "required", List.of("contactMethod")));
+        s.put("then", Map.of("required", List.of("phone")));
+        s.put("else", Map.of("required", List.of("email")));
+        s.put("additionalProperties", false);
+        return s;
     }
 
     private static CallToolResult progress(McpSyncServerExchange ex, CallToolRequest req) {
