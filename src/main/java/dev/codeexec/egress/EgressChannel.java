@@ -494,8 +494,9 @@ public final class EgressChannel implements AutoCloseable {
                 refuse(400, EgressDecision.refused(EgressDecision.shorten(url.authority()), "bad_request", e.getMessage()));
                 return null;
             }
+            // in clear or inside Basic credentials: values never travel unencrypted
             java.util.Optional<RunSecrets.Placeholder> placeholder = owner.secrets.foundIn(new String(head, 0, headEnd,
-                    StandardCharsets.ISO_8859_1));
+                    StandardCharsets.ISO_8859_1), request.fields());
             if (placeholder.isPresent()) {
                 RunSecrets.Placeholder p = placeholder.get();
                 port = url.host().port();

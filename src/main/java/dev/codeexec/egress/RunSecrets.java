@@ -1,6 +1,7 @@
 package dev.codeexec.egress;
 
 import dev.codeexec.config.Ids;
+import dev.codeexec.http1.RequestHead;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -85,6 +86,20 @@ public final class RunSecrets {
     public Optional<Placeholder> foundIn(String text) {
         if (placeholders.isEmpty() || !text.contains(PREFIX)) return Optional.empty();
         for (Placeholder p : placeholders) if (text.contains(p.placeholder())) return Optional.of(p);
+        return Optional.empty();
+    }
+
+    /**
+     * The first placeholder a request head holds: in clear in its text, or inside the Basic credentials of one of
+     * its fields ({@link BasicCredentials}), where a token given in a URL travels in base64.
+     */
+    Optional<Placeholder> foundIn(String head, List<RequestHead.Field> fields) {
+        Optional<Placeholder> clear = foundIn(head);
+        if (clear.isPresent() || placeholders.isEmpty()) return clear;
+        for (RequestHead.Field f : fields) {
+            Optional<Placeholder> p = BasicCredentials.userPass(f).flatMap(this::foundIn);
+            if (p.isPresent()) return p;
+        }
         return Optional.empty();
     }
 

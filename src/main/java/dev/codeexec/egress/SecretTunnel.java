@@ -19,7 +19,6 @@ import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.util.Arrays;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
@@ -34,7 +33,8 @@ import java.util.Set;
  * <p>Each request head: origin form, its Host the tunnel's host (a Host naming another would let a shared front
  * end route the secret elsewhere), no protocol upgrade. In the request line and the header fields every
  * placeholder of a secret for this host is replaced with the real value; a placeholder of a secret that is not for
- * this host is refused (403 naming the secret, never a value) and the tunnel closed. Bodies go on as they came.
+ * this host is refused (403 naming the secret, never a value) and the tunnel closed; Basic credentials are looked
+ * into, decoded ({@link PlaceholderSwap}). Bodies go on as they came.
  * Each response head has every real value of the run's secrets replaced with its placeholder, and so has a text
  * body (text/*, JSON, XML, JavaScript, form data; not content-encoded) in its first {@link Interception#BODY_SCAN_MAX}
  * bytes; what follows passes as it came. {@code Expect: 100-continue} is answered here.
@@ -66,7 +66,8 @@ final class SecretTunnel {
     private final int port;
     private final RunSecrets secrets;
     private final Link link;
-    private final Set<String> applied = new LinkedHashSet<>();
+    private final PlaceholderSwap swap;
+    private final Set<String> applied;
 
     SecretTunnel(SocketChannel client, SocketChannel upstream, byte[] early, String host, int port, RunSecrets secrets, Link link) {
         this.client = client;
@@ -76,6 +77,8 @@ final class SecretTunnel {
         this.port = port;
         this.secrets = secrets;
         this.link = link;
+        this.swap = new PlaceholderSwap(secrets, host, port);
+        this.applied = swap.applied();
     }
 
     /** Runs the tunnel until either side closes it or a request is refused. */
@@ -165,26 +168,18 @@ final class SecretTunnel {
                     + "host that has a secret"));
         // the placeholders: each must be for this host
         StringBuilder head = new StringBuilder();
-        String line = request.method() + " " + request.target() + " " + request.version();
         boolean expectContinue = false;
-        Optional<String> refusal = Optional.empty();
-        String swapped = swap(line);
-        if (swapped == null) refusal = Optional.of(line);
-        head.append(swapped).append("\r\n");
-        for (RequestHead.Field f : request.fields()) {
-            if (f.name().equalsIgnoreCase("expect") && f.value().equalsIgnoreCase("100-continue")) {
-                expectContinue = true;
-                continue;
+        try {
+            head.append(swap.text(request.method() + " " + request.target() + " " + request.version())).append("\r\n");
+            for (RequestHead.Field f : request.fields()) {
+                if (f.name().equalsIgnoreCase("expect") && f.value().equalsIgnoreCase("100-continue")) {
+                    expectContinue = true;
+                    continue;
+                }
+                head.append(f.name()).append(": ").append(swap.field(f.name(), f.value())).append("\r\n");
             }
-            String value = swap(f.value());
-            if (value == null) {
-                refusal = Optional.of(f.value());
-                break;
-            }
-            head.append(f.name()).append(": ").append(value).append("\r\n");
-        }
-        if (refusal.isPresent()) {
-            RunSecrets.Placeholder p = secrets.foundIn(refusal.get()).orElseThrow();
+        } catch (PlaceholderSwap.NotAllowed e) {
+            RunSecrets.Placeholder p = e.placeholder();
             return Optional.of(refuse(toProgram, 403, "secret_not_allowed", "the placeholder of " + p.name()
                     + " may only be sent to " + String.join(", ", p.secret().hostPatterns()) + ", not to " + host));
         }
@@ -250,34 +245,12 @@ final class SecretTunnel {
         }
     }
 
-    /**
-     * {@code text} with each placeholder of a secret for this host replaced by its value; null when it holds a
-     * placeholder of a secret that is not for this host.
-     */
-    private String swap(String text) {
-        if (!text.contains(RunSecrets.PREFIX)) return text;
-        String out = text;
-        for (RunSecrets.Placeholder p : secrets.placeholders()) {
-            if (!out.contains(p.placeholder())) continue;
-            if (!p.secret().isFor(host, port)) return null;
-            out = out.replace(p.placeholder(), p.secret().value());
-            applied.add(p.name());
-        }
-        return out;
-    }
-
-    /** Every real value of the run's secrets replaced by its placeholder. */
     private String scrub(String text) {
-        String out = text;
-        for (RunSecrets.Placeholder p : secrets.placeholders()) out = out.replace(p.secret().value(), p.placeholder());
-        return out;
+        return swap.scrub(text);
     }
 
     private byte[] scrub(byte[] body) {
-        byte[] out = body;
-        for (RunSecrets.Placeholder p : secrets.placeholders())
-            out = replace(out, p.secret().value().getBytes(StandardCharsets.UTF_8), p.placeholder().getBytes(StandardCharsets.US_ASCII));
-        return out;
+        return swap.scrub(body);
     }
 
     static byte[] replace(byte[] in, byte[] what, byte[] with) {

@@ -708,6 +708,30 @@ class EgressChannelTest {
     }
 
     @Test
+    void aPlaceholderInPlainHttpIsRefusedAlsoInsideBasicCredentialsAndNothingIsSent() throws Exception {
+        EgressChannel ch = open(settings());
+        RunSecrets secrets = EgressSecrets.parse("{\"PYPI_TOKEN\": {\"value\": \"pypi-real\", \"hosts\": [\"fixture.test:"
+                + httpPort + "\"]}}", name -> null).forRun(ch.policy(), "tenant");
+        assertThat(secrets.environment()).containsKey("PYPI_TOKEN");
+        ch.useSecrets(secrets);
+        String placeholder = secrets.environment().get("PYPI_TOKEN");
+        String credentials = java.util.Base64.getEncoder().encodeToString(("__token__:" + placeholder)
+                .getBytes(StandardCharsets.US_ASCII));
+        SocketChannel c = client(ch);
+        send(c, "GET http://fixture.test:" + httpPort + "/simple/ HTTP/1.1\r\nAuthorization: Basic " + credentials + "\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 403").contains("(secret_not_allowed)")
+                .contains("the placeholder of PYPI_TOKEN").contains("not in a plain http:// request")
+                .doesNotContain(placeholder).doesNotContain("pypi-real");
+        // credentials without a placeholder go on as before
+        SocketChannel plain = client(ch);
+        send(plain, "GET http://fixture.test:" + httpPort + "/ok HTTP/1.1\r\nAuthorization: Basic dXNlcjpwYXNz\r\n\r\n");
+        assertThat(readTextToEnd(plain)).startsWith("HTTP/1.1 200");
+        assertThat(seen).containsOnlyKeys("/ok");
+        assertThat(seen.get("/ok").headers().get("Authorization")).containsExactly("Basic dXNlcjpwYXNz");
+        assertThat(ch.finish().counts()).containsEntry("refused/secret_not_allowed", 1);
+    }
+
+    @Test
     void loopbackIsRefusedUnlessTheOperatorOpensIt() throws Exception {
         ServerSocket upstream = rawUpstream();
         upstream.setSoTimeout(1000);
