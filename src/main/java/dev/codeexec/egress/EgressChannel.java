@@ -215,6 +215,17 @@ public final class EgressChannel implements AutoCloseable {
     }
 
     /**
+     * As {@link #arm(EgressPolicy, String, String, LocalEndpoint)}, with the placeholder secrets its program holds
+     * already: a session's, made when its interpreter started and kept for each of its calls. The next run starts
+     * with them, so no connection of the call is served without them.
+     */
+    public void arm(EgressPolicy policy, String tenant, String runId, LocalEndpoint local, RunSecrets secrets) {
+        Run next = new Run(policy, tenant, runId, local);
+        next.secrets = secrets;
+        run = next;
+    }
+
+    /**
      * The run the channel serves now has these placeholder secrets (its environment holds the placeholders). Called
      * before the run's program starts; the next {@link #arm} or {@link #finish} drops them.
      */
@@ -400,8 +411,8 @@ public final class EgressChannel implements AutoCloseable {
         volatile boolean local;
         /** A tunnel's: opens when the upstream has answered the ClientHello with TLS, or when the connection ends. */
         volatile CountDownLatch serverAnswered;
-        /** The placeholder secrets the proxy put in on this connection (a {@link SecretTunnel}'s). */
-        volatile List<String> secretsApplied = List.of();
+        /** The tunnel to a secret's host relaying this connection, if any: which secrets it put in. */
+        volatile SecretTunnel secretTunnel;
 
         /** Descriptors taken from the process's share for this connection, given back when it ends. */
         final int descriptorsHeld;
@@ -970,7 +981,7 @@ public final class EgressChannel implements AutoCloseable {
         /** A tunnel to a secret's host, relayed by a {@link SecretTunnel}; it ends the connection when it is done. */
         private void intercept(byte[] early) {
             relaying = true;
-            SecretTunnel.Outcome o = new SecretTunnel(client, upstream, early, host, port, owner.secrets, new SecretTunnel.Link() {
+            SecretTunnel tunnel = new SecretTunnel(client, upstream, early, host, port, owner.secrets, new SecretTunnel.Link() {
                 @Override
                 public boolean out(long n) {
                     return take(true, n) == n;
@@ -985,8 +996,9 @@ public final class EgressChannel implements AutoCloseable {
                 public void active() {
                     lastActivity = System.nanoTime();
                 }
-            }).run();
-            secretsApplied = List.copyOf(o.applied());
+            });
+            secretTunnel = tunnel; // before it runs: a run that ends first (finish) still records what it put in
+            SecretTunnel.Outcome o = tunnel.run();
             end(o.decision(), o.reason(), o.message());
         }
 
@@ -1111,6 +1123,8 @@ public final class EgressChannel implements AutoCloseable {
             SocketChannel up = upstream;
             if (up != null) closeQuietly(up);
             long ms = (System.nanoTime() - started) / 1_000_000;
+            SecretTunnel tunnel = secretTunnel;
+            List<String> secretsApplied = tunnel == null ? List.of() : List.copyOf(tunnel.applied());
             ConnectionRecord rec = new ConnectionRecord(host, port, decision, reason, message, bytesOut, bytesIn, ms, secretsApplied);
             owner.add(rec);
             open.remove(this);

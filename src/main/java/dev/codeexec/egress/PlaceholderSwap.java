@@ -2,10 +2,10 @@ package dev.codeexec.egress;
 
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArraySet;
 
 /**
  * What a tunnel to a secret's host ({@link SecretTunnel}) does to the text it relays. In a request head each
@@ -38,7 +38,8 @@ final class PlaceholderSwap {
     private final RunSecrets secrets;
     private final String host;
     private final int port;
-    private final Set<String> applied = new LinkedHashSet<>();
+    /** Read by the channel's thread that ends the run while the tunnel may still add to it. */
+    private final Set<String> applied = new CopyOnWriteArraySet<>();
     /** Base64 of Basic credentials as the host got them (with a value) → as the program wrote them. */
     private final Map<String, String> encoded = new LinkedHashMap<>(16, 0.75f, true) {
         @Override

@@ -81,6 +81,11 @@ final class SecretTunnel {
         this.applied = swap.applied();
     }
 
+    /** The names of the secrets put in so far (read by another thread when the run ends first). */
+    Set<String> applied() {
+        return applied;
+    }
+
     /** Runs the tunnel until either side closes it or a request is refused. */
     Outcome run() {
         Interception via = secrets.interception();

@@ -176,7 +176,7 @@ public final class SessionCall {
             OutputCollector err = new OutputCollector(l.outputBytes(), OutputListener.Stream.STDERR, progress, drain);
             CodeToolsRun codeRun = ip.egress == null ? null
                     : sessions.codeTools().map(t -> t.open(ref().tenant(), s.id())).orElse(null);
-            if (ip.egress != null) ip.egress.arm(egress, ref().tenant(), s.id(), codeRun);
+            if (ip.egress != null) ip.egress.arm(egress, ref().tenant(), s.id(), codeRun, ip.secrets);
             // the session's channel serves this call only; the session keeps it (and its interpreter) for the next
             s.channel(ip.egress, null, codeRun, false);
             s.program(ip.process, false);

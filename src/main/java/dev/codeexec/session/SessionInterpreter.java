@@ -5,6 +5,7 @@ import dev.codeexec.config.Ids;
 import dev.codeexec.egress.EgressChannel;
 import dev.codeexec.egress.EgressChannels;
 import dev.codeexec.egress.EgressPolicy;
+import dev.codeexec.egress.RunSecrets;
 import dev.codeexec.engine.RunEnd;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.lang.Language;
@@ -92,11 +93,18 @@ final class SessionInterpreter {
 
     /** The interpreter's channel, when the session has network access or code tools; else null. */
     final EgressChannel egress;
+    /**
+     * The placeholder secrets in its environment (made at its start, new for each interpreter); its channel serves
+     * every call with them.
+     */
+    final RunSecrets secrets;
     /** Its channel and tool library (closed with it). */
     private final EgressStart.Started link;
 
-    private SessionInterpreter(SandboxProcess process, ControlChannel control, Limits limits, EgressStart.Started link) {
+    private SessionInterpreter(SandboxProcess process, ControlChannel control, Limits limits, EgressStart.Started link,
+            RunSecrets secrets) {
         this.link = link;
+        this.secrets = secrets;
         this.egress = link.channel();
         this.process = process;
         this.control = control;
@@ -134,14 +142,16 @@ final class SessionInterpreter {
                 .previewDir(owner.previewRoot().map(r -> r.resolve(ref.previewKey()))).build()
                 .withControl(false).withWorkDirOwner(workspace.isPresent() ? workspace.get()::handOver : WorkDirOwner.NONE);
         if (packages != null) spec = PackageInstalls.mount(spec, ecosystem, packages);
+        // placeholders for the secrets its allow-list reaches, for the interpreter's life (a restart makes new ones)
+        RunSecrets secrets = channels == null ? RunSecrets.NONE : channels.secretsFor(egress, ref.tenant());
         // the channel serves nothing until a call arms it: a session has network only while a call runs
         EgressStart.Started started = EgressStart.start(owner.sandbox(), spec, channels, EgressPolicy.OFF, ref.tenant(),
-                codeTools, null);
+                codeTools, null, secrets);
         SandboxProcess p = started.process();
         SessionInterpreter ip;
         try {
             ip = new SessionInterpreter(p, p.control().orElseThrow(() -> new SandboxException("no control channel")),
-                    limits, started);
+                    limits, started, secrets);
         } catch (SandboxException | RuntimeException e) {
             p.close();
             started.closeLink();

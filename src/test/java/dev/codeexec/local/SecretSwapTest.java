@@ -10,6 +10,7 @@ import dev.codeexec.egress.InterceptCa;
 import dev.codeexec.engine.ExecutionRequest;
 import dev.codeexec.engine.ExecutionResult;
 import dev.codeexec.engine.OutputListener;
+import dev.codeexec.engine.SessionRef;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Sandbox;
 import org.junit.jupiter.api.AfterAll;
@@ -175,6 +176,55 @@ class SecretSwapTest {
         assertThat(r.exitCode()).as(r.stderr()).isZero();
         assertThat(github).containsExactly("Bearer " + VALUE);
         assertThat(r.stdout().strip()).matches("200 you sent Bearer cxs_[0-9a-f]{40}");
+    }
+
+    /** A call in the tenant's bash session "gh" that may reach the fixtures. */
+    private static ExecutionResult sessionCall(String code) throws Exception {
+        ExecutionRequest r = TestSupport.request(executor.config, "bash", code).inSession(new SessionRef("team", "gh"))
+                .withEgress(EgressPolicy.parse("api.github.test:" + githubPort + ",other.test:" + otherPort), false);
+        ExecutionResult result = await(executor.submit(r, OutputListener.NONE));
+        assertThat(result.exitCode()).as(result.stderr()).isZero();
+        assertThat(result.stdout() + result.stderr()).doesNotContain(VALUE).doesNotContain(OTHER_VALUE);
+        return result;
+    }
+
+    private static String tokenIn(ExecutionResult r) {
+        return r.stdout().lines().filter(l -> l.startsWith("token=")).findFirst().orElseThrow().substring(6);
+    }
+
+    @Test
+    void aSessionHoldsOnePlaceholderForItsLifeEachCallGetsTheValueThroughAndARestartMakesANewOne() throws Exception {
+        github.clear();
+        String call = """
+                curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/session; echo
+                echo "token=$GITHUB_TOKEN"
+                """.formatted(githubPort);
+        try {
+            ExecutionResult first = sessionCall(call);
+            ExecutionResult second = sessionCall(call);
+            String token = tokenIn(first);
+            assertThat(token).matches("cxs_[0-9a-f]{40}");
+            assertThat(tokenIn(second)).as("the same placeholder in the session's second call").isEqualTo(token);
+            assertThat(github).containsExactly("Bearer " + VALUE, "Bearer " + VALUE);
+            for (ExecutionResult r : List.of(first, second)) {
+                assertThat(r.stdout()).contains("you sent Bearer " + token);
+                assertThat(r.network().orElseThrow().connections()).filteredOn(c -> c.host().equals("api.github.test"))
+                        .singleElement().satisfies(c -> assertThat(c.secrets()).containsExactly("GITHUB_TOKEN"));
+            }
+
+            // restarted in place: a new interpreter, a new placeholder; the old one is worth nothing now
+            assertThat(executor.sessions().reset("team", "gh")).isTrue();
+            ExecutionResult third = sessionCall("""
+                    curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/session; echo
+                    curl -sS -H "Authorization: Bearer %s" https://api.github.test:%d/old; echo
+                    echo "token=$GITHUB_TOKEN"
+                    """.formatted(githubPort, token, githubPort));
+            String renewed = tokenIn(third);
+            assertThat(renewed).matches("cxs_[0-9a-f]{40}").isNotEqualTo(token);
+            assertThat(github).containsExactly("Bearer " + VALUE, "Bearer " + VALUE, "Bearer " + VALUE, "Bearer " + token);
+        } finally {
+            executor.sessions().close("team", "gh");
+        }
     }
 
     @Test
