@@ -10,8 +10,8 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * The secrets of one run: each {@link EgressSecrets.Secret} with a placeholder made for this run alone,
- * {@code cxs_} and 40 hex digits (160 random bits). The run's environment holds the placeholder
+ * The secrets of one run (or of one session's interpreter, for all its calls): each {@link EgressSecrets.Secret}
+ * with a placeholder made for this run alone, {@code cxs_} and 40 hex digits (160 random bits). The run's environment holds the placeholder
  * ({@link #environment}); its channel holds this object, so its proxy knows which placeholder stands for which
  * value and where it may go. A placeholder is worth nothing outside the run: no other run, and no host but the
  * secret's, ever sees it turned into the value. {@link #toString} names the secrets only.

@@ -41,7 +41,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * certificates come from a throwaway CA the proxy trusts through EGRESS_UPSTREAM_CA_FILE; the program trusts the
  * server's own CA through the variables a run with egress gets. A fixture that echoes the header returns the
  * placeholder to the program, never the value; a placeholder sent elsewhere is refused; a host whose certificate
- * the proxy cannot verify gets nothing.
+ * the proxy cannot verify gets nothing. A session holds one placeholder for its interpreter's life, swapped in each
+ * call, and gets a new one when it is reset.
  */
 @Tag("sandbox")
 @Tag("slow")
