@@ -189,6 +189,34 @@ class ApiRoutesRunTest {
     }
 
     @Test
+    void aChunkedRequestBodyFromCurlAndRequestsReachesTheApiWhole() throws Exception {
+        // curl -T - reads stdin of unknown length and sends it chunked (with Expect: 100-continue); requests sends a
+        // generator's body chunked
+        ExecutionResult r = run("python", """
+                import os, subprocess, json, requests
+                url = os.environ["CODE_APIS_URL"]
+                data = "0123456789abcdef" * 12500
+                c = subprocess.run(["curl", "-sS", "-v", "-X", "POST", "-T", "-", "-H", "Content-Type: text/plain",
+                                    url + "/fx/chunked-curl"], input=data.encode(), capture_output=True, check=True)
+                assert b"transfer-encoding: chunked" in c.stderr.lower(), c.stderr
+                a = json.loads(c.stdout)
+                def pieces():
+                    for i in range(0, len(data), 7000):
+                        yield data[i:i + 7000].encode()
+                b = requests.post(url + "/fx/chunked-requests", data=pieces(), headers={"Content-Type": "text/plain"}).json()
+                print(json.dumps({"curl": [a["path"], a["body"] == data, len(a["body"])],
+                                  "requests": [b["path"], b["body"] == data, len(b["body"])]}))
+                """);
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        JsonNode out = lastLine(r);
+        assertThat(out.get("curl").toString()).isEqualTo("[\"/v1/chunked-curl\",true,200000]");
+        assertThat(out.get("requests").toString()).isEqualTo("[\"/v1/chunked-requests\",true,200000]");
+        assertThat(r.toolCalls().orElseThrow().apiCalls()).extracting(ApiCall::path, ApiCall::status, ApiCall::bytesOut)
+                .containsExactly(org.assertj.core.groups.Tuple.tuple("/chunked-curl", 200, 200000L),
+                        org.assertj.core.groups.Tuple.tuple("/chunked-requests", 200, 200000L));
+    }
+
+    @Test
     void nodeFetchAndTheNodeHelperReachTheApi() throws Exception {
         ExecutionResult r = run("javascript", """
                 (async () => {
