@@ -225,7 +225,12 @@ class ApiRoutesRunTest {
                   const helper = await apis.fx.post('/node-helper', { b: 2 });
                   let refused;
                   try { await apis.fx.delete('/z'); } catch (e) { refused = [e.name, e.status]; }
-                  console.log(JSON.stringify({ status: res.status, body: await res.json(), helper, refused }));
+                  // a stream body: fetch sends it chunked
+                  const parts = ['first part, ', 'second part'];
+                  const stream = new ReadableStream({ pull(c) { parts.length ? c.enqueue(new TextEncoder().encode(parts.shift())) : c.close(); } });
+                  const streamed = await (await fetch(process.env.CODE_APIS_URL + '/fx/node-stream',
+                      { method: 'POST', body: stream, duplex: 'half', headers: { 'Content-Type': 'text/plain' } })).json();
+                  console.log(JSON.stringify({ status: res.status, body: await res.json(), helper, refused, streamed: streamed.body }));
                 })();
                 """);
         assertThat(r.exitCode()).as(r.stderr()).isZero();
@@ -236,6 +241,7 @@ class ApiRoutesRunTest {
         assertThat(out.get("helper").get("authorized").asBoolean()).isTrue();
         assertThat(out.get("helper").get("body").asString()).isEqualTo("{\"b\":2}");
         assertThat(out.get("refused").toString()).isEqualTo("[\"ApiError\",403]");
+        assertThat(out.get("streamed").asString()).isEqualTo("first part, second part");
         assertThat(SEEN).extracting(s -> s.get(0)).contains("/v1/node?y=2", "/v1/node-helper");
     }
 }
