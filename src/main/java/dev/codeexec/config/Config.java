@@ -205,7 +205,9 @@ public final class Config {
             "Placeholder secrets: a JSON file `{\"NAME\": {\"value\": \"${VAR}\", \"hosts\": [...], \"tenants\": [...]}}` "
                     + "(`${VAR}` from the server's environment). A run whose allow-list reaches one of a secret's hosts gets "
                     + "`NAME` set to a placeholder of its own; the proxy puts the real value in its place on the way to "
-                    + "those hosts only ([network.md](network.md#placeholder-secrets)). Needs EGRESS=on.");
+                    + "those hosts only ([network.md](network.md#placeholder-secrets)); runtime_info lists each caller's. "
+                    + "Needs EGRESS=on. Behind a gateway: on the workers with the values' variables, and on the gateway, "
+                    + "which reads it for names and hosts only (it needs none of the variables).");
     public static final ConfigKey<String> EGRESS_UPSTREAM_CA_FILE = ConfigKey.string("EGRESS_UPSTREAM_CA_FILE", "",
             "Placeholder secrets: PEM certificates the proxy trusts besides the system's when it connects to a "
                     + "secret's host itself (an internal API with a private CA).");

@@ -482,8 +482,7 @@ public final class EgressChannel implements AutoCloseable {
             }
             String target = request.target();
             if (target.startsWith("/") && owner.local != null) {
-                String[] lines = new String(head, 0, headEnd, StandardCharsets.ISO_8859_1).split("\r\n");
-                serveLocal(owner.local, request.method(), target, lines, head, bodyStart, n);
+                serveLocal(owner.local, request, head, bodyStart, n);
                 return null;
             }
             if (!target.regionMatches(true, 0, "http://", 0, 7)) {
@@ -688,67 +687,52 @@ public final class EgressChannel implements AutoCloseable {
 
         /**
          * A request to the proxy's own address in origin form: the run's local endpoint answers it. Not a network
-         * connection: it is left out of the run's network report (the endpoint keeps its own records).
+         * connection: it is left out of the run's network report (the endpoint keeps its own records). Its body,
+         * framed by Content-Length or chunked, is read whole within the endpoint's {@link LocalEndpoint#maxRequestBytes}
+         * (a chunked one is handed on without its framing); the connection stays open for the next request unless
+         * the client or an answer ends it.
          */
-        private void serveLocal(LocalEndpoint endpoint, String method, String path, String[] lines, byte[] head,
-                int bodyStart, int n) throws IOException {
+        private void serveLocal(LocalEndpoint endpoint, RequestHead request, byte[] head, int bodyStart, int n)
+                throws IOException {
             local = true;
             while (true) {
-                long length = 0;
-                boolean keepAlive = lines[0].endsWith("HTTP/1.1");
-                List<LocalEndpoint.Header> fields = new ArrayList<>();
-                for (int i = 1; i < lines.length; i++) {
-                    int colon = lines[i].indexOf(':');
-                    if (colon <= 0) continue;
-                    String name = lines[i].substring(0, colon).trim(), value = lines[i].substring(colon + 1).trim();
-                    fields.add(new LocalEndpoint.Header(name, value));
-                    if (name.equalsIgnoreCase("content-length")) {
-                        try {
-                            length = Long.parseLong(value);
-                        } catch (NumberFormatException e) {
-                            length = -1;
-                        }
-                    } else if (name.equalsIgnoreCase("transfer-encoding")) {
-                        length = -2;
-                    } else if (name.equalsIgnoreCase("connection") && value.equalsIgnoreCase("close")) {
-                        keepAlive = false;
-                    }
-                }
+                String method = request.method(), path = request.target();
+                boolean keepAlive = request.version().equals("HTTP/1.1") && !request.connectionOptions().contains("close");
                 LocalEndpoint.Response answer;
-                int consumed = n;
-                if (length < 0) {
-                    answer = localError(length == -2 ? 411 : 400, "send the body with a Content-Length");
-                    keepAlive = false;
-                } else if (length > endpoint.maxRequestBytes()) {
-                    // read (and drop) first: answering before the body is sent would fail the program's write of it
-                    // and lose the answer that says why
-                    long left = length - (n - bodyStart);
-                    ByteBuffer sink = ByteBuffer.allocate(64 * 1024);
-                    while (left > 0 && left <= DRAIN_MAX) {
-                        sink.clear();
-                        if (left < sink.capacity()) sink.limit((int) left);
-                        int got = client.read(sink);
-                        if (got < 0) break;
-                        left -= got;
+                byte[] rest = new byte[0]; // read past this request's body: the next request's start
+                LocalBody body;
+                String malformed = "";
+                try {
+                    RequestHead.Framing framing = request.framing();
+                    if ((framing.chunked() || framing.length() > n - bodyStart) && request.version().equals("HTTP/1.1")
+                            && request.values("expect").stream().anyMatch(v -> v.equalsIgnoreCase("100-continue")))
+                        writeAll(client, ByteBuffer.wrap("HTTP/1.1 100 Continue\r\n\r\n".getBytes(StandardCharsets.US_ASCII)));
+                    body = framing.chunked() ? readChunked(endpoint.maxRequestBytes(), head, bodyStart, n)
+                            : readLength(endpoint.maxRequestBytes(), framing.length(), head, bodyStart, n);
+                    if (body == null) { // the client closed before its body was in
+                        endLocal();
+                        return;
                     }
-                    answer = endpoint.tooLarge(method, path, length);
+                } catch (Malformed e) {
+                    body = null;
+                    malformed = e.getMessage();
+                }
+                if (body == null) { // framing the proxy cannot read as an upstream would
+                    answer = localError(400, malformed);
+                    keepAlive = false;
+                } else if (body.bytes() == null) {
+                    // over the cap: its bytes were read (and dropped) first, as answering before the body is sent
+                    // would fail the program's write of it and lose the answer that says why
+                    answer = endpoint.tooLarge(method, path, body.length());
                     keepAlive = false;
                 } else {
-                    byte[] body = new byte[(int) length];
-                    int have = Math.min(n - bodyStart, body.length);
-                    System.arraycopy(head, bodyStart, body, 0, have);
-                    consumed = bodyStart + have;
-                    ByteBuffer b = ByteBuffer.wrap(body, have, body.length - have);
-                    while (b.hasRemaining()) {
-                        if (client.read(b) < 0) {
-                            endLocal();
-                            return;
-                        }
-                    }
+                    rest = body.rest();
                     lastActivity = System.nanoTime();
+                    List<LocalEndpoint.Header> fields = new ArrayList<>();
+                    for (RequestHead.Field f : request.fields()) fields.add(new LocalEndpoint.Header(f.name(), f.value()));
                     connecting = true; // waiting on the endpoint (an upstream call) is not idleness
                     try {
-                        answer = endpoint.handle(new LocalEndpoint.Request(method, path, fields, body));
+                        answer = endpoint.handle(new LocalEndpoint.Request(method, path, fields, body.bytes()));
                     } finally {
                         connecting = false;
                     }
@@ -770,11 +754,10 @@ public final class EgressChannel implements AutoCloseable {
                 // the next request on this connection (a library keeps it for its next call); bytes already read past
                 // this request's body are its start. It goes to the endpoint of the run the channel serves then.
                 byte[] next = new byte[HEAD_MAX];
-                int carry = n - consumed;
-                System.arraycopy(head, consumed, next, 0, carry);
+                System.arraycopy(rest, 0, next, 0, rest.length);
                 ByteBuffer buf = ByteBuffer.wrap(next);
-                buf.position(carry);
-                int headEnd = Http1.indexOf(next, 0, carry, CRLF_CRLF);
+                buf.position(rest.length);
+                int headEnd = Http1.indexOf(next, 0, rest.length, CRLF_CRLF);
                 while (headEnd < 0) {
                     if (!buf.hasRemaining() || client.read(buf) < 0) {
                         endLocal();
@@ -783,10 +766,14 @@ public final class EgressChannel implements AutoCloseable {
                     lastActivity = System.nanoTime();
                     headEnd = Http1.indexOf(next, 0, buf.position(), CRLF_CRLF);
                 }
-                lines = new String(next, 0, headEnd, StandardCharsets.ISO_8859_1).split("\r\n");
-                String[] req = lines[0].split(" ");
                 endpoint = run.local;
-                if (req.length != 3 || !req[2].startsWith("HTTP/1.") || !req[1].startsWith("/") || endpoint == null) {
+                RequestHead nextRequest;
+                try {
+                    nextRequest = RequestHead.parse(next, headEnd);
+                } catch (Malformed e) {
+                    nextRequest = null;
+                }
+                if (nextRequest == null || !nextRequest.target().startsWith("/") || endpoint == null) {
                     LocalEndpoint.Response bad = localError(400, "a connection to the local endpoint carries origin-form "
                             + "requests to it only");
                     writeAll(client, ByteBuffer.wrap(("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
@@ -795,11 +782,89 @@ public final class EgressChannel implements AutoCloseable {
                     endLocal();
                     return;
                 }
-                method = req[0];
-                path = req[1];
+                request = nextRequest;
                 head = next;
                 bodyStart = headEnd + 4;
                 n = buf.position();
+            }
+        }
+
+        /**
+         * A local request's body.
+         *
+         * @param bytes  the whole body (a chunked one without its framing); null when it was longer than the cap
+         * @param length its length; past the cap, as much as was seen (a chunked body is read only so far)
+         * @param rest   bytes read past its end: the next request's start
+         */
+        private record LocalBody(byte[] bytes, long length, byte[] rest) {
+        }
+
+        /** A body of {@code length} bytes, its start at {@code head[bodyStart, n)}; null when the client closed first. */
+        private LocalBody readLength(int max, long length, byte[] head, int bodyStart, int n) throws IOException {
+            if (length > max) {
+                long left = length - (n - bodyStart);
+                ByteBuffer sink = ByteBuffer.allocate(64 * 1024);
+                while (left > 0 && left <= DRAIN_MAX) {
+                    sink.clear();
+                    if (left < sink.capacity()) sink.limit((int) left);
+                    int got = client.read(sink);
+                    if (got < 0) break;
+                    left -= got;
+                }
+                return new LocalBody(null, length, new byte[0]);
+            }
+            byte[] body = new byte[(int) length];
+            int have = Math.min(n - bodyStart, body.length);
+            System.arraycopy(head, bodyStart, body, 0, have);
+            ByteBuffer b = ByteBuffer.wrap(body, have, body.length - have);
+            while (b.hasRemaining()) if (client.read(b) < 0) return null;
+            return new LocalBody(body, length, Arrays.copyOfRange(head, bodyStart + have, n));
+        }
+
+        /**
+         * A chunked body, its start at {@code head[bodyStart, n)}, read to its end and decoded while it is within
+         * {@code max}; past that, read on and dropped up to DRAIN_MAX. Null when the client closed first.
+         *
+         * @throws Malformed the framing is not valid chunked encoding (see {@link ChunkedBody})
+         */
+        private LocalBody readChunked(int max, byte[] head, int bodyStart, int n) throws IOException, Malformed {
+            ChunkedBody chunks = new ChunkedBody();
+            ByteBuffer in = ByteBuffer.wrap(head, 0, n);
+            long[] seen = {0};
+            byte[][] data = {new byte[Math.min(max, 8192)]};
+            ChunkedBody.Data sink = (b, from, length) -> {
+                long total = seen[0] + length;
+                if (seen[0] <= max && total <= max) {
+                    if (total > data[0].length) data[0] = Arrays.copyOf(data[0], (int) Math.min(max, Math.max(total, 2L * data[0].length)));
+                    b.get(from, data[0], (int) seen[0], length);
+                }
+                seen[0] = total;
+            };
+            int from = bodyStart, to = n;
+            long raw = n - bodyStart;
+            ByteBuffer more = null;
+            try {
+                int end = chunks.scan(in, from, to, sink);
+                while (end < 0) {
+                    if (seen[0] > max && raw > DRAIN_MAX) return new LocalBody(null, seen[0], new byte[0]);
+                    if (raw > DRAIN_MAX + 2L * max) throw new Malformed("its framing is far longer than the data it carries");
+                    if (more == null) more = ByteBuffer.allocate(HEAD_MAX);
+                    more.clear();
+                    int got = client.read(more);
+                    if (got < 0) return null;
+                    lastActivity = System.nanoTime();
+                    raw += got;
+                    in = more;
+                    from = 0;
+                    to = got;
+                    end = chunks.scan(in, from, to, sink);
+                }
+                if (seen[0] > max) return new LocalBody(null, seen[0], new byte[0]);
+                byte[] rest = new byte[to - end];
+                in.get(end, rest);
+                return new LocalBody(Arrays.copyOf(data[0], (int) seen[0]), seen[0], rest);
+            } catch (Malformed e) {
+                throw new Malformed("the chunked request body is malformed: " + e.getMessage());
             }
         }
 

@@ -33,6 +33,10 @@ import java.util.regex.Pattern;
  * the secret and the variable, never a value); {@code hosts} are patterns as EGRESS_ALLOW's; {@code tenants}
  * absent: every tenant. Unknown fields are refused, so that a typo in {@code tenants} cannot give a secret to
  * everyone. {@link #toString} never shows a value.
+ *
+ * <p>A server that only lists the secrets (a gateway: its workers hold the values and make the placeholders) reads
+ * the same file with {@link #listing}: checked as strictly, but {@code value} is never expanded nor kept, so it needs
+ * none of the variables.
  */
 public final class EgressSecrets {
 
@@ -70,10 +74,7 @@ public final class EgressSecrets {
 
         /** Whether a run of {@code tenant} with {@code policy} may use it: its tenant's, and a host within reach. */
         boolean reachableBy(EgressPolicy policy, String tenant) {
-            if (tenants.isPresent() && !tenants.get().contains(tenant)) return false;
-            for (HostPattern allowed : policy.allow())
-                for (HostPattern h : hosts) if (allowed.intersection(h).isPresent()) return true;
-            return false;
+            return reaches(hosts, tenants, policy, tenant);
         }
 
         /** The hosts as written. */
@@ -84,6 +85,48 @@ public final class EgressSecrets {
         @Override
         public String toString() {
             return "Secret[" + name + " for " + hostPatterns() + "]";
+        }
+    }
+
+    /**
+     * A secret as a listing shows it: what the file declares, without the value.
+     *
+     * @param description the file's {@code description}, empty when it has none
+     */
+    public record Declared(String name, String description, List<HostPattern> hosts, Optional<Set<String>> tenants) {
+
+        public Declared {
+            hosts = List.copyOf(hosts);
+            tenants = tenants.map(Set::copyOf);
+        }
+
+        /** The hosts as written. */
+        public List<String> hostPatterns() {
+            return hosts.stream().map(HostPattern::toString).toList();
+        }
+    }
+
+    /** The secrets of the file without their values: what runtime_info and code-exec://info show a caller. */
+    public record Listing(List<Declared> declared) {
+
+        /** No file. */
+        public static final Listing NONE = new Listing(List.of());
+
+        public Listing {
+            declared = List.copyOf(declared);
+        }
+
+        public boolean isEmpty() {
+            return declared.isEmpty();
+        }
+
+        /**
+         * The secrets a run of {@code tenant} with {@code policy} gets a placeholder for: the same choice as
+         * {@link EgressSecrets#forRun}.
+         */
+        public List<Declared> forRun(EgressPolicy policy, String tenant) {
+            if (policy.isOff()) return List.of();
+            return declared.stream().filter(d -> reaches(d.hosts(), d.tenants(), policy, tenant)).toList();
         }
     }
 
@@ -107,27 +150,70 @@ public final class EgressSecrets {
      * @throws ConfigException a bad file, an unset variable, or the file without EGRESS=on
      */
     public static EgressSecrets of(Config config) {
+        Optional<Path> file = file(config);
+        return file.isEmpty() ? NONE : read(file.get(), System::getenv);
+    }
+
+    /**
+     * The secrets of this configuration without their values ({@link Listing#NONE} without EGRESS_SECRETS_FILE): the
+     * file checked as {@link #of} checks it, except that {@code ${VAR}} in a value is neither expanded nor needed.
+     *
+     * @throws ConfigException a bad file, or the file without EGRESS=on
+     */
+    public static Listing listing(Config config) {
+        Optional<Path> file = file(config);
+        if (file.isEmpty()) return Listing.NONE;
+        return parseListing(text(file.get()));
+    }
+
+    /** Parses the file's text without expanding or keeping any value (see {@link #listing}). */
+    public static Listing parseListing(String text) {
+        return new Listing(entries(text).stream().map(Entry::declared).toList());
+    }
+
+    private static Optional<Path> file(Config config) {
         String file = config.get(Config.EGRESS_SECRETS_FILE);
-        if (file.isBlank()) return NONE;
+        if (file.isBlank()) return Optional.empty();
         if (!config.get(Config.EGRESS).equals("on"))
             throw new ConfigException("EGRESS_SECRETS_FILE is set but EGRESS is off: placeholder secrets travel through the "
                     + "egress proxy; set EGRESS=on");
-        return read(Path.of(file), System::getenv);
+        return Optional.of(Path.of(file));
     }
 
     /** Reads {@code file} (EGRESS_SECRETS_FILE); {@code env} resolves {@code ${VAR}}. Any problem: a ConfigException. */
     public static EgressSecrets read(Path file, Function<String, String> env) {
-        String text;
+        return parse(text(file), env);
+    }
+
+    private static String text(Path file) {
         try {
-            text = Files.readString(file);
+            return Files.readString(file);
         } catch (IOException e) {
             throw new ConfigException("EGRESS_SECRETS_FILE " + file + " cannot be read: " + e.getMessage());
         }
-        return parse(text, env);
     }
 
     /** Parses the file's text; see the class comment for the format. */
     public static EgressSecrets parse(String text, Function<String, String> env) {
+        List<Secret> out = new ArrayList<>();
+        for (Entry e : entries(text)) {
+            Declared d = e.declared();
+            String where = "EGRESS_SECRETS_FILE secret \"" + d.name() + "\"";
+            String value = EnvRefs.expand(e.value(), where, env);
+            if (value.isEmpty()) throw new ConfigException(where + ": the value is empty");
+            if (value.indexOf('\r') >= 0 || value.indexOf('\n') >= 0 || value.indexOf(0) >= 0)
+                throw new ConfigException(where + ": the value holds a line break or a NUL, which no header may carry");
+            out.add(new Secret(d.name(), value, d.hosts(), d.tenants()));
+        }
+        return new EgressSecrets(out);
+    }
+
+    /** One secret of the file as written: its value not yet expanded. */
+    private record Entry(Declared declared, String value) {
+    }
+
+    /** Every check but those of an expanded value. */
+    private static List<Entry> entries(String text) {
         JsonNode root;
         try {
             root = JsonMapper.shared().readTree(text);
@@ -137,7 +223,7 @@ public final class EgressSecrets {
         }
         if (root == null || !root.isObject())
             throw new ConfigException("EGRESS_SECRETS_FILE must be an object: {\"NAME\": {\"value\": \"${VAR}\", \"hosts\": [...]}, ...}");
-        List<Secret> out = new ArrayList<>();
+        List<Entry> out = new ArrayList<>();
         for (Map.Entry<String, JsonNode> e : root.properties()) {
             String name = e.getKey();
             JsonNode s = e.getValue();
@@ -152,10 +238,7 @@ public final class EgressSecrets {
                     throw new ConfigException(where + ": unknown field \"" + field + "\" (known: value, hosts, tenants, description)");
             JsonNode v = s.path("value");
             if (!v.isString()) throw new ConfigException(where + ": \"value\" must be a string, such as \"${" + name + "}\"");
-            String value = expand(v.asString(), where, env);
-            if (value.isEmpty()) throw new ConfigException(where + ": the value is empty");
-            if (value.indexOf('\r') >= 0 || value.indexOf('\n') >= 0 || value.indexOf(0) >= 0)
-                throw new ConfigException(where + ": the value holds a line break or a NUL, which no header may carry");
+            if (v.asString().isEmpty()) throw new ConfigException(where + ": the value is empty");
             JsonNode h = s.path("hosts");
             if (!h.isArray() || h.isEmpty())
                 throw new ConfigException(where + ": \"hosts\" must be a non-empty list of host patterns, as in EGRESS_ALLOW");
@@ -168,9 +251,13 @@ public final class EgressSecrets {
                     throw new ConfigException(where + ": " + ex.getMessage());
                 }
             }
-            out.add(new Secret(name, value, hosts, tenants(s, where)));
+            JsonNode description = s.path("description");
+            if (!description.isMissingNode() && !description.isString())
+                throw new ConfigException(where + ": \"description\" must be a string");
+            out.add(new Entry(new Declared(name, description.isMissingNode() ? "" : description.asString(), hosts,
+                    tenants(s, where)), v.asString()));
         }
-        return new EgressSecrets(out);
+        return out;
     }
 
     /**
@@ -184,9 +271,12 @@ public final class EgressSecrets {
         return mine.isEmpty() ? RunSecrets.NONE : RunSecrets.of(mine);
     }
 
-    /** The names a tenant's runs with this policy would get (runtime_info, code-exec://info); never a value. */
-    public List<String> namesFor(EgressPolicy policy, String tenant) {
-        return secrets.stream().filter(s -> !policy.isOff() && s.reachableBy(policy, tenant)).map(Secret::name).toList();
+    /** Whether a run of {@code tenant} with {@code policy} may use a secret: its tenant's, and a host within reach. */
+    private static boolean reaches(List<HostPattern> hosts, Optional<Set<String>> tenants, EgressPolicy policy, String tenant) {
+        if (tenants.isPresent() && !tenants.get().contains(tenant)) return false;
+        for (HostPattern allowed : policy.allow())
+            for (HostPattern h : hosts) if (allowed.intersection(h).isPresent()) return true;
+        return false;
     }
 
     private static Optional<Set<String>> tenants(JsonNode s, String where) {
@@ -200,11 +290,6 @@ public final class EgressSecrets {
             out.add(x.asString());
         }
         return Optional.of(out);
-    }
-
-    /** {@code ${VAR}} from the server's environment ({@link EnvRefs}). */
-    private static String expand(String value, String where, Function<String, String> env) {
-        return EnvRefs.expand(value, where, env);
     }
 
     @Override

@@ -30,26 +30,31 @@ import java.util.Optional;
  * @param caFile         EGRESS_CA_FILE: PEM certificates runs with egress trust besides the system's
  * @param unavailable    why this server cannot give runs egress at all, even with EGRESS=on (gVisor, no
  *                       sandbox); empty when it can
+ * @param secrets        EGRESS_SECRETS_FILE without its values: what {@link #describe} lists for a caller (the
+ *                       values, and so the placeholders, are the engine's: a gateway has only this)
  */
 public record EgressSettings(boolean enabled, EgressPolicy serverPolicy, AddressRules addresses,
         Map<String, List<InetAddress>> pinned, int maxConnections, long maxBytes, Duration connectTimeout,
-        Duration idleTimeout, Optional<Path> caFile, Optional<String> unavailable) {
+        Duration idleTimeout, Optional<Path> caFile, Optional<String> unavailable, EgressSecrets.Listing secrets) {
 
     /** Egress off: nothing leaves any run. */
     public static final EgressSettings OFF = new EgressSettings(false, EgressPolicy.OFF, new AddressRules(List.of()),
-            Map.of(), 32, 1L << 30, Duration.ofSeconds(10), Duration.ofSeconds(60), Optional.empty(), Optional.empty());
+            Map.of(), 32, 1L << 30, Duration.ofSeconds(10), Duration.ofSeconds(60), Optional.empty(), Optional.empty(),
+            EgressSecrets.Listing.NONE);
 
     public EgressSettings {
         pinned = Map.copyOf(pinned);
         caFile = caFile == null ? Optional.empty() : caFile;
         unavailable = unavailable == null ? Optional.empty() : unavailable;
+        secrets = secrets == null ? EgressSecrets.Listing.NONE : secrets;
     }
 
     /**
      * The settings of this configuration.
      *
      * @throws ConfigException a bad pattern, block or pin, EGRESS_ALLOW without EGRESS=on, a CA file that cannot be
-     *                         read, or egress asked of a sandbox that cannot give it (gVisor, none)
+     *                         read, egress asked of a sandbox that cannot give it (gVisor, none), or a bad
+     *                         EGRESS_SECRETS_FILE (read for its names only: no variable of a value is needed)
      */
     public static EgressSettings of(Config config) {
         boolean on = config.get(Config.EGRESS).equals("on");
@@ -99,7 +104,7 @@ public record EgressSettings(boolean enabled, EgressPolicy serverPolicy, Address
         }
         return new EgressSettings(on, server, new AddressRules(cidrs), pins, config.get(Config.EGRESS_MAX_CONNECTIONS),
                 (long) config.get(Config.EGRESS_MAX_MB) << 20, Duration.ofMillis(config.get(Config.EGRESS_CONNECT_TIMEOUT_MS)),
-                Duration.ofMillis(config.get(Config.EGRESS_IDLE_TIMEOUT_MS)), ca, unavailable);
+                Duration.ofMillis(config.get(Config.EGRESS_IDLE_TIMEOUT_MS)), ca, unavailable, EgressSecrets.listing(config));
     }
 
     /**
@@ -142,8 +147,11 @@ public record EgressSettings(boolean enabled, EgressPolicy serverPolicy, Address
         return Optional.ofNullable(pinned.get(name));
     }
 
-    /** What runtime_info and code-exec://info show of a caller's policy. */
-    public Map<String, Object> describe(EgressPolicy callerPolicy) {
+    /**
+     * What runtime_info and code-exec://info show of a caller's policy; with EGRESS_SECRETS_FILE, {@code secrets}: the
+     * placeholder secrets the caller's runs get with this policy (name, description, hosts; never a value).
+     */
+    public Map<String, Object> describe(EgressPolicy callerPolicy, String tenant) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("enabled", enabled && unavailable.isEmpty());
         m.put("allow", callerPolicy.patterns());
@@ -155,6 +163,20 @@ public record EgressSettings(boolean enabled, EgressPolicy serverPolicy, Address
             m.put("howTo", "pass network: false or a narrower list of patterns to execute_code; code that ignores the proxy has no network");
             m.put("maxConnections", maxConnections);
             m.put("maxBytesEachWay", maxBytes);
+            if (!secrets.isEmpty()) {
+                List<Map<String, Object>> listed = new ArrayList<>();
+                for (EgressSecrets.Declared d : secrets.forRun(callerPolicy, tenant)) {
+                    Map<String, Object> e = new LinkedHashMap<>();
+                    e.put("name", d.name());
+                    if (!d.description().isEmpty()) e.put("description", d.description());
+                    e.put("hosts", d.hostPatterns());
+                    listed.add(e);
+                }
+                m.put("secrets", listed);
+                m.put("secretsNote", "each is an environment variable of your runs holding a placeholder (cxs_...), not "
+                        + "the secret: the proxy puts the real value in its place on the way to its hosts over https, and "
+                        + "refuses it anywhere else; a run whose network does not reach its hosts, and a session, gets none");
+            }
         }
         return m;
     }

@@ -6,7 +6,8 @@ import java.nio.ByteBuffer;
  * Finds where a chunked body ends (RFC 9112 section 7.1), so a proxy sends on that body and not one byte
  * of what follows it. Reads only the framing: chunk data is skipped by count, so the cost is per chunk, not per
  * byte. Strict where a lenient upstream could end the body elsewhere: a chunk size is hex digits (at most 15),
- * every line ends in CRLF, and a chunk's data is followed by CRLF.
+ * every line ends in CRLF, and a chunk's data is followed by CRLF. A reader that needs the body itself (the egress
+ * channel's local endpoint) gets each stretch of chunk data passed to a {@link Data} as the scan goes over it.
  */
 public final class ChunkedBody {
 
@@ -15,6 +16,13 @@ public final class ChunkedBody {
     private static final int TRAILERS_MAX = 16 * 1024;
 
     private enum State { SIZE, SIZE_EXT, SIZE_LF, DATA, DATA_CR, DATA_LF, TRAILER, TRAILER_LF, DONE }
+
+    /** Receives the body's data, without the framing, in order. */
+    @FunctionalInterface
+    public interface Data {
+        /** {@code b[from, from + length)} is the body's next data. */
+        void accept(ByteBuffer b, int from, int length);
+    }
 
     private State state = State.SIZE;
     private long size;
@@ -29,10 +37,21 @@ public final class ChunkedBody {
      * @throws Malformed the framing is not valid chunked encoding
      */
     public int scan(ByteBuffer b, int from, int to) throws Malformed {
+        return scan(b, from, to, null);
+    }
+
+    /**
+     * Scans as {@link #scan(ByteBuffer, int, int)} does, passing the chunks' data to {@code data} (null: none).
+     *
+     * @return the index just past the body's last byte, or -1 when the body goes on past {@code to}
+     * @throws Malformed the framing is not valid chunked encoding
+     */
+    public int scan(ByteBuffer b, int from, int to, Data data) throws Malformed {
         int i = from;
         while (i < to) {
             if (state == State.DATA) {
                 int skip = (int) Math.min(size, to - i);
+                if (data != null && skip > 0) data.accept(b, i, skip);
                 size -= skip;
                 i += skip;
                 if (size == 0) state = State.DATA_CR;

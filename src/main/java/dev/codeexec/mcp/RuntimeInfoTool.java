@@ -49,7 +49,9 @@ final class RuntimeInfoTool {
                 .description("Versions and availability of each language and of common tools (git, curl, make, gcc, "
                         + "jq, sqlite3, ...), the sandbox in use and the limits; mode \"local\" or \"gateway\", and "
                         + "on a gateway the workers (address, name, healthy, running, queued, slots, sessions); "
-                        + "`network`: the hosts your runs may reach (none unless the server enables egress).")
+                        + "`network`: the hosts your runs may reach (none unless the server enables egress), and "
+                        + "`network.secrets`: the environment variables your runs get as placeholders that the proxy "
+                        + "swaps for the operator's real secret on the way to their hosts.")
                 .inputSchema(Map.of("type", "object", "properties", Map.of(), "additionalProperties", false))
                 .outputSchema(Map.of("type", "object"))
                 .annotations(ToolHints.readOnly().annotations("Runtime info"))
@@ -70,7 +72,7 @@ final class RuntimeInfoTool {
             info.put("mode", mode);
             if (mode.equals(ResultMaps.GATEWAY)) info.put("workers", ResultMaps.workers(workers));
             info.put("workspaces", workspaces.describe());
-            info.put("network", egress.describe(egress.policyFor(who.egress())));
+            info.put("network", egress.describe(egress.policyFor(who.egress()), who.tenant()));
             return CallToolResult.builder().structuredContent(info).addTextContent(PRETTY.writeValueAsString(info))
                     .isError(false).build();
         } catch (RuntimeException e) {

@@ -89,7 +89,7 @@ final class WorkspaceResources {
         limits.put("uploadMaxMb", c.get(Config.MAX_UPLOAD_MB));
         limits.put("inlineImageMaxKb", c.get(Config.MAX_IMAGE_KB));
         doc.put("limits", limits);
-        doc.put("network", setup.egress().describe(setup.egress().policyFor(who.egress())));
+        doc.put("network", setup.egress().describe(setup.egress().policyFor(who.egress()), who.tenant()));
         setup.codeTools().filter(t -> !t.upstreams().config().apis().isEmpty())
                 .ifPresent(t -> doc.put("apis", t.routes().describe(who.tenant()))); // credentialed HTTP API routes
         doc.put("files", Map.of("resourceTemplate", FILE_TEMPLATE,

@@ -167,6 +167,23 @@ class ApiRoutesTest {
     }
 
     @Test
+    void aBodyTheProgramSentChunkedGoesOnWithAContentLengthAndIsCounted(@TempDir Path dir) {
+        try (CodeTools tools = tools(dir, FX, 100, 16 << 20, Duration.ofSeconds(10))) {
+            CodeToolsRun run = tools.open("team-a", "run-chunked");
+            // the channel hands the endpoint the body without its chunk framing; the fields are as the program sent them
+            byte[] body = "line 1\nline 2\n".getBytes(StandardCharsets.UTF_8);
+            LocalEndpoint.Response r = call(run, "POST", "/apis/fx/echo/upload", body, "Transfer-Encoding", "chunked",
+                    "Content-Type", "text/plain");
+            assertThat(r.status()).isEqualTo(200);
+            Seen s = seen.poll();
+            assertThat(s.body()).isEqualTo("line 1\nline 2\n");
+            assertThat(s.headers().get("Content-length")).containsExactly(String.valueOf(body.length));
+            assertThat(s.headers()).doesNotContainKey("Transfer-encoding");
+            assertThat(run.report().apiCalls().getFirst().bytesOut()).isEqualTo(body.length);
+        }
+    }
+
+    @Test
     void aTenantMethodOrPathThatIsNotAllowedIsRefusedNamingWhatIs(@TempDir Path dir) {
         try (CodeTools tools = tools(dir, FX, 100, 16 << 20, Duration.ofSeconds(10))) {
             CodeToolsRun run = tools.open("team-a", "run-1");

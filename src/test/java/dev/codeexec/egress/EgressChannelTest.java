@@ -506,9 +506,6 @@ class EgressChannelTest {
         send(c, "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
         send(c, "y".repeat(5000));
         assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 413").contains("\"reason\": \"bad_request\"");
-        c = client(ch);
-        send(c, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
-        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 411");
         // kept alive: two requests on one connection; the second goes to the endpoint armed meanwhile, and finish()
         // leaves the idle connection open for it
         SocketChannel kept = client(ch);
@@ -535,6 +532,44 @@ class EgressChannelTest {
         c = client(ch);
         send(c, "GET /code-tools/v1/servers HTTP/1.1\r\n\r\n");
         assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 400").contains("absolute http:// URL");
+    }
+
+    @Test
+    void aChunkedBodyReachesTheLocalEndpointWholeWithinItsCapAndTheConnectionGoesOn() throws Exception {
+        EgressChannel ch = open(settings());
+        ch.arm(EgressPolicy.OFF, "tenant", "run-chunked", new EchoEndpoint());
+        // in pieces, a chunk extension and a trailer; the next request pipelined right behind it
+        SocketChannel c = client(ch);
+        send(c, "POST /up HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
+        send(c, "lo\r\n6;x=1\r\n world\r\n");
+        send(c, "0\r\nX-Trailer: t\r\n\r\nPOST /after HTTP/1.1\r\nContent-Length: 2\r\n\r\nok");
+        assertThat(readAnswer(c)).startsWith("HTTP/1.1 200").contains("Connection: keep-alive").endsWith("POST /up hello world");
+        assertThat(readAnswer(c)).startsWith("HTTP/1.1 200").endsWith("POST /after ok");
+        // Expect: 100-continue is answered before the body is read
+        send(c, "PUT /e HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+        String cont = within(() -> {
+            StringBuilder sb = new StringBuilder();
+            ByteBuffer b = ByteBuffer.allocate(1);
+            while (!sb.toString().endsWith("\r\n\r\n") && c.read(b.clear()) > 0) sb.append((char) b.get(0));
+            return sb.toString();
+        });
+        assertThat(cont).isEqualTo("HTTP/1.1 100 Continue\r\n\r\n");
+        send(c, "3\r\nabc\r\n0\r\n\r\n");
+        assertThat(readTextToEnd(c)).startsWith("HTTP/1.1 200").contains("Connection: close").endsWith("PUT /e abc");
+        // past the endpoint's 1000 bytes: read to its end and dropped, then the endpoint's own answer
+        SocketChannel big = client(ch);
+        send(big, "POST /big HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (int i = 0; i < 3; i++) send(big, "190\r\n" + "y".repeat(400) + "\r\n");
+        send(big, "0\r\n\r\n");
+        assertThat(readTextToEnd(big)).startsWith("HTTP/1.1 413").contains("longer than 1000 bytes");
+        // framing the proxy cannot read: 400, and the endpoint never sees it
+        SocketChannel bad = client(ch);
+        send(bad, "POST /bad HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello0\r\n\r\n");
+        assertThat(readTextToEnd(bad)).startsWith("HTTP/1.1 400").contains("chunked request body is malformed");
+        SocketChannel both = client(ch);
+        send(both, "POST /both HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+        assertThat(readTextToEnd(both)).startsWith("HTTP/1.1 400").contains("both Content-Length and Transfer-Encoding");
+        assertThat(ch.finish().connections()).isEmpty();
     }
 
     @Test

@@ -76,7 +76,32 @@ class EgressSecretsTest {
         EgressPolicy both = EgressPolicy.parse("api.github.com,a.graph.test");
         assertThat(s.forRun(both, "team-a").environment()).containsOnlyKeys("GITHUB_TOKEN", "GRAPH_TOKEN");
         assertThat(s.forRun(both, "team-b").environment()).containsOnlyKeys("GITHUB_TOKEN");
-        assertThat(s.namesFor(both, "team-b")).containsExactly("GITHUB_TOKEN");
+        EgressSecrets.Listing listing = EgressSecrets.parseListing(FILE);
+        assertThat(listing.forRun(both, "team-a")).extracting(EgressSecrets.Declared::name)
+                .containsExactly("GITHUB_TOKEN", "GRAPH_TOKEN");
+        assertThat(listing.forRun(both, "team-b")).extracting(EgressSecrets.Declared::name).containsExactly("GITHUB_TOKEN");
+        assertThat(listing.forRun(EgressPolicy.parse("pypi.org"), "team-a")).isEmpty();
+        assertThat(listing.forRun(EgressPolicy.OFF, "team-a")).isEmpty();
+    }
+
+    @Test
+    void aListingNeedsNoneOfTheValuesVariablesAndHoldsNoValue() {
+        // the gateway's read: ${NOPE} is set nowhere, and the file is still checked as strictly as the workers' read
+        EgressSecrets.Listing listing = EgressSecrets.parseListing("""
+                {"T": {"value": "${NOPE}", "hosts": ["a.test", "b.test:8443"], "description": "the T API"},
+                 "U": {"value": "literal-secret-value", "hosts": ["u.test"], "tenants": ["team-a"]}}
+                """);
+        assertThat(listing.declared()).extracting(EgressSecrets.Declared::name).containsExactly("T", "U");
+        assertThat(listing.declared().get(0).description()).isEqualTo("the T API");
+        assertThat(listing.declared().get(0).hostPatterns()).containsExactly("a.test", "b.test:8443");
+        assertThat(listing.declared().get(1).description()).isEmpty();
+        assertThat(listing.toString()).doesNotContain("literal-secret-value").doesNotContain("NOPE");
+        assertThatThrownBy(() -> EgressSecrets.parseListing("{\"T\": {\"value\": \"${NOPE}\", \"hosts\": [\"a.test\"], \"tenant\": [\"x\"]}}"))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("unknown field \"tenant\"");
+        assertThatThrownBy(() -> EgressSecrets.parseListing("{\"T\": {\"value\": \"\", \"hosts\": [\"a.test\"]}}"))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("the value is empty");
+        assertThatThrownBy(() -> EgressSecrets.parseListing("{\"T\": {\"value\": \"x\", \"hosts\": [\"a.test\"], \"description\": 5}}"))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("\"description\" must be a string");
     }
 
     @Test
@@ -109,5 +134,8 @@ class EgressSecretsTest {
         assertThatThrownBy(() -> EgressSecrets.of(Config.of("EGRESS", "on", "EGRESS_SECRETS_FILE", "/nonexistent.json")))
                 .isInstanceOf(ConfigException.class).hasMessageContaining("cannot be read");
         assertThat(EgressSecrets.of(Config.of()).isEmpty()).isTrue();
+        assertThatThrownBy(() -> EgressSecrets.listing(Config.of("EGRESS_SECRETS_FILE", "/nonexistent.json")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("EGRESS is off");
+        assertThat(EgressSecrets.listing(Config.of()).isEmpty()).isTrue();
     }
 }

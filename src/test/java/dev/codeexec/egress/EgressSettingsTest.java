@@ -82,7 +82,7 @@ class EgressSettingsTest {
         // Off on those sandboxes is fine, and says why egress cannot be had.
         EgressSettings gvisor = EgressSettings.of(Config.of("SANDBOX", "gvisor"));
         assertThat(gvisor.unavailable()).hasValueSatisfying(u -> assertThat(u).contains("SANDBOX=gvisor"));
-        assertThat(gvisor.describe(EgressPolicy.OFF)).containsEntry("enabled", false).containsKey("note");
+        assertThat(gvisor.describe(EgressPolicy.OFF, "t")).containsEntry("enabled", false).containsKey("note");
     }
 
     @Test
@@ -165,14 +165,38 @@ class EgressSettingsTest {
     @Test
     void describeShowsWhatTheCallerGets() {
         EgressSettings s = on("EGRESS_MAX_CONNECTIONS", "3");
-        Map<String, Object> d = s.describe(s.policyFor(Optional.empty()));
+        Map<String, Object> d = s.describe(s.policyFor(Optional.empty()), "t");
         assertThat(d).containsEntry("enabled", true).containsEntry("allow", List.of("pypi.org", "*.example.com"))
                 .containsEntry("maxConnections", 3).containsKey("proxy").doesNotContainKey("note");
-        Map<String, Object> empty = s.describe(EgressPolicy.OFF);
+        Map<String, Object> empty = s.describe(EgressPolicy.OFF, "t");
         assertThat(empty).containsEntry("enabled", true).containsEntry("allow", List.of());
         assertThat((String) empty.get("note")).contains("allow-list is empty");
-        Map<String, Object> off = EgressSettings.of(Config.of()).describe(EgressPolicy.OFF);
+        Map<String, Object> off = EgressSettings.of(Config.of()).describe(EgressPolicy.OFF, "t");
         assertThat(off).containsEntry("enabled", false).containsEntry("allow", List.of());
         assertThat((String) off.get("note")).contains("EGRESS=off");
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void describeListsTheSecretsTheCallersRunsGetWithoutValuesAndATenantNotAllowedSeesNone() throws Exception {
+        // read for its names only: ${GW_TEST_UNSET_TOKEN} is set nowhere (a gateway holds none of the values)
+        Path file = Files.writeString(dir.resolve("secrets.json"), """
+                {"GITHUB_TOKEN": {"value": "${GW_TEST_UNSET_TOKEN}", "hosts": ["api.github.com"], "description": "GitHub"},
+                 "TEAM_TOKEN": {"value": "literal-value-never-shown", "hosts": ["*.example.com"], "tenants": ["team-a"]}}
+                """);
+        EgressSettings s = on("EGRESS_ALLOW", "api.github.com,*.example.com", "EGRESS_SECRETS_FILE", file.toString());
+        Map<String, Object> a = s.describe(s.policyFor(Optional.empty()), "team-a");
+        assertThat((List<Map<String, Object>>) a.get("secrets")).containsExactly(
+                Map.of("name", "GITHUB_TOKEN", "description", "GitHub", "hosts", List.of("api.github.com")),
+                Map.of("name", "TEAM_TOKEN", "hosts", List.of("*.example.com")));
+        assertThat((String) a.get("secretsNote")).contains("placeholder");
+        assertThat(a.toString()).doesNotContain("literal-value-never-shown").doesNotContain("GW_TEST_UNSET_TOKEN");
+        // another tenant: only the secret for everyone; a list that reaches no secret's host: none
+        assertThat((List<Map<String, Object>>) s.describe(s.policyFor(Optional.empty()), "team-b").get("secrets"))
+                .extracting(m -> m.get("name")).containsExactly("GITHUB_TOKEN");
+        assertThat((List<Object>) s.describe(EgressPolicy.parse("pypi.org"), "team-a").get("secrets")).isEmpty();
+        assertThat(s.describe(EgressPolicy.OFF, "team-a")).doesNotContainKey("secrets");
+        // without the file: no secrets entry at all
+        assertThat(on().describe(on().policyFor(Optional.empty()), "team-a")).doesNotContainKey("secrets");
     }
 }

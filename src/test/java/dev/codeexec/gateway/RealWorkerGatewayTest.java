@@ -168,4 +168,87 @@ class RealWorkerGatewayTest {
             assertThat(c.bytesIn()).isEqualTo(12);
         });
     }
+
+    /**
+     * Placeholder secrets behind a gateway: the worker holds EGRESS_SECRETS_FILE (and its own CA under its DATA_DIR)
+     * and swaps the placeholder for the value on the way to the secret's host, a TLS fixture on 127.0.0.1 whose
+     * certificate comes from a throwaway CA the worker trusts (EGRESS_UPSTREAM_CA_FILE); the gateway, with the same
+     * file, lists the secret in runtime_info and passes the caller's policy and tenant on; the program sees only the
+     * placeholder, and the result's network record names the secret through the gateway.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void aRunThroughTheGatewayGetsAPlaceholderItsWorkerSwapsForTheValueAndTheGatewayListsTheSecret(@TempDir Path dir)
+            throws Exception {
+        String value = "gw-real-secret-" + dev.codeexec.config.Ids.hex(8);
+        java.nio.file.Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Path fixtureCaDir = java.nio.file.Files.createDirectory(dir.resolve("fixture-ca"));
+        dev.codeexec.egress.InterceptCa fixtureCa = dev.codeexec.egress.InterceptCa.loadOrCreate(fixtureCaDir);
+        java.util.concurrent.ConcurrentLinkedQueue<String> seen = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        com.sun.net.httpserver.HttpsServer fixture = com.sun.net.httpserver.HttpsServer.create(
+                new java.net.InetSocketAddress(java.net.InetAddress.ofLiteral("127.0.0.1"), 0), 10);
+        fixture.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(fixtureCa.serverContext("api.secret.test")));
+        fixture.createContext("/", ex -> {
+            String auth = String.valueOf(ex.getRequestHeaders().getFirst("Authorization"));
+            seen.add(auth);
+            byte[] body = ("you sent " + auth + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            ex.getResponseHeaders().add("Content-Type", "text/plain");
+            ex.sendResponseHeaders(200, body.length);
+            ex.getResponseBody().write(body);
+            ex.close();
+        });
+        fixture.start();
+        toClose.add(() -> fixture.stop(0));
+        int port = fixture.getAddress().getPort();
+        String host = "api.secret.test:" + port;
+        Path secrets = java.nio.file.Files.writeString(dir.resolve("secrets.json"), """
+                {"GW_TOKEN": {"value": "%s", "hosts": ["%s"], "description": "the fixture's token"}}
+                """.formatted(value, host));
+        Path workerData = java.nio.file.Files.createDirectory(dir.resolve("worker-data"));
+        WorkerServer w = worker("secret-worker", "SANDBOX", "bwrap", "DATA_DIR", workerData.toString(), "EGRESS", "on",
+                "EGRESS_ALLOW", host, "EGRESS_ALLOW_CIDRS", "127.0.0.1/32", "EGRESS_RESOLVE", "api.secret.test=127.0.0.1",
+                "EGRESS_SECRETS_FILE", secrets.toString(),
+                "EGRESS_UPSTREAM_CA_FILE", fixtureCaDir.resolve("ca.pem").toString());
+        // the gateway: the production wiring, the same file (read for names only), its own allow-list; it resolves
+        // nothing of the fixture and holds no CA
+        dev.codeexec.surface.ServerSetup setup = dev.codeexec.Main.wire(Config.of("WORKERS", "static:///127.0.0.1:" + w.port(),
+                "SHUTDOWN_GRACE_SECONDS", "1", "WORKSPACE_ROOT", workspaces.toString(), "PORT", "0",
+                "DATA_DIR", dir.resolve("gateway-data").toString(),
+                "EGRESS", "on", "EGRESS_ALLOW", host, "EGRESS_SECRETS_FILE", secrets.toString()), List.of());
+        dev.codeexec.http.HttpServer gateway = dev.codeexec.http.HttpServer.start(setup);
+        toClose.add(gateway);
+        io.modelcontextprotocol.client.McpSyncClient client = io.modelcontextprotocol.client.McpClient.sync(
+                io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTransport.builder(
+                        "http://127.0.0.1:" + gateway.port()).build()).requestTimeout(Duration.ofSeconds(90)).build();
+        toClose.add(client::closeGracefully);
+        client.initialize();
+
+        Map<String, Object> info = Poll.until("the worker healthy at the gateway", () -> (Map<String, Object>) client.callTool(
+                io.modelcontextprotocol.spec.McpSchema.CallToolRequest.builder("runtime_info").arguments(Map.of()).build())
+                .structuredContent(), m -> ((List<Map<String, Object>>) m.get("workers")).stream()
+                .anyMatch(x -> Boolean.TRUE.equals(x.get("healthy"))));
+        assertThat(info).containsEntry("mode", "gateway");
+        List<Map<String, Object>> listed = (List<Map<String, Object>>) ((Map<String, Object>) info.get("network")).get("secrets");
+        assertThat(listed).containsExactly(Map.of("name", "GW_TOKEN", "description", "the fixture's token", "hosts", List.of(host)));
+        assertThat(info.toString()).doesNotContain(value);
+
+        io.modelcontextprotocol.spec.McpSchema.CallToolResult r = client.callTool(
+                io.modelcontextprotocol.spec.McpSchema.CallToolRequest.builder("execute_code").arguments(Map.of("language", "bash",
+                        "code", "curl -sS -H \"Authorization: Bearer $GW_TOKEN\" https://" + host + "/user\necho \"token=$GW_TOKEN\"",
+                        "timeout_ms", 30000)).build());
+        Map<String, Object> result = (Map<String, Object>) r.structuredContent();
+        assertThat(r.isError()).as(String.valueOf(result)).isFalse();
+        assertThat(seen).containsExactly("Bearer " + value);
+        String stdout = (String) result.get("stdout");
+        String token = stdout.lines().filter(l -> l.startsWith("token=")).findFirst().orElseThrow().substring(6);
+        assertThat(token).matches("cxs_[0-9a-f]{40}");
+        assertThat(stdout).contains("you sent Bearer " + token).doesNotContain(value);
+        assertThat(result).containsEntry("worker", "secret-worker");
+        List<Map<String, Object>> connections = (List<Map<String, Object>>) ((Map<String, Object>) result.get("network"))
+                .get("connections");
+        assertThat(connections).singleElement().satisfies(c -> {
+            assertThat(c).containsEntry("host", "api.secret.test").containsEntry("decision", "allowed");
+            assertThat(c.get("secrets")).isEqualTo(List.of("GW_TOKEN"));
+        });
+    }
 }

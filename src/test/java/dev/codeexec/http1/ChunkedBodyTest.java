@@ -63,4 +63,26 @@ class ChunkedBodyTest {
         for (String[] k : bad)
             assertThatThrownBy(() -> end(k[0])).as(k[0]).isInstanceOf(Malformed.class).hasMessageContaining(k[1]);
     }
+
+    @Test
+    void theDataOfEveryChunkReachesTheSinkWithoutTheFramingWhateverPiecesItArrivesIn() throws Exception {
+        String body = "5\r\nhello\r\n6;ext=1\r\n world\r\n1\r\n!\r\n0\r\nX-T: 1\r\n\r\n";
+        String wire = body + "GET /next HTTP/1.1\r\n";
+        for (int piece = 1; piece <= wire.length(); piece++) {
+            ChunkedBody c = new ChunkedBody();
+            StringBuilder data = new StringBuilder();
+            ChunkedBody.Data sink = (b, from, length) -> {
+                for (int k = from; k < from + length; k++) data.append((char) b.get(k));
+            };
+            ByteBuffer b = bytes(wire);
+            int end = -1, at = 0;
+            while (end < 0 && at < wire.length()) {
+                int to = Math.min(wire.length(), at + piece);
+                end = c.scan(b, at, to, sink);
+                at = to;
+            }
+            assertThat(end).as("pieces of %d", piece).isEqualTo(body.length());
+            assertThat(data.toString()).as("pieces of %d", piece).isEqualTo("hello world!");
+        }
+    }
 }

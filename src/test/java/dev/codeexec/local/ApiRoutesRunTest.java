@@ -189,6 +189,34 @@ class ApiRoutesRunTest {
     }
 
     @Test
+    void aChunkedRequestBodyFromCurlAndRequestsReachesTheApiWhole() throws Exception {
+        // curl -T - reads stdin of unknown length and sends it chunked (with Expect: 100-continue); requests sends a
+        // generator's body chunked
+        ExecutionResult r = run("python", """
+                import os, subprocess, json, requests
+                url = os.environ["CODE_APIS_URL"]
+                data = "0123456789abcdef" * 12500
+                c = subprocess.run(["curl", "-sS", "-v", "-X", "POST", "-T", "-", "-H", "Content-Type: text/plain",
+                                    url + "/fx/chunked-curl"], input=data.encode(), capture_output=True, check=True)
+                assert b"transfer-encoding: chunked" in c.stderr.lower(), c.stderr
+                a = json.loads(c.stdout)
+                def pieces():
+                    for i in range(0, len(data), 7000):
+                        yield data[i:i + 7000].encode()
+                b = requests.post(url + "/fx/chunked-requests", data=pieces(), headers={"Content-Type": "text/plain"}).json()
+                print(json.dumps({"curl": [a["path"], a["body"] == data, len(a["body"])],
+                                  "requests": [b["path"], b["body"] == data, len(b["body"])]}))
+                """);
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        JsonNode out = lastLine(r);
+        assertThat(out.get("curl").toString()).isEqualTo("[\"/v1/chunked-curl\",true,200000]");
+        assertThat(out.get("requests").toString()).isEqualTo("[\"/v1/chunked-requests\",true,200000]");
+        assertThat(r.toolCalls().orElseThrow().apiCalls()).extracting(ApiCall::path, ApiCall::status, ApiCall::bytesOut)
+                .containsExactly(org.assertj.core.groups.Tuple.tuple("/chunked-curl", 200, 200000L),
+                        org.assertj.core.groups.Tuple.tuple("/chunked-requests", 200, 200000L));
+    }
+
+    @Test
     void nodeFetchAndTheNodeHelperReachTheApi() throws Exception {
         ExecutionResult r = run("javascript", """
                 (async () => {
@@ -197,7 +225,12 @@ class ApiRoutesRunTest {
                   const helper = await apis.fx.post('/node-helper', { b: 2 });
                   let refused;
                   try { await apis.fx.delete('/z'); } catch (e) { refused = [e.name, e.status]; }
-                  console.log(JSON.stringify({ status: res.status, body: await res.json(), helper, refused }));
+                  // a stream body: fetch sends it chunked
+                  const parts = ['first part, ', 'second part'];
+                  const stream = new ReadableStream({ pull(c) { parts.length ? c.enqueue(new TextEncoder().encode(parts.shift())) : c.close(); } });
+                  const streamed = await (await fetch(process.env.CODE_APIS_URL + '/fx/node-stream',
+                      { method: 'POST', body: stream, duplex: 'half', headers: { 'Content-Type': 'text/plain' } })).json();
+                  console.log(JSON.stringify({ status: res.status, body: await res.json(), helper, refused, streamed: streamed.body }));
                 })();
                 """);
         assertThat(r.exitCode()).as(r.stderr()).isZero();
@@ -208,6 +241,7 @@ class ApiRoutesRunTest {
         assertThat(out.get("helper").get("authorized").asBoolean()).isTrue();
         assertThat(out.get("helper").get("body").asString()).isEqualTo("{\"b\":2}");
         assertThat(out.get("refused").toString()).isEqualTo("[\"ApiError\",403]");
+        assertThat(out.get("streamed").asString()).isEqualTo("first part, second part");
         assertThat(SEEN).extracting(s -> s.get(0)).contains("/v1/node?y=2", "/v1/node-helper");
     }
 }
