@@ -463,4 +463,24 @@ for rid in ("${a}", "${b}"):
             `alice with a list reaching neither host gets no placeholder: ${names(ra)}`);
         assert.ok(names(ra).includes('HTTPS_PROXY'), `the run has egress: ${names(ra)}`);
     }));
+
+    test('runtime_info and code-exec://info list the secrets each tenant\'s runs get (name, description, hosts), never a value', withLog(S, async () => {
+        const listed = async (client) => {
+            const ri = await callTool(client, 'runtime_info', {});
+            assert.equal(ri.isError, false, ri.text);
+            const info = JSON.parse((await client.readResource({ uri: 'code-exec://info' })).contents[0].text);
+            assert.deepEqual(info.network.secrets, ri.sc.network.secrets, 'the resource and the tool list the same');
+            for (const text of [ri.text, JSON.stringify(info)]) {
+                assert.ok(!text.includes(SECRET_VALUE) && !text.includes(OTHER_VALUE), 'no value is listed');
+                assert.doesNotMatch(text, /cxs_[0-9a-f]{40}/, 'no placeholder is listed');
+            }
+            return ri.sc.network.secrets.map((x) => x.name).sort();
+        };
+        const ri = await callTool(alice, 'runtime_info', {});
+        const mine = ri.sc.network.secrets.find((x) => x.name === 'E2E_SECRET');
+        assert.deepEqual(mine, { name: 'E2E_SECRET', description: 'the test API', hosts: [`api.e2e.test:${SP}`] },
+            JSON.stringify(ri.sc.network.secrets));
+        assert.deepEqual(await listed(alice), ['E2E_OTHER', 'E2E_SECRET']);
+        assert.deepEqual(await listed(bob), ['E2E_OTHER'], 'bob is not listed the secret he never gets');
+    }));
 });
