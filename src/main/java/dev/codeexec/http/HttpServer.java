@@ -11,12 +11,15 @@ import dev.codeexec.engine.RunObserver;
 import dev.codeexec.auth.Principal;
 import dev.codeexec.mcp.DirectToolsServer;
 import dev.codeexec.mcp.McpServers;
+import dev.codeexec.mcp.ModernMcp;
 import dev.codeexec.mcp.MessageInterceptor;
 import dev.codeexec.mcp.RunRegistry;
 import dev.codeexec.surface.ServerSetup;
 import dev.codeexec.ops.Metrics;
 import dev.codeexec.ops.RunHistory;
 import io.modelcontextprotocol.server.McpSyncServer;
+import io.modelcontextprotocol.common.McpTransportContext;
+import io.modelcontextprotocol.modern.server.transport.HttpServletMcpTransport;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.MultipartConfigElement;
@@ -144,9 +147,17 @@ public final class HttpServer implements AutoCloseable {
         edge.setAsyncSupported(true);
         context.addFilter(edge, "/*", EnumSet.of(DispatcherType.REQUEST));
         ServerSetup served = setup;
+        // Revision 2026-07-28 on the same /mcp: the filter hands each of its requests to this servlet
+        HttpServletMcpTransport stateless = HttpServletMcpTransport.builder(ModernMcp.server(setup, registry))
+                .endpoint(EdgeFilter.MCP_PATH)
+                .maxRequestSize((int) Math.min(Integer.MAX_VALUE, maxBody + 65536))
+                .contextExtractor(request -> McpTransportContext.EMPTY)
+                // Host and Origin are checked at the edge for every path (EdgeFilter), as for 2025-11-25
+                .httpHeaderValidator(io.modelcontextprotocol.server.transport.ServerHttpHeaderValidator.NOOP)
+                .build();
         McpEndpointFilter endpointFilter = new McpEndpointFilter(new MessageInterceptor(registry,
                 (tenant, uri) -> dev.codeexec.mcp.McpServers.mayWatch(served, tenant, uri)), registry, maxBody,
-                bodies);
+                bodies, stateless);
         FilterHolder endpoint = new FilterHolder(endpointFilter);
         endpoint.setAsyncSupported(true);
         context.addFilter(endpoint, EdgeFilter.MCP_PATH, EnumSet.of(DispatcherType.REQUEST));

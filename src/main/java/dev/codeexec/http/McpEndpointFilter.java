@@ -8,6 +8,7 @@ import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletOutputStream;
 import jakarta.servlet.WriteListener;
 import jakarta.servlet.http.HttpFilter;
+import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpServletResponseWrapper;
@@ -55,15 +56,41 @@ final class McpEndpointFilter extends HttpFilter {
     private final McpSessionOwners owners = new McpSessionOwners();
     private final long maxBodyBytes;
     private final Bodies bodies;
+    private final HttpServlet stateless;
     /** POSTs being handled now; a tool call's POST lasts until its result is written. */
     private final Object inFlightLock = new Object();
     private int inFlight;
 
     McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes, Bodies bodies) {
+        this(interceptor, registry, maxBodyBytes, bodies, null);
+    }
+
+    /**
+     * @param stateless the servlet of MCP revision 2026-07-28 (no session: each request says its revision), or null
+     *                  where only 2025-11-25 is served
+     */
+    McpEndpointFilter(MessageInterceptor interceptor, RunRegistry registry, long maxBodyBytes, Bodies bodies,
+            HttpServlet stateless) {
         this.interceptor = interceptor;
         this.registry = registry;
         this.maxBodyBytes = maxBodyBytes;
         this.bodies = bodies;
+        this.stateless = stateless;
+    }
+
+    /**
+     * Whether a request is of revision 2026-07-28: it carries no session and says its revision in
+     * MCP-Protocol-Version (a 2025-11-25 client sends initialize without that header, then its Mcp-Session-Id).
+     */
+    static boolean stateless(HttpServletRequest request) {
+        if (request.getHeader("Mcp-Session-Id") != null) return false;
+        String v = request.getHeader("MCP-Protocol-Version");
+        return v != null && v.strip().compareTo("2026-07-28") >= 0;
+    }
+
+    /** Runs of revision 2026-07-28 have no session: they are named (for cancel) within their key. */
+    static String statelessScope(String keyId) {
+        return "stateless:" + keyId;
     }
 
     @Override
@@ -115,7 +142,9 @@ final class McpEndpointFilter extends HttpFilter {
             String text = new String(body.bytes(), StandardCharsets.UTF_8);
             HttpServletRequest forward;
             try {
-                String out = interceptor.intercept(session == null ? "" : session, principal(request),
+                boolean modern = stateless != null && stateless(request);
+                String scope = modern ? statelessScope(keyId) : session == null ? "" : session;
+                String out = interceptor.intercept(scope, principal(request),
                         RequestTracker.requestId(request).orElse(null), text);
                 forward = new BufferedBodyRequest(request, out.equals(text) ? body.bytes() : out.getBytes(StandardCharsets.UTF_8));
             } catch (JacksonException e) {
@@ -135,9 +164,11 @@ final class McpEndpointFilter extends HttpFilter {
     /** Hands the request to the SDK, keeps its error bodies out, and follows the session's end. */
     private void forward(HttpServletRequest request, HttpServletRequest forward, HttpServletResponse response,
             FilterChain chain, String session, String keyId) throws IOException, ServletException {
-        CleanErrorResponse wrapped = new CleanErrorResponse(response, handedOut -> owners.bind(handedOut, keyId));
+        boolean modern = stateless != null && stateless(request);
+        CleanErrorResponse wrapped = new CleanErrorResponse(response, handedOut -> owners.bind(handedOut, keyId), modern);
         try {
-            chain.doFilter(forward, wrapped);
+            if (modern) stateless.service(forward, wrapped);
+            else chain.doFilter(forward, wrapped);
         } finally {
             wrapped.finish();
         }
@@ -162,10 +193,18 @@ final class McpEndpointFilter extends HttpFilter {
         private String errorText;
         private boolean sent;
 
-        /** @param onSessionId told of the Mcp-Session-Id the SDK hands out, before the header is sent */
-        CleanErrorResponse(HttpServletResponse response, Consumer<String> onSessionId) {
+        /** Whether the SDK's own JSON-RPC errors pass (revision 2026-07-28's server writes them itself, with an id). */
+        private final boolean jsonRpcErrorsPass;
+
+        /**
+         * @param onSessionId       told of the Mcp-Session-Id the SDK hands out, before the header is sent
+         * @param jsonRpcErrorsPass whether an error body that is a JSON-RPC error with a short one-line message is
+         *                          sent as the SDK wrote it (else every error is ours)
+         */
+        CleanErrorResponse(HttpServletResponse response, Consumer<String> onSessionId, boolean jsonRpcErrorsPass) {
             super(response);
             this.onSessionId = onSessionId;
+            this.jsonRpcErrorsPass = jsonRpcErrorsPass;
         }
 
         @Override
@@ -238,6 +277,14 @@ final class McpEndpointFilter extends HttpFilter {
             sent = true;
             HttpServletResponse real = (HttpServletResponse) getResponse();
             real.resetBuffer();
+            if (jsonRpcErrorsPass && plainJsonRpcError()) {
+                real.setStatus(errorStatus);
+                real.setContentType("application/json");
+                real.setCharacterEncoding("UTF-8");
+                real.setContentLength(swallowed.size());
+                real.getOutputStream().write(swallowed.toByteArray());
+                return;
+            }
             JsonErrors.write(real, errorStatus, JsonErrors.codeFor(errorStatus), message());
         }
 
@@ -247,6 +294,24 @@ final class McpEndpointFilter extends HttpFilter {
             if (sdk == null) return JsonErrors.messageFor(errorStatus);
             String safe = String.join("; ", SAFE_SDK_MESSAGES.stream().filter(sdk::contains).toList());
             return safe.isEmpty() ? JsonErrors.messageFor(errorStatus) : safe;
+        }
+
+        /**
+         * Whether the swallowed body is a JSON-RPC error and nothing more: {jsonrpc, id, error: {code, message, data?}}
+         * with an integer code and a message of one short line (never a serialized exception or a stack trace).
+         */
+        private boolean plainJsonRpcError() {
+            if (swallowed.size() == 0 || swallowed.size() > 4096) return false;
+            try {
+                JsonNode node = JsonErrors.JSON.readTree(swallowed.toByteArray());
+                JsonNode e = node.get("error");
+                if (node.size() > 3 || !"2.0".equals(node.path("jsonrpc").asString("")) || e == null || !e.isObject()) return false;
+                String m = e.path("message").asString("");
+                return e.path("code").isIntegralNumber() && !m.isEmpty() && m.length() <= 300 && m.indexOf('\n') < 0
+                        && !m.contains("Exception") && !m.contains("\tat ");
+            } catch (JacksonException ex) {
+                return false;
+            }
         }
 
         private String sdkMessage() {

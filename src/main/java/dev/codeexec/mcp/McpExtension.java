@@ -1,13 +1,21 @@
 package dev.codeexec.mcp;
 
-import io.modelcontextprotocol.server.McpServer;
+import io.modelcontextprotocol.spec.McpSchema.ServerCapabilities;
+
+import java.util.Optional;
 
 /**
- * Adds tools, resources, prompts or completions to the MCP server after ours are in place. Production passes
- * none; tests (the conformance fixtures) register theirs here so that they never ship in the jar. An extension may
- * also replace the server capabilities.
+ * Adds tools, resources, prompts or completions to the MCP server (both revisions) after ours are in place.
+ * Production passes none; tests (the conformance fixtures) register theirs here so that they never ship in the jar.
+ * An extension may also replace the server capabilities the 2025-11-25 server announces.
  */
-@FunctionalInterface
 public interface McpExtension extends dev.codeexec.surface.SurfaceExtension {
-    void apply(McpServer.SyncSpecification<?> spec);
+
+    /** What it adds. */
+    McpCatalog features();
+
+    /** The capabilities to announce instead of ours, if any. */
+    default Optional<ServerCapabilities> capabilities() {
+        return Optional.empty();
+    }
 }

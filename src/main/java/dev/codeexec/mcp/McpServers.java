@@ -3,6 +3,9 @@ package dev.codeexec.mcp;
 import dev.codeexec.surface.ServerSetup;
 import io.modelcontextprotocol.json.McpJsonDefaults;
 import io.modelcontextprotocol.server.McpServer;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceTemplateSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
@@ -10,6 +13,9 @@ import io.modelcontextprotocol.spec.McpSchema;
 import io.modelcontextprotocol.spec.McpSchema.ServerCapabilities;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Builds the MCP server for one transport: our tools, resources, prompts and completions, the capabilities, the
@@ -47,6 +53,43 @@ public final class McpServers {
         return configure(McpServer.sync(transport), setup, registry, false);
     }
 
+    /**
+     * Ours, for either revision's server: the tools in the order they are listed (execute_code, runtime_info, the
+     * file, session, job and preview tools, list_code_tools with code mode), code-exec://info and the workspace,
+     * job and code-tools resources, the prompts and the completions.
+     */
+    static McpCatalog catalog(ServerSetup setup, RunRegistry registry) {
+        List<SyncToolSpecification> tools = new ArrayList<>();
+        List<SyncResourceSpecification> resources = new ArrayList<>();
+        List<SyncResourceTemplateSpecification> templates = new ArrayList<>();
+        JobTools jobs = new JobTools(setup);
+        WorkspaceResources workspaces = new WorkspaceResources(setup);
+        tools.add(new ExecuteCodeTool(setup, registry).specification());
+        tools.add(new RuntimeInfoTool(setup.executor(), setup.workspaces(), setup.egress()).specification());
+        tools.addAll(new FileTools(setup).specifications());
+        tools.addAll(new SessionTools(setup).specifications());
+        tools.addAll(jobs.specifications());
+        tools.addAll(new PreviewTools(setup).specifications());
+        resources.add(workspaces.info());
+        templates.add(workspaces.files());
+        templates.addAll(jobs.resources());
+        setup.codeTools().ifPresent(t -> {
+            CodeToolsTool c = new CodeToolsTool(t);
+            tools.add(c.specification());
+            resources.add(c.serversResource());
+            templates.addAll(c.templates());
+        });
+        return new McpCatalog(tools, resources, templates, new CodePrompts(setup).specifications(),
+                new Completions(setup).specifications());
+    }
+
+    /** What the extensions add (tests' fixtures), after ours. */
+    static McpCatalog extensions(ServerSetup setup) {
+        McpCatalog out = McpCatalog.EMPTY;
+        for (var e : setup.extensions()) if (e instanceof McpExtension m) out = out.plus(m.features());
+        return out;
+    }
+
     private static McpSyncServer configure(McpServer.SyncSpecification<?> spec, ServerSetup setup,
             RunRegistry registry, boolean immediate) {
         // Set before any tool is added: the SDK checks a tool's schemas as it is added.
@@ -72,27 +115,15 @@ public final class McpServers {
                 // Our tools validate through the engine's converter, whose messages are the contract; extensions
                 // validate their own arguments.
                 .validateToolInputs(false)
-                .tools(schemas.own(new ExecuteCodeTool(setup, registry).specification()),
-                        schemas.own(new RuntimeInfoTool(setup.executor(), setup.workspaces(), setup.egress()).specification()))
-                .tools(schemas.own(new FileTools(setup).specifications()))
-                .tools(schemas.own(new SessionTools(setup).specifications()))
-
                 // The SDK's default matcher cannot match {+path} (values spanning several segments).
                 .uriTemplateManagerFactory(new UriTemplates());
-        JobTools jobs = new JobTools(setup);
-        spec.tools(schemas.own(jobs.specifications()));
-        spec.tools(schemas.own(new PreviewTools(setup).specifications()));
-        WorkspaceResources resources = new WorkspaceResources(setup);
-        spec.resources(resources.info())
-                .resourceTemplates(resources.files())
-                .resourceTemplates(jobs.resources())
-                .prompts(new CodePrompts(setup).specifications())
-                .completions(new Completions(setup).specifications());
-        setup.codeTools().ifPresent(t -> {
-            CodeToolsTool c = new CodeToolsTool(t);
-            spec.tools(schemas.own(c.specification())).resources(c.serversResource()).resourceTemplates(c.templates());
-        });
-        for (var e : setup.extensions()) if (e instanceof McpExtension m) m.apply(spec);
+        McpCatalog ours = catalog(setup, registry);
+        McpCatalog added = extensions(setup);
+        spec.tools(schemas.own(ours.tools())).tools(added.tools());
+        McpCatalog all = ours.plus(added);
+        spec.resources(all.resources()).resourceTemplates(all.templates()).prompts(all.prompts()).completions(all.completions());
+        for (var e : setup.extensions())
+            if (e instanceof McpExtension m) m.capabilities().ifPresent(spec::capabilities);
         McpSyncServer server = spec.build();
         // a client subscribed to job://{job} hears of each change of the job's status
         setup.jobs().ifPresent(j -> j.onChange(job -> Thread.ofVirtual().name("job-notify").start(() -> {

@@ -1,6 +1,7 @@
 package dev.codeexec.conformance;
 
-import io.modelcontextprotocol.server.McpServer;
+import dev.codeexec.mcp.McpCatalog;
+import dev.codeexec.mcp.McpExtension;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncCompletionSpecification;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncPromptSpecification;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceSpecification;
@@ -40,6 +41,7 @@ import io.modelcontextprotocol.spec.McpSchema.Tool;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.BiFunction;
 
 /**
@@ -61,22 +63,27 @@ public final class ConformanceFixtures {
     }
 
     /**
-     * Adds every fixture to the server being built, and widens the capabilities to what the scenarios probe
+     * Every fixture, for both revisions' servers, with the capabilities widened to what the scenarios probe
      * (resource subscriptions, logging, completions, prompts).
      */
-    public static void register(McpServer.SyncSpecification<?> spec) {
-        spec.capabilities(ServerCapabilities.builder()
+    public static McpExtension extension() {
+        return new McpExtension() {
+            @Override
+            public McpCatalog features() {
+                return new McpCatalog(tools(), resources(), templates(), prompts(), completions());
+            }
+
+            @Override
+            public Optional<ServerCapabilities> capabilities() {
+                return Optional.of(ServerCapabilities.builder()
                         .tools(false)
                         .resources(true, false)
                         .prompts(false)
                         .completions()
                         .logging()
-                        .build())
-                .tools(tools())
-                .resources(resources())
-                .resourceTemplates(templates())
-                .prompts(prompts())
-                .completions(completions());
+                        .build());
+            }
+        };
     }
 
     static List<SyncToolSpecification> tools() {

@@ -17,6 +17,6 @@ final class ConformanceServer {
     }
 
     static ServerSetup setup(Config config) {
-        return Main.wire(config, List.of(ConformanceFixtures::register));
+        return Main.wire(config, List.of(ConformanceFixtures.extension()));
     }
 }

@@ -61,34 +61,85 @@ class ConformanceTest {
     }
 
     @Test
-    void everyServerScenarioTheRevisionRequiresPasses() throws Exception {
+    void everyServerScenarioRevision20251125RequiresPasses() throws Exception {
+        Run run = run(REVISION);
+        assertThat(run.failures()).as("failed checks; CLI output:\n%s", run.log()).isEmpty();
+        assertThat(run.scenarios()).as("scenarios run; CLI output:\n%s", run.log()).hasSize(REQUIRED_SCENARIOS);
+        assertThat(run.exit()).as("CLI exit code; output:\n%s", run.log()).isZero();
+    }
+
+    /**
+     * Revision 2026-07-28 (issue 41, in progress): every scenario it requires passes but those of {@link #NOT_YET},
+     * and each of those still fails (a scenario that starts passing must leave the list, so that it is kept).
+     */
+    @Test
+    void everyServerScenarioRevision20260728RequiresPassesButThoseNotBuiltYet() throws Exception {
+        Run run = run(REVISION_2026);
+        assertThat(run.scenarios()).as("scenarios run; CLI output:\n%s", run.log()).hasSize(REQUIRED_SCENARIOS_2026);
+        List<String> unexpected = run.scenarios().stream().filter(s -> !NOT_YET.contains(s.scenario()))
+                .flatMap(s -> s.failures().stream()).toList();
+        assertThat(unexpected).as("failed checks; CLI output:\n%s", run.log()).isEmpty();
+        List<String> nowPassing = run.scenarios().stream()
+                .filter(s -> NOT_YET.contains(s.scenario()) && s.failures().isEmpty()).map(Scenario::scenario).toList();
+        assertThat(nowPassing).as("scenarios that pass now: take them out of NOT_YET").isEmpty();
+    }
+
+    /** The 2026-07-28 revision. */
+    static final String REVISION_2026 = "2026-07-28";
+    /** The server scenarios 0.2.0-alpha.12 requires of revision 2026-07-28. */
+    static final int REQUIRED_SCENARIOS_2026 = 50;
+    /**
+     * What is not built yet for 2026-07-28: results that ask for input (sep-2322: their fixture tools and the
+     * sealed request state), the tasks extension (sep-2663), the fixture tools that the stateless lifecycle's and
+     * the custom headers' checks call (sep-2575, sep-2243).
+     */
+    static final java.util.Set<String> NOT_YET = java.util.Set.of(
+            "http-custom-header-server-validation",
+            "input-required-result-basic-elicitation", "input-required-result-basic-list-roots",
+            "input-required-result-basic-sampling", "input-required-result-capability-check",
+            "input-required-result-multi-round", "input-required-result-multiple-input-requests",
+            "input-required-result-non-tool-request", "input-required-result-request-state",
+            "input-required-result-result-type", "input-required-result-tampered-state",
+            "server-stateless",
+            "tasks-capability-negotiation", "tasks-dispatch-and-envelope", "tasks-lifecycle", "tasks-mrtr-composition",
+            "tasks-mrtr-input", "tasks-request-headers", "tasks-request-state-removal", "tasks-required-task-error",
+            "tasks-wire-fields");
+
+    record Run(List<Scenario> scenarios, List<String> failures, String log, int exit) {
+    }
+
+    /** Runs the suite's requirement set of {@code revision} against the server; prints the counts. */
+    private static Run run(String revision) throws Exception {
         Path out = Files.createTempDirectory("conformance-results-");
         try {
             String url = "http://127.0.0.1:" + server.port() + "/mcp";
             ProcessBuilder pb = new ProcessBuilder(NODE22.toString(), CLI.toString(), "server", "--url", url,
-                    "--requirements", REVISION, "-o", out.toString())
+                    "--requirements", revision, "-o", out.toString())
                     .directory(out.toFile())
                     .redirectErrorStream(true);
             Process p = pb.start();
             String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertThat(p.waitFor(5, TimeUnit.MINUTES)).as("conformance CLI finished").isTrue();
-
             List<Scenario> scenarios = readResults(out);
             List<String> failures = scenarios.stream().flatMap(s -> s.failures().stream()).toList();
             // the counts, for the test command's log (docs/testing.md)
-            System.out.printf("conformance %s: %d scenarios, %d checks passed, %d failed, %d skipped or informational%n",
-                    REVISION, scenarios.size(), scenarios.stream().mapToInt(Scenario::passed).sum(), failures.size(),
+            System.out.printf("conformance %s: %d scenarios (%d passing whole), %d checks passed, %d failed, "
+                            + "%d skipped or informational%n", revision, scenarios.size(),
+                    scenarios.stream().filter(s -> s.failures().isEmpty()).count(),
+                    scenarios.stream().mapToInt(Scenario::passed).sum(), failures.size(),
                     scenarios.stream().mapToInt(x -> x.other().size()).sum());
             scenarios.forEach(x -> x.other().forEach(o -> System.out.println("  " + o)));
-            assertThat(failures).as("failed checks; CLI output:\n%s", log).isEmpty();
-            assertThat(scenarios).as("scenarios run; CLI output:\n%s", log).hasSize(REQUIRED_SCENARIOS);
-            assertThat(p.exitValue()).as("CLI exit code; output:\n%s", log).isZero();
+            return new Run(scenarios, failures, log, p.exitValue());
         } finally {
             deleteTree(out);
         }
     }
 
     record Scenario(String name, List<String> failures, int passed, List<String> other) {
+        /** The scenario's name without the CLI's "server-" prefix and timestamp suffix. */
+        String scenario() {
+            return name.replaceFirst("^server-", "").replaceFirst("-\\d{4}-\\d{2}-\\d{2}T.*$", "");
+        }
     }
 
     /** The CLI writes one directory per scenario, each with a checks.json array of {id, status, errorMessage}. */

@@ -36,21 +36,24 @@ class ExtensionAndShutdownTest {
 
     @Test
     void extensionsAddToolsResourcesAndPromptsNextToOurs() throws Exception {
-        McpExtension fixtures = spec -> spec
-                .tools(new SyncToolSpecification(Tool.builder().name("echo").description("echo")
+        McpCatalog added = new McpCatalog(List.of(
+                new SyncToolSpecification(Tool.builder().name("echo").description("echo")
                         .inputSchema(Map.of("type", "object")).build(),
-                        (ex, call) -> CallToolResult.builder().addTextContent("echo:" + call.arguments().get("m")).build()))
+                        (ex, call) -> CallToolResult.builder().addTextContent("echo:" + call.arguments().get("m")).build()),
                 // an extension's structured result is still checked against its output schema (ours are not: OwnSchemas)
-                .tools(new SyncToolSpecification(Tool.builder().name("count").description("count")
+                new SyncToolSpecification(Tool.builder().name("count").description("count")
                         .inputSchema(Map.of("type", "object"))
                         .outputSchema(Map.of("type", "object", "properties", Map.of("n", Map.of("type", "integer")),
                                 "required", List.of("n"))).build(),
                         (ex, call) -> CallToolResult.builder().structuredContent(Map.of("n", call.arguments().get("n")))
-                                .addTextContent("counted").build()))
-                .resources(new SyncResourceSpecification(Resource.builder().uri("test://a").name("a").mimeType("text/plain").build(),
-                        (ex, req) -> new ReadResourceResult(List.of(new TextResourceContents("test://a", "text/plain", "A")))))
-                .prompts(new SyncPromptSpecification(new Prompt("p", "a prompt", List.of()),
-                        (ex, req) -> new GetPromptResult("d", List.of(new PromptMessage(Role.USER, new TextContent("hi"))))));
+                                .addTextContent("counted").build())),
+                List.of(new SyncResourceSpecification(Resource.builder().uri("test://a").name("a").mimeType("text/plain").build(),
+                        (ex, req) -> new ReadResourceResult(List.of(new TextResourceContents("test://a", "text/plain", "A"))))),
+                List.of(),
+                List.of(new SyncPromptSpecification(new Prompt("p", "a prompt", List.of()),
+                        (ex, req) -> new GetPromptResult("d", List.of(new PromptMessage(Role.USER, new TextContent("hi")))))),
+                List.of());
+        McpExtension fixtures = () -> added;
         try (HttpServer server = HttpServer.start(TestServers.setup(new FakeExecutor(), List.of(fixtures)))) {
             McpSyncClient client = McpClient.sync(HttpClientStreamableHttpTransport.builder("http://127.0.0.1:" + server.port()).build())
                     .requestTimeout(Duration.ofSeconds(20)).build();

@@ -1,0 +1,258 @@
+package dev.codeexec.mcp;
+
+import dev.codeexec.surface.ServerSetup;
+import io.modelcontextprotocol.common.McpTransportContext;
+import io.modelcontextprotocol.json.McpJsonDefaults;
+import io.modelcontextprotocol.json.McpJsonMapper;
+import io.modelcontextprotocol.json.TypeRef;
+import io.modelcontextprotocol.modern.McpSchema;
+import io.modelcontextprotocol.modern.server.McpRequestContext;
+import io.modelcontextprotocol.modern.server.McpServer;
+import io.modelcontextprotocol.modern.server.McpSyncNotifier;
+import io.modelcontextprotocol.modern.server.McpSyncResponse;
+import io.modelcontextprotocol.modern.server.feature.McpSyncCompletionHandler;
+import io.modelcontextprotocol.modern.server.feature.McpSyncPrompt;
+import io.modelcontextprotocol.modern.server.feature.McpSyncPromptRepository;
+import io.modelcontextprotocol.modern.server.feature.McpSyncResource;
+import io.modelcontextprotocol.modern.server.feature.McpSyncResourceRepository;
+import io.modelcontextprotocol.modern.server.feature.McpSyncResourceTemplate;
+import io.modelcontextprotocol.modern.server.feature.McpSyncTool;
+import io.modelcontextprotocol.modern.server.feature.McpSyncToolRepository;
+import io.modelcontextprotocol.modern.server.feature.PromptsFeature;
+import io.modelcontextprotocol.modern.server.feature.PromptsPage;
+import io.modelcontextprotocol.modern.server.feature.ResourceTemplatesPage;
+import io.modelcontextprotocol.modern.server.feature.ResourcesFeature;
+import io.modelcontextprotocol.modern.server.feature.ResourcesPage;
+import io.modelcontextprotocol.modern.server.feature.ToolsFeature;
+import io.modelcontextprotocol.modern.server.feature.ToolsPage;
+import io.modelcontextprotocol.server.McpAsyncServerExchange;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncCompletionSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncPromptSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceTemplateSpecification;
+import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
+import io.modelcontextprotocol.server.McpSyncServerExchange;
+import io.modelcontextprotocol.spec.McpLoggableSession;
+import reactor.core.publisher.Mono;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.BiFunction;
+
+/**
+ * MCP revision 2026-07-28 (stateless: no initialize, no session; each request carries its protocol version, client
+ * info and capabilities in {@code _meta}) served by the SDK 2.2.0's {@code modern} server over the very handlers the
+ * 2025-11-25 server dispatches to: a call's request and result are carried between the two schemas through JSON, and
+ * the handler gets an exchange whose "session" passes progress to the request's own stream.
+ *
+ * <p>Work in progress (issue 41): tools, resources, prompts and completions; subscriptions, input-required results
+ * and tasks follow.
+ */
+public final class ModernMcp {
+
+    static final String REVISION = "2026-07-28";
+    private static final McpSyncNotifier SILENT = new McpSyncNotifier() {
+        @Override
+        public void progress(double progress, Double total, String message) {
+        }
+
+        @Override
+        public void notify(String method, Object params) {
+        }
+    };
+
+    private final McpJsonMapper json = McpJsonDefaults.getMapper();
+    private final McpCatalog catalog;
+    private final UriTemplates templates = new UriTemplates();
+
+    ModernMcp(McpCatalog catalog) {
+        this.catalog = catalog;
+    }
+
+    /** The modern server over {@code setup}'s tools, resources, prompts and completions (and its extensions'). */
+    public static McpServer server(ServerSetup setup, RunRegistry registry) {
+        ModernMcp m = new ModernMcp(McpServers.catalog(setup, registry).plus(McpServers.extensions(setup)));
+        return McpServer.builder()
+                .serverInfo(McpSchema.Implementation.builder(McpServers.SERVER_NAME, setup.version()).build())
+                .supportedVersions(List.of(REVISION))
+                .feature(ToolsFeature.ofSync(m.tools()))
+                .feature(ResourcesFeature.ofSync(m.resources()))
+                .feature(PromptsFeature.ofSync(m.prompts()))
+                .build();
+    }
+
+    McpSyncToolRepository tools() {
+        List<McpSchema.Tool> listed = new ArrayList<>();
+        Map<String, McpSyncTool> byName = new LinkedHashMap<>();
+        for (SyncToolSpecification spec : catalog.tools()) {
+            McpSchema.Tool t = json.convertValue(spec.tool(), McpSchema.Tool.class);
+            listed.add(t);
+            byName.put(t.name(), McpSyncTool.of(t, (ctx, request) -> McpSyncResponse.streaming(notifier -> modern(
+                    spec.callHandler().apply(exchange(ctx, notifier), legacy(request,
+                            io.modelcontextprotocol.spec.McpSchema.CallToolRequest.class)),
+                    McpSchema.CallToolResult.class))));
+        }
+        return new McpSyncToolRepository() {
+            @Override
+            public ToolsPage list(McpRequestContext ctx, String cursor) {
+                return ToolsPage.of(listed);
+            }
+
+            @Override
+            public McpSyncTool find(McpRequestContext ctx, String name) {
+                return byName.get(name);
+            }
+        };
+    }
+
+    McpSyncResourceRepository resources() {
+        List<McpSchema.Resource> listed = catalog.resources().stream()
+                .map(r -> json.convertValue(r.resource(), McpSchema.Resource.class)).toList();
+        List<McpSchema.ResourceTemplate> listedTemplates = catalog.templates().stream()
+                .map(t -> json.convertValue(t.resourceTemplate(), McpSchema.ResourceTemplate.class)).toList();
+        return new McpSyncResourceRepository() {
+            @Override
+            public ResourcesPage list(McpRequestContext ctx, String cursor) {
+                return ResourcesPage.of(listed);
+            }
+
+            @Override
+            public ResourceTemplatesPage listTemplates(McpRequestContext ctx, String cursor) {
+                return ResourceTemplatesPage.of(listedTemplates);
+            }
+
+            @Override
+            public McpSyncResource find(McpRequestContext ctx, String uri) {
+                for (SyncResourceSpecification r : catalog.resources())
+                    if (r.resource().uri().equals(uri)) return read(r.readHandler());
+                for (SyncResourceTemplateSpecification t : catalog.templates())
+                    if (templates.create(t.resourceTemplate().uriTemplate()).matches(uri)) return read(t.readHandler());
+                return null;
+            }
+
+            @Override
+            public McpSyncResourceTemplate findTemplate(McpRequestContext ctx, String uriTemplate) {
+                for (int i = 0; i < catalog.templates().size(); i++) {
+                    if (!catalog.templates().get(i).resourceTemplate().uriTemplate().equals(uriTemplate)) continue;
+                    McpSyncResourceTemplate found = McpSyncResourceTemplate.of(listedTemplates.get(i));
+                    McpSyncCompletionHandler c = completion(new io.modelcontextprotocol.spec.McpSchema.ResourceReference(uriTemplate));
+                    return c == null ? found : found.withCompletionHandler(c);
+                }
+                return null;
+            }
+
+            @Override
+            public boolean supportsCompletion() {
+                return true;
+            }
+        };
+    }
+
+    private McpSyncResource read(BiFunction<McpSyncServerExchange, io.modelcontextprotocol.spec.McpSchema.ReadResourceRequest,
+            io.modelcontextprotocol.spec.McpSchema.ReadResourceResult> handler) {
+        return McpSyncResource.of((ctx, request) -> McpSyncResponse.result(modern(handler.apply(exchange(ctx, SILENT),
+                legacy(request, io.modelcontextprotocol.spec.McpSchema.ReadResourceRequest.class)), McpSchema.ReadResourceResult.class)));
+    }
+
+    McpSyncPromptRepository prompts() {
+        List<McpSchema.Prompt> listed = new ArrayList<>();
+        Map<String, McpSyncPrompt> byName = new LinkedHashMap<>();
+        for (SyncPromptSpecification spec : catalog.prompts()) {
+            McpSchema.Prompt p = json.convertValue(spec.prompt(), McpSchema.Prompt.class);
+            listed.add(p);
+            McpSyncPrompt prompt = McpSyncPrompt.of(p, (ctx, request) -> McpSyncResponse.result(modern(
+                    spec.promptHandler().apply(exchange(ctx, SILENT), legacy(request,
+                            io.modelcontextprotocol.spec.McpSchema.GetPromptRequest.class)),
+                    McpSchema.GetPromptResult.class)));
+            McpSyncCompletionHandler c = completion(new io.modelcontextprotocol.spec.McpSchema.PromptReference(p.name()));
+            byName.put(p.name(), c == null ? prompt : prompt.withCompletionHandler(c));
+        }
+        return new McpSyncPromptRepository() {
+            @Override
+            public PromptsPage list(McpRequestContext ctx, String cursor) {
+                return PromptsPage.of(listed);
+            }
+
+            @Override
+            public McpSyncPrompt find(McpRequestContext ctx, String name) {
+                return byName.get(name);
+            }
+
+            @Override
+            public boolean supportsCompletion() {
+                return true;
+            }
+        };
+    }
+
+    /** The completion handler of the catalog for a prompt or resource template, or null. */
+    private McpSyncCompletionHandler completion(io.modelcontextprotocol.spec.McpSchema.CompleteReference ref) {
+        for (SyncCompletionSpecification c : catalog.completions()) {
+            if (!sameReference(c.referenceKey(), ref)) continue;
+            return (ctx, request) -> modern(c.completionHandler().apply(exchange(ctx, SILENT),
+                    legacy(request, io.modelcontextprotocol.spec.McpSchema.CompleteRequest.class)), McpSchema.CompleteResult.class);
+        }
+        return null;
+    }
+
+    private static boolean sameReference(io.modelcontextprotocol.spec.McpSchema.CompleteReference a,
+            io.modelcontextprotocol.spec.McpSchema.CompleteReference b) {
+        return a.type().equals(b.type()) && a.identifier().equals(b.identifier());
+    }
+
+    /** A 2026-07-28 request as the 2025-11-25 handlers take it: the same JSON (with the _meta the edge wrote). */
+    private <T> T legacy(Object request, Class<T> type) {
+        return json.convertValue(request, type);
+    }
+
+    private <T> T modern(Object result, Class<T> type) {
+        return json.convertValue(result, type);
+    }
+
+    /** What a 2025-11-25 handler gets as its exchange: the caller's info, and a "session" that is this request. */
+    private McpSyncServerExchange exchange(McpRequestContext ctx, McpSyncNotifier notifier) {
+        return new McpSyncServerExchange(new McpAsyncServerExchange(null, new Notifying(notifier),
+                json.convertValue(ctx.clientCapabilities(), io.modelcontextprotocol.spec.McpSchema.ClientCapabilities.class),
+                json.convertValue(ctx.clientInfo(), io.modelcontextprotocol.spec.McpSchema.Implementation.class),
+                ctx.transportContext() == null ? McpTransportContext.EMPTY : ctx.transportContext()));
+    }
+
+    /** A handler's "session" within one request: progress goes to the request's stream; nothing else is sent. */
+    private record Notifying(McpSyncNotifier notifier) implements McpLoggableSession {
+        @Override
+        public <T> Mono<T> sendRequest(String method, Object params, TypeRef<T> type) {
+            return Mono.error(new UnsupportedOperationException(method + ": a server asks for input with an "
+                    + "InputRequiredResult in revision " + REVISION));
+        }
+
+        @Override
+        public Mono<Void> sendNotification(String method, Object params) {
+            if (params instanceof io.modelcontextprotocol.spec.McpSchema.ProgressNotification p) {
+                notifier.progress(p.progress(), p.total(), p.message());
+            } else {
+                notifier.notify(method, params);
+            }
+            return Mono.empty();
+        }
+
+        @Override
+        public Mono<Void> closeGracefully() {
+            return Mono.empty();
+        }
+
+        @Override
+        public void close() {
+        }
+
+        @Override
+        public void setMinLoggingLevel(io.modelcontextprotocol.spec.McpSchema.LoggingLevel level) {
+        }
+
+        @Override
+        public boolean isNotificationForLevelAllowed(io.modelcontextprotocol.spec.McpSchema.LoggingLevel level) {
+            return true;
+        }
+    }
+}

@@ -1,0 +1,207 @@
+package dev.codeexec.mcp;
+
+import dev.codeexec.auth.ApiKeys;
+import dev.codeexec.config.Config;
+import dev.codeexec.config.DataDir;
+import dev.codeexec.egress.EgressSettings;
+import dev.codeexec.engine.RequestValidator;
+import dev.codeexec.http.HttpServer;
+import dev.codeexec.lang.Languages;
+import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.surface.ServerSetup;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * MCP revision 2026-07-28 on the same /mcp as 2025-11-25, through raw HTTP as its clients speak it: no initialize and
+ * no session; each request says its revision in MCP-Protocol-Version and {@code _meta}. Tools (with progress on the
+ * request's own stream), resources, prompts, and tenants kept apart by their keys.
+ */
+class Revision2026Test {
+
+    static final JsonMapper JSON = JsonMapper.shared();
+    static HttpServer server;
+    static Path dir;
+    static FakeExecutor executor = new FakeExecutor();
+    static final HttpClient HTTP = HttpClient.newHttpClient();
+
+    @BeforeAll
+    static void start() throws Exception {
+        dir = Files.createTempDirectory("revision-2026-test");
+        Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+        Path keys = Files.writeString(dir.resolve("keys.txt"), "alice " + ApiKeys.hashHex("alice-key") + "\n"
+                + "bob " + ApiKeys.hashHex("bob-key") + "\n");
+        Config config = Config.of("PORT", "0", "API_KEYS_FILE", keys.toString(), "DATA_DIR", dir.toString(),
+                "WORKSPACE_ROOT", dir.resolve("ws").toString());
+        server = HttpServer.start(new ServerSetup(config, executor, new RequestValidator(config, Languages.load()),
+                new Sandbox.Status("fake", Optional.empty()), "test", List.of(), TestServers.workspaces(config),
+                EgressSettings.of(config)));
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (server != null) server.close();
+        if (dir != null) DataDir.deleteTree(dir);
+    }
+
+    /** One 2026-07-28 request: its headers, and the revision, client info and capabilities in {@code _meta}. */
+    static HttpResponse<String> post(String key, int id, String method, String name, Map<String, Object> params)
+            throws Exception {
+        Map<String, Object> p = new LinkedHashMap<>(params);
+        Map<String, Object> meta = new LinkedHashMap<>();
+        if (p.get("_meta") instanceof Map<?, ?> m) m.forEach((k, v) -> meta.put(String.valueOf(k), v));
+        meta.put("io.modelcontextprotocol/protocolVersion", "2026-07-28");
+        meta.put("io.modelcontextprotocol/clientInfo", Map.of("name", "revision-2026-test", "version", "1"));
+        meta.put("io.modelcontextprotocol/clientCapabilities", Map.of());
+        p.put("_meta", meta);
+        String body = JSON.writeValueAsString(Map.of("jsonrpc", "2.0", "id", id, "method", method, "params", p));
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + server.port() + "/mcp"))
+                .timeout(Duration.ofSeconds(30))
+                .header("Content-Type", "application/json").header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method)
+                .POST(HttpRequest.BodyPublishers.ofString(body));
+        if (name != null) b.header("Mcp-Name", name);
+        if (key != null) b.header("Authorization", "Bearer " + key);
+        return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** The JSON-RPC messages of a response: its one JSON body, or each SSE event's data in order. */
+    static List<JsonNode> messages(HttpResponse<String> r) {
+        List<JsonNode> out = new ArrayList<>();
+        if (r.headers().firstValue("Content-Type").orElse("").startsWith("text/event-stream")) {
+            for (String line : r.body().split("\n")) if (line.startsWith("data:")) out.add(JSON.readTree(line.substring(5).strip()));
+        } else {
+            out.add(JSON.readTree(r.body()));
+        }
+        return out;
+    }
+
+    static JsonNode result(HttpResponse<String> r) {
+        List<JsonNode> m = messages(r);
+        JsonNode last = m.getLast();
+        assertThat(last.has("result")).as("a result: %s", r.body()).isTrue();
+        return last.path("result");
+    }
+
+    static JsonNode call(String key, String tool, Map<String, Object> arguments) throws Exception {
+        return result(post(key, 7, "tools/call", tool, Map.of("name", tool, "arguments", arguments)));
+    }
+
+    @Test
+    void toolsAreListedAndCalledWithoutInitializeOrASession() throws Exception {
+        HttpResponse<String> list = post("alice-key", 1, "tools/list", null, Map.of());
+        assertThat(list.statusCode()).isEqualTo(200);
+        assertThat(list.headers().firstValue("Mcp-Session-Id")).isEmpty();
+        JsonNode tools = result(list).path("tools");
+        List<String> names = new ArrayList<>();
+        tools.forEach(t -> names.add(t.path("name").asString()));
+        assertThat(names).contains("execute_code", "runtime_info", "write_file", "read_file", "job_status");
+
+        JsonNode r = call("alice-key", "execute_code", Map.of("language", "python", "code", "print:hello 2026"));
+        assertThat(r.path("isError").asBoolean()).isFalse();
+        assertThat(r.path("structuredContent").path("stdout").asString()).isEqualTo("hello 2026");
+        assertThat(r.path("resultType").asString()).isEqualTo("complete");
+    }
+
+    @Test
+    void aRunsOutputStreamsAsProgressOnTheRequestsOwnStream() throws Exception {
+        HttpResponse<String> r = post("alice-key", 2, "tools/call", "execute_code", Map.of("name", "execute_code",
+                "arguments", Map.of("language", "python", "code", "stream:3"), "_meta", Map.of("progressToken", "tok-1")));
+        List<JsonNode> m = messages(r);
+        List<String> progress = new ArrayList<>();
+        for (JsonNode n : m)
+            if (n.path("method").asString("").equals("notifications/progress")) {
+                assertThat(n.path("params").path("progressToken").asString()).isEqualTo("tok-1");
+                progress.add(n.path("params").path("message").asString());
+            }
+        assertThat(progress).as(r.body()).hasSize(3);
+        assertThat(String.join("", progress)).contains("line 0", "line 1", "line 2");
+        assertThat(m.getLast().path("id").asInt()).isEqualTo(2);
+        assertThat(m.getLast().path("result").path("structuredContent").path("exitCode").asInt()).isZero();
+    }
+
+    @Test
+    void aTenantsFilesAndResourcesAreItsOwnUnderEitherRevision() throws Exception {
+        assertThat(call("alice-key", "write_file", Map.of("workspace", "proj", "path", "a.txt", "content", "alice's"))
+                .path("isError").asBoolean()).isFalse();
+        JsonNode read = result(post("alice-key", 3, "resources/read", "ws://proj/a.txt", Map.of("uri", "ws://proj/a.txt")));
+        assertThat(read.path("contents").get(0).path("text").asString()).isEqualTo("alice's");
+
+        HttpResponse<String> bobs = post("bob-key", 4, "resources/read", "ws://proj/a.txt", Map.of("uri", "ws://proj/a.txt"));
+        assertThat(bobs.body()).doesNotContain("alice's");
+        assertThat(messages(bobs).getLast().has("error")).as(bobs.body()).isTrue();
+        JsonNode bobRead = call("bob-key", "read_file", Map.of("workspace", "proj", "path", "a.txt"));
+        assertThat(bobRead.path("isError").asBoolean()).isTrue();
+        assertThat(bobRead.toString()).doesNotContain("alice's");
+
+        JsonNode info = result(post("bob-key", 5, "resources/read", "code-exec://info", Map.of("uri", "code-exec://info")));
+        assertThat(info.path("contents").get(0).path("text").asString()).contains("\"server\" : \"code-exec-mcp\"");
+    }
+
+    @Test
+    void promptsAndServerDiscoveryAnswer() throws Exception {
+        JsonNode prompts = result(post("alice-key", 6, "prompts/list", null, Map.of()));
+        assertThat(prompts.path("prompts").size()).isPositive();
+        JsonNode discover = result(post("alice-key", 8, "server/discover", null, Map.of()));
+        assertThat(discover.path("supportedVersions").toString()).contains("2026-07-28");
+        assertThat(discover.path("capabilities").has("tools")).isTrue();
+    }
+
+    @Test
+    void notificationsCancelledKillsTheRunOfThatRequestOfTheSameKeyOnly() throws Exception {
+        executor.blockStarted = new java.util.concurrent.CountDownLatch(1);
+        int before = executor.cancels.get();
+        var call = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            try {
+                return post("alice-key", 41, "tools/call", "execute_code", Map.of("name", "execute_code",
+                        "arguments", Map.of("language", "python", "code", "block")));
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(executor.blockStarted.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        // another key naming the same request id cancels nothing (the edge acts on a notification before answering it)
+        notification("bob-key", "notifications/cancelled", Map.of("requestId", 41));
+        assertThat(executor.cancels.get()).isEqualTo(before);
+        HttpResponse<String> n = notification("alice-key", "notifications/cancelled", Map.of("requestId", 41));
+        assertThat(n.statusCode()).as(n.body()).isLessThan(300);
+        HttpResponse<String> r = call.get(20, java.util.concurrent.TimeUnit.SECONDS);
+        assertThat(executor.cancels.get()).isEqualTo(before + 1);
+        assertThat(r.body()).contains("cancelled");
+    }
+
+    static HttpResponse<String> notification(String key, String method, Map<String, Object> params) throws Exception {
+        Map<String, Object> p = new LinkedHashMap<>(params);
+        p.put("_meta", Map.of("io.modelcontextprotocol/protocolVersion", "2026-07-28"));
+        String body = JSON.writeValueAsString(Map.of("jsonrpc", "2.0", "method", method, "params", p));
+        return HTTP.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + server.port() + "/mcp"))
+                .timeout(Duration.ofSeconds(30)).header("Authorization", "Bearer " + key)
+                .header("Content-Type", "application/json").header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method)
+                .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    @Test
+    void aRequestWithoutAKeyIsRefusedAtTheEdgeAsAnyOther() throws Exception {
+        HttpResponse<String> r = post(null, 9, "tools/list", null, Map.of());
+        assertThat(r.statusCode()).isEqualTo(401);
+    }
+}
