@@ -6,6 +6,8 @@ import io.modelcontextprotocol.json.McpJsonDefaults;
 import io.modelcontextprotocol.json.McpJsonMapper;
 import io.modelcontextprotocol.json.TypeRef;
 import io.modelcontextprotocol.modern.McpSchema;
+import io.modelcontextprotocol.modern.server.McpAsyncNotifier;
+import io.modelcontextprotocol.modern.server.McpAsyncResponse;
 import io.modelcontextprotocol.modern.server.McpRequestContext;
 import io.modelcontextprotocol.modern.server.McpServer;
 import io.modelcontextprotocol.modern.server.McpSyncNotifier;
@@ -16,8 +18,8 @@ import io.modelcontextprotocol.modern.server.feature.McpSyncPromptRepository;
 import io.modelcontextprotocol.modern.server.feature.McpSyncResource;
 import io.modelcontextprotocol.modern.server.feature.McpSyncResourceRepository;
 import io.modelcontextprotocol.modern.server.feature.McpSyncResourceTemplate;
-import io.modelcontextprotocol.modern.server.feature.McpSyncTool;
-import io.modelcontextprotocol.modern.server.feature.McpSyncToolRepository;
+import io.modelcontextprotocol.modern.server.feature.McpAsyncTool;
+import io.modelcontextprotocol.modern.server.feature.McpAsyncToolRepository;
 import io.modelcontextprotocol.modern.server.feature.PromptsFeature;
 import io.modelcontextprotocol.modern.server.feature.PromptsPage;
 import io.modelcontextprotocol.modern.server.feature.ResourceTemplatesPage;
@@ -34,11 +36,14 @@ import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.spec.McpLoggableSession;
 import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Scheduler;
+import reactor.core.scheduler.Schedulers;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Executors;
 import java.util.function.BiFunction;
 
 /**
@@ -53,6 +58,9 @@ import java.util.function.BiFunction;
 public final class ModernMcp {
 
     static final String REVISION = "2026-07-28";
+    /** Where tool calls run: a virtual thread each. */
+    private static final Scheduler CALLS = Schedulers.fromExecutorService(
+            Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("mcp-2026-call-", 0).factory()), "mcp-2026-calls");
     private static final McpSyncNotifier SILENT = new McpSyncNotifier() {
         @Override
         public void progress(double progress, Double total, String message) {
@@ -77,32 +85,53 @@ public final class ModernMcp {
         return McpServer.builder()
                 .serverInfo(McpSchema.Implementation.builder(McpServers.SERVER_NAME, setup.version()).build())
                 .supportedVersions(List.of(REVISION))
-                .feature(ToolsFeature.ofSync(m.tools()))
+                .feature(ToolsFeature.ofAsync(m.tools()))
                 .feature(ResourcesFeature.ofSync(m.resources()))
                 .feature(PromptsFeature.ofSync(m.prompts()))
                 .build();
     }
 
-    McpSyncToolRepository tools() {
+    /**
+     * The tools. A call runs on a virtual thread of its own: a run blocks its handler for up to its timeout, and the
+     * SDK's sync adapter would hold one of Reactor's bounded elastic threads (ten per core) for it instead.
+     */
+    McpAsyncToolRepository tools() {
         List<McpSchema.Tool> listed = new ArrayList<>();
-        Map<String, McpSyncTool> byName = new LinkedHashMap<>();
+        Map<String, McpAsyncTool> byName = new LinkedHashMap<>();
         for (SyncToolSpecification spec : catalog.tools()) {
             McpSchema.Tool t = json.convertValue(spec.tool(), McpSchema.Tool.class);
             listed.add(t);
-            byName.put(t.name(), McpSyncTool.of(t, (ctx, request) -> McpSyncResponse.streaming(notifier -> modern(
-                    spec.callHandler().apply(exchange(ctx, notifier), legacy(request,
-                            io.modelcontextprotocol.spec.McpSchema.CallToolRequest.class)),
-                    McpSchema.CallToolResult.class))));
+            byName.put(t.name(), McpAsyncTool.of(t, (ctx, request) -> Mono.just(McpAsyncResponse.streaming(
+                    notifier -> Mono.fromCallable(() -> (McpSchema.CallToolOutcome) modern(spec.callHandler().apply(
+                                    exchange(ctx, blocking(notifier)),
+                                    legacy(request, io.modelcontextprotocol.spec.McpSchema.CallToolRequest.class)),
+                            McpSchema.CallToolResult.class)).subscribeOn(CALLS)))));
         }
-        return new McpSyncToolRepository() {
+        ToolsPage page = ToolsPage.of(listed);
+        return new McpAsyncToolRepository() {
             @Override
-            public ToolsPage list(McpRequestContext ctx, String cursor) {
-                return ToolsPage.of(listed);
+            public Mono<ToolsPage> list(McpRequestContext ctx, String cursor) {
+                return Mono.just(page);
             }
 
             @Override
-            public McpSyncTool find(McpRequestContext ctx, String name) {
-                return byName.get(name);
+            public Mono<McpAsyncTool> find(McpRequestContext ctx, String name) {
+                return Mono.justOrEmpty(byName.get(name));
+            }
+        };
+    }
+
+    /** A notifier for a handler on its own thread: each notification is on the stream before the handler goes on. */
+    private static McpSyncNotifier blocking(McpAsyncNotifier notifier) {
+        return new McpSyncNotifier() {
+            @Override
+            public void progress(double progress, Double total, String message) {
+                notifier.progress(progress, total, message).block();
+            }
+
+            @Override
+            public void notify(String method, Object params) {
+                notifier.notify(method, params).block();
             }
         };
     }

@@ -188,6 +188,29 @@ class Revision2026Test {
         assertThat(r.body()).contains("cancelled");
     }
 
+    @Test
+    void moreCallsRunAtOnceThanReactorsBoundedPoolHoldsEachOnAThreadOfItsOwn() throws Exception {
+        int calls = 24; // the SDK's sync adapter would hold 10 threads per core (20 here) and queue the rest
+        executor.blockStarted = new java.util.concurrent.CountDownLatch(calls);
+        int before = executor.cancels.get();
+        List<java.util.concurrent.CompletableFuture<HttpResponse<String>>> running = new ArrayList<>();
+        for (int i = 0; i < calls; i++) {
+            int id = 100 + i;
+            running.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try {
+                    return post("alice-key", id, "tools/call", "execute_code", Map.of("name", "execute_code",
+                            "arguments", Map.of("language", "python", "code", "block")));
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            }, java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor()));
+        }
+        assertThat(executor.blockStarted.await(20, java.util.concurrent.TimeUnit.SECONDS)).as("all %d runs started", calls).isTrue();
+        for (int i = 0; i < calls; i++) notification("alice-key", "notifications/cancelled", Map.of("requestId", 100 + i));
+        for (var r : running) assertThat(r.get(20, java.util.concurrent.TimeUnit.SECONDS).body()).contains("cancelled");
+        assertThat(executor.cancels.get()).isEqualTo(before + calls);
+    }
+
     static HttpResponse<String> notification(String key, String method, Map<String, Object> params) throws Exception {
         Map<String, Object> p = new LinkedHashMap<>(params);
         p.put("_meta", Map.of("io.modelcontextprotocol/protocolVersion", "2026-07-28"));
