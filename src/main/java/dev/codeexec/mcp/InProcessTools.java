@@ -11,7 +11,6 @@ import io.modelcontextprotocol.spec.McpLoggableSession;
 import io.modelcontextprotocol.spec.McpSchema;
 import reactor.core.publisher.Mono;
 
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -43,12 +42,7 @@ public final class InProcessTools {
     /** The tools of {@code setup}'s server, with their own registry of runs (for {@link #cancel}). */
     public static InProcessTools of(ServerSetup setup) {
         RunRegistry registry = new RunRegistry();
-        List<SyncToolSpecification> specs = new ArrayList<>();
-        specs.add(new ExecuteCodeTool(setup, registry).specification());
-        specs.addAll(new FileTools(setup).specifications());
-        specs.addAll(new SessionTools(setup).specifications());
-        setup.codeTools().ifPresent(t -> specs.add(new CodeToolsTool(t).specification()));
-        return new InProcessTools(specs, registry);
+        return new InProcessTools(McpServers.catalog(setup, registry).tools(), registry);
     }
 
     /** The tools' definitions (name, description, input schema), in a stable order. */

@@ -31,10 +31,10 @@ import io.modelcontextprotocol.server.McpAsyncServerExchange;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncCompletionSpecification;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncPromptSpecification;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceSpecification;
-import io.modelcontextprotocol.server.McpServerFeatures.SyncResourceTemplateSpecification;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.spec.McpLoggableSession;
+import io.modelcontextprotocol.util.McpUriTemplateManager;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 import reactor.core.scheduler.Schedulers;
@@ -141,6 +141,9 @@ public final class ModernMcp {
                 .map(r -> json.convertValue(r.resource(), McpSchema.Resource.class)).toList();
         List<McpSchema.ResourceTemplate> listedTemplates = catalog.templates().stream()
                 .map(t -> json.convertValue(t.resourceTemplate(), McpSchema.ResourceTemplate.class)).toList();
+        // each template's matcher made once, not on every read
+        List<McpUriTemplateManager> matchers = catalog.templates().stream()
+                .map(t -> templates.create(t.resourceTemplate().uriTemplate())).toList();
         return new McpSyncResourceRepository() {
             @Override
             public ResourcesPage list(McpRequestContext ctx, String cursor) {
@@ -156,8 +159,8 @@ public final class ModernMcp {
             public McpSyncResource find(McpRequestContext ctx, String uri) {
                 for (SyncResourceSpecification r : catalog.resources())
                     if (r.resource().uri().equals(uri)) return read(r.readHandler());
-                for (SyncResourceTemplateSpecification t : catalog.templates())
-                    if (templates.create(t.resourceTemplate().uriTemplate()).matches(uri)) return read(t.readHandler());
+                for (int i = 0; i < matchers.size(); i++)
+                    if (matchers.get(i).matches(uri)) return read(catalog.templates().get(i).readHandler());
                 return null;
             }
 
