@@ -244,6 +244,7 @@ class WorkspaceFsTest {
                     Files.createSymbolicLink(real, outside);
                     Files.delete(real);
                     Files.move(aside, real);
+                    Thread.yield(); // leave the real directory in place for a moment too
                 } catch (IOException ignored) {
                     // contention with ourselves is fine
                 }
@@ -253,7 +254,10 @@ class WorkspaceFsTest {
         List<Future<?>> readers = new ArrayList<>();
         for (int r = 0; r < 2; r++) {
             readers.add(pool.submit(() -> {
-                for (int i = 0; i < 3000; i++) {
+                // At least 3000 reads, and on until some were served (a slow machine can schedule the swapper so
+                // that every one of the first 3000 lands mid-swap): the race must have been run both ways.
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+                for (int i = 0; i < 3000 || (okReads.get() < 20 && System.nanoTime() < deadline); i++) {
                     try {
                         String s = read("d/f.txt");
                         if (s.contains("SECRET")) leaks.incrementAndGet();
