@@ -117,6 +117,11 @@ final class JobTools {
         return answer(find(who, args.required("job")), args);
     }
 
+    /** An ended job as job_status answers it with no offsets (its result, output and files): a task's result. */
+    CallToolResult ended(JobHandle handle) {
+        return answer(handle, new ToolArgs(Map.of(), Set.of()));
+    }
+
     /** job_status's answer: the status map with the output since the offsets asked. */
     private CallToolResult answer(JobHandle handle, ToolArgs args) {
         JobState job = handle.state();

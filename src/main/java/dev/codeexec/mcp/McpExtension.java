@@ -2,6 +2,7 @@ package dev.codeexec.mcp;
 
 import io.modelcontextprotocol.spec.McpSchema.ServerCapabilities;
 
+import java.util.List;
 import java.util.Optional;
 
 /**
@@ -13,6 +14,19 @@ public interface McpExtension extends dev.codeexec.surface.SurfaceExtension {
 
     /** What it adds. */
     McpCatalog features();
+
+    /**
+     * Tools only the 2026-07-28 server offers: ones that answer with what 2025-11-25 has no form for (a result that
+     * asks for input, a task made with {@code tasks}).
+     */
+    default List<io.modelcontextprotocol.modern.server.feature.McpAsyncTool> modernTools(McpTasks tasks) {
+        return List.of();
+    }
+
+    /** Prompts only the 2026-07-28 server offers (one that asks for input first, say). */
+    default List<io.modelcontextprotocol.modern.server.feature.McpSyncPrompt> modernPrompts() {
+        return List.of();
+    }
 
     /** The capabilities to announce instead of ours, if any. */
     default Optional<ServerCapabilities> capabilities() {

@@ -52,8 +52,8 @@ import java.util.function.BiFunction;
  * 2025-11-25 server dispatches to: a call's request and result are carried between the two schemas through JSON, and
  * the handler gets an exchange whose "session" passes progress to the request's own stream.
  *
- * <p>Work in progress (issue 41): tools, resources, prompts and completions; subscriptions, input-required results
- * and tasks follow.
+ * <p>The tasks extension ({@link McpTasks}) makes execute_code a task for a client that declares it; extensions
+ * may add tools of this revision only ({@link McpExtension#modernTools}).
  */
 public final class ModernMcp {
 
@@ -73,21 +73,40 @@ public final class ModernMcp {
 
     private final McpJsonMapper json = McpJsonDefaults.getMapper();
     private final McpCatalog catalog;
+    private final McpTasks tasks;
+    private final List<McpAsyncTool> modernTools;
+    private final List<McpSyncPrompt> modernPrompts;
     private final UriTemplates templates = new UriTemplates();
 
-    ModernMcp(McpCatalog catalog) {
+    ModernMcp(McpCatalog catalog, McpTasks tasks, List<McpAsyncTool> modernTools, List<McpSyncPrompt> modernPrompts) {
         this.catalog = catalog;
+        this.tasks = tasks;
+        this.modernTools = modernTools;
+        this.modernPrompts = modernPrompts;
     }
 
-    /** The modern server over {@code setup}'s tools, resources, prompts and completions (and its extensions'). */
+    /**
+     * The modern server over {@code setup}'s tools, resources, prompts and completions (and its extensions'), with
+     * the tasks extension.
+     */
     public static McpServer server(ServerSetup setup, RunRegistry registry) {
-        ModernMcp m = new ModernMcp(McpServers.catalog(setup, registry).plus(McpServers.extensions(setup)));
+        McpTasks tasks = new McpTasks(setup);
+        List<McpAsyncTool> modernTools = new ArrayList<>();
+        List<McpSyncPrompt> modernPrompts = new ArrayList<>();
+        for (var e : setup.extensions()) {
+            if (!(e instanceof McpExtension x)) continue;
+            modernTools.addAll(x.modernTools(tasks));
+            modernPrompts.addAll(x.modernPrompts());
+        }
+        ModernMcp m = new ModernMcp(McpServers.catalog(setup, registry).plus(McpServers.extensions(setup)), tasks,
+                modernTools, modernPrompts);
         return McpServer.builder()
                 .serverInfo(McpSchema.Implementation.builder(McpServers.SERVER_NAME, setup.version()).build())
                 .supportedVersions(List.of(REVISION))
                 .feature(ToolsFeature.ofAsync(m.tools()))
                 .feature(ResourcesFeature.ofSync(m.resources()))
                 .feature(PromptsFeature.ofSync(m.prompts()))
+                .feature(tasks)
                 .build();
     }
 
@@ -101,11 +120,17 @@ public final class ModernMcp {
         for (SyncToolSpecification spec : catalog.tools()) {
             McpSchema.Tool t = json.convertValue(spec.tool(), McpSchema.Tool.class);
             listed.add(t);
-            byName.put(t.name(), McpAsyncTool.of(t, (ctx, request) -> Mono.just(McpAsyncResponse.streaming(
-                    notifier -> Mono.fromCallable(() -> (McpSchema.CallToolOutcome) modern(spec.callHandler().apply(
-                                    exchange(ctx, blocking(notifier)),
-                                    legacy(request, io.modelcontextprotocol.spec.McpSchema.CallToolRequest.class)),
-                            McpSchema.CallToolResult.class)).subscribeOn(CALLS)))));
+            if (t.name().equals(ExecuteCodeTool.NAME)) {
+                byName.put(t.name(), McpAsyncTool.of(t, (ctx, request) -> McpTasks.declared(ctx)
+                        ? Mono.fromCallable(() -> asTask(ctx, spec, request)).subscribeOn(CALLS).map(McpAsyncResponse::result)
+                        : call(ctx, spec, request)));
+            } else {
+                byName.put(t.name(), McpAsyncTool.of(t, (ctx, request) -> call(ctx, spec, request)));
+            }
+        }
+        for (McpAsyncTool t : modernTools) {
+            listed.add(t.definition());
+            byName.put(t.definition().name(), t);
         }
         ToolsPage page = ToolsPage.of(listed);
         return new McpAsyncToolRepository() {
@@ -119,6 +144,28 @@ public final class ModernMcp {
                 return Mono.justOrEmpty(byName.get(name));
             }
         };
+    }
+
+    /** A tool call answered on its request's stream (progress goes there while it runs). */
+    private Mono<McpAsyncResponse<McpSchema.CallToolOutcome>> call(McpRequestContext ctx, SyncToolSpecification spec,
+            McpSchema.CallToolRequest request) {
+        return Mono.just(McpAsyncResponse.streaming(notifier -> Mono.fromCallable(() -> (McpSchema.CallToolOutcome) modern(
+                spec.callHandler().apply(exchange(ctx, blocking(notifier)),
+                        legacy(request, io.modelcontextprotocol.spec.McpSchema.CallToolRequest.class)),
+                McpSchema.CallToolResult.class)).subscribeOn(CALLS)));
+    }
+
+    /**
+     * execute_code from a client that declared the tasks extension: a task (a background job, or for a session's
+     * call a task run here) whose CreateTaskResult is the answer; a call refused before it started is answered as
+     * without tasks. A task's handler has nowhere to send progress: the call's stream ends with the answer.
+     */
+    private McpSchema.CallToolOutcome asTask(McpRequestContext ctx, SyncToolSpecification spec,
+            McpSchema.CallToolRequest request) {
+        Object answer = tasks.executeCode(ctx, request.arguments(), args -> spec.callHandler().apply(exchange(ctx, SILENT),
+                legacy(McpSchema.CallToolRequest.builder(request.name()).arguments(args).meta(request.meta()).build(),
+                        io.modelcontextprotocol.spec.McpSchema.CallToolRequest.class)));
+        return answer instanceof McpTasks.CreateTaskResult created ? created : modern(answer, McpSchema.CallToolResult.class);
     }
 
     /** A notifier for a handler on its own thread: each notification is on the stream before the handler goes on. */
@@ -201,6 +248,10 @@ public final class ModernMcp {
             McpSyncCompletionHandler c = completion(new io.modelcontextprotocol.spec.McpSchema.PromptReference(p.name()));
             byName.put(p.name(), c == null ? prompt : prompt.withCompletionHandler(c));
         }
+        for (McpSyncPrompt p : modernPrompts) {
+            listed.add(p.definition());
+            byName.put(p.definition().name(), p);
+        }
         return new McpSyncPromptRepository() {
             @Override
             public PromptsPage list(McpRequestContext ctx, String cursor) {
@@ -245,14 +296,29 @@ public final class ModernMcp {
 
     /** What a 2025-11-25 handler gets as its exchange: the caller's info, and a "session" that is this request. */
     private McpSyncServerExchange exchange(McpRequestContext ctx, McpSyncNotifier notifier) {
-        return new McpSyncServerExchange(new McpAsyncServerExchange(null, new Notifying(notifier),
+        return new McpSyncServerExchange(new McpAsyncServerExchange(null, new Notifying(notifier, logLevel(ctx)),
                 json.convertValue(ctx.clientCapabilities(), io.modelcontextprotocol.spec.McpSchema.ClientCapabilities.class),
                 json.convertValue(ctx.clientInfo(), io.modelcontextprotocol.spec.McpSchema.Implementation.class),
                 ctx.transportContext() == null ? McpTransportContext.EMPTY : ctx.transportContext()));
     }
 
-    /** A handler's "session" within one request: progress goes to the request's stream; nothing else is sent. */
-    private record Notifying(McpSyncNotifier notifier) implements McpLoggableSession {
+    /** The least level of log messages the request asked for ({@code _meta} logLevel), or null: none at all. */
+    private static io.modelcontextprotocol.spec.McpSchema.LoggingLevel logLevel(McpRequestContext ctx) {
+        Object level = ctx.meta() == null ? null : ctx.meta().get(McpSchema.MetaKeys.LOG_LEVEL);
+        if (!(level instanceof String name)) return null;
+        for (var l : io.modelcontextprotocol.spec.McpSchema.LoggingLevel.values())
+            if (l.name().equalsIgnoreCase(name)) return l;
+        return null;
+    }
+
+    /**
+     * A handler's "session" within one request: progress and notifications go to the request's stream; log messages
+     * only when the request asked for them at their level (revision 2026-07-28 has no logging/setLevel).
+     *
+     * @param minLevel the request's _meta logLevel, or null: no log messages
+     */
+    private record Notifying(McpSyncNotifier notifier, io.modelcontextprotocol.spec.McpSchema.LoggingLevel minLevel)
+            implements McpLoggableSession {
         @Override
         public <T> Mono<T> sendRequest(String method, Object params, TypeRef<T> type) {
             return Mono.error(new UnsupportedOperationException(method + ": a server asks for input with an "
@@ -261,6 +327,8 @@ public final class ModernMcp {
 
         @Override
         public Mono<Void> sendNotification(String method, Object params) {
+            if (params instanceof io.modelcontextprotocol.spec.McpSchema.LoggingMessageNotification m
+                    && !isNotificationForLevelAllowed(m.level())) return Mono.empty();
             if (params instanceof io.modelcontextprotocol.spec.McpSchema.ProgressNotification p) {
                 notifier.progress(p.progress(), p.total(), p.message());
             } else {
@@ -284,7 +352,7 @@ public final class ModernMcp {
 
         @Override
         public boolean isNotificationForLevelAllowed(io.modelcontextprotocol.spec.McpSchema.LoggingLevel level) {
-            return true;
+            return minLevel != null && level.level() >= minLevel.level();
         }
     }
 }

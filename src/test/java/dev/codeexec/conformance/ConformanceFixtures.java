@@ -74,6 +74,16 @@ public final class ConformanceFixtures {
             }
 
             @Override
+            public List<io.modelcontextprotocol.modern.server.feature.McpAsyncTool> modernTools(dev.codeexec.mcp.McpTasks tasks) {
+                return ModernFixtures.tools(tasks);
+            }
+
+            @Override
+            public List<io.modelcontextprotocol.modern.server.feature.McpSyncPrompt> modernPrompts() {
+                return ModernFixtures.prompts();
+            }
+
+            @Override
             public Optional<ServerCapabilities> capabilities() {
                 return Optional.of(ServerCapabilities.builder()
                         .tools(false)

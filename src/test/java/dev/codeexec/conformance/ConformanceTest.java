@@ -69,41 +69,25 @@ class ConformanceTest {
     }
 
     /**
-     * Revision 2026-07-28 (issue 41, in progress): every scenario it requires passes but those of {@link #NOT_YET},
-     * and each of those still fails (a scenario that starts passing must leave the list, so that it is kept).
+     * Revision 2026-07-28: every scenario it requires passes, the tasks extension's ({@code tasks-*}, run because the
+     * server announces {@code io.modelcontextprotocol/tasks}) among them.
      */
     @Test
-    void everyServerScenarioRevision20260728RequiresPassesButThoseNotBuiltYet() throws Exception {
+    void everyServerScenarioRevision20260728RequiresPasses() throws Exception {
         Run run = run(REVISION_2026);
+        assertThat(run.failures()).as("failed checks; CLI output:\n%s", run.log()).isEmpty();
         assertThat(run.scenarios()).as("scenarios run; CLI output:\n%s", run.log()).hasSize(REQUIRED_SCENARIOS_2026);
-        List<String> unexpected = run.scenarios().stream().filter(s -> !NOT_YET.contains(s.scenario()))
-                .flatMap(s -> s.failures().stream()).toList();
-        assertThat(unexpected).as("failed checks; CLI output:\n%s", run.log()).isEmpty();
-        List<String> nowPassing = run.scenarios().stream()
-                .filter(s -> NOT_YET.contains(s.scenario()) && s.failures().isEmpty()).map(Scenario::scenario).toList();
-        assertThat(nowPassing).as("scenarios that pass now: take them out of NOT_YET").isEmpty();
+        assertThat(run.scenarios().stream().map(Scenario::scenario).filter(n -> n.startsWith("tasks-")))
+                .as("the tasks extension's scenarios").hasSize(TASKS_SCENARIOS);
+        assertThat(run.exit()).as("CLI exit code; output:\n%s", run.log()).isZero();
     }
 
     /** The 2026-07-28 revision. */
     static final String REVISION_2026 = "2026-07-28";
     /** The server scenarios 0.2.0-alpha.12 requires of revision 2026-07-28. */
     static final int REQUIRED_SCENARIOS_2026 = 50;
-    /**
-     * What is not built yet for 2026-07-28: results that ask for input (sep-2322: their fixture tools and the
-     * sealed request state), the tasks extension (sep-2663), the fixture tools that the stateless lifecycle's and
-     * the custom headers' checks call (sep-2575, sep-2243).
-     */
-    static final java.util.Set<String> NOT_YET = java.util.Set.of(
-            "http-custom-header-server-validation",
-            "input-required-result-basic-elicitation", "input-required-result-basic-list-roots",
-            "input-required-result-basic-sampling", "input-required-result-capability-check",
-            "input-required-result-multi-round", "input-required-result-multiple-input-requests",
-            "input-required-result-non-tool-request", "input-required-result-request-state",
-            "input-required-result-result-type", "input-required-result-tampered-state",
-            "server-stateless",
-            "tasks-capability-negotiation", "tasks-dispatch-and-envelope", "tasks-lifecycle", "tasks-mrtr-composition",
-            "tasks-mrtr-input", "tasks-request-headers", "tasks-request-state-removal", "tasks-required-task-error",
-            "tasks-wire-fields");
+    /** Of those, the tasks extension's. */
+    static final int TASKS_SCENARIOS = 10;
 
     record Run(List<Scenario> scenarios, List<String> failures, String log, int exit) {
     }
