@@ -65,12 +65,23 @@ class Revision2026Test {
     /** One 2026-07-28 request: its headers, and the revision, client info and capabilities in {@code _meta}. */
     static HttpResponse<String> post(String key, int id, String method, String name, Map<String, Object> params)
             throws Exception {
+        return post(key, id, method, name, params, Map.of());
+    }
+
+    /** The same, with the tasks extension declared in the request's client capabilities. */
+    static HttpResponse<String> withTasks(String key, int id, String method, String name, Map<String, Object> params)
+            throws Exception {
+        return post(key, id, method, name, params, Map.of("extensions", Map.of(McpTasks.EXTENSION, Map.of())));
+    }
+
+    static HttpResponse<String> post(String key, int id, String method, String name, Map<String, Object> params,
+            Map<String, Object> capabilities) throws Exception {
         Map<String, Object> p = new LinkedHashMap<>(params);
         Map<String, Object> meta = new LinkedHashMap<>();
         if (p.get("_meta") instanceof Map<?, ?> m) m.forEach((k, v) -> meta.put(String.valueOf(k), v));
         meta.put("io.modelcontextprotocol/protocolVersion", "2026-07-28");
         meta.put("io.modelcontextprotocol/clientInfo", Map.of("name", "revision-2026-test", "version", "1"));
-        meta.put("io.modelcontextprotocol/clientCapabilities", Map.of());
+        meta.put("io.modelcontextprotocol/clientCapabilities", capabilities);
         p.put("_meta", meta);
         String body = JSON.writeValueAsString(Map.of("jsonrpc", "2.0", "id", id, "method", method, "params", p));
         HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + server.port() + "/mcp"))
@@ -209,6 +220,91 @@ class Revision2026Test {
         for (int i = 0; i < calls; i++) notification("alice-key", "notifications/cancelled", Map.of("requestId", 100 + i));
         for (var r : running) assertThat(r.get(20, java.util.concurrent.TimeUnit.SECONDS).body()).contains("cancelled");
         assertThat(executor.cancels.get()).isEqualTo(before + calls);
+    }
+
+    /** A task's state as tasks/get answers it to {@code key}, polled until it is {@code status} (or 20 s pass). */
+    static JsonNode taskUntil(String key, String taskId, String status) throws Exception {
+        long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        JsonNode t;
+        do {
+            t = result(withTasks(key, 60, "tasks/get", taskId, Map.of("taskId", taskId)));
+            if (t.path("status").asString().equals(status)) return t;
+            Thread.sleep(50);
+        } while (System.nanoTime() < end);
+        return t;
+    }
+
+    static JsonNode error(HttpResponse<String> r) {
+        JsonNode last = messages(r).getLast();
+        assertThat(last.has("error")).as("an error: %s", r.body()).isTrue();
+        return last.path("error");
+    }
+
+    @Test
+    void executeCodeIsATaskForAClientThatDeclaresTheTasksExtensionAndItsJobIsTheSame() throws Exception {
+        JsonNode created = result(withTasks("alice-key", 50, "tools/call", "execute_code", Map.of("name", "execute_code",
+                "arguments", Map.of("language", "python", "code", "print:hello from a task"))));
+        assertThat(created.path("resultType").asString()).as(created.toString()).isEqualTo("task");
+        String id = created.path("taskId").asString();
+        assertThat(id).isNotEmpty();
+        assertThat(created.has("content")).isFalse();
+        assertThat(created.path("ttlMs").asLong()).isEqualTo(Duration.ofHours(24).toMillis()); // JOB_RETENTION_HOURS
+        JsonNode done = taskUntil("alice-key", id, "completed");
+        assertThat(done.path("status").asString()).as(done.toString()).isEqualTo("completed");
+        assertThat(done.path("resultType").asString()).isEqualTo("complete");
+        assertThat(done.path("result").path("isError").asBoolean()).isFalse();
+        assertThat(done.path("result").path("structuredContent").path("stdout").asString()).isEqualTo("hello from a task");
+        assertThat(done.path("result").path("content").get(0).path("text").asString()).contains("hello from a task");
+        // the task is a background job of the caller's: job_status reads the same one
+        JsonNode job = call("alice-key", "job_status", Map.of("job", id));
+        assertThat(job.path("structuredContent").path("job").asString()).isEqualTo(id);
+        // without the extension the same call answers at once, as before
+        JsonNode plain = call("alice-key", "execute_code", Map.of("language", "python", "code", "print:now"));
+        assertThat(plain.path("resultType").asString()).isEqualTo("complete");
+        assertThat(plain.path("structuredContent").path("stdout").asString()).isEqualTo("now");
+    }
+
+    @Test
+    void aTaskIsPolledWhileItRunsAndCancelledAndOnlyItsTenantSeesOrCancelsIt() throws Exception {
+        executor.blockStarted = new java.util.concurrent.CountDownLatch(1);
+        int before = executor.cancels.get();
+        JsonNode created = result(withTasks("alice-key", 51, "tools/call", "execute_code", Map.of("name", "execute_code",
+                "arguments", Map.of("language", "python", "code", "block"))));
+        String id = created.path("taskId").asString();
+        assertThat(executor.blockStarted.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        JsonNode working = result(withTasks("alice-key", 52, "tasks/get", id, Map.of("taskId", id)));
+        assertThat(working.path("status").asString()).isEqualTo("working");
+        assertThat(working.has("result")).isFalse();
+
+        // another tenant: the id is unknown to it, for reading and for cancelling
+        assertThat(error(withTasks("bob-key", 53, "tasks/get", id, Map.of("taskId", id))).path("code").asInt())
+                .isEqualTo(-32602);
+        assertThat(error(withTasks("bob-key", 54, "tasks/cancel", id, Map.of("taskId", id))).path("code").asInt())
+                .isEqualTo(-32602);
+        assertThat(executor.cancels.get()).isEqualTo(before);
+        // without the extension, the methods are refused as a missing capability
+        assertThat(error(post("alice-key", 55, "tasks/get", id, Map.of("taskId", id))).path("code").asInt())
+                .isEqualTo(-32021);
+        // a routing header that names another task
+        assertThat(error(withTasks("alice-key", 56, "tasks/get", "task-other", Map.of("taskId", id))).path("code").asInt())
+                .isEqualTo(-32020);
+
+        JsonNode ack = result(withTasks("alice-key", 57, "tasks/cancel", id, Map.of("taskId", id)));
+        assertThat(ack.path("resultType").asString()).isEqualTo("complete");
+        assertThat(ack.has("taskId") || ack.has("status") || ack.has("result")).as(ack.toString()).isFalse();
+        assertThat(executor.cancels.get()).isEqualTo(before + 1);
+        assertThat(taskUntil("alice-key", id, "cancelled").path("status").asString()).isEqualTo("cancelled");
+        // cancelling again is the same acknowledgement
+        assertThat(result(withTasks("alice-key", 58, "tasks/cancel", id, Map.of("taskId", id))).path("resultType").asString())
+                .isEqualTo("complete");
+    }
+
+    @Test
+    void aCallRefusedBeforeItStartsIsAnsweredAsWithoutTasks() throws Exception {
+        JsonNode r = result(withTasks("alice-key", 59, "tools/call", "execute_code", Map.of("name", "execute_code",
+                "arguments", Map.of("language", "cobol", "code", "x"))));
+        assertThat(r.path("isError").asBoolean()).as(r.toString()).isTrue();
+        assertThat(r.has("taskId")).isFalse();
     }
 
     static HttpResponse<String> notification(String key, String method, Map<String, Object> params) throws Exception {
