@@ -20,6 +20,8 @@ import io.modelcontextprotocol.modern.server.feature.McpSyncResourceRepository;
 import io.modelcontextprotocol.modern.server.feature.McpSyncResourceTemplate;
 import io.modelcontextprotocol.modern.server.feature.McpAsyncTool;
 import io.modelcontextprotocol.modern.server.feature.McpAsyncToolRepository;
+import io.modelcontextprotocol.modern.server.feature.McpChangeFeed;
+import io.modelcontextprotocol.modern.server.feature.ServerChange;
 import io.modelcontextprotocol.modern.server.feature.PromptsFeature;
 import io.modelcontextprotocol.modern.server.feature.PromptsPage;
 import io.modelcontextprotocol.modern.server.feature.ResourceTemplatesPage;
@@ -100,6 +102,9 @@ public final class ModernMcp {
         }
         ModernMcp m = new ModernMcp(McpServers.catalog(setup, registry).plus(McpServers.extensions(setup)), tasks,
                 modernTools, modernPrompts);
+        // subscriptions/listen: a job's changes as notifications/resources/updated of job://{job}, to its tenant only
+        McpChangeFeed changes = new McpChangeFeed();
+        setup.jobs().ifPresent(j -> j.onChange(job -> changes.broadcast(new ServerChange.ResourceUpdated(JobTools.uri(job)))));
         return McpServer.builder()
                 .serverInfo(McpSchema.Implementation.builder(McpServers.SERVER_NAME, setup.version()).build())
                 .supportedVersions(List.of(REVISION))
@@ -107,7 +112,21 @@ public final class ModernMcp {
                 .feature(ResourcesFeature.ofSync(m.resources()))
                 .feature(PromptsFeature.ofSync(m.prompts()))
                 .feature(tasks)
+                .subscriptions(changes)
+                .restrictSubscriptions((ctx, a, b) -> Mono.just(mayWatch(setup, ctx, a)))
                 .build();
+    }
+
+    /**
+     * A listen request's filter with only the resources its tenant may watch (its own jobs): a URI it may not is
+     * dropped, so that nothing of another tenant's job reaches it, as under 2025-11-25's resources/subscribe.
+     */
+    static McpSchema.SubscriptionFilter mayWatch(ServerSetup setup, McpRequestContext ctx, McpSchema.SubscriptionFilter f) {
+        if (f == null || f.resourceSubscriptionsOrEmpty().isEmpty()) return f;
+        String tenant = MessageInterceptor.principalOf(ctx.meta()).tenant();
+        List<String> allowed = f.resourceSubscriptionsOrEmpty().stream()
+                .filter(uri -> McpServers.mayWatch(setup, tenant, uri)).toList();
+        return f.with(McpSchema.SubscriptionFilter.RESOURCE_SUBSCRIPTIONS, allowed);
     }
 
     /**
@@ -225,6 +244,11 @@ public final class ModernMcp {
             @Override
             public boolean supportsCompletion() {
                 return true;
+            }
+
+            @Override
+            public boolean supportsSubscribe() {
+                return true; // job://{job}'s changes, through subscriptions/listen
             }
         };
     }

@@ -307,6 +307,61 @@ class Revision2026Test {
         assertThat(r.has("taskId")).isFalse();
     }
 
+    @Test
+    void subscriptionsListenHearsTheTenantsOwnJobsChangeAndNothingOfAnothers() throws Exception {
+        executor.blockStarted = new java.util.concurrent.CountDownLatch(2);
+        String mine = call("alice-key", "execute_code", Map.of("language", "python", "code", "block", "background", true))
+                .path("structuredContent").path("job").asString();
+        String bobs = call("bob-key", "execute_code", Map.of("language", "python", "code", "block", "background", true))
+                .path("structuredContent").path("job").asString();
+        assertThat(executor.blockStarted.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+
+        Map<String, Object> meta = new LinkedHashMap<>();
+        meta.put("io.modelcontextprotocol/protocolVersion", "2026-07-28");
+        meta.put("io.modelcontextprotocol/clientInfo", Map.of("name", "listener", "version", "1"));
+        meta.put("io.modelcontextprotocol/clientCapabilities", Map.of());
+        String body = JSON.writeValueAsString(Map.of("jsonrpc", "2.0", "id", 70, "method", "subscriptions/listen",
+                "params", Map.of("notifications", Map.of("resourceSubscriptions",
+                        List.of("job://" + mine, "job://" + bobs)), "_meta", meta)));
+        java.util.concurrent.BlockingQueue<JsonNode> heard = new java.util.concurrent.LinkedBlockingQueue<>();
+        var stream = HTTP.sendAsync(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + server.port() + "/mcp"))
+                .header("Authorization", "Bearer alice-key").header("Content-Type", "application/json")
+                .header("Accept", "application/json, text/event-stream").header("MCP-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", "subscriptions/listen").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+                HttpResponse.BodyHandlers.ofLines());
+        try {
+            Thread.ofVirtual().start(() -> {
+                try {
+                    stream.get(20, java.util.concurrent.TimeUnit.SECONDS).body().forEach(line -> {
+                        if (line.startsWith("data:")) heard.add(JSON.readTree(line.substring(5).strip()));
+                    });
+                } catch (Exception e) {
+                    // the stream ends with the test
+                }
+            });
+            JsonNode first = heard.poll(20, java.util.concurrent.TimeUnit.SECONDS);
+            assertThat(first).as("the acknowledgement").isNotNull();
+            assertThat(first.path("method").asString()).isEqualTo("notifications/subscriptions/acknowledged");
+            assertThat(first.toString()).contains("job://" + mine).doesNotContain(bobs);
+
+            // bob's job changes first: were it heard, it would come before alice's
+            call("bob-key", "job_cancel", Map.of("job", bobs));
+            call("alice-key", "job_cancel", Map.of("job", mine));
+            JsonNode updated = null;
+            for (JsonNode n; (n = heard.poll(20, java.util.concurrent.TimeUnit.SECONDS)) != null; ) {
+                assertThat(n.toString()).as("nothing of bob's job").doesNotContain(bobs);
+                if (n.path("method").asString().equals("notifications/resources/updated")) {
+                    updated = n;
+                    break;
+                }
+            }
+            assertThat(updated).as("alice's job's change heard").isNotNull();
+            assertThat(updated.path("params").path("uri").asString()).isEqualTo("job://" + mine);
+        } finally {
+            stream.cancel(true);
+        }
+    }
+
     static HttpResponse<String> notification(String key, String method, Map<String, Object> params) throws Exception {
         Map<String, Object> p = new LinkedHashMap<>(params);
         p.put("_meta", Map.of("io.modelcontextprotocol/protocolVersion", "2026-07-28"));
