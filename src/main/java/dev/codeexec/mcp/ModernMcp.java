@@ -112,9 +112,19 @@ public final class ModernMcp {
                 .feature(ResourcesFeature.ofSync(m.resources()))
                 .feature(PromptsFeature.ofSync(m.prompts()))
                 .feature(tasks)
+                // requestState of a result that asks for input, sealed with a key of this process: none of our tools
+                // asks for input, so no state has to be opened by another instance behind the same address
+                .requestStateCodec(io.modelcontextprotocol.modern.server.HmacRequestStateCodec.builder()
+                        .key(randomKey()).jsonMapper(McpJsonDefaults.getMapper()).build())
                 .subscriptions(changes)
                 .restrictSubscriptions((ctx, a, b) -> Mono.just(mayWatch(setup, ctx, a)))
                 .build();
+    }
+
+    private static byte[] randomKey() {
+        byte[] key = new byte[32];
+        new java.security.SecureRandom().nextBytes(key);
+        return key;
     }
 
     /**
