@@ -153,6 +153,21 @@ describe('MCP 2026-07-28 beside 2025-11-25 on one /mcp', () => {
             }
             assert.equal(t.status, 'completed', JSON.stringify(t));
             assert.match(t.result.structuredContent.stdout, /^42/);
+
+            // a session's call is no job: it runs as a task of the server's, in the session
+            await call(aliceKey, 'execute_code', { language: 'python', session: 'tasked', code: 'y = 20' });
+            const inSession = await call(aliceKey, 'execute_code', { language: 'python', session: 'tasked', code: 'print(y + 1)' },
+                { capabilities: caps });
+            assert.equal(inSession.resultType, 'task', JSON.stringify(inSession));
+            for (let i = 0; i < 200; i++) {
+                t = await result(aliceKey, 'tasks/get', { taskId: inSession.taskId }, { name: inSession.taskId, capabilities: caps });
+                if (t.status !== 'working') break;
+                await sleep(100);
+            }
+            assert.equal(t.status, 'completed', JSON.stringify(t));
+            assert.match(t.result.structuredContent.stdout, /^21/);
+            const bobsView = await post(bobKey, 'tasks/get', { taskId: inSession.taskId }, { name: inSession.taskId, capabilities: caps });
+            assert.equal(bobsView.messages.at(-1).error?.code, -32602);
         }));
 
     test('a 2025-11-25 client (the TypeScript SDK) on the same /mcp at the same time is unaffected', { timeout: 60_000 },
