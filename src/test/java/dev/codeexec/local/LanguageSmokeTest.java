@@ -205,6 +205,34 @@ class LanguageSmokeTest {
         assertThat(r.stderr()).contains("panic: boom").contains("main.main()").containsPattern("\\.go:\\d+");
     }
 
+    /**
+     * Issue 42: Go's telemetry is off for the sandboxed build. GOTELEMETRY=off in the environment did not do it
+     * (Go reads the mode from a file under the user's config directory, here a new /tmp at every run): every build
+     * wrote counter files to /tmp/.config/go/telemetry and started a telemetry sidecar process. The program runs
+     * right after its build in the same sandbox, so it sees what the build left in /tmp.
+     */
+    @Test
+    void goBuildRunsWithTelemetryOff() throws Exception {
+        String code = """
+                package main
+
+                import (
+                	"fmt"
+                	"os"
+                	"path/filepath"
+                )
+
+                func main() {
+                	_, err := os.Stat("/tmp/.config/go/telemetry")
+                	mode, _ := os.ReadFile(filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "go", "telemetry", "mode"))
+                	fmt.Println("counters in /tmp:", !os.IsNotExist(err), "mode:", string(mode))
+                }
+                """;
+        ExecutionResult r = await(executor.submit(request(config, "go", code), OutputListener.NONE));
+        assertThat(r.stderr()).isEmpty();
+        assertThat(r.stdout()).isEqualTo("counters in /tmp: false mode: off\n");
+    }
+
     /** The read-only shared cache must not break standard packages the warm-up did not compile. */
     @Test
     void goStandardPackagesOutsideTheWarmListWork() throws Exception {
