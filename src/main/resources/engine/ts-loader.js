@@ -1,7 +1,8 @@
 'use strict';
-// Runs a TypeScript file: transpile with the installed `typescript` package (type-erasure only, no type
-// check: about ten times faster than tsc) and run the result as the main CommonJS module, so that
-// require() resolves relative to the code file and process.argv looks like `node file args...`.
+// Runs a TypeScript file. Where the Node running it strips types itself (22.18 and later, ts-strip.js), as that Node
+// runs a `.ts` file; otherwise, and for what it refuses: transpile with the installed `typescript` package
+// (type-erasure only, no type check: about ten times faster than tsc) and run the result as the main CommonJS module,
+// so that require() resolves relative to the code file and process.argv looks like `node file args...`.
 // Also a module: the warm TypeScript runner (warm_node.js --typescript) loads the transpiler with it ahead of the
 // code. The loader's names live in this module's scope and never clash with the user's.
 const fs = require('fs');
@@ -72,12 +73,45 @@ function transpile(ts, file, source) {
   return out.outputText;
 }
 
+/**
+ * Where this Node strips types itself (ts-strip.js), the file runs as that Node runs a `.ts` file; returns false
+ * when it is for the typescript package.
+ */
+function runStripped(file) {
+  const stripper = require('./ts-strip.js');
+  if (!stripper.available) return false;
+  const plan = stripper.plan(fs.readFileSync(file, 'utf8'), file);
+  if (plan.how === 'transpiler') return false;
+  process.argv.splice(1, 2, file);
+  if (plan.how === 'script') {
+    process.setSourceMapsEnabled(true);
+    runAsMain(file, plan.js);
+  } else {
+    stripper.run(file);
+  }
+  return true;
+}
+
+/** Compiles JavaScript as the main CommonJS module of {@code file}. */
+function runAsMain(file, js) {
+  const m = new Module(file, null);
+  m.filename = file;
+  m.paths = Module._nodeModulePaths(path.dirname(file));
+  process.mainModule = m;
+  require.main = m;
+  m.id = '.';
+  m._compile(js, file);
+}
+
 function main() {
   const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE || '';
-  const { ts, script } = loadTypescript(writeCache);
   const file = path.resolve(process.argv[2]);
+  if (!writeCache && runStripped(file)) return;
+  const { ts, script } = loadTypescript(writeCache);
   const source = fs.readFileSync(file, 'utf8');
   const js = transpile(ts, file, source);
+  // the inline source map: a stack names the TypeScript's lines
+  process.setSourceMapsEnabled(true);
   if (writeCache) {
     // After one transpile the lazily compiled functions are in the cache too.
     try {
@@ -87,13 +121,7 @@ function main() {
     }
   }
   process.argv.splice(1, 2, file);
-  const m = new Module(file, null);
-  m.filename = file;
-  m.paths = Module._nodeModulePaths(path.dirname(file));
-  process.mainModule = m;
-  require.main = m;
-  m.id = '.';
-  m._compile(js, file);
+  runAsMain(file, js);
 }
 
 if (require.main === module) main();

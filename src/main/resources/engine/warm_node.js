@@ -2,8 +2,9 @@
 // Warm Node runner: started ahead of a run inside its sandbox, it says it is ready, then runs the one piece of code
 // it is sent as `node FILE args...` would. Single use: the sandbox is discarded after.
 // Protocol: docs/interpreter-protocol.md. Wrapped in a function so the runner's names never reach the user's code.
-// With --typescript: the TypeScript runner. It loads the transpiler (ts-loader.js) and transpiles a snippet before
-// it says it is ready, then transpiles the code it is sent exactly as a cold run's ts-loader does.
+// With --typescript: the TypeScript runner. It loads the transpiler (ts-loader.js) and transpiles a snippet before it
+// says it is ready, and where its Node strips types (ts-strip.js) Node's stripper too; then it runs the code it is
+// sent as a cold run's ts-loader.js does (a script stripped by Node, anything else transpiled).
 // With --stdio (gVisor: the sandbox passes no descriptor beyond 0-2): the ready line is the first line of stdout and
 // the run message, in the length-prefixed form Python's runner reads, comes in on stdin ahead of the user's input.
 (function main() {
@@ -19,11 +20,19 @@
   const loaderPath = typescript ? require.resolve('./ts-loader.js') : null;
 
   const channel = stdio ? { in: 0, out: 1 } : openChannel();
+  const stripperPath = typescript ? require.resolve('./ts-strip.js') : null;
+  const stripper = typescript ? require(stripperPath) : null;
   let ts = null;
   let transpile = null;
-  if (typescript) {
+  /** The typescript package's transpiler (for a Node that does not strip types, or what it refuses). */
+  const loadTranspiler = () => {
     ({ transpile } = require(loaderPath));
     ts = require(loaderPath).loadTypescript('').ts;
+  };
+  if (typescript) {
+    // both ahead: Node's stripper for a script, the transpiler for a file with import or export (ts-strip.js plan)
+    if (stripper.available) stripper.preload();
+    loadTranspiler();
     transpile(ts, '/warm.ts', 'const warm: string = `${1 + 1}`;\nexport function f(x: number): number { return x; }\n');
   }
   delete process.env.CODE_EXEC_PRELOAD;
@@ -55,11 +64,34 @@
   }
   let code = message.code;
   if (code.charCodeAt(0) === 0xfeff) code = code.slice(1);
-  if (typescript) code = transpile(ts, file, code);
+  // TypeScript on a Node that strips types: as a cold run's ts-loader.js does it (Node runs the file itself, or the
+  // transformed JavaScript of one that needs code generated is compiled below); the rest through the transpiler
+  let plan = null;
+  if (typescript && stripper.available) {
+    // (the file may be missing over stdio when the disk was full: the plan then works from the message)
+    plan = stripper.plan(code, file, fs.existsSync(file));
+    if (plan.how === 'script') {
+      process.setSourceMapsEnabled(true);
+      code = plan.js;
+    } else if (plan.how === 'transpiler') {
+      code = transpile(ts, file, code);
+      process.setSourceMapsEnabled(true);
+    }
+  } else if (typescript) {
+    code = transpile(ts, file, code);
+    process.setSourceMapsEnabled(true); // the inline source map: a stack names the TypeScript's lines
+  }
   process.argv.splice(1, process.argv.length - 1, file, ...args);
   delete Module._cache[__filename];
   delete Module._cache[helperPath];
   if (loaderPath) delete Module._cache[loaderPath];
+  if (stripperPath) delete Module._cache[stripperPath];
+  if (plan !== null && plan.how === 'file') {
+    // `node file.ts`: Node reads the file (placed by the server, or above over stdio) and strips it again, in
+    // microseconds now that its stripper is loaded
+    process.nextTick(() => stripper.run(file));
+    return;
+  }
 
   // What Module._load does for the main module, minus reading the file: the code came with the message.
   const main = new Module(file, null);

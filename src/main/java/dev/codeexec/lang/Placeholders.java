@@ -16,7 +16,14 @@ public final class Placeholders {
 
     /** The working directory of every run inside its sandbox ({@code {dir}}): a fresh tmpfs, or its workspace. */
     public static final String WORK_DIR = "/work";
-    static final List<String> KNOWN = List.of("file", "dir", "name", "javaHome", "goCache", "runtimeDir", "heapMb", "output");
+    static final List<String> KNOWN = List.of("file", "dir", "name", "javaHome", "goCache", "runtimeDir", "heapMb", "output",
+            "tsNode");
+    /**
+     * The Node that TypeScript runs on ({tsNode}) when it is there: Node 22 from npm, which strips TypeScript's types
+     * itself (scripts/install-deps.sh puts it here, under /usr so that every sandbox sees it); otherwise Debian's.
+     */
+    public static final Path TYPESCRIPT_NODE = Path.of("/usr/local/lib/code-exec/node/bin/node");
+    static final Path SYSTEM_NODE = Path.of("/usr/bin/node");
     private static final Pattern PLACEHOLDER = Pattern.compile("\\{([A-Za-z]+)}");
 
     private Placeholders() {
@@ -33,7 +40,16 @@ public final class Placeholders {
     /** The placeholders that are the same for every run of this server: where its runtimes and caches are. */
     public static Map<String, String> ofServer(DataDir data) {
         return Map.of("javaHome", Path.of(System.getProperty("java.home")).toAbsolutePath().toString(),
-                "goCache", data.goCache().toString(), "runtimeDir", data.runtime().toString());
+                "goCache", data.goCache().toString(), "runtimeDir", data.runtime().toString(),
+                "tsNode", typescriptNode(TYPESCRIPT_NODE).toString());
+    }
+
+    /**
+     * {tsNode}: {@code preferred} when it is an executable file, else Debian's node. The runners check what the Node
+     * they run on can do (engine/ts-loader.js): an older one runs TypeScript through the typescript package.
+     */
+    static Path typescriptNode(Path preferred) {
+        return java.nio.file.Files.isRegularFile(preferred) && java.nio.file.Files.isExecutable(preferred) ? preferred : SYSTEM_NODE;
     }
 
     public static String fill(String template, Map<String, String> values) {

@@ -15,6 +15,19 @@ class LanguagesTest {
     private final Languages table = Languages.load();
 
     @Test
+    void typescriptRunsOnTheStrippingNodeWhereItIsElseOnDebiansNode(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        assertThat(Placeholders.typescriptNode(dir.resolve("missing"))).isEqualTo(java.nio.file.Path.of("/usr/bin/node"));
+        java.nio.file.Path notExecutable = java.nio.file.Files.writeString(dir.resolve("node"), "");
+        assertThat(Placeholders.typescriptNode(notExecutable)).isEqualTo(java.nio.file.Path.of("/usr/bin/node"));
+        notExecutable.toFile().setExecutable(true);
+        assertThat(Placeholders.typescriptNode(notExecutable)).isEqualTo(notExecutable);
+        // every argv of the typescript row runs on it
+        Language ts = Languages.load().find("typescript").orElseThrow();
+        assertThat(ts.run().getFirst()).isEqualTo("{tsNode}");
+    }
+
+    @Test
     void tableHasTheSupportedLanguagesInOrder() {
         assertThat(table.ids()).containsExactly("python", "nodejs", "typescript", "go", "java", "shell", "bash", "c");
     }

@@ -541,17 +541,40 @@ class RunnerScriptsTest {
         assertThat(Files.readString(file)).isEqualTo(code);
     }
 
-    @Test
-    void warmTypescriptOverStdioTranspilesAndRunsLikeAColdRun(@TempDir Path dir) throws Exception {
+    /** Node 22 from npm (scripts/install-deps.sh), which strips TypeScript's types itself (engine/ts-strip.js). */
+    static final String STRIPPING_NODE = dev.codeexec.lang.Placeholders.TYPESCRIPT_NODE.toString();
+
+    /** Debian's node (the typescript package) and Node 22 (its own type stripping): the same answers. */
+    static java.util.stream.Stream<String> typescriptNodes() {
+        assertThat(Path.of(STRIPPING_NODE)).as("scripts/install-deps.sh installs it").isExecutable();
+        return java.util.stream.Stream.of(NODE, STRIPPING_NODE);
+    }
+
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.MethodSource("typescriptNodes")
+    void warmTypescriptOverStdioTranspilesAndRunsLikeAColdRun(String node, @TempDir Path dir) throws Exception {
         Path file = work(dir).resolve("code_ts.ts");
         String code = "const n: number = Number(process.argv[2]);\ninterface P { x: number }\n"
                 + "const p: P = { x: n * 2 };\nlet s = '';\nprocess.stdin.on('data', (d) => { s += d; })"
                 + ".on('end', () => console.log(p.x, s.trim(), __filename));\n";
         Map<String, String> env = baseEnv();
         env.put("NODE_PATH", "/usr/local/lib/node_modules:/usr/lib/node_modules");
-        Outcome warm = runWarmOverStdio(dir, env, code, file.toString(), List.of("21"), "typed input\n", NODE,
+        Outcome warm = runWarmOverStdio(dir, env, code, file.toString(), List.of("21"), "typed input\n", node,
                 script("warm_node.js"), "--typescript");
         assertThat(warm).isEqualTo(new Outcome(0, "42 typed input " + file + "\n", ""));
+        // a file with imports is CommonJS made by the transpiler on either Node: CommonJS's names are there
+        Path esm = work(dir).resolve("code_esm.ts");
+        String module = "import * as os from 'os';\nenum E { A = 2 }\n"
+                + "console.log(E.A, typeof os.cpus, require('path').basename(__filename), require.main === module);\n";
+        Outcome m = runWarmOverStdio(dir, env, module, esm.toString(), List.of(), "", node, script("warm_node.js"),
+                "--typescript");
+        assertThat(m).isEqualTo(new Outcome(0, "2 function code_esm.ts true\n", ""));
+        Path plainEnum = work(dir).resolve("code_enum.ts");
+        Outcome e = runWarmOverStdio(dir, env, "enum C { Red, Green }\nconsole.log(C.Green);\nthrow new Error('at 3');\n",
+                plainEnum.toString(), List.of(), "", node, script("warm_node.js"), "--typescript");
+        assertThat(e.exit()).isEqualTo(1);
+        assertThat(e.stdout()).isEqualTo("1\n");
+        assertThat(e.stderr()).as("the TypeScript's line").contains("code_enum.ts:3");
     }
 
     @Test
@@ -920,11 +943,12 @@ class RunnerScriptsTest {
         }
     }
 
-    @Test
-    void typescriptSessionErasesTypesAndReportsTheTypescriptLines(@TempDir Path dir) throws Exception {
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.MethodSource("typescriptNodes")
+    void typescriptSessionErasesTypesAndReportsTheTypescriptLines(String node, @TempDir Path dir) throws Exception {
         Map<String, String> env = baseEnv();
         env.put("NODE_PATH", "/usr/local/lib/node_modules:/usr/lib/node_modules");
-        Runner r = Runner.start(dir, env, NODE, script("session_node.js"), "--typescript");
+        Runner r = Runner.start(dir, env, node, script("session_node.js"), "--typescript");
         r.process.getOutputStream().close();
         try (Runner s = r) {
             assertThat(s.reply()).isEqualTo(JSON.readTree("{\"ready\":true}"));
@@ -939,6 +963,11 @@ class RunnerScriptsTest {
             assertThat(bad.reply().get("error").asString()).startsWith("SyntaxError: Type expected");
             assertThat(bad.stderr()).contains("error TS1110");
             assertThat(s.call("p.name").result()).isEqualTo("ts");
+            // code generated for an enum: its errors still name the TypeScript's lines
+            assertThat(s.call("enum Color { Red, Green }\nColor.Green").result()).isEqualTo("1");
+            Call inEnum = s.call("enum K { A }\n\nfunction h(k: K): never {\n  throw new Error('k' + k);\n}\nh(K.A)");
+            assertThat(inEnum.reply().get("error").asString()).isEqualTo("Error: k0");
+            assertThat(inEnum.stderr()).contains("<cell-7>:4:");
         }
     }
 

@@ -23,11 +23,13 @@ class LanguageWarmupTest {
     private final Languages table = Languages.load();
 
     private static Map<String, String> placeholders(Path runtimeDir) throws Exception {
-        try (InputStream in = LanguageWarmupTest.class.getResourceAsStream("/engine/ts-loader.js")) {
-            Files.copy(in, runtimeDir.resolve("ts-loader.js"));
-        }
+        for (String f : List.of("ts-loader.js", "ts-strip.js"))
+            try (InputStream in = LanguageWarmupTest.class.getResourceAsStream("/engine/" + f)) {
+                Files.copy(in, runtimeDir.resolve(f));
+            }
+        // Debian's node: the code cache is the typescript package's, for a Node that does not strip types
         return Map.of("runtimeDir", runtimeDir.toString(), "javaHome", System.getProperty("java.home"),
-                "heapMb", "256", "goCache", "/unused");
+                "heapMb", "256", "goCache", "/unused", "tsNode", "/usr/bin/node");
     }
 
     /** Runs a language's run command directly (no sandbox): stdout and stderr kept apart. */
@@ -59,7 +61,7 @@ class LanguageWarmupTest {
         assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(cache))).isEqualTo("rw-r--r--");
         try (var files = Files.list(runtimeDir)) {
             assertThat(files.map(p -> p.getFileName().toString())).containsExactlyInAnyOrder("ts-loader.js",
-                    "typescript.v8cache", "typescript.v8cache.made-for");
+                    "ts-strip.js", "typescript.v8cache", "typescript.v8cache.made-for");
         }
         String code = "const n: number = 6 * 7; console.log(n)";
         assertThat(run(ts, ph, work, code)).isEqualTo("0|42\n|");
