@@ -118,7 +118,10 @@ describe('/mcp-no-code-execute: the upstream tools one by one, per tenant', () =
         const from = server.log().length;
         await alice.callTool({ name: 'narrow__echo', arguments: { text: 'ab', times: 2 } });
         await bob.callTool({ name: 'only-a__add', arguments: { a: 1, b: 2 } });
-        const lines = server.log().slice(from).split('\n').filter((l) => l.includes('tool_call run=direct-'));
+        // the server's log reaches this process through a pipe: its last line may come a moment after the answer
+        const audit = () => server.log().slice(from).split('\n').filter((l) => l.includes('tool_call run=direct-'));
+        for (let i = 0; i < 50 && audit().length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+        const lines = audit();
         assert.equal(lines.length, 2, lines.join('\n'));
         assert.match(lines[0], /tenant=alice server=narrow tool=echo ok=true reason=-/);
         assert.match(lines[1], /tenant=bob server=only-a tool=add ok=false reason=not_allowed/);
