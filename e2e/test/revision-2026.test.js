@@ -119,6 +119,17 @@ describe('MCP 2026-07-28 beside 2025-11-25 on one /mcp', () => {
             assert.ok(img.content.some((c) => c.type === 'image' && c.mimeType === 'image/png'), JSON.stringify(img.content.map((c) => c.type)));
         }));
 
+    /** tasks/get polled until the task is no longer working (20 s at most); its last state. */
+    async function settled(key, taskId, capabilities) {
+        let t;
+        for (let i = 0; i < 200; i++) {
+            t = await result(key, 'tasks/get', { taskId }, { name: taskId, capabilities });
+            if (t.status !== 'working') break;
+            await sleep(100);
+        }
+        return t;
+    }
+
     test('tasks: execute_code becomes a task, polled while it runs, cancelled; another polled to completion', { timeout: 90_000 },
         withLog(() => server, async () => {
             const caps = { extensions: { [TASKS]: {} } };
@@ -134,23 +145,14 @@ describe('MCP 2026-07-28 beside 2025-11-25 on one /mcp', () => {
             assert.equal(bobSees.messages.at(-1).error?.code, -32602, 'another tenant\'s task is unknown');
             const ack = await result(aliceKey, 'tasks/cancel', { taskId: id }, { name: id, capabilities: caps });
             assert.equal(ack.resultType, 'complete');
-            let t;
-            for (let i = 0; i < 100; i++) {
-                t = await result(aliceKey, 'tasks/get', { taskId: id }, { name: id, capabilities: caps });
-                if (t.status !== 'working') break;
-                await sleep(100);
-            }
+            let t = await settled(aliceKey, id, caps);
             assert.equal(t.status, 'cancelled');
             for (let i = 0; i < 50 && hostProcessesWith(marker).length > 0; i++) await sleep(100);
             assert.deepEqual(hostProcessesWith(marker), [], 'the cancelled task\'s processes are gone');
 
             const done = await call(aliceKey, 'execute_code', { language: 'python', code: 'print(6 * 7)' }, { capabilities: caps });
             assert.equal(done.resultType, 'task');
-            for (let i = 0; i < 200; i++) {
-                t = await result(aliceKey, 'tasks/get', { taskId: done.taskId }, { name: done.taskId, capabilities: caps });
-                if (t.status !== 'working') break;
-                await sleep(100);
-            }
+            t = await settled(aliceKey, done.taskId, caps);
             assert.equal(t.status, 'completed', JSON.stringify(t));
             assert.match(t.result.structuredContent.stdout, /^42/);
 
@@ -159,11 +161,7 @@ describe('MCP 2026-07-28 beside 2025-11-25 on one /mcp', () => {
             const inSession = await call(aliceKey, 'execute_code', { language: 'python', session: 'tasked', code: 'print(y + 1)' },
                 { capabilities: caps });
             assert.equal(inSession.resultType, 'task', JSON.stringify(inSession));
-            for (let i = 0; i < 200; i++) {
-                t = await result(aliceKey, 'tasks/get', { taskId: inSession.taskId }, { name: inSession.taskId, capabilities: caps });
-                if (t.status !== 'working') break;
-                await sleep(100);
-            }
+            t = await settled(aliceKey, inSession.taskId, caps);
             assert.equal(t.status, 'completed', JSON.stringify(t));
             assert.match(t.result.structuredContent.stdout, /^21/);
             const bobsView = await post(bobKey, 'tasks/get', { taskId: inSession.taskId }, { name: inSession.taskId, capabilities: caps });

@@ -193,8 +193,7 @@ public final class McpTasks implements McpFeature {
     private Snapshot find(String tenant, String id) {
         Local task = local.get(id);
         if (task != null && task.tenant.equals(tenant)) return task.snapshot();
-        return job(tenant, id).map(this::snapshot).orElseThrow(() -> McpException.invalidParams("no task '"
-                + (id.length() > 80 ? id.substring(0, 80) + "..." : id) + "'"));
+        return job(tenant, id).map(this::snapshot).orElseThrow(() -> unknown(id));
     }
 
     private void cancel(String tenant, String id) {
@@ -203,13 +202,17 @@ public final class McpTasks implements McpFeature {
             task.cancel();
             return;
         }
-        JobHandle job = job(tenant, id).orElseThrow(() -> McpException.invalidParams("no task '"
-                + (id.length() > 80 ? id.substring(0, 80) + "..." : id) + "'"));
+        JobHandle job = job(tenant, id).orElseThrow(() -> unknown(id));
         try {
             job.cancel(JobTools.CANCEL_WAIT_MS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    /** A task id that is not the caller's (or not any): the same error for both. */
+    private static McpException unknown(String id) {
+        return McpException.invalidParams("no task '" + (id.length() > 80 ? id.substring(0, 80) + "..." : id) + "'");
     }
 
     private Optional<JobHandle> job(String tenant, String id) {
@@ -297,10 +300,6 @@ public final class McpTasks implements McpFeature {
             return null;
         }
 
-        /** The task's id. */
-        public String taskId() {
-            return (String) body.get("taskId");
-        }
     }
 
     /** Any other answer of the methods: a DetailedTask, or the empty acknowledgement. */
