@@ -52,8 +52,11 @@ function readSource(file) {
   return typeof isAscii === 'function' && isAscii(bytes) ? bytes.latin1Slice(0, bytes.length) : bytes.toString('utf8');
 }
 
-/** The JavaScript of one file; on a syntax error, the diagnostics on stderr and exit 1 (no user code ran). */
-function transpile(ts, file, source) {
+/**
+ * The JavaScript of one file as CommonJS with its inline source map, and the diagnostics that are errors (a syntax
+ * error: the JavaScript is then not to be run).
+ */
+function compile(ts, file, source) {
   const out = ts.transpileModule(source, {
     fileName: file,
     reportDiagnostics: true,
@@ -64,13 +67,40 @@ function transpile(ts, file, source) {
       inlineSourceMap: true,
     },
   });
-  const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
+  return { js: out.outputText, errors: (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error) };
+}
+
+/** The JavaScript of one file; on a syntax error, the diagnostics on stderr and exit 1 (no user code ran). */
+function transpile(ts, file, source) {
+  const { js, errors } = compile(ts, file, source);
   if (errors.length > 0) {
     const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => '\n' };
     process.stderr.write(ts.formatDiagnostics(errors, host));
     process.exit(1);
   }
-  return out.outputText;
+  return js;
+}
+
+/**
+ * The JavaScript the server made of the file ahead of the run (warm/TypeScriptStrippers), named by
+ * CODE_EXEC_TS_JS; null when there is none. The variable is the runner's, not the program's: removed either way.
+ */
+function prepared() {
+  const given = process.env.CODE_EXEC_TS_JS;
+  delete process.env.CODE_EXEC_TS_JS;
+  if (!given) return null;
+  try {
+    return fs.readFileSync(given, 'utf8');
+  } catch (e) {
+    return null;
+  }
+}
+
+/** Runs JavaScript made of TypeScript as the file's main module, with its source map where it has one. */
+function runJs(file, js) {
+  if (js.includes('//# sourceMappingURL=data:')) process.setSourceMapsEnabled(true);
+  process.argv.splice(1, 2, file);
+  runAsMain(file, js);
 }
 
 /**
@@ -100,12 +130,15 @@ function runAsMain(file, js) {
   process.mainModule = m;
   require.main = m;
   m.id = '.';
+  Module._cache[file] = m; // as Module._load has it: a require of the main file gets this module
   m._compile(js, file);
 }
 
 function main() {
   const writeCache = process.env.CODE_EXEC_WRITE_TS_CACHE || '';
   const file = path.resolve(process.argv[2]);
+  const ready = writeCache ? null : prepared();
+  if (ready !== null) return runJs(file, ready);
   if (!writeCache && runStripped(file)) return;
   const { ts, script } = loadTypescript(writeCache);
   const source = fs.readFileSync(file, 'utf8');
@@ -125,4 +158,4 @@ function main() {
 }
 
 if (require.main === module) main();
-else module.exports = { loadTypescript, transpile };
+else module.exports = { loadTypescript, compile, transpile, runJs };

@@ -1,9 +1,10 @@
 'use strict';
 // TypeScript without the typescript package, where the Node running it strips types itself (Node 22.18 and later:
-// module.stripTypeScriptTypes, and `.ts` files run natively). The runners use it first (ts-loader.js for a cold run,
-// warm_node.js and session_node.js with --typescript) and fall back to the typescript package for what it refuses.
-// Loading Node's stripper (a WebAssembly build of SWC) costs about 0.1 s once per process; a warm sandbox pays it
-// before its run comes.
+// module.stripTypeScriptTypes, and `.ts` files run natively). The server's stripper (ts-strip-server.js) uses it
+// first and hands a run its JavaScript ready; the runners (ts-loader.js for a cold run, warm_node.js and
+// session_node.js with --typescript) use it for what comes without, and fall back to the typescript package for what
+// it refuses. Loading Node's stripper (a WebAssembly build of SWC) costs about 0.1 s once per process: the server's
+// stripper pays it once for many runs.
 const Module = require('module');
 
 /** Whether this Node strips types itself: the API, and `.ts` files run natively in strip mode by default. */
@@ -76,8 +77,8 @@ function kind(js, file) {
 
 /**
  * How to run a TypeScript source on this Node, decided before any of it runs:
- * - {how: 'file'}: a script (no import or export): Node runs the file as the main CommonJS module, stripping it as
- *   it loads it, as `node file.ts` does;
+ * - {how: 'file', js}: a script (no import or export): Node runs the file as the main CommonJS module, stripping it
+ *   as it loads it, as `node file.ts` does (js: what it runs, types blanked, for whoever runs it from memory);
  * - {how: 'script', js}: a script that needs code generated (an enum, ...), or one known only from memory: its
  *   JavaScript is compiled by the caller as the main CommonJS module (with its source map when transformed);
  * - {how: 'transpiler'}: for the typescript package: a file with import or export (the package makes CommonJS of
@@ -91,7 +92,7 @@ function plan(code, file, placed = true) {
   if (!available) return { how: 'transpiler' };
   const out = strip(code, file);
   if (out === null || kind(out.js, file) !== 'script') return { how: 'transpiler' };
-  return out.transformed || !placed ? { how: 'script', js: out.js } : { how: 'file' };
+  return out.transformed || !placed ? { how: 'script', js: out.js } : { how: 'file', js: out.js };
 }
 
 /** Runs a plan of 'file': `node file.ts` for a script. */

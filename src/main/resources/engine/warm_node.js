@@ -2,9 +2,11 @@
 // Warm Node runner: started ahead of a run inside its sandbox, it says it is ready, then runs the one piece of code
 // it is sent as `node FILE args...` would. Single use: the sandbox is discarded after.
 // Protocol: docs/interpreter-protocol.md. Wrapped in a function so the runner's names never reach the user's code.
-// With --typescript: the TypeScript runner. It loads the transpiler (ts-loader.js) and transpiles a snippet before it
-// says it is ready, and where its Node strips types (ts-strip.js) Node's stripper too; then it runs the code it is
-// sent as a cold run's ts-loader.js does (a script stripped by Node, anything else transpiled).
+// With --typescript: the TypeScript runner. Its run message mostly brings the JavaScript the server's stripper made
+// ahead (`js`, warm/TypeScriptStrippers), which it runs as it is; without (the tenant's stripper not started yet, a
+// syntax error) it runs the code as a cold run's ts-loader.js does (a script stripped by Node, anything else
+// transpiled), loading what that needs then. Over stdio (gVisor, where the server has no stripper) it loads the
+// transpiler and Node's stripper before it says it is ready, as every run there needs them.
 // With --stdio (gVisor: the sandbox passes no descriptor beyond 0-2): the ready line is the first line of stdout and
 // the run message, in the length-prefixed form Python's runner reads, comes in on stdin ahead of the user's input.
 (function main() {
@@ -26,10 +28,11 @@
   let transpile = null;
   /** The typescript package's transpiler (for a Node that does not strip types, or what it refuses). */
   const loadTranspiler = () => {
+    if (ts !== null) return;
     ({ transpile } = require(loaderPath));
     ts = require(loaderPath).loadTypescript('').ts;
   };
-  if (typescript) {
+  if (typescript && stdio) {
     // both ahead: Node's stripper for a script, the transpiler for a file with import or export (ts-strip.js plan)
     if (stripper.available) stripper.preload();
     loadTranspiler();
@@ -67,17 +70,23 @@
   // TypeScript on a Node that strips types: as a cold run's ts-loader.js does it (Node runs the file itself, or the
   // transformed JavaScript of one that needs code generated is compiled below); the rest through the transpiler
   let plan = null;
-  if (typescript && stripper.available) {
+  if (typescript && typeof message.js === 'string') {
+    // made by the server's stripper from this code: types blanked in place, or generated with its source map
+    code = message.js;
+    if (code.includes('//# sourceMappingURL=data:')) process.setSourceMapsEnabled(true);
+  } else if (typescript && stripper.available) {
     // (the file may be missing over stdio when the disk was full: the plan then works from the message)
     plan = stripper.plan(code, file, fs.existsSync(file));
     if (plan.how === 'script') {
       process.setSourceMapsEnabled(true);
       code = plan.js;
     } else if (plan.how === 'transpiler') {
+      loadTranspiler();
       code = transpile(ts, file, code);
       process.setSourceMapsEnabled(true);
     }
   } else if (typescript) {
+    loadTranspiler();
     code = transpile(ts, file, code);
     process.setSourceMapsEnabled(true); // the inline source map: a stack names the TypeScript's lines
   }

@@ -27,6 +27,7 @@ import dev.codeexec.session.SessionCall;
 import dev.codeexec.session.Sessions;
 import dev.codeexec.warm.GoCacheWarmer;
 import dev.codeexec.warm.StartupWork;
+import dev.codeexec.warm.TypeScriptStrippers;
 import dev.codeexec.warm.WarmPool;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -95,6 +96,8 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
     final Sessions sessions;
     /** How long streamed output is gathered into one progress notification (PROGRESS_INTERVAL_MS). */
     final Duration progressInterval;
+    /** TypeScript made JavaScript ahead of its runs, one stripper per tenant (bwrap only). */
+    final Optional<TypeScriptStrippers> typescript;
     /** Pre-started sandboxes (WARM_POOL), when configured and the sandbox supports them. */
     final Optional<WarmPool> warmPool;
     /** The sandboxes' channels, when EGRESS=on or the server has code tools. */
@@ -161,6 +164,8 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
                 languages.all().stream().filter(l -> l.session().isPresent()).map(Language::id).toList(),
                 progressInterval, egress, codeTools, packages);
         sessions.previewsIn(previewRoot);
+        this.typescript = TypeScriptStrippers.create(sandbox, languages.find("typescript"), placeholders,
+                RequestValidator.defaultLimits(config, Duration.ofMillis(config.get(Config.DEFAULT_TIMEOUT_MS))));
         PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools, packages.isPresent());
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
@@ -496,6 +501,7 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
         if (!closing.compareAndSet(false, true)) return;
         startup.stop();
         warmPool.ifPresent(WarmPool::close);
+        typescript.ifPresent(TypeScriptStrippers::close);
         List<LocalRun> all = new ArrayList<>(runs);
         // background jobs too: they cannot outlive the server whatever the grace (their manager records them lost)
         all.stream().filter(r -> r.isQueued() || r.background()).forEach(LocalRun::cancel);

@@ -234,7 +234,12 @@ final class LocalRun implements RunHandle {
         return ph;
     }
 
-    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws) {
+    /** Where a cold TypeScript run finds the JavaScript made of its code ahead (ts-loader.js reads CODE_EXEC_TS_JS). */
+    static final String PREPARED_JS = "/tmp/.codeexec-ts/prepared.js";
+
+    /** @param preparedJs the host file of the JavaScript a TypeScript stripper made of the code, if any */
+    private SandboxSpec spec(String name, String fileName, Path staged, Limits limits, Optional<Workspace> ws,
+            Optional<Path> preparedJs) {
         String file = Placeholders.WORK_DIR + "/" + fileName;
         Map<String, String> ph = placeholders(name, fileName, limits);
         List<Path> binds = new ArrayList<>();
@@ -243,7 +248,11 @@ final class LocalRun implements RunHandle {
             if (Files.isDirectory(p)) binds.add(p);
         }
         Map<String, Path> files = new LinkedHashMap<>(Map.of(file, staged));
-        Map<String, String> env = language.environment(request.env(), ph);
+        Map<String, String> env = new LinkedHashMap<>(language.environment(request.env(), ph));
+        if (preparedJs.isPresent()) {
+            files.put(PREPARED_JS, preparedJs.get());
+            env.put("CODE_EXEC_TS_JS", PREPARED_JS);
+        }
         return SandboxSpec.builder(id, command(ph), Placeholders.WORK_DIR, limits).readOnlyFiles(files)
                 .readOnlyDirs(binds).env(env).workDirSource(ws.map(w -> w.fs().root())).background(request.background())
                 // a background job's servers can be previewed: its sandbox gets a preview directory (named by the run)
@@ -290,6 +299,9 @@ final class LocalRun implements RunHandle {
         Optional<PackageStore.Lease> packages = scope.packages();
         // placeholder secrets go into the environment at the start: a run that gets any starts cold
         RunSecrets secrets = executor.egress.map(c -> c.secretsFor(request.egress(), tenant())).orElse(RunSecrets.NONE);
+        // TypeScript: the JavaScript made ahead by the tenant's stripper, so that the run loads no stripper itself
+        Optional<String> js = language.id().equals("typescript") ? executor.typescript.flatMap(t -> t.prepare(tenant(),
+                Placeholders.WORK_DIR + "/" + fileName, request.code())) : Optional.empty();
         // a background job starts cold: a warm sandbox was started at an interactive run's CPU limit and weight
         if (executor.warmPool.isPresent() && !request.background() && secrets.isEmpty()) {
             WarmPool pool = executor.warmPool.get();
@@ -314,7 +326,7 @@ final class LocalRun implements RunHandle {
                     pool.handOut(language.id(), warm.get(), ws.map(w -> w.fs()
                             .root()), limits, Placeholders.WORK_DIR + "/" + fileName,
                             request.code(), request.args(), command(placeholders(name, fileName, limits)),
-                            packages.flatMap(l -> PackageInstalls.warmSource(request.packages().get().ecosystem(), l)));
+                            packages.flatMap(l -> PackageInstalls.warmSource(request.packages().get().ecosystem(), l)), js);
                     startedWarm = true;
                     return warm.get();
                 } catch (SandboxException | IOException | RuntimeException e) {
@@ -334,8 +346,20 @@ final class LocalRun implements RunHandle {
             log.warn("run {}: cannot stage the code file: {}", id, e.toString());
             throw new SandboxException("the server could not prepare the run (staging the code file failed)");
         }
+        Optional<Path> preparedJs = Optional.empty();
+        if (js.isPresent()) {
+            Path f = staged.resolveSibling(id + "-prepared.js");
+            scope.beforeFiles(() -> deleteStaged(f));
+            try {
+                Files.writeString(f, js.get(), StandardCharsets.UTF_8);
+                preparedJs = Optional.of(f);
+            } catch (IOException e) {
+                // the run strips its code itself
+                log.warn("run {}: cannot stage the prepared JavaScript: {}", id, e.toString());
+            }
+        }
         CodeToolsRun codeRun = executor.codeTools.map(t -> t.open(tenant(), id)).orElse(null);
-        SandboxSpec spec = spec(name, fileName, staged, limits, ws);
+        SandboxSpec spec = spec(name, fileName, staged, limits, ws, preparedJs);
         if (packages.isPresent()) spec = PackageInstalls.mount(spec, request.packages().get()
                 .ecosystem(), packages.get());
         EgressStart.Started started = EgressStart.start(executor.sandbox, spec,

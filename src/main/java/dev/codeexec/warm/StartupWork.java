@@ -26,10 +26,10 @@ public final class StartupWork {
 
     /**
      * Engine helper files copied to DATA_DIR/runtime (bound read-only into sandboxes): the TypeScript loader (and
-     * its use of Node's own type stripping) and
+     * its use of Node's own type stripping, also the server's stripper's, {@link TypeScriptStrippers}) and
      * the interpreters of warm sandboxes and sessions (docs/interpreter-protocol.md).
      */
-    public static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "ts-strip.js", "run_python.py", "warm_python.py",
+    public static final List<String> RUNTIME_FILES = List.of("ts-loader.js", "ts-strip.js", "ts-strip-server.js", "run_python.py", "warm_python.py",
             "warm_node.js", "session_python.py", "session_node.js", "session_bash.py", "codeexec_site.py", "codeexec_run.py",
             "codeexec_main.py", "codeexec_mpl.py", "codeexec_node.js", "codeexec_egress_node.js");
 

@@ -229,20 +229,17 @@ public final class WarmPool implements AutoCloseable {
     /**
      * Gives the taken sandbox its run: working directory (a fresh tmpfs, or the workspace), the run's own CPU and
      * file-size limits, then the code. After this the sandbox is a running program like a cold one.
-     */
-    public void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
-            String code, List<String> args) throws SandboxException {
-        handOut(language, p, workspace, runLimits, file, code, args, List.of(), Optional.empty());
-    }
-
-    /**
+     *
      * @param command  the run's whole command as a cold run would start it (the args included): what an
      *                 {@link #EXEC} sandbox starts; unused by warm interpreters
      * @param packages the host directory of the run's declared packages (what {@link PackageInstalls#warmSource}
      *                 names), mounted read-only at the language's package mount before the code arrives
+     * @param js       the JavaScript made of a TypeScript run's code ahead ({@link TypeScriptStrippers}), which the warm
+     *                 runner runs instead of stripping the code itself; in the JSON run message only
      */
     public void handOut(String language, SandboxProcess p, Optional<Path> workspace, Limits runLimits, String file,
-            String code, List<String> args, List<String> command, Optional<Path> packages) throws SandboxException {
+            String code, List<String> args, List<String> command, Optional<Path> packages, Optional<String> js)
+            throws SandboxException {
         if (packages.isPresent()) p.mountReadOnly(packages.get());
         if (lateWorkDir) {
             p.mountWorkDir(workspace, runLimits.diskBytes());
@@ -266,6 +263,7 @@ public final class WarmPool implements AutoCloseable {
                 msg.put("code", code);
                 msg.put("file", file);
                 msg.put("args", args);
+                js.ifPresent(j -> msg.put("js", j));
                 c.send(tools.jackson.databind.json.JsonMapper.shared().writeValueAsString(msg));
             }
         } catch (IOException e) {
