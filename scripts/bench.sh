@@ -15,6 +15,7 @@
 #                 BENCH_FRESH_STARTS=3 BENCH_FRESH_CALLS=100 BENCH_FRESH_COMPILED_CALLS=20 (typescript, go, java, c)
 #                 BENCH_FRESH_SESSION_CALLS=50 BENCH_FRESH_THROUGHPUT_RUNS=2000 (per side) BENCH_FRESH_GVISOR_CALLS=30
 #                 BENCH_FRESH_THROUGHPUT_SECONDS=60 (a cap per side, for a slow or busy machine)
+#                 BENCH_FRESH_BURST=20 (node and typescript hello, that many calls at once)
 #                 BENCH_AOT=on (off: the fresh servers start without the JVM's AOT cache, scripts/aot-cache.sh)
 #                 BENCH_ITERATIONS=30 BENCH_WARMUP=3
 #                 BENCH_THROUGHPUT_WARMUP=12000 (untimed runs first) BENCH_THROUGHPUT_ROUNDS=4 (alternating MCP/bare)

@@ -5,7 +5,8 @@
 //      new DATA_DIR and on one a previous server used (a desktop user's usual case), and over stdio the spawn to the
 //      `initialize` response; the JVM's idle RSS ~5 s after healthy.
 //   2. on one new server, from the moment it is healthy: python and node hello over its first BENCH_FRESH_CALLS calls,
-//      shell and bash echo, typescript hello (against node hello), java, c and go hello; each MCP call alternates with
+//      shell and bash echo, typescript hello (against node hello), java, c and go hello, then node and typescript hello
+//      in a burst of BENCH_FRESH_BURST (20) calls at once each (issue 42); each MCP call in a row alternates with
 //      the bare spawn (for the compiled languages the same compile and run commands as the server's languages table,
 //      with warm caches), so that drift hits both sides. Each compiled-language call is a program of its own (the hello
 //      with a `// call N` line), the same text on both sides: a user's code is new at each call, and with one fixed
@@ -22,7 +23,7 @@
 // DATA_DIR removed, before the next one starts, also when a step fails.
 //
 // Environment: BENCH_FRESH_STARTS (3 starts per start figure), BENCH_FRESH_CALLS (100 python/node/shell/bash calls),
-// BENCH_FRESH_COMPILED_CALLS (20 typescript/go/java/c calls), BENCH_FRESH_SESSION_CALLS (50), BENCH_FRESH_GVISOR_CALLS (30),
+// BENCH_FRESH_COMPILED_CALLS (20 typescript/go/java/c calls), BENCH_FRESH_BURST (20), BENCH_FRESH_SESSION_CALLS (50), BENCH_FRESH_GVISOR_CALLS (30),
 // BENCH_FRESH_THROUGHPUT_RUNS (2000 per side), BENCH_FRESH_THROUGHPUT_SECONDS (60, a cap per side), BENCH_JSON
 // (adds a `fresh` object to that file), CODE_EXEC_JAR, JAVA_HOME (the server's JDK).
 import { spawn, execFileSync } from 'node:child_process';
@@ -42,6 +43,7 @@ const TP_RUNS = Number(process.env.BENCH_FRESH_THROUGHPUT_RUNS || 2000);
 // A cap for a slow or busy machine (2,000 runs take ~35 s on a quiet one); the bare side then does as many runs.
 const TP_SECONDS = Number(process.env.BENCH_FRESH_THROUGHPUT_SECONDS || 60);
 const CONCURRENCY = 4;
+const BURST = Number(process.env.BENCH_FRESH_BURST || 20);
 const RSS_AFTER_MS = 5000;
 const POLL_MS = 20;
 const START_TIMEOUT_MS = 120_000;
@@ -413,6 +415,18 @@ async function helloOnFreshServer(out, cases) {
             out.cases[c.name] = { goal: c.goal, n: c.n, startedAtSeconds: atS, firstCall: r.mcp[0], mcp: summary(r.mcp), bare: summary(r.bare),
                 serverDurationP50: pct(r.results.map((sc) => sc.durationMs), 50), bareCommand: c.bare.command, ...(note ? { note } : {}) };
         }
+        // issue 42: TypeScript against Node when BURST calls come at once (each call's time, and the whole burst's)
+        const ts = out.cases['typescript hello'];
+        if (ts && !ts.skipped) {
+            out.bursts = {};
+            for (const [name, language] of [['node', 'nodejs'], ['typescript', 'typescript']]) {
+                log(`${name} hello: a burst of ${BURST} calls at once ...`);
+                const t1 = performance.now();
+                const times = await Promise.all(Array.from({ length: BURST },
+                    () => timeIt(() => s.execute(language, 'console.log("hello")'))));
+                out.bursts[name] = { ...summary(times), wallMs: performance.now() - t1 };
+            }
+        }
         // the DATA_DIR a desktop user starts the next server on: its start-up work (Go cache, warm-ups) complete
         const end = Date.now() + 180_000;
         while (server.startupChildren().length && Date.now() < end) await sleep(250);
@@ -550,6 +564,13 @@ function report(out) {
             + `${ratio(r.ratioP50).padStart(11)}${ratio(r.ratioP95).padStart(11)}${fmt(r.serverDurationP50)}  ${r.startedAtSeconds.toFixed(0)} s${r.note ? ` (${r.note})` : ''}`);
     }
     lines.push('bare: python3 -c / node -e / sh -c / bash -c; typescript against node -e; go, java, c: the languages table\'s compile and run, warm caches');
+    const b = out.bursts;
+    if (b) {
+        b.ratioP50 = b.typescript.p50 / b.node.p50;
+        b.ratioWall = b.typescript.wallMs / b.node.wallMs;
+        lines.push(`a burst of ${b.node.n} calls at once on the same server: node hello p50 ${ms(b.node.p50)}, p95 ${ms(b.node.p95)}, all in ${ms(b.node.wallMs)}; `
+            + `typescript hello p50 ${ms(b.typescript.p50)}, p95 ${ms(b.typescript.p95)}, all in ${ms(b.typescript.wallMs)} (${ratio(b.ratioP50)} p50, ${ratio(b.ratioWall)} whole)`);
+    }
     const ss = out.session;
     lines.push(`python session, calls 1-${ss.n} of a new server: p50 ${ss.p50.toFixed(2)} ms, p95 ${ss.p95.toFixed(2)} ms, 1st call (x = 1, starts it) ${ss.firstCall.toFixed(1)} ms, calls 2-${ss.n} p50 ${ss.p50Calls2On.toFixed(2)} ms, run p50 ${ss.serverDurationP50.toFixed(1)} ms`);
     const t = out.throughput;
@@ -586,6 +607,7 @@ function report(out) {
             goals.push(`${g.label} ≤${g.ratio.toFixed(1)}x: ${ratio(r.ratioP50)} ${yes(r.ratioP50 <= g.ratio)}`);
         }
     }
+    if (b) goals.push(`typescript/node burst of ${b.node.n} p50 ≤1.2x: ${ratio(b.ratioP50)} ${yes(b.ratioP50 <= 1.2)}`);
     goals.push(`session p50 ≤3 ms: ${ss.p50.toFixed(2)} ms ${yes(ss.p50 <= 3)}`);
     goals.push(`throughput ≥0.8x: ${ratio(t.ratio)} ${yes(t.ratio >= 0.8)}`);
     if (g?.skipped) goals.push('gvisor python: skipped');

@@ -49,7 +49,7 @@ export function randomSecret(prefix) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** The command line of a sandbox kept waiting for code: a warm pool entry or a session's interpreter. */
-export const INTERPRETER_RUNNER = /\/runtime\/(warm|session)_(python\.py|node\.js)\b/;
+export const INTERPRETER_RUNNER = /\/runtime\/((warm|session)_(python\.py|node\.js)|ts-strip-server\.js)\b/;
 /**
  * The command line of a warm pool's waiting sandbox (shell, bash, compiled languages: its init waits for the run's
  * command): idle for as long as the server runs, never start-up work (counting it made every server's start wait

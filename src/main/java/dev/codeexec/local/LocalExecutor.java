@@ -169,7 +169,7 @@ public final class LocalExecutor implements Executor, ExecutorStatus {
         PoolChoice pool = warmPool(config, sandbox, languages, placeholders, egress, codeTools, packages.isPresent());
         this.warmPool = pool.pool();
         this.info = new RuntimeInfo(config, sandbox, languages, placeholders, virtualThreads, startup, sessions,
-                warmPool, pool.whyNone());
+                warmPool, pool.whyNone(), typescript.isPresent());
         info.warnAboutMissing(log);
 
         sandbox.unavailableReason().ifPresentOrElse(

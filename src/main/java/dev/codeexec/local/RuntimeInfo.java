@@ -33,11 +33,16 @@ final class RuntimeInfo {
     private final Sessions sessions;
     private final Optional<WarmPool> warmPool;
     private final String warmPoolOff;
+    private final boolean strippedAhead;
 
-    /** @param warmPoolOff why there is no warm pool, when there is none */
+    /**
+     * @param warmPoolOff     why there is no warm pool, when there is none
+     * @param strippedAhead   whether TypeScript is made JavaScript ahead of its runs (TypeScriptStrippers)
+     */
     RuntimeInfo(Config config, Sandbox sandbox, Languages languages, Map<String, String> placeholders,
             ThreadFactory probeThreads, StartupWork startup, Sessions sessions, Optional<WarmPool> warmPool,
-            String warmPoolOff) {
+            String warmPoolOff, boolean strippedAhead) {
+        this.strippedAhead = strippedAhead;
         this.config = config;
         this.sandbox = sandbox;
         this.languages = languages;
@@ -89,6 +94,10 @@ final class RuntimeInfo {
             m.put("version", f == null ? "unknown (still probing)" : f.version() == null ? "unknown" : f.version());
             m.put("aliases", l.aliases());
             m.put("compiled", l.compiled());
+            // which way TypeScript runs (docs/tools.md, "How TypeScript runs"); the version says whose stripping
+            if (l.id().equals("typescript")) m.put("stripping", strippedAhead
+                    ? "ahead of each run, by the caller's own stripper; the run loads no stripper or transpiler"
+                    : "in each run, by its runner");
             langs.put(l.id(), m);
         }
         return langs;

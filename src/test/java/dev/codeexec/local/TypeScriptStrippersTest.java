@@ -61,6 +61,10 @@ class TypeScriptStrippersTest {
     void runsGetTheirJavaScriptFromTheTenantsStripperAndRunItAsTheRunnerWould() throws Exception {
         LocalExecutor hot = executor("WARM_POOL", "typescript=1");
         LocalExecutor cold = executor("WARM_POOL", "off");
+        @SuppressWarnings("unchecked")
+        var langs = (Map<String, Map<String, Object>>) hot.runtimeInfo().get("languages");
+        assertThat((String) langs.get("typescript").get("stripping")).as("runtime_info says which way")
+                .startsWith("ahead of each run");
         // requests of the tests name no tenant: their runs are "-"'s
         TypeScriptStrippers hotStripper = ready(hot, "-");
         TypeScriptStrippers coldStripper = ready(cold, "-");
