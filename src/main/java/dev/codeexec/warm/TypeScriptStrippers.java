@@ -99,6 +99,38 @@ public final class TypeScriptStrippers implements AutoCloseable {
         this.readOnlyDirs = List.copyOf(readOnlyDirs);
         this.limits = new Limits(runLimits.timeout(), LIFETIME_CPU_SECONDS, runLimits.memoryBytes(),
                 runLimits.maxProcesses(), runLimits.outputBytes(), runLimits.diskBytes(), runLimits.drainBytes());
+        Thread.ofVirtual().name("ts-strip-idle").start(this::stopIdleOnesEveryMinute);
+    }
+
+    /** Idle strippers go even when no TypeScript run comes to notice them. */
+    private void stopIdleOnesEveryMinute() {
+        while (true) {
+            try {
+                Thread.sleep(Duration.ofMinutes(1));
+            } catch (InterruptedException e) {
+                return;
+            }
+            synchronized (this) {
+                if (closed) return;
+            }
+            stopIdle();
+        }
+    }
+
+    /** Stops the strippers that died or were idle for {@link #IDLE}. */
+    private void stopIdle() {
+        List<Stripper> stop = new ArrayList<>();
+        synchronized (this) {
+            long now = System.nanoTime();
+            for (Iterator<Stripper> it = strippers.values().iterator(); it.hasNext(); ) {
+                Stripper o = it.next();
+                if (o.dead() || (o.idleSince(now) > IDLE.toNanos() && !o.busy())) {
+                    it.remove();
+                    stop.add(o);
+                }
+            }
+        }
+        stop.forEach(Stripper::stop);
     }
 
     /**
@@ -143,21 +175,15 @@ public final class TypeScriptStrippers implements AutoCloseable {
 
     /**
      * The tenant's stripper when it is ready; else null, having started it in the background when it is not
-     * starting yet. Stops idle strippers, and the least recently used idle one when a new tenant needs room.
+     * starting yet. Stops idle strippers first, and the least recently used idle one when a new tenant needs room.
      */
     private Stripper stripperOf(String tenant) {
+        stopIdle();
         List<Stripper> stop = new ArrayList<>();
         Stripper s;
         synchronized (this) {
             if (closed) return null;
             long now = System.nanoTime();
-            for (Iterator<Stripper> it = strippers.values().iterator(); it.hasNext(); ) {
-                Stripper o = it.next();
-                if (o.dead() || (o.idleSince(now) > IDLE.toNanos() && !o.busy())) {
-                    it.remove();
-                    stop.add(o);
-                }
-            }
             s = strippers.get(tenant);
             if (s == null && lastFailure != 0 && now - lastFailure < RETRY_AFTER_FAILURE.toNanos()) {
                 // a start failed a moment ago: not one per run

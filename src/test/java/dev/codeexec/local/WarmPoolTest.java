@@ -74,7 +74,7 @@ class WarmPoolTest {
     /**
      * Shell, bash and a compiled language have no warm interpreter: their pooled sandboxes wait at their init for
      * the run's whole command (init --await-exec), and a run there gives what a cold run gives, its limits included.
-     * TypeScript has one (Node holding the transpiler): the same holds for it.
+     * TypeScript has one (Node, given the JavaScript made ahead or making it): the same holds for it.
      */
     @Test
     void languagesWithoutAWarmInterpreterGetSandboxesThatWaitForTheirCommand() throws Exception {
@@ -96,7 +96,7 @@ class WarmPoolTest {
                 request(hot.config, "c", "#include <stdio.h>\nint main(int c, char **v) { printf(\"%d %s\\n\", c, v[1]); "
                         + "return 4; }\n", "", List.of("arg"), Map.of(), null),
                 request(hot.config, "c", "int main(void) { return undefined_name; }\n"),
-                // typescript's warm runner holds the transpiler already (warm_node.js --typescript)
+                // typescript's warm runner gets the JavaScript made ahead by the tenant's stripper, or makes it
                 request(hot.config, "typescript", "import * as fs from 'fs';\nconst n: number = 6 * 7;\n"
                         + "console.log(n, process.argv.slice(2), require.main === module, fs.readFileSync(0, 'utf8'));\n"
                         + "process.exitCode = 5;\n", "typed input", List.of("t"), Map.of(), null),
