@@ -42,7 +42,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <ul>
  * <li>One stripper per tenant, never shared: the stripper parses untrusted code, and what it answers runs in the next
  * run, so a stripper one tenant's source could subvert must not write another tenant's programs. Each is a sandbox like
- * a run's (the sandbox uid, no network, no workspace, the run's memory and process limits; a lifetime CPU budget of
+ * a run's (the sandbox uid, no network, no workspace, the run's memory (at least {@link #MIN_MEMORY_BYTES}) and process
+ * limits; a lifetime CPU budget of
  * {@link #LIFETIME_CPU_SECONDS}, after which it is started again), running engine/ts-strip-server.js on the language's
  * Node.</li>
  * <li>Bounded: at most {@link #MAX_STRIPPERS} at once (the least recently used idle one is stopped for a new tenant),
@@ -69,6 +70,11 @@ public final class TypeScriptStrippers implements AutoCloseable {
     static final Duration ANSWER_TIMEOUT = Duration.ofSeconds(5);
     /** How long a stripper may take to start and say it is ready. */
     static final Duration READY_TIMEOUT = Duration.ofSeconds(30);
+    /**
+     * A stripper's memory limit at least (else the run's): the typescript package, loaded for a file with import or
+     * export, takes about 150 MB; a server whose runs get less would see its stripper killed by every such file.
+     */
+    static final long MIN_MEMORY_BYTES = 256L << 20;
     /** After a stripper failed to start, no other starts for this long (runs strip their own code meanwhile). */
     static final Duration RETRY_AFTER_FAILURE = Duration.ofSeconds(60);
     /** CPU seconds a stripper may use over its life (the hard RLIMIT_CPU); it is started again after. */
@@ -97,7 +103,7 @@ public final class TypeScriptStrippers implements AutoCloseable {
         this.command = List.copyOf(command);
         this.env = Map.copyOf(env);
         this.readOnlyDirs = List.copyOf(readOnlyDirs);
-        this.limits = new Limits(runLimits.timeout(), LIFETIME_CPU_SECONDS, runLimits.memoryBytes(),
+        this.limits = new Limits(runLimits.timeout(), LIFETIME_CPU_SECONDS, Math.max(runLimits.memoryBytes(), MIN_MEMORY_BYTES),
                 runLimits.maxProcesses(), runLimits.outputBytes(), runLimits.diskBytes(), runLimits.drainBytes());
         Thread.ofVirtual().name("ts-strip-idle").start(this::stopIdleOnesEveryMinute);
     }
