@@ -246,8 +246,7 @@ final class SecretTunnel {
                         + "scanned for the run's secrets, so it was not passed on"));
             boolean ok = switch (framing.kind()) {
                 case NONE -> send(toProgram, (head + "\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
-                case LENGTH -> text && framing.length() <= Interception.BODY_SCAN_MAX
-                        ? sendWhole(toProgram, head, readExactly(fromHost, (int) framing.length()))
+                case LENGTH -> text ? scrubLength(fromHost, toProgram, head, framing.length())
                         : send(toProgram, (head + "\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1))
                         && copy(fromHost, toProgram, framing.length(), false);
                 case CHUNKED -> text ? scrubChunked(fromHost, toProgram, head)
@@ -288,8 +287,24 @@ final class SecretTunnel {
 
     /** A whole text body, scrubbed, with its Content-Length as it is now. */
     private boolean sendWhole(OutputStream toProgram, String head, byte[] body) throws IOException {
-        byte[] clean = scrub(body);
-        String h = withoutFields(head, "content-length", "transfer-encoding") + "\r\nContent-Length: " + clean.length + "\r\n\r\n";
+        return sendScrubbed(toProgram, head, body, 0);
+    }
+
+    /**
+     * A text body of a known length: its first part (up to the bound) scrubbed, the rest as it comes. A placeholder is
+     * not as long as the value it replaces, so the Content-Length is the scrubbed part's plus the rest's.
+     */
+    private boolean scrubLength(InputStream fromHost, OutputStream toProgram, String head, long length) throws IOException {
+        int first = (int) Math.min(length, Interception.BODY_SCAN_MAX);
+        long rest = length - first;
+        return sendScrubbed(toProgram, head, readExactly(fromHost, first), rest) && copy(fromHost, toProgram, rest, false);
+    }
+
+    /** The head with a Content-Length for {@code first} scrubbed and {@code rest} bytes after it, then {@code first}. */
+    private boolean sendScrubbed(OutputStream toProgram, String head, byte[] first, long rest) throws IOException {
+        byte[] clean = scrub(first);
+        String h = withoutFields(head, "content-length", "transfer-encoding") + "\r\nContent-Length: " + (clean.length + rest)
+                + "\r\n\r\n";
         return send(toProgram, h.getBytes(StandardCharsets.ISO_8859_1)) && send(toProgram, clean);
     }
 

@@ -55,6 +55,7 @@ class SecretSwapTest {
 
     static final String VALUE = "ghp_the_real_value_0123456789";
     static final String OTHER_VALUE = "other-real-value";
+    static final int BIG = 3 << 19;
     static LocalExecutor executor;
     static Sandbox sandbox;
     static Path dataDir;
@@ -82,7 +83,10 @@ class SecretSwapTest {
             String accepts = String.valueOf(ex.getRequestHeaders().getFirst("Accept-Encoding"));
             seen.add(auth);
             acceptEncodings.add(accepts);
-            byte[] body = ("you sent " + auth + "\n").getBytes(StandardCharsets.UTF_8);
+            String echo = "you sent " + auth + "\n";
+            // /big: a text body past the proxy's scan bound (1 MiB), with a Content-Length
+            byte[] body = (ex.getRequestURI().getPath().startsWith("/big") ? echo + "x".repeat(BIG) + "\n" : echo)
+                    .getBytes(StandardCharsets.UTF_8);
             if (accepts.contains("gzip") || ex.getRequestURI().getPath().startsWith("/always-gzip")) {
                 body = gzip(body);
                 ex.getResponseHeaders().add("Content-Encoding", "gzip");
@@ -196,6 +200,24 @@ class SecretSwapTest {
                 .containsPattern("requests: [a-z, ]*gzip[a-z, ]* -> none you sent Bearer " + token)
                 .contains("failed (encoded_response): api.github.test answered with a compressed body (gzip)");
         assertThat(r.network().orElseThrow().counts()).containsEntry("failed/encoded_response", 1);
+    }
+
+    @Test
+    void aTextBodyLongerThanTheScanBoundHasItsFirstMiBScrubbedAndAContentLengthThatFitsIt() throws Exception {
+        github.clear();
+        ExecutionResult r = run("bash", """
+                curl -sS -o /tmp/big -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/big
+                echo "curl=$?"
+                head -n 1 /tmp/big
+                echo "size=$(wc -c < /tmp/big)"
+                echo "token=$GITHUB_TOKEN"
+                """.formatted(githubPort));
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        assertThat(github).containsExactly("Bearer " + VALUE);
+        String token = tokenIn(r);
+        String first = "you sent Bearer " + token + "\n";
+        // curl checks the length against what arrived: a Content-Length left as the host sent it would not fit
+        assertThat(r.stdout()).contains("curl=0\n" + first).contains("size=" + (first.length() + BIG + 1));
     }
 
     @Test
