@@ -13,6 +13,8 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.LogCapture;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -160,11 +162,18 @@ class SecretSwapTest {
     @Test
     void curlWithThePlaceholderReachesTheHostWithTheRealValueAndReadsBackOnlyThePlaceholder() throws Exception {
         github.clear();
-        ExecutionResult r = run("bash", """
-                curl -sS -D - -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/user
-                curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/chunked | sed 's/^/chunked: /'
-                echo "token=$GITHUB_TOKEN"
-                """.formatted(githubPort, githubPort));
+        ExecutionResult r;
+        try (LogCapture audit = LogCapture.named("audit")) {
+            r = run("bash", """
+                    curl -sS -D - -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/user
+                    curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/chunked | sed 's/^/chunked: /'
+                    echo "token=$GITHUB_TOKEN"
+                    """.formatted(githubPort, githubPort));
+            // the connection's egress line names the secret put in, never its value
+            Poll.until("the audit line of the connection with its secret", () -> audit.containsAll("egress run=",
+                    " tenant=team host=api.github.test port=" + githubPort + " decision=allowed ", " secrets=GITHUB_TOKEN"));
+            assertThat(audit.contains(VALUE)).isFalse();
+        }
         assertThat(r.exitCode()).as(r.stderr()).isZero();
         assertThat(github).containsExactly("Bearer " + VALUE, "Bearer " + VALUE);
         String token = r.stdout().lines().filter(l -> l.startsWith("token=")).findFirst().orElseThrow().substring(6);
