@@ -508,6 +508,7 @@ describe('chat over the OpenAI Chat Completions API (code and direct mode, error
     modelError('a 429 with Retry-After: 120 is model_rate_limited and names the wait',
         [{ status: 429, headers: { 'Retry-After': '120' } }], 429, 'model_rate_limited', (r) => {
             assert.match(r.body.message, /120/, 'the error names the wait');
+            assert.equal(r.headers.get('retry-after'), '120', `the response passes the wait on: ${show(r)}`);
             assert.equal(model.requests.length, 1, `a long Retry-After is not waited out: ${seen()}`);
         });
     modelError('a 500 from the model is model_error', [{ status: 500 }, { status: 500 }, { status: 500 }], 502, 'model_error');

@@ -212,8 +212,8 @@ public final class Main {
             codeTools = engine.codeTools();
         } else {
             // The gateway connects to the upstreams too, for list_code_tools; the calls are made by the worker
-            // that runs the code, with the same UPSTREAM_MCP_FILE.
-            codeTools = CodeTools.of(config);
+            // that runs the code, with the same UPSTREAM_MCP_FILE (the gateway reads its APIs for listing only).
+            codeTools = CodeTools.forGateway(config);
             // Gateway: code runs on the workers, which have the sandbox; requests are validated here all the same,
             // and the workspaces (on a volume shared with the workers) are served here.
             executor = RemoteExecutor.create(config, languages);

@@ -324,7 +324,7 @@ public final class Agent {
         record.put("stopReason", stop);
         error.ifPresent(e -> record.put("error", Map.of("error", e.reason(), "message", e.getMessage())));
         record.put("ms", ms);
-        c.turn(record, clock.instant());
+        c.ended(record, clock.instant(), settings.maxConversationBytes());
         AUDIT.info("chat tenant={} conversation={} mode={} rounds={} toolCalls={} inputTokens={} outputTokens={} "
                         + "outcome={} ms={}", who.tenant(), c.id, mode, rounds, calls.size(), usage[0], usage[1],
                 error.map(ChatException::reason).orElse(stop), ms);

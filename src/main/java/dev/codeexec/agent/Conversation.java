@@ -4,6 +4,7 @@ import dev.langchain4j.data.message.AiMessage;
 import dev.langchain4j.data.message.ChatMessage;
 import dev.langchain4j.data.message.ToolExecutionResultMessage;
 import dev.langchain4j.data.message.UserMessage;
+import tools.jackson.databind.json.JsonMapper;
 
 import java.time.Instant;
 import java.util.ArrayList;
@@ -17,10 +18,15 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * messages with their tool calls, the tools' results) and, for people, its turns (each request's message, answer,
  * tool calls, rounds, tokens or error). One request at a time answers in it ({@link #claim}). What was done before
  * a failure stays: the user's message and each tool call are added as they happen.
+ *
+ * <p>What it holds between answers is bounded ({@link #ended}): the history by CHAT_CONVERSATION_MAX_KB, the turns
+ * apart by the same and by {@link #MAX_TURNS}. An answer in progress adds its own rounds, bounded by LLM_MAX_ROUNDS
+ * and the tools' results (32 KiB each).
  */
 final class Conversation {
 
-    /** Turns kept for display; older ones are dropped (the model's history is bounded apart, by bytes). */
+    private static final JsonMapper JSON = JsonMapper.shared();
+    /** Turns kept for display at most; older ones are dropped (and past the byte bound too). */
     static final int MAX_TURNS = 200;
 
     final String id;
@@ -31,7 +37,7 @@ final class Conversation {
     private String workspace;
     private String title = "";
     private final List<ChatMessage> messages = new ArrayList<>();
-    private final List<Map<String, Object>> turns = new ArrayList<>();
+    private final List<Kept> turns = new ArrayList<>();
     private final AtomicBoolean busy = new AtomicBoolean();
     private int leftOut;
 
@@ -89,6 +95,12 @@ final class Conversation {
      * dropped from what is kept until it fits (a single turn larger than that is sent whole).
      */
     synchronized List<ChatMessage> history(int maxBytes) {
+        dropOldestTurns(maxBytes);
+        return List.copyOf(messages);
+    }
+
+    /** Drops the oldest whole turns while the history is over {@code maxBytes} and more than one is left; its size. */
+    private long dropOldestTurns(int maxBytes) {
         long total = 0;
         for (ChatMessage m : messages) total += size(m);
         while (total > maxBytes) {
@@ -99,7 +111,7 @@ final class Conversation {
             messages.subList(0, next).clear();
             leftOut++;
         }
-        return List.copyOf(messages);
+        return total;
     }
 
     /** Turns left out of the model's history so far (to say so in the system prompt). */
@@ -118,10 +130,66 @@ final class Conversation {
                 || (last instanceof AiMessage a && a.hasToolExecutionRequests());
     }
 
-    synchronized void turn(Map<String, Object> t, Instant now) {
-        turns.add(t);
-        if (turns.size() > MAX_TURNS) turns.remove(0);
+    /** A turn kept for display, and its size as JSON (what a GET of the conversation sends of it). */
+    private record Kept(Map<String, Object> turn, long bytes) {
+        Kept(Map<String, Object> turn) {
+            this(turn, json(turn));
+        }
+    }
+
+    /**
+     * An answer has ended (answered, cut at the round cap or failed): its turn is kept for display, and what the
+     * conversation holds is brought within {@code maxBytes}, so that it stays bounded until it is used again.
+     * <ul>
+     * <li>The history: the oldest turns are dropped whole until it fits; a last turn larger than that alone is
+     * dropped too (the next answer would leave it out all the same), but for its user message when it still waits
+     * for the model (a failed answer: the retry answers that message again, its tool calls made anew).</li>
+     * <li>The turns for display: at most {@link #MAX_TURNS} and {@code maxBytes} as JSON, the oldest dropped first;
+     * the latest alone larger than that keeps its message, answer and the first of its tool calls that fit, and
+     * counts the others in {@code toolCallsLeftOut}.</li>
+     * </ul>
+     */
+    synchronized void ended(Map<String, Object> turn, Instant now, int maxBytes) {
+        if (dropOldestTurns(maxBytes) > maxBytes) {
+            ChatMessage first = messages.get(0);
+            if (waiting() && first instanceof UserMessage) {
+                messages.clear();
+                messages.add(first);
+            } else {
+                messages.clear();
+                leftOut++;
+            }
+        }
+        turns.add(new Kept(turn));
+        long total = 0;
+        for (Kept k : turns) total += k.bytes();
+        while (turns.size() > MAX_TURNS || (total > maxBytes && turns.size() > 1)) total -= turns.remove(0).bytes();
+        if (total > maxBytes) turns.set(0, fit(turns.get(0).turn(), maxBytes));
         updated = now;
+    }
+
+    /** The turn with the first of its tool calls that fit in {@code maxBytes} with the rest of it, the others counted. */
+    private static Kept fit(Map<String, Object> turn, int maxBytes) {
+        @SuppressWarnings("unchecked")
+        List<Map<String, Object>> calls = (List<Map<String, Object>>) turn.getOrDefault("toolCalls", List.of());
+        Map<String, Object> out = new LinkedHashMap<>(turn);
+        out.put("toolCalls", List.of());
+        out.put("toolCallsLeftOut", calls.size());
+        long used = json(out);
+        List<Map<String, Object>> kept = new ArrayList<>();
+        for (Map<String, Object> call : calls) {
+            long b = json(call) + 1;
+            if (used + b > maxBytes) break;
+            kept.add(call);
+            used += b;
+        }
+        out.put("toolCalls", kept);
+        out.put("toolCallsLeftOut", calls.size() - kept.size());
+        return new Kept(out);
+    }
+
+    private static long json(Object o) {
+        return JSON.writeValueAsString(o).length();
     }
 
     synchronized Map<String, Object> summary() {
@@ -138,7 +206,7 @@ final class Conversation {
 
     synchronized Map<String, Object> details() {
         Map<String, Object> m = summary();
-        m.put("turns", List.copyOf(turns));
+        m.put("turns", turns.stream().map(Kept::turn).toList());
         m.put("waiting", waiting());
         return m;
     }

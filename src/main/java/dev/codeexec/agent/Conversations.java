@@ -6,6 +6,7 @@ import java.time.Clock;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -14,9 +15,10 @@ import java.util.Optional;
 /**
  * The conversations kept on this server, per tenant, in memory: at most CHAT_MAX_CONVERSATIONS per tenant (a new one
  * past it removes the tenant's least recently used that is not answering), each removed after
- * CHAT_CONVERSATION_IDLE_HOURS unused (looked at whenever the tenant's table is used), their history bounded by
- * CHAT_CONVERSATION_MAX_KB ({@link Conversation#history}). A server restart forgets them; behind several gateway
- * replicas each keeps its own (docs/chat.md). Another tenant's conversation is not found, as one that never was.
+ * CHAT_CONVERSATION_IDLE_HOURS unused (every tenant's are looked at whenever any tenant uses the chat, so a tenant
+ * that never comes back holds nothing past that), each bounded by CHAT_CONVERSATION_MAX_KB ({@link Conversation#ended}).
+ * A server restart forgets them; behind several gateway replicas each keeps its own (docs/chat.md). Another tenant's
+ * conversation is not found, as one that never was.
  */
 final class Conversations {
 
@@ -55,11 +57,11 @@ final class Conversations {
     }
 
     synchronized Optional<Conversation> get(String tenant, String id) {
-        return Optional.ofNullable(table(tenant).get(id));
+        return Optional.ofNullable(existing(tenant).get(id));
     }
 
     synchronized boolean delete(String tenant, String id) {
-        Map<String, Conversation> mine = table(tenant);
+        Map<String, Conversation> mine = existing(tenant);
         Conversation c = mine.get(id);
         if (c == null) return false;
         if (c.claimedNow()) throw new ChatException(409, "busy", "the conversation is answering a request");
@@ -69,16 +71,38 @@ final class Conversations {
 
     /** The tenant's conversations, most recently used first. */
     synchronized List<Conversation> list(String tenant) {
-        List<Conversation> out = new ArrayList<>(table(tenant).values());
+        List<Conversation> out = new ArrayList<>(existing(tenant).values());
         out.sort(Comparator.comparing(Conversation::updated).reversed());
         return out;
     }
 
-    /** The tenant's table, with the conversations idle past the limit removed. */
+    /** How many conversations are held now, of all tenants (the sweep runs on use, not on this). */
+    synchronized int held() {
+        return byTenant.values().stream().mapToInt(Map::size).sum();
+    }
+
+    /** The tenant's table, made when it has none, after the sweep. */
     private Map<String, Conversation> table(String tenant) {
-        Map<String, Conversation> mine = byTenant.computeIfAbsent(tenant, t -> new LinkedHashMap<>());
+        sweep();
+        return byTenant.computeIfAbsent(tenant, t -> new LinkedHashMap<>());
+    }
+
+    /** The tenant's table as it is after the sweep (empty, and not kept, when it has none). */
+    private Map<String, Conversation> existing(String tenant) {
+        sweep();
+        return byTenant.getOrDefault(tenant, new LinkedHashMap<>());
+    }
+
+    /**
+     * Removes every tenant's conversations idle past the limit (not one answering now), and the tables left empty:
+     * on each use, by any tenant, so that what a tenant left behind goes although it never comes back.
+     */
+    private void sweep() {
         Instant cutoff = clock.instant().minus(settings.idle());
-        mine.values().removeIf(c -> c.updated().isBefore(cutoff) && !c.claimedNow());
-        return mine;
+        for (Iterator<Map<String, Conversation>> tables = byTenant.values().iterator(); tables.hasNext(); ) {
+            Map<String, Conversation> mine = tables.next();
+            mine.values().removeIf(c -> c.updated().isBefore(cutoff) && !c.claimedNow());
+            if (mine.isEmpty()) tables.remove();
+        }
     }
 }

@@ -20,6 +20,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.BiFunction;
+import java.util.function.Function;
 import java.util.stream.Stream;
 
 /**
@@ -58,13 +60,25 @@ public final class CodeTools implements AutoCloseable {
      * missing variable or a sandbox that cannot carry the calls stops the start.
      */
     public static Optional<CodeTools> of(Config config) {
+        return of(config, UpstreamConfig::read);
+    }
+
+    /**
+     * Code mode as a gateway needs it, to list the tools and APIs (the workers make the calls): the file read with
+     * {@link UpstreamConfig#readForGateway}, so the gateway needs no variable of the APIs' credentials.
+     */
+    public static Optional<CodeTools> forGateway(Config config) {
+        return of(config, UpstreamConfig::readForGateway);
+    }
+
+    private static Optional<CodeTools> of(Config config, BiFunction<Path, Function<String, String>, UpstreamConfig> reader) {
         String file = config.get(Config.UPSTREAM_MCP_FILE);
         if (file.isBlank()) return Optional.empty();
         String sandbox = config.get(Config.SANDBOX);
         if (!sandbox.equals("bwrap"))
             throw new ConfigException("UPSTREAM_MCP_FILE needs SANDBOX=bwrap: code mode's calls travel over the sandbox's "
                     + "channel, which " + (sandbox.equals("gvisor") ? "cannot be passed into gVisor" : "SANDBOX=none does not have"));
-        UpstreamConfig upstreams = UpstreamConfig.read(Path.of(file), System::getenv);
+        UpstreamConfig upstreams = reader.apply(Path.of(file), System::getenv);
         Path dir = DataDir.of(config).codeTools();
         try {
             Files.createDirectories(dir);

@@ -60,6 +60,10 @@ import java.util.regex.Pattern;
  * header values, {@code ${VAR}} values and URL query values are secrets too. {@code url} may be http:// (an internal
  * API, a test fixture) or https://; user info in it is refused (credentials go in {@code headers}).
  *
+ * <p>A gateway reads the file with {@link #readForGateway}: the servers in full (it connects to them to list their
+ * tools), the APIs for what it lists only (it never makes their calls, the workers do), so it needs no variable of
+ * an API's headers or of its URL's query.
+ *
  * @param secrets the values no text from an upstream may carry on to code or callers
  */
 public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets secrets) {
@@ -144,7 +148,8 @@ public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets
      * server adds {@code headers}.
      *
      * @param url         where calls go: a path under the route is appended to its path; its query (if any) comes first
-     * @param headers     added to every call (the caller's own of the same names are dropped)
+     * @param headers     added to every call (the caller's own of the same names are dropped); as written, with
+     *                    {@code ${VAR}} not expanded, when a gateway read the file ({@link #readForGateway})
      * @param tenants     who may call it; empty: everyone
      * @param methods     the HTTP methods allowed (upper case); empty: all
      * @param paths       the paths allowed under {@code url}, {@code *} one segment and {@code **} any number
@@ -223,17 +228,39 @@ public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets
 
     /** Reads {@code file} (UPSTREAM_MCP_FILE); {@code env} resolves {@code ${VAR}}. Any problem: a ConfigException. */
     public static UpstreamConfig read(Path file, Function<String, String> env) {
-        String text;
+        return parse(text(file), env);
+    }
+
+    /**
+     * Reads {@code file} as a gateway needs it: as {@link #read} does, except that an API's headers are kept as
+     * written ({@code ${VAR}} neither expanded nor needed) and its URL is read without its query, so the gateway
+     * needs none of the APIs' credentials (a variable in a URL before its {@code ?} it does need, to show the URL).
+     * Checked as strictly as {@link #read} checks it.
+     */
+    public static UpstreamConfig readForGateway(Path file, Function<String, String> env) {
+        return parseForGateway(text(file), env);
+    }
+
+    private static String text(Path file) {
         try {
-            text = Files.readString(file);
+            return Files.readString(file);
         } catch (IOException e) {
             throw new ConfigException("UPSTREAM_MCP_FILE " + file + " cannot be read: " + e.getMessage());
         }
-        return parse(text, env);
     }
 
     /** Parses the file's text; see the class comment for the format. */
     public static UpstreamConfig parse(String text, Function<String, String> env) {
+        return parse(text, env, true);
+    }
+
+    /** Parses the file's text as a gateway reads it ({@link #readForGateway}). */
+    public static UpstreamConfig parseForGateway(String text, Function<String, String> env) {
+        return parse(text, env, false);
+    }
+
+    /** @param apiCredentials whether the APIs' header values and URL queries are expanded (false: a gateway's read) */
+    private static UpstreamConfig parse(String text, Function<String, String> env, boolean apiCredentials) {
         JsonNode root;
         try {
             root = JsonMapper.shared().readTree(text);
@@ -269,12 +296,13 @@ public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets
             String where = "UPSTREAM_MCP_FILE API \"" + e.getKey() + "\"";
             if (!e.getValue().isObject()) throw new ConfigException(where + ": must be an object");
             if (e.getValue().path("disabled").asBoolean(false)) continue;
-            apis.add(api(e.getKey(), e.getValue(), where, env, secrets));
+            apis.add(api(e.getKey(), e.getValue(), where, env, secrets, apiCredentials));
         }
         return new UpstreamConfig(out, apis, Secrets.of(secrets));
     }
 
-    private static HttpApi api(String name, JsonNode s, String where, Function<String, String> lookup, Set<String> secrets) {
+    private static HttpApi api(String name, JsonNode s, String where, Function<String, String> lookup, Set<String> secrets,
+            boolean credentials) {
         if (!NAME.matcher(name).matches())
             throw new ConfigException(where + ": a name must start with a letter and hold only letters, digits, _ and - "
                     + "(at most 64)");
@@ -287,9 +315,12 @@ public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets
             if (value != null) secrets.add(value);
             return value;
         };
+        String url = text(s, "url", where);
+        // a gateway shows the URL without its query, where an API's key may be: it reads no further
+        if (!credentials && url.indexOf('?') >= 0) url = url.substring(0, url.indexOf('?'));
         URI uri;
         try {
-            uri = URI.create(expand(text(s, "url", where), where + " url", env));
+            uri = URI.create(expand(url, where + " url", env));
         } catch (IllegalArgumentException e) {
             throw new ConfigException(where + ": \"url\" is not a URL");
         }
@@ -299,11 +330,12 @@ public record UpstreamConfig(List<Upstream> servers, List<HttpApi> apis, Secrets
             throw new ConfigException(where + ": \"url\" must not hold user info; give credentials in \"headers\"");
         if (uri.getRawFragment() != null) throw new ConfigException(where + ": \"url\" must not have a #fragment");
         urlSecrets(uri, secrets);
-        Map<String, String> headers = stringMap(s, "headers", where, env);
+        // a gateway keeps the values as written: "${VAR}" stands for itself
+        Map<String, String> headers = stringMap(s, "headers", where, credentials ? env : v -> "${" + v + "}");
         for (Map.Entry<String, String> h : headers.entrySet()) {
             if (!h.getKey().matches("[A-Za-z0-9!#$%&'*+.^_`|~-]+") || h.getValue().indexOf('\r') >= 0 || h.getValue().indexOf('\n') >= 0)
                 throw new ConfigException(where + ": \"headers\" has a field name or value that is not valid HTTP");
-            secrets.addAll(Secrets.headerValue(h.getValue()));
+            if (credentials) secrets.addAll(Secrets.headerValue(h.getValue()));
         }
         Optional<Set<String>> methods = stringSet(s, "methods", where);
         if (methods.isPresent()) {

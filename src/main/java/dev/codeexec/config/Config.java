@@ -295,9 +295,10 @@ public final class Config {
     public static final ConfigKey<Integer> CHAT_MAX_CONVERSATIONS = ConfigKey.integer("CHAT_MAX_CONVERSATIONS", 50, 1, 100000,
             "Chat conversations kept per tenant; a new one past it removes the tenant's least recently used.");
     public static final ConfigKey<Integer> CHAT_CONVERSATION_MAX_KB = ConfigKey.integer("CHAT_CONVERSATION_MAX_KB", 512, 16, 1048576,
-            "The longest history a conversation sends the model; past it the oldest turns are left out (and said so).");
+            "The most a conversation keeps of its history for the model and, apart, of its turns for display; past it the "
+                    + "oldest turns are left out (and the model is told so).");
     public static final ConfigKey<Integer> CHAT_CONVERSATION_IDLE_HOURS = ConfigKey.integer("CHAT_CONVERSATION_IDLE_HOURS", 24, 1, 8760,
-            "A conversation unused this long is removed.");
+            "A conversation unused this long is removed (at the next chat request of any tenant).");
 
     public static final ConfigKey<String> LOG_LEVEL = ConfigKey.oneOf("LOG_LEVEL", "info",
             "`debug`, `info`, `warn` or `error`.", "debug", "info", "warn", "error");

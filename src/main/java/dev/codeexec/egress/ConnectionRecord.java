@@ -20,7 +20,8 @@ import java.util.List;
  *                 session's channel between two calls, {@code second_request}: a plain-HTTP request after the
  *                 first on one connection, never sent); for {@code failed}
  *                 {@code resolve_failed}, {@code connect_failed}, {@code connect_timeout}, {@code upstream_tls}: a secret's host
- *                 failed the proxy's certificate check, {@code bad_response}
+ *                 failed the proxy's certificate check, {@code bad_response}, {@code encoded_response}: a secret's host
+ *                 compressed a text body it was asked to send uncompressed (not passed on: it could not be scanned)
  * @param message  the same in a sentence, as the refusal's HTTP body tells the program
  * @param bytesOut bytes the run sent through the connection (for plain HTTP, with the request head as sent on)
  * @param bytesIn  bytes the run received through it

@@ -18,6 +18,7 @@ import java.io.OutputStream;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
@@ -34,10 +35,14 @@ import java.util.Set;
  * end route the secret elsewhere), no protocol upgrade. In the request line and the header fields every
  * placeholder of a secret for this host is replaced with the real value; a placeholder of a secret that is not for
  * this host is refused (403 naming the secret, never a value) and the tunnel closed; Basic credentials are looked
- * into, decoded ({@link PlaceholderSwap}). Bodies go on as they came.
+ * into, decoded ({@link PlaceholderSwap}). Bodies go on as they came. The program's {@code Accept-Encoding} and
+ * {@code TE} are replaced by {@code Accept-Encoding: identity}, so that answers come uncompressed and can be scanned
+ * (clients ask for gzip by default, and a gzip body echoing the token would pass unseen).
  * Each response head has every real value of the run's secrets replaced with its placeholder, and so has a text
- * body (text/*, JSON, XML, JavaScript, form data; not content-encoded) in its first {@link Interception#BODY_SCAN_MAX}
- * bytes; what follows passes as it came. {@code Expect: 100-continue} is answered here.
+ * body (text/*, JSON, XML, JavaScript, form data, or no type) in its first {@link Interception#BODY_SCAN_MAX}
+ * bytes; what follows passes as it came, as do binary bodies. A text body a server compresses all the same (a
+ * content coding, or a transfer coding besides chunked) cannot be scanned: it is not passed on, the program gets 502
+ * {@code encoded_response} and the tunnel closes. {@code Expect: 100-continue} is answered here.
  */
 final class SecretTunnel {
 
@@ -181,8 +186,11 @@ final class SecretTunnel {
                     expectContinue = true;
                     continue;
                 }
+                // the answer must come as it is to be scanned: the program's wish for a compressed one is not passed
+                if (f.name().equalsIgnoreCase("accept-encoding") || f.name().equalsIgnoreCase("te")) continue;
                 head.append(f.name()).append(": ").append(swap.field(f.name(), f.value())).append("\r\n");
             }
+            head.append("Accept-Encoding: identity\r\n");
         } catch (PlaceholderSwap.NotAllowed e) {
             RunSecrets.Placeholder p = e.placeholder();
             return Optional.of(refuse(toProgram, 403, "secret_not_allowed", "the placeholder of " + p.name()
@@ -230,11 +238,15 @@ final class SecretTunnel {
                     return Optional.of(new Outcome(ConnectionRecord.ALLOWED, "closed", "the upgrade was not carried", applied));
                 continue;
             }
-            boolean text = isText(response);
+            boolean text = scanned(response);
+            String codings = codings(response);
+            if (text && !codings.isEmpty() && framing.kind() != ResponseHead.Framing.Kind.NONE)
+                return Optional.of(refuse(toProgram, 502, "encoded_response", host + " answered with a compressed body ("
+                        + EgressDecision.shorten(scrub(codings)) + ") although the proxy asked it for identity; a compressed text body cannot be "
+                        + "scanned for the run's secrets, so it was not passed on"));
             boolean ok = switch (framing.kind()) {
                 case NONE -> send(toProgram, (head + "\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
-                case LENGTH -> text && framing.length() <= Interception.BODY_SCAN_MAX
-                        ? sendWhole(toProgram, head, readExactly(fromHost, (int) framing.length()))
+                case LENGTH -> text ? scrubLength(fromHost, toProgram, head, framing.length())
                         : send(toProgram, (head + "\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1))
                         && copy(fromHost, toProgram, framing.length(), false);
                 case CHUNKED -> text ? scrubChunked(fromHost, toProgram, head)
@@ -275,8 +287,24 @@ final class SecretTunnel {
 
     /** A whole text body, scrubbed, with its Content-Length as it is now. */
     private boolean sendWhole(OutputStream toProgram, String head, byte[] body) throws IOException {
-        byte[] clean = scrub(body);
-        String h = withoutFields(head, "content-length", "transfer-encoding") + "\r\nContent-Length: " + clean.length + "\r\n\r\n";
+        return sendScrubbed(toProgram, head, body, 0);
+    }
+
+    /**
+     * A text body of a known length: its first part (up to the bound) scrubbed, the rest as it comes. A placeholder is
+     * not as long as the value it replaces, so the Content-Length is the scrubbed part's plus the rest's.
+     */
+    private boolean scrubLength(InputStream fromHost, OutputStream toProgram, String head, long length) throws IOException {
+        int first = (int) Math.min(length, Interception.BODY_SCAN_MAX);
+        long rest = length - first;
+        return sendScrubbed(toProgram, head, readExactly(fromHost, first), rest) && copy(fromHost, toProgram, rest, false);
+    }
+
+    /** The head with a Content-Length for {@code first} scrubbed and {@code rest} bytes after it, then {@code first}. */
+    private boolean sendScrubbed(OutputStream toProgram, String head, byte[] first, long rest) throws IOException {
+        byte[] clean = scrub(first);
+        String h = withoutFields(head, "content-length", "transfer-encoding") + "\r\nContent-Length: " + (clean.length + rest)
+                + "\r\n\r\n";
         return send(toProgram, h.getBytes(StandardCharsets.ISO_8859_1)) && send(toProgram, clean);
     }
 
@@ -414,12 +442,24 @@ final class SecretTunnel {
         return v.equals(host);
     }
 
-    private static boolean isText(ResponseHead r) {
-        List<String> encoding = r.values("content-encoding");
-        if (!encoding.isEmpty() && !String.join(",", encoding).strip().equalsIgnoreCase("identity")) return false;
+    /** Whether a body of this type is one the tunnel scans: text, JSON, XML, JavaScript, form data, or no type. */
+    private static boolean scanned(ResponseHead r) {
         String type = String.join(",", r.values("content-type")).toLowerCase(Locale.ROOT);
         return type.startsWith("text/") || type.contains("json") || type.contains("xml") || type.contains("javascript")
                 || type.contains("x-www-form-urlencoded") || type.isEmpty();
+    }
+
+    /**
+     * The codings of a body besides identity and chunked, as the head names them ("" for none): a compressed body
+     * (a content coding, or a transfer coding), which cannot be scanned.
+     */
+    private static String codings(ResponseHead r) {
+        List<String> out = new ArrayList<>();
+        for (String field : List.of("content-encoding", "transfer-encoding"))
+            for (String coding : String.join(",", r.values(field)).split(","))
+                if (!coding.isBlank() && !coding.strip().equalsIgnoreCase("identity") && !coding.strip().equalsIgnoreCase("chunked"))
+                    out.add(coding.strip().toLowerCase(Locale.ROOT));
+        return String.join(", ", out);
     }
 
     private static String withoutFields(String head, String... names) {

@@ -411,6 +411,85 @@ class AgentTest {
     }
 
     @Test
+    void idleConversationsOfEveryTenantGoWhenAnyTenantUsesTheChat() {
+        Conversations kept = new Conversations(ChatSettings.of(Config.of("LLM_MODEL", "scripted",
+                "CHAT_CONVERSATION_IDLE_HOURS", "1")), clock);
+        kept.create("alice", "code", Optional.empty());
+        kept.create("alice", "code", Optional.empty());
+        clock.advance(Duration.ofMinutes(30));
+        Conversation recent = kept.create("carol", "code", Optional.empty());
+        clock.advance(Duration.ofMinutes(31));
+        assertThat(kept.held()).as("nothing goes before a use").isEqualTo(3);
+        assertThat(kept.list("bob")).isEmpty();
+        assertThat(kept.held()).as("bob's use removed alice's idle ones; carol's is not idle yet").isEqualTo(1);
+        assertThat(kept.get("carol", recent.id)).contains(recent);
+        clock.advance(Duration.ofMinutes(30));
+        assertThat(kept.get("bob", "conv-none")).isEmpty();
+        assertThat(kept.held()).isZero();
+    }
+
+    @Test
+    void whatAConversationKeepsBetweenAnswersStaysWithinItsByteBound() {
+        Scripted model = new Scripted();
+        String code = "z".repeat(5000); // a tool call of 5000 characters in and out
+        for (int i = 0; i < 6; i++) model.tool("run", "{\"code\": \"" + code + "\"}").text("done " + i);
+        Agent a = agent(model, "CHAT_CONVERSATION_MAX_KB", "16");
+        String id = (String) answer(a, ALICE, ask("first")).get("conversation");
+        for (int i = 1; i < 6; i++) answer(a, ALICE, ask("again " + i, id));
+        Map<String, Object> details = a.get("alice", id).orElseThrow();
+        assertThat(JsonMapper.shared().writeValueAsString(details.get("turns")).length()).isLessThanOrEqualTo(16 << 10);
+        @SuppressWarnings("unchecked")
+        List<Map<String, Object>> turns = (List<Map<String, Object>>) details.get("turns");
+        assertThat(turns).hasSizeBetween(1, 2).last().satisfies(t -> assertThat(t).containsEntry("message", "again 5"));
+        assertThat(details).containsEntry("turns", turns);
+        // the history after an answer: its turn alone is past the bound, so the next answer starts without it
+        List<ChatMessage> lastSent = model.received.get(model.received.size() - 1);
+        assertThat(lastSent.stream().filter(m -> m instanceof UserMessage)).as("only this answer's message")
+                .containsExactly(UserMessage.from("again 5"));
+        assertThat(((SystemMessage) lastSent.get(0)).text()).contains("earlier turns of this conversation are left out");
+    }
+
+    @Test
+    void aTurnLargerThanTheBoundKeepsTheToolCallsThatFitAndCountsTheOthers() {
+        String code = "q".repeat(6000);
+        Scripted model = new Scripted().then(m -> new Model.Reply(AiMessage.from(List.of(
+                ToolExecutionRequest.builder().id("a").name("run").arguments("{\"code\": \"" + code + "\"}").build(),
+                ToolExecutionRequest.builder().id("b").name("run").arguments("{\"code\": \"" + code + "\"}").build(),
+                ToolExecutionRequest.builder().id("c").name("run").arguments("{\"code\": \"" + code + "\"}").build())), 10, 2))
+                .text("three runs");
+        Agent a = agent(model, "CHAT_CONVERSATION_MAX_KB", "16");
+        Map<String, Object> out = answer(a, ALICE, ask("run it three times"));
+        assertThat((List<?>) out.get("toolCalls")).as("the answer itself has them all").hasSize(3);
+        @SuppressWarnings("unchecked")
+        Map<String, Object> turn = ((List<Map<String, Object>>) a.get("alice", (String) out.get("conversation")).orElseThrow()
+                .get("turns")).getFirst();
+        assertThat(turn).containsEntry("message", "run it three times").containsEntry("response", "three runs")
+                .containsEntry("toolCallsLeftOut", 2);
+        assertThat((List<?>) turn.get("toolCalls")).hasSize(1);
+        assertThat(JsonMapper.shared().writeValueAsString(turn).length()).isLessThanOrEqualTo(16 << 10);
+    }
+
+    @Test
+    void aFailedAnswerPastTheBoundKeepsOnlyItsMessageAndTheRetryAnswersIt() {
+        Conversation c = new Conversation("conv-1", "alice", "code", "chat-1", clock.instant());
+        c.add(UserMessage.from("old question"));
+        c.add(AiMessage.from("old answer"));
+        c.add(UserMessage.from("new question"));
+        ToolExecutionRequest call = ToolExecutionRequest.builder().id("t").name("run").arguments("{}").build();
+        c.add(AiMessage.from(List.of(call)));
+        c.add(ToolExecutionResultMessage.from(call, "r".repeat(20_000)));
+        c.ended(Map.of("message", "new question"), clock.instant(), 16 << 10);
+        assertThat(c.history(Integer.MAX_VALUE)).containsExactly(UserMessage.from("new question"));
+        assertThat(c.waiting()).isTrue();
+        assertThat(c.leftOut()).as("the old turn").isEqualTo(1);
+
+        c.add(AiMessage.from("a long answer " + "a".repeat(20_000)));
+        c.ended(Map.of("message", "new question"), clock.instant(), 16 << 10);
+        assertThat(c.history(Integer.MAX_VALUE)).as("answered, and past the bound alone").isEmpty();
+        assertThat(c.leftOut()).isEqualTo(2);
+    }
+
+    @Test
     void aHistoryPastItsBoundLeavesOutTheOldestTurnsAndSaysSo() {
         Scripted model = new Scripted();
         for (int i = 0; i < 4; i++) model.text("y".repeat(6000));

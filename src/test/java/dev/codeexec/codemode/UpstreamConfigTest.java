@@ -159,6 +159,45 @@ class UpstreamConfigTest {
     }
 
     @Test
+    void aGatewayReadsTheApisForWhatItListsWithoutTheirCredentialsVariables() {
+        String file = """
+                {"mcpServers": {"a": {"url": "https://mcp.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}},
+                 "httpApis": {
+                   "github": {"url": "https://api.github.test/v3", "headers": {"Authorization": "Bearer ${GH_TOKEN}"},
+                              "tenants": ["team-a"], "methods": ["GET"], "paths": ["/user"], "description": "GitHub"},
+                   "keyed": {"url": "https://${API_HOST}/v2/?api_key=${API_KEY}"}}}
+                """;
+        Map<String, String> workerEnv = Map.of("TOKEN", "s3cret", "GH_TOKEN", "gh-s3cret", "API_HOST", "keyed.test",
+                "API_KEY", "k3y-s3cret");
+        Map<String, String> gatewayEnv = Map.of("TOKEN", "s3cret", "API_HOST", "keyed.test");
+        assertThatThrownBy(() -> UpstreamConfig.parse(file, gatewayEnv::get)).as("a worker needs every variable")
+                .hasMessageContaining("${GH_TOKEN}");
+        UpstreamConfig worker = UpstreamConfig.parse(file, workerEnv::get);
+        UpstreamConfig gateway = UpstreamConfig.parseForGateway(file, gatewayEnv::get);
+        // what a listing shows is the same on both
+        for (String name : List.of("github", "keyed")) {
+            UpstreamConfig.HttpApi w = worker.api(name).orElseThrow(), g = gateway.api(name).orElseThrow();
+            assertThat(g.shownUrl()).isEqualTo(w.shownUrl());
+            assertThat(List.of(g.tenants(), g.methods(), g.paths(), g.description()))
+                    .isEqualTo(List.of(w.tenants(), w.methods(), w.paths(), w.description()));
+        }
+        assertThat(gateway.api("keyed").orElseThrow().shownUrl()).isEqualTo("https://keyed.test/v2/");
+        // the gateway holds no API credential: headers as written, no query
+        assertThat(gateway.api("github").orElseThrow().headers()).containsExactly(Map.entry("Authorization", "Bearer ${GH_TOKEN}"));
+        assertThat(gateway.api("keyed").orElseThrow().url().getRawQuery()).isNull();
+        assertThat(gateway.toString()).doesNotContain("gh-s3cret").doesNotContain("k3y-s3cret");
+        // the servers are read in full: the gateway connects to them
+        assertThat(gateway.server("a").orElseThrow().transport()).isInstanceOfSatisfying(UpstreamConfig.Transport.Http.class,
+                h -> assertThat(h.headers()).containsEntry("Authorization", "Bearer s3cret"));
+        assertThat(gateway.secrets().scrub("s3cret")).isEqualTo("[redacted]");
+        // checked as strictly, and a variable of the URL before its query is still needed
+        assertThatThrownBy(() -> UpstreamConfig.parseForGateway(file.replace("\"description\"", "\"descripton\""), gatewayEnv::get))
+                .hasMessageContaining("unknown field \"descripton\"");
+        assertThatThrownBy(() -> UpstreamConfig.parseForGateway(file, Map.of("TOKEN", "s3cret")::get))
+                .hasMessageContaining("API \"keyed\"").hasMessageContaining("${API_HOST}");
+    }
+
+    @Test
     void badHttpApisAreRefusedWithTheirReason() {
         Map<String, String> cases = Map.of(
                 "{\"httpApis\": {\"a\": {\"url\": \"http://h\", \"header\": {}}}}", "API \"a\": unknown field \"header\"",

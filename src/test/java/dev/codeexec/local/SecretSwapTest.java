@@ -13,12 +13,16 @@ import dev.codeexec.engine.OutputListener;
 import dev.codeexec.engine.SessionRef;
 import dev.codeexec.lang.Languages;
 import dev.codeexec.sandbox.Sandbox;
+import dev.codeexec.testing.LogCapture;
+import dev.codeexec.testing.Poll;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -31,6 +35,7 @@ import java.util.Optional;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Executors;
+import java.util.zip.GZIPOutputStream;
 
 import static dev.codeexec.local.TestSupport.await;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -40,7 +45,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * sandbox, curl and Python: the fixtures are HTTPS servers on 127.0.0.1 (names pinned with EGRESS_RESOLVE) whose
  * certificates come from a throwaway CA the proxy trusts through EGRESS_UPSTREAM_CA_FILE; the program trusts the
  * server's own CA through the variables a run with egress gets. A fixture that echoes the header returns the
- * placeholder to the program, never the value; a placeholder sent elsewhere is refused; a host whose certificate
+ * placeholder to the program, never the value (also to a client that asks for gzip: the host is asked for an
+ * uncompressed answer, and a compressed text body is not passed on); a placeholder sent elsewhere is refused; a host whose certificate
  * the proxy cannot verify gets nothing. A session holds one placeholder for its interpreter's life, swapped in each
  * call, and gets a new one when it is reset.
  */
@@ -51,6 +57,7 @@ class SecretSwapTest {
 
     static final String VALUE = "ghp_the_real_value_0123456789";
     static final String OTHER_VALUE = "other-real-value";
+    static final int BIG = 3 << 19;
     static LocalExecutor executor;
     static Sandbox sandbox;
     static Path dataDir;
@@ -59,19 +66,33 @@ class SecretSwapTest {
     static final Queue<String> github = new ConcurrentLinkedQueue<>();
     static final Queue<String> other = new ConcurrentLinkedQueue<>();
     static final Queue<String> bad = new ConcurrentLinkedQueue<>();
+    /** The Accept-Encoding of every request the fixtures received ("null" when none). */
+    static final Queue<String> acceptEncodings = new ConcurrentLinkedQueue<>();
     static int githubPort;
     static int otherPort;
     static int badPort;
 
-    /** An HTTPS fixture for {@code name} with a certificate of {@code ca}, echoing the Authorization it gets. */
+    /**
+     * An HTTPS fixture for {@code name} with a certificate of {@code ca}, echoing the Authorization it gets: gzipped
+     * whenever the request accepts gzip (as most servers do), and under /always-gzip whatever the request accepts.
+     */
     static int fixture(InterceptCa ca, String name, Queue<String> seen) throws Exception {
         HttpsServer s = HttpsServer.create(new InetSocketAddress(InetAddress.ofLiteral("127.0.0.1"), 0), 50);
         s.setHttpsConfigurator(new HttpsConfigurator(ca.serverContext(name)));
         s.setExecutor(Executors.newVirtualThreadPerTaskExecutor());
         s.createContext("/", ex -> {
             String auth = String.valueOf(ex.getRequestHeaders().getFirst("Authorization"));
+            String accepts = String.valueOf(ex.getRequestHeaders().getFirst("Accept-Encoding"));
             seen.add(auth);
-            byte[] body = ("you sent " + auth + "\n").getBytes(StandardCharsets.UTF_8);
+            acceptEncodings.add(accepts);
+            String echo = "you sent " + auth + "\n";
+            // /big: a text body past the proxy's scan bound (1 MiB), with a Content-Length
+            byte[] body = (ex.getRequestURI().getPath().startsWith("/big") ? echo + "x".repeat(BIG) + "\n" : echo)
+                    .getBytes(StandardCharsets.UTF_8);
+            if (accepts.contains("gzip") || ex.getRequestURI().getPath().startsWith("/always-gzip")) {
+                body = gzip(body);
+                ex.getResponseHeaders().add("Content-Encoding", "gzip");
+            }
             ex.getResponseHeaders().add("Content-Type", "text/plain");
             ex.getResponseHeaders().add("X-Echo", auth);
             // /chunked: the JDK's server sends a body of unknown length chunked
@@ -83,6 +104,14 @@ class SecretSwapTest {
         s.start();
         fixtures.add(s);
         return s.getAddress().getPort();
+    }
+
+    static byte[] gzip(byte[] b) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        try (GZIPOutputStream z = new GZIPOutputStream(out)) {
+            z.write(b);
+        }
+        return out.toByteArray();
     }
 
     @BeforeAll
@@ -133,11 +162,18 @@ class SecretSwapTest {
     @Test
     void curlWithThePlaceholderReachesTheHostWithTheRealValueAndReadsBackOnlyThePlaceholder() throws Exception {
         github.clear();
-        ExecutionResult r = run("bash", """
-                curl -sS -D - -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/user
-                curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/chunked | sed 's/^/chunked: /'
-                echo "token=$GITHUB_TOKEN"
-                """.formatted(githubPort, githubPort));
+        ExecutionResult r;
+        try (LogCapture audit = LogCapture.named("audit")) {
+            r = run("bash", """
+                    curl -sS -D - -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/user
+                    curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/chunked | sed 's/^/chunked: /'
+                    echo "token=$GITHUB_TOKEN"
+                    """.formatted(githubPort, githubPort));
+            // the connection's egress line names the secret put in, never its value
+            Poll.until("the audit line of the connection with its secret", () -> audit.containsAll("egress run=",
+                    " tenant=team host=api.github.test port=" + githubPort + " decision=allowed ", " secrets=GITHUB_TOKEN"));
+            assertThat(audit.contains(VALUE)).isFalse();
+        }
         assertThat(r.exitCode()).as(r.stderr()).isZero();
         assertThat(github).containsExactly("Bearer " + VALUE, "Bearer " + VALUE);
         String token = r.stdout().lines().filter(l -> l.startsWith("token=")).findFirst().orElseThrow().substring(6);
@@ -148,6 +184,49 @@ class SecretSwapTest {
                 .filter(x -> x.host().equals("api.github.test")).findFirst().orElseThrow();
         assertThat(c.decision()).isEqualTo(ConnectionRecord.ALLOWED);
         assertThat(c.secrets()).containsExactly("GITHUB_TOKEN");
+    }
+
+    @Test
+    void aClientAskingForGzipGetsTheEchoUncompressedAndScrubbedAndACompressedTextBodyIsNotPassedOn() throws Exception {
+        github.clear();
+        acceptEncodings.clear();
+        ExecutionResult r = run("bash", """
+                curl -sS --compressed -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/gzip | sed 's/^/curl: /'
+                /usr/bin/python3 - <<'PY'
+                import os, requests
+                r = requests.get('https://api.github.test:%d/gzip', headers={'Authorization': 'Bearer ' + os.environ['GITHUB_TOKEN']})
+                print('requests:', r.request.headers['Accept-Encoding'], '->', r.headers.get('Content-Encoding', 'none'), r.text.strip())
+                PY
+                curl -sS --compressed -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/always-gzip; echo
+                echo "token=$GITHUB_TOKEN"
+                """.formatted(githubPort, githubPort, githubPort));
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        String token = tokenIn(r);
+        // what reached the host: the value, and a request for an uncompressed answer whatever the client asked for
+        assertThat(github).containsExactly("Bearer " + VALUE, "Bearer " + VALUE, "Bearer " + VALUE);
+        assertThat(acceptEncodings).containsExactly("identity", "identity", "identity");
+        assertThat(r.stdout()).contains("curl: you sent Bearer " + token)
+                .containsPattern("requests: [a-z, ]*gzip[a-z, ]* -> none you sent Bearer " + token)
+                .contains("failed (encoded_response): api.github.test answered with a compressed body (gzip)");
+        assertThat(r.network().orElseThrow().counts()).containsEntry("failed/encoded_response", 1);
+    }
+
+    @Test
+    void aTextBodyLongerThanTheScanBoundHasItsFirstMiBScrubbedAndAContentLengthThatFitsIt() throws Exception {
+        github.clear();
+        ExecutionResult r = run("bash", """
+                curl -sS -o /tmp/big -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.test:%d/big
+                echo "curl=$?"
+                head -n 1 /tmp/big
+                echo "size=$(wc -c < /tmp/big)"
+                echo "token=$GITHUB_TOKEN"
+                """.formatted(githubPort));
+        assertThat(r.exitCode()).as(r.stderr()).isZero();
+        assertThat(github).containsExactly("Bearer " + VALUE);
+        String token = tokenIn(r);
+        String first = "you sent Bearer " + token + "\n";
+        // curl checks the length against what arrived: a Content-Length left as the host sent it would not fit
+        assertThat(r.stdout()).contains("curl=0\n" + first).contains("size=" + (first.length() + BIG + 1));
     }
 
     @Test

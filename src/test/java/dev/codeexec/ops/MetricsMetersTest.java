@@ -1,5 +1,7 @@
 package dev.codeexec.ops;
 
+import dev.codeexec.codemode.ApiCall;
+import dev.codeexec.codemode.ToolCall;
 import dev.codeexec.egress.NetworkReport;
 import dev.codeexec.engine.RequestValidator;
 import dev.codeexec.config.Config;
@@ -89,6 +91,24 @@ class MetricsMetersTest {
         assertThat(text).contains("codeexec_sandbox_start_seconds_bucket{language=\"python\",start=\"warm\",le=\"0.005\"} 1")
                 .contains("codeexec_sandbox_start_seconds_bucket{language=\"python\",start=\"cold\",le=\"0.25\"} 0")
                 .contains("codeexec_sandbox_start_seconds_bucket{language=\"python\",start=\"cold\",le=\"0.5\"} 1");
+    }
+
+    @Test
+    void codeModeCallsCountToolCallsByOutcomeAndApiCallsByApiAndStatusClass() {
+        ToolCall.Report calls = new ToolCall.Report(
+                List.of(new ToolCall("github", "search", 12, true, 100, 20, Optional.empty()),
+                        new ToolCall("github", "search", 5, false, 0, 20, Optional.of("timeout"))), 3,
+                List.of(new ApiCall("gh", "GET", "/user", 200, 40, 500, 0), new ApiCall("gh", "GET", "/repos", 204, 10, 0, 0),
+                        new ApiCall("gh", "DELETE", "/repos/o/r", 403, 0, 0, 0), new ApiCall("ci", "POST", "/x", 502, 9, 0, 10)), 2);
+        metrics.finished(end("python", Optional.of(result("python", Outcome.EXITED, 40).withToolCalls(calls)), Optional.empty()));
+        assertThat(metrics.scrape())
+                .contains("codeexec_tool_calls_total{outcome=\"ok\",server=\"github\",tool=\"search\"} 1.0")
+                .contains("codeexec_tool_calls_total{outcome=\"timeout\",server=\"github\",tool=\"search\"} 1.0")
+                .contains("codeexec_tool_calls_total{outcome=\"unrecorded\",server=\"-\",tool=\"-\"} 3.0")
+                .contains("codeexec_api_calls_total{api=\"gh\",status=\"2xx\"} 2.0")
+                .contains("codeexec_api_calls_total{api=\"gh\",status=\"4xx\"} 1.0")
+                .contains("codeexec_api_calls_total{api=\"ci\",status=\"5xx\"} 1.0")
+                .contains("codeexec_api_calls_total{api=\"-\",status=\"unrecorded\"} 2.0");
     }
 
     @Test

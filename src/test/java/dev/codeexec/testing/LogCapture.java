@@ -59,6 +59,13 @@ public final class LogCapture implements AutoCloseable {
         }
     }
 
+    /** Whether one message has been logged that contains every one of the parts. */
+    public boolean containsAll(String... parts) {
+        synchronized (messages) {
+            return messages.stream().anyMatch(m -> java.util.Arrays.stream(parts).allMatch(m::contains));
+        }
+    }
+
     @Override
     public void close() {
         logger.detachAppender(appender);
