@@ -158,4 +158,4 @@ function main() {
 }
 
 if (require.main === module) main();
-else module.exports = { loadTypescript, compile, transpile, runJs };
+else module.exports = { loadTypescript, compile, transpile };
